@@ -1,0 +1,77 @@
+//! What a collection is (schema, records, condition trees, filters, projections, aggregations,
+//! the `Caller`) and the traits every datasource and decorator implements. `sql` is the SQL
+//! implementation over sqlx and the only code that writes SQL for user data.
+
+mod caller;
+mod error;
+pub mod query;
+mod record;
+pub mod schema;
+pub mod sql;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+pub use caller::Caller;
+pub use error::{ConstraintViolation, Error, Result};
+pub use query::{
+    AggregateResult, Aggregation, AggregationOperation, Aggregator, ConditionTree, DateOperation,
+    Filter, Group, Leaf, Operator, Page, Projection, Sort, SortClause,
+};
+pub use record::{Record, Value, decode_binary, format_datetime, pack_id, parse_datetime, unpack_id};
+pub use schema::{
+    CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, FieldSchema, PrimitiveType,
+    RelationSchema,
+};
+
+/// One collection: its schema and the five data operations. Decorators wrap a `dyn Collection`
+/// and override only what they change.
+#[async_trait]
+pub trait Collection: Send + Sync {
+    fn schema(&self) -> &CollectionSchema;
+
+    /// Records matching the filter (sorted and paged as it says), shaped by the projection:
+    /// root columns as values, to-one relations as nested records (or `Null`).
+    async fn list(&self, caller: &Caller, filter: &Filter, projection: &Projection) -> Result<Vec<Record>>;
+
+    /// Aggregates matching rows; `limit` bounds the number of groups (leaderboards).
+    async fn aggregate(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        aggregation: &Aggregation,
+        limit: Option<u64>,
+    ) -> Result<Vec<AggregateResult>>;
+
+    /// Inserts records and returns them as stored (with generated keys and defaults).
+    async fn create(&self, caller: &Caller, records: Vec<Record>) -> Result<Vec<Record>>;
+
+    /// Applies the patch to every record matching the filter.
+    async fn update(&self, caller: &Caller, filter: &Filter, patch: &Record) -> Result<()>;
+
+    /// Deletes every record matching the filter.
+    async fn delete(&self, caller: &Caller, filter: &Filter) -> Result<()>;
+}
+
+/// A set of collections served together, plus native queries on its connection.
+#[async_trait]
+pub trait DataSource: Send + Sync {
+    /// The schema of every collection, used to resolve relation paths.
+    fn schema(&self) -> &DataSourceSchema;
+
+    fn collection(&self, name: &str) -> Result<Arc<dyn Collection>>;
+
+    /// Names of the connections that accept native queries (`nativeQueryConnections`).
+    fn native_query_connections(&self) -> Vec<String>;
+
+    /// Runs a single read-only `SELECT` with named variables bound as parameters (`$name` in the
+    /// query). Anything else is refused with `Error::Unprocessable`.
+    async fn native_query(
+        &self,
+        caller: &Caller,
+        connection: &str,
+        query: &str,
+        variables: &indexmap::IndexMap<String, Value>,
+    ) -> Result<Vec<Record>>;
+}

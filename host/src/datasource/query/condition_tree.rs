@@ -1,0 +1,382 @@
+//! Condition trees: leaves and `And`/`Or` branches, their plain JSON form, and validation of a
+//! tree against a collection's schema (field paths, operators allowed per type, value types).
+
+use serde_json::{Map, Value as Json};
+
+use super::operator::{Operator, ValueKind};
+use crate::datasource::error::{Error, Result};
+use crate::datasource::record::Value;
+use crate::datasource::schema::{CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, PrimitiveType};
+
+/// How a branch combines its conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregator {
+    And,
+    Or,
+}
+
+/// A leaf: `field operator value`. `field` may be a `:` path through to-one relations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leaf {
+    pub field: String,
+    pub operator: Operator,
+    /// `Null` for operators without a value; `Array` for list operators.
+    pub value: Value,
+}
+
+/// A condition tree.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConditionTree {
+    Leaf(Leaf),
+    Branch { aggregator: Aggregator, conditions: Vec<ConditionTree> },
+}
+
+impl ConditionTree {
+    pub fn leaf(field: impl Into<String>, operator: Operator, value: impl Into<Value>) -> Self {
+        Self::Leaf(Leaf { field: field.into(), operator, value: value.into() })
+    }
+
+    pub fn and(conditions: Vec<ConditionTree>) -> Self {
+        Self::Branch { aggregator: Aggregator::And, conditions }
+    }
+
+    pub fn or(conditions: Vec<ConditionTree>) -> Self {
+        Self::Branch { aggregator: Aggregator::Or, conditions }
+    }
+
+    /// AND of several optional trees, flattening nested ANDs and dropping absent ones.
+    pub fn intersect(trees: impl IntoIterator<Item = Option<ConditionTree>>) -> Option<Self> {
+        Self::combine(Aggregator::And, trees)
+    }
+
+    /// OR of several optional trees, flattening nested ORs and dropping absent ones.
+    pub fn union(trees: impl IntoIterator<Item = Option<ConditionTree>>) -> Option<Self> {
+        Self::combine(Aggregator::Or, trees)
+    }
+
+    fn combine(
+        aggregator: Aggregator,
+        trees: impl IntoIterator<Item = Option<ConditionTree>>,
+    ) -> Option<Self> {
+        let mut conditions = Vec::new();
+        for tree in trees.into_iter().flatten() {
+            match tree {
+                Self::Branch { aggregator: a, conditions: inner } if a == aggregator => {
+                    conditions.extend(inner)
+                }
+                other => conditions.push(other),
+            }
+        }
+        match conditions.len() {
+            0 => None,
+            1 => conditions.pop(),
+            _ => Some(Self::Branch { aggregator, conditions }),
+        }
+    }
+
+    /// Every leaf of the tree, depth first.
+    pub fn leaves(&self) -> Vec<&Leaf> {
+        let mut out = Vec::new();
+        self.visit(&mut |leaf| out.push(leaf));
+        out
+    }
+
+    fn visit<'a>(&'a self, f: &mut impl FnMut(&'a Leaf)) {
+        match self {
+            Self::Leaf(leaf) => f(leaf),
+            Self::Branch { conditions, .. } => conditions.iter().for_each(|c| c.visit(f)),
+        }
+    }
+
+    /// Rebuilds the tree with each leaf replaced by a subtree; branches are kept.
+    pub fn replace_leaves(&self, f: &mut impl FnMut(&Leaf) -> Result<ConditionTree>) -> Result<Self> {
+        Ok(match self {
+            Self::Leaf(leaf) => f(leaf)?,
+            Self::Branch { aggregator, conditions } => Self::Branch {
+                aggregator: *aggregator,
+                conditions: conditions
+                    .iter()
+                    .map(|c| c.replace_leaves(f))
+                    .collect::<Result<_>>()?,
+            },
+        })
+    }
+
+    /// The plain JSON form: `{field, operator, value}` or `{aggregator, conditions}`, PascalCase.
+    pub fn to_json(&self) -> Json {
+        match self {
+            Self::Leaf(leaf) => {
+                let mut map = Map::new();
+                map.insert("field".into(), Json::String(leaf.field.clone()));
+                map.insert("operator".into(), Json::String(leaf.operator.as_str().into()));
+                map.insert(
+                    "value".into(),
+                    serde_json::to_value(&leaf.value).unwrap_or(Json::Null),
+                );
+                Json::Object(map)
+            }
+            Self::Branch { aggregator, conditions } => {
+                let mut map = Map::new();
+                let name = match aggregator {
+                    Aggregator::And => "And",
+                    Aggregator::Or => "Or",
+                };
+                map.insert("aggregator".into(), Json::String(name.into()));
+                map.insert(
+                    "conditions".into(),
+                    Json::Array(conditions.iter().map(Self::to_json).collect()),
+                );
+                Json::Object(map)
+            }
+        }
+    }
+
+    /// Parses the plain JSON form against a collection: operators in snake_case or PascalCase,
+    /// aggregators in any case, single-condition branches collapsed, values cast to the column
+    /// type as the agent's parser does, then the whole tree validated.
+    pub fn parse(json: &Json, collection: &CollectionSchema, schema: &DataSourceSchema) -> Result<Self> {
+        let tree = Self::parse_node(json, collection, schema)?;
+        tree.validate(collection, schema)?;
+        Ok(tree)
+    }
+
+    fn parse_node(json: &Json, collection: &CollectionSchema, schema: &DataSourceSchema) -> Result<Self> {
+        let object = json
+            .as_object()
+            .ok_or_else(|| Error::validation("Invalid condition tree: expected an object"))?;
+        if let Some(aggregator) = object.get("aggregator") {
+            let aggregator = match aggregator.as_str().map(str::to_ascii_lowercase).as_deref() {
+                Some("and") => Aggregator::And,
+                Some("or") => Aggregator::Or,
+                _ => {
+                    return Err(Error::validation(format!(
+                        "Invalid condition tree: unknown aggregator {aggregator}"
+                    )));
+                }
+            };
+            let conditions = object
+                .get("conditions")
+                .and_then(Json::as_array)
+                .ok_or_else(|| Error::validation("Invalid condition tree: 'conditions' must be an array"))?;
+            let mut parsed = conditions
+                .iter()
+                .map(|c| Self::parse_node(c, collection, schema))
+                .collect::<Result<Vec<_>>>()?;
+            return Ok(if parsed.len() == 1 {
+                parsed.remove(0)
+            } else {
+                Self::Branch { aggregator, conditions: parsed }
+            });
+        }
+        let field = object
+            .get("field")
+            .and_then(Json::as_str)
+            .ok_or_else(|| Error::validation("Invalid condition tree: a leaf needs a 'field' string"))?;
+        let operator: Operator = object
+            .get("operator")
+            .and_then(Json::as_str)
+            .ok_or_else(|| Error::validation("Invalid condition tree: a leaf needs an 'operator' string"))?
+            .parse()
+            .map_err(Error::Validation)?;
+        let (_, column) = schema.resolve_column(collection, field)?;
+        let raw = object.get("value").unwrap_or(&Json::Null);
+        let value = cast_value(field, operator, &column.column_type, raw)?;
+        Ok(Self::leaf(field, operator, value))
+    }
+
+    /// Checks every leaf: the field path exists, the operator is allowed for the column type and
+    /// advertised by the column, and the value has the type the operator expects.
+    pub fn validate(&self, collection: &CollectionSchema, schema: &DataSourceSchema) -> Result<()> {
+        for leaf in self.leaves() {
+            let (_, column) = schema.resolve_column(collection, &leaf.field)?;
+            validate_leaf(leaf, column)?;
+        }
+        Ok(())
+    }
+}
+
+/// Validates one leaf against the column it targets.
+pub fn validate_leaf(leaf: &Leaf, column: &ColumnSchema) -> Result<()> {
+    let op = leaf.operator;
+    if !op.allowed_for(&column.column_type) {
+        return Err(Error::validation(format!(
+            "The given operator '{}' is not allowed with the columnType schema: '{}'.",
+            op.snake_case(),
+            column_type_name(&column.column_type)
+        )));
+    }
+    if !column.filter_operators.contains(&op) {
+        return Err(Error::validation(format!(
+            "The given operator '{}' is not supported by the column: '{}'.",
+            op.snake_case(),
+            leaf.field
+        )));
+    }
+    let wrong = || {
+        Error::validation(format!(
+            "Wrong type for \"{}\": {}. Expects {}",
+            leaf.field,
+            leaf.value,
+            expected_description(op, &column.column_type)
+        ))
+    };
+    match op.value_kind() {
+        ValueKind::None => {}
+        ValueKind::Number => {
+            if !matches!(leaf.value, Value::Int(_) | Value::Float(_) | Value::Decimal(_)) {
+                return Err(wrong());
+            }
+        }
+        ValueKind::Pattern => {
+            if !matches!(leaf.value, Value::String(_)) {
+                return Err(wrong());
+            }
+        }
+        ValueKind::List => {
+            let Value::Array(items) = &leaf.value else { return Err(wrong()) };
+            let element = element_type(&column.column_type);
+            for item in items {
+                if !item.is_null() && !value_matches_type(item, element) {
+                    return Err(wrong());
+                }
+                check_enum(item, column)?;
+            }
+        }
+        ValueKind::Single => {
+            if !leaf.value.is_null() && !value_matches_type(&leaf.value, &column.column_type) {
+                return Err(wrong());
+            }
+            check_enum(&leaf.value, column)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_enum(value: &Value, column: &ColumnSchema) -> Result<()> {
+    if let (Value::String(s), Some(PrimitiveType::Enum)) = (value, element_type(&column.column_type).primitive()) {
+        if !column.enum_values.iter().any(|v| v == s) {
+            return Err(Error::validation(format!(
+                "The given enum value(s) {s} is not listed in [{}]",
+                column.enum_values.join(",")
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn element_type(ty: &ColumnType) -> &ColumnType {
+    match ty {
+        ColumnType::Array(inner) => inner,
+        other => other,
+    }
+}
+
+fn column_type_name(ty: &ColumnType) -> String {
+    match ty {
+        ColumnType::Primitive(p) => p.to_string(),
+        other => other.to_json().to_string(),
+    }
+}
+
+fn expected_description(op: Operator, ty: &ColumnType) -> String {
+    match op.value_kind() {
+        ValueKind::Number => "Number".into(),
+        ValueKind::Pattern => "String".into(),
+        ValueKind::List => format!("ArrayOf{}", column_type_name(element_type(ty))),
+        _ => column_type_name(ty),
+    }
+}
+
+/// Whether a typed value fits a column type.
+pub fn value_matches_type(value: &Value, ty: &ColumnType) -> bool {
+    match (ty, value) {
+        (_, Value::Null) => true,
+        (ColumnType::Array(inner), Value::Array(items)) => {
+            items.iter().all(|i| value_matches_type(i, inner))
+        }
+        (ColumnType::Composite(_), Value::Json(_) | Value::Record(_)) => true,
+        (ColumnType::Primitive(p), v) => match p {
+            PrimitiveType::String | PrimitiveType::Enum => matches!(v, Value::String(_)),
+            PrimitiveType::Number => matches!(v, Value::Int(_) | Value::Float(_) | Value::Decimal(_)),
+            PrimitiveType::Boolean => matches!(v, Value::Bool(_)),
+            PrimitiveType::Date => matches!(v, Value::Date(_)),
+            PrimitiveType::Dateonly => matches!(v, Value::Dateonly(_)),
+            PrimitiveType::Time => matches!(v, Value::Time(_)),
+            PrimitiveType::Uuid => matches!(v, Value::Uuid(_)),
+            PrimitiveType::Json => true,
+            PrimitiveType::Binary => matches!(v, Value::Binary(_)),
+            PrimitiveType::Point => matches!(v, Value::Point(..)),
+        },
+        _ => false,
+    }
+}
+
+/// Casts a JSON value for a leaf, as `ConditionTreeParser.castToType` does, then types it.
+fn cast_value(field: &str, operator: Operator, ty: &ColumnType, raw: &Json) -> Result<Value> {
+    let wrong = || {
+        Error::validation(format!(
+            "Wrong type for \"{field}\": {raw}. Expects {}",
+            expected_description(operator, ty)
+        ))
+    };
+    match operator.value_kind() {
+        ValueKind::None => Ok(Value::Null),
+        ValueKind::Number => match raw {
+            Json::Number(_) | Json::String(_) => {
+                Value::from_json_typed(raw, PrimitiveType::Number).filter(|v| !v.is_null()).ok_or_else(wrong)
+            }
+            _ => Err(wrong()),
+        },
+        ValueKind::Pattern => match raw {
+            Json::String(s) => Ok(Value::String(s.clone())),
+            Json::Number(n) => Ok(Value::String(n.to_string())),
+            _ => Err(wrong()),
+        },
+        ValueKind::List => {
+            let element = element_type(ty);
+            let items: Vec<Json> = match raw {
+                // The agent splits a comma list given as a string.
+                Json::String(s) => s.split(',').map(|p| Json::String(p.trim().to_owned())).collect(),
+                Json::Array(items) => items.clone(),
+                Json::Null => return Err(wrong()),
+                single => vec![single.clone()],
+            };
+            let mut out = Vec::with_capacity(items.len());
+            for item in &items {
+                match cast_single(item, element) {
+                    Some(v) => out.push(v),
+                    // Numbers that do not parse are dropped, as `Number(x)` → NaN is filtered.
+                    None if element.primitive() == Some(PrimitiveType::Number) => {}
+                    None => return Err(wrong()),
+                }
+            }
+            Ok(Value::Array(out))
+        }
+        ValueKind::Single => cast_single(raw, ty).ok_or_else(wrong),
+    }
+}
+
+fn cast_single(raw: &Json, ty: &ColumnType) -> Option<Value> {
+    match ty {
+        ColumnType::Primitive(PrimitiveType::Boolean) => match raw {
+            Json::String(s) => match s.to_ascii_lowercase().as_str() {
+                "true" | "yes" | "1" => Some(Value::Bool(true)),
+                "false" | "no" | "0" => Some(Value::Bool(false)),
+                _ => None,
+            },
+            Json::Number(n) => Some(Value::Bool(n.as_f64() != Some(0.0))),
+            other => Value::from_json_typed(other, PrimitiveType::Boolean),
+        },
+        ColumnType::Primitive(p) => Value::from_json_typed(raw, *p),
+        ColumnType::Array(inner) => match raw {
+            Json::Array(items) => items
+                .iter()
+                .map(|i| cast_single(i, inner))
+                .collect::<Option<Vec<_>>>()
+                .map(Value::Array),
+            Json::Null => Some(Value::Null),
+            _ => None,
+        },
+        ColumnType::Composite(_) => Some(Value::Json(raw.clone())),
+    }
+}

@@ -1,0 +1,348 @@
+//! Collection schemas: column types and flags, relations and their keys.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use super::error::{Error, Result};
+use super::query::Operator;
+use super::record::Value;
+
+/// Primitive column types, named as the agent names them on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PrimitiveType {
+    String,
+    Number,
+    Boolean,
+    Date,
+    Dateonly,
+    Time,
+    Enum,
+    Json,
+    Uuid,
+    Point,
+    /// Raw bytes. The spec's `File` is this type seen through the binary decorator.
+    #[serde(alias = "File")]
+    Binary,
+}
+
+impl PrimitiveType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::String => "String",
+            Self::Number => "Number",
+            Self::Boolean => "Boolean",
+            Self::Date => "Date",
+            Self::Dateonly => "Dateonly",
+            Self::Time => "Time",
+            Self::Enum => "Enum",
+            Self::Json => "Json",
+            Self::Uuid => "Uuid",
+            Self::Point => "Point",
+            Self::Binary => "Binary",
+        }
+    }
+}
+
+impl fmt::Display for PrimitiveType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A column's type: a primitive, an array of a type (PostgreSQL arrays), or a composite object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ColumnType {
+    Primitive(PrimitiveType),
+    Array(Box<ColumnType>),
+    Composite(IndexMap<String, ColumnType>),
+}
+
+impl ColumnType {
+    /// The primitive type, when this is not an array or a composite.
+    pub fn primitive(&self) -> Option<PrimitiveType> {
+        match self {
+            Self::Primitive(p) => Some(*p),
+            _ => None,
+        }
+    }
+
+    /// The agent's JSON form: `"Number"`, `["Enum"]`, `{"a": "String"}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Self::Primitive(p) => serde_json::Value::String(p.as_str().to_owned()),
+            Self::Array(inner) => serde_json::Value::Array(vec![inner.to_json()]),
+            Self::Composite(fields) => serde_json::Value::Object(
+                fields.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
+            ),
+        }
+    }
+}
+
+impl From<PrimitiveType> for ColumnType {
+    fn from(p: PrimitiveType) -> Self {
+        Self::Primitive(p)
+    }
+}
+
+/// Write-time validation rules attached to a column (`addFieldValidation`, `Present` for NOT NULL).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidationRule {
+    pub operator: Operator,
+    pub value: Option<Value>,
+}
+
+/// A column of a collection and everything the agent advertises about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnSchema {
+    pub column_type: ColumnType,
+    /// Operators the collection answers natively for this column (after equivalence, the full set).
+    pub filter_operators: BTreeSet<Operator>,
+    pub is_primary_key: bool,
+    pub is_read_only: bool,
+    pub is_sortable: bool,
+    pub is_groupable: bool,
+    /// Database-side NULL allowance (drives `Present` validation and the schema file).
+    pub allow_null: bool,
+    /// A constant default shown in the schema and written on create when the value is absent.
+    pub default_value: Option<Value>,
+    pub enum_values: Vec<String>,
+    pub validation: Vec<ValidationRule>,
+}
+
+impl ColumnSchema {
+    /// A writable, sortable, nullable column with no operators; callers fill in the rest.
+    pub fn new(column_type: impl Into<ColumnType>) -> Self {
+        Self {
+            column_type: column_type.into(),
+            filter_operators: BTreeSet::new(),
+            is_primary_key: false,
+            is_read_only: false,
+            is_sortable: true,
+            is_groupable: true,
+            allow_null: true,
+            default_value: None,
+            enum_values: Vec::new(),
+            validation: Vec::new(),
+        }
+    }
+
+    /// Whether a `Present` rule makes the column required on create.
+    pub fn is_required(&self) -> bool {
+        self.validation.iter().any(|r| r.operator == Operator::Present)
+    }
+}
+
+/// A relation from one collection to another, with the keys that join them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelationSchema {
+    /// This collection holds `foreign_key`, which points at `foreign_key_target` of the foreign one.
+    ManyToOne {
+        foreign_collection: String,
+        foreign_key: String,
+        foreign_key_target: String,
+    },
+    /// The foreign collection holds `origin_key`, pointing at our `origin_key_target`; many rows.
+    OneToMany {
+        foreign_collection: String,
+        origin_key: String,
+        origin_key_target: String,
+    },
+    /// As `OneToMany`, but `origin_key` is unique, so at most one row.
+    OneToOne {
+        foreign_collection: String,
+        origin_key: String,
+        origin_key_target: String,
+    },
+    /// Through a junction collection: `through.origin_key -> our origin_key_target` and
+    /// `through.foreign_key -> foreign.foreign_key_target`.
+    ManyToMany {
+        foreign_collection: String,
+        through_collection: String,
+        origin_key: String,
+        origin_key_target: String,
+        foreign_key: String,
+        foreign_key_target: String,
+    },
+}
+
+impl RelationSchema {
+    pub fn foreign_collection(&self) -> &str {
+        match self {
+            Self::ManyToOne { foreign_collection, .. }
+            | Self::OneToMany { foreign_collection, .. }
+            | Self::OneToOne { foreign_collection, .. }
+            | Self::ManyToMany { foreign_collection, .. } => foreign_collection,
+        }
+    }
+
+    /// To-one relations can be projected, filtered and sorted through with `:` paths.
+    pub fn is_to_one(&self) -> bool {
+        matches!(self, Self::ManyToOne { .. } | Self::OneToOne { .. })
+    }
+
+    /// The agent's name for the relation kind.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::ManyToOne { .. } => "ManyToOne",
+            Self::OneToMany { .. } => "OneToMany",
+            Self::OneToOne { .. } => "OneToOne",
+            Self::ManyToMany { .. } => "ManyToMany",
+        }
+    }
+}
+
+/// A field is either a column or a relation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldSchema {
+    Column(ColumnSchema),
+    Relation(RelationSchema),
+}
+
+impl FieldSchema {
+    pub fn as_column(&self) -> Option<&ColumnSchema> {
+        match self {
+            Self::Column(c) => Some(c),
+            Self::Relation(_) => None,
+        }
+    }
+
+    pub fn as_relation(&self) -> Option<&RelationSchema> {
+        match self {
+            Self::Relation(r) => Some(r),
+            Self::Column(_) => None,
+        }
+    }
+}
+
+/// The schema of one collection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectionSchema {
+    pub name: String,
+    /// Fields in a stable order: columns in table order, then relations.
+    pub fields: IndexMap<String, FieldSchema>,
+    /// Whether `filter.search` is answered by the collection itself.
+    pub searchable: bool,
+    /// Whether counting is allowed (`disableCount` turns it off).
+    pub countable: bool,
+    pub segments: Vec<String>,
+    /// Whether writes are refused (views, tables without a primary key).
+    pub is_read_only: bool,
+    pub aggregation: AggregationCapabilities,
+}
+
+/// What the collection can group aggregations by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggregationCapabilities {
+    pub support_groups: bool,
+    pub supported_date_operations: BTreeSet<super::query::DateOperation>,
+}
+
+impl CollectionSchema {
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            fields: IndexMap::new(),
+            searchable: true,
+            countable: true,
+            segments: Vec::new(),
+            is_read_only: false,
+            aggregation: AggregationCapabilities {
+                support_groups: true,
+                supported_date_operations: super::query::DateOperation::ALL.into_iter().collect(),
+            },
+        }
+    }
+
+    pub fn column(&self, name: &str) -> Option<&ColumnSchema> {
+        self.fields.get(name).and_then(FieldSchema::as_column)
+    }
+
+    pub fn relation(&self, name: &str) -> Option<&RelationSchema> {
+        self.fields.get(name).and_then(FieldSchema::as_relation)
+    }
+
+    pub fn columns(&self) -> impl Iterator<Item = (&String, &ColumnSchema)> {
+        self.fields.iter().filter_map(|(n, f)| f.as_column().map(|c| (n, c)))
+    }
+
+    pub fn relations(&self) -> impl Iterator<Item = (&String, &RelationSchema)> {
+        self.fields.iter().filter_map(|(n, f)| f.as_relation().map(|r| (n, r)))
+    }
+
+    /// Primary key column names in field order (a packed id follows this order).
+    pub fn primary_keys(&self) -> Vec<&str> {
+        self.columns()
+            .filter(|(_, c)| c.is_primary_key)
+            .map(|(n, _)| n.as_str())
+            .collect()
+    }
+}
+
+/// Every collection a datasource serves, by name. Paths like `author:country:name` resolve here.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DataSourceSchema {
+    pub collections: IndexMap<String, CollectionSchema>,
+}
+
+impl DataSourceSchema {
+    pub fn collection(&self, name: &str) -> Result<&CollectionSchema> {
+        self.collections
+            .get(name)
+            .ok_or_else(|| Error::MissingCollection(name.to_owned()))
+    }
+
+    /// Resolves a field path (`a:b:c`) from `collection` through to-one relations to a column.
+    /// Returns the collection that holds the column, and the column.
+    pub fn resolve_column<'a>(
+        &'a self,
+        collection: &'a CollectionSchema,
+        path: &str,
+    ) -> Result<(&'a CollectionSchema, &'a ColumnSchema)> {
+        let mut current = collection;
+        let mut segments = path.split(':').peekable();
+        while let Some(segment) = segments.next() {
+            let field = current.fields.get(segment).ok_or_else(|| {
+                Error::validation(format!(
+                    "Column not found: '{}.{}'",
+                    current.name, segment
+                ))
+            })?;
+            match field {
+                FieldSchema::Column(column) => {
+                    if segments.peek().is_some() {
+                        // A path may go on inside a column only for composite types; we treat
+                        // `json:key` as unsupported, as the SQL datasource of the agent does.
+                        return Err(Error::validation(format!(
+                            "Unexpected field type: '{}.{}' (found 'Column' expected 'ManyToOne' or 'OneToOne')",
+                            current.name, segment
+                        )));
+                    }
+                    return Ok((current, column));
+                }
+                FieldSchema::Relation(relation) => {
+                    if segments.peek().is_none() {
+                        return Err(Error::validation(format!(
+                            "Unexpected field type: '{}.{}' (found '{}' expected 'Column')",
+                            current.name,
+                            segment,
+                            relation.kind_name()
+                        )));
+                    }
+                    if !relation.is_to_one() {
+                        return Err(Error::validation(format!(
+                            "Unexpected field type: '{}.{}' (found '{}' expected 'ManyToOne' or 'OneToOne')",
+                            current.name,
+                            segment,
+                            relation.kind_name()
+                        )));
+                    }
+                    current = self.collection(relation.foreign_collection())?;
+                }
+            }
+        }
+        Err(Error::validation(format!("Invalid field path: '{path}'")))
+    }
+}

@@ -1,0 +1,309 @@
+//! The SQL datasource over sqlx: SQLite, PostgreSQL and MySQL/MariaDB. This is the only code
+//! that writes SQL for user data: values are always bound, identifiers come only from the
+//! introspected model and are quoted per dialect.
+//!
+//! Pipeline: `introspect` reads the catalog into a [`model::Table`] list, `collections` turns it
+//! into collection schemas (types, flags, relations and their names, as the Node agent's SQL
+//! datasource does), options (`include`, `exclude`, `rename`) are applied here, and
+//! `collection::SqlCollection` answers the data operations with `build` (SQL text and binds) and
+//! `decode` (rows to values).
+
+mod build;
+mod collection;
+pub mod collections;
+pub mod dialect;
+mod decode;
+pub mod introspect;
+pub mod model;
+mod native;
+pub mod naming;
+pub mod types;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use indexmap::IndexMap;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+
+pub use collection::SqlCollection;
+pub use dialect::Dialect;
+
+use super::error::{Error, Result};
+use super::record::{Record, Value};
+use super::schema::{DataSourceSchema, FieldSchema, RelationSchema};
+use super::{Caller, Collection, DataSource};
+use model::Table;
+
+/// A connection pool of one of the supported drivers.
+#[derive(Debug, Clone)]
+pub enum Pool {
+    Postgres(PgPool),
+    MySql(MySqlPool),
+    Sqlite(SqlitePool),
+}
+
+impl Pool {
+    /// Opens a pool from a URL: `postgres://`, `postgresql://`, `mysql://`, `mariadb://`,
+    /// `sqlite:` (a file path; `?mode=rwc` creates it).
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        // Every session runs in UTC so that timestamps are read and written as UTC, as the agent
+        // (Sequelize `timezone: '+00:00'`) does; the caller's timezone only shapes bounds.
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(url)?.options([("timezone", "UTC")]);
+            let pool = PgPoolOptions::new()
+                .max_connections(max_connections)
+                .connect_with(options)
+                .await?;
+            Ok(Self::Postgres(pool))
+        } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            let url = url.replacen("mariadb://", "mysql://", 1);
+            let options = MySqlConnectOptions::from_str(&url)?.timezone(Some("+00:00".to_owned()));
+            let pool = MySqlPoolOptions::new()
+                .max_connections(max_connections)
+                .connect_with(options)
+                .await?;
+            Ok(Self::MySql(pool))
+        } else if url.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(url)?.foreign_keys(true);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(max_connections)
+                .connect_with(options)
+                .await?;
+            Ok(Self::Sqlite(pool))
+        } else {
+            Err(Error::validation(format!(
+                "Unsupported database URL '{}': expected postgres://, mysql://, mariadb:// or sqlite:",
+                redact_url(url)
+            )))
+        }
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Self::Postgres(_) => Dialect::Postgres,
+            Self::MySql(_) => Dialect::MySql,
+            Self::Sqlite(_) => Dialect::Sqlite,
+        }
+    }
+
+    pub async fn close(&self) {
+        match self {
+            Self::Postgres(p) => p.close().await,
+            Self::MySql(p) => p.close().await,
+            Self::Sqlite(p) => p.close().await,
+        }
+    }
+}
+
+/// Hides the password of a database URL for logs and error messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// `addDataSource` options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Only these collections (by their original table names) are served, when set.
+    pub include: Option<Vec<String>>,
+    /// These collections (by original table names) are not served.
+    pub exclude: Vec<String>,
+    /// Original table name → served collection name.
+    pub rename: IndexMap<String, String>,
+    /// Name of the connection for native queries (`connectionName`).
+    pub connection_name: Option<String>,
+}
+
+/// What every collection of one SQL datasource shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub pool: Pool,
+    pub dialect: Dialect,
+    pub schema: DataSourceSchema,
+    /// Served collection name → its table.
+    pub tables: HashMap<String, Arc<Table>>,
+}
+
+impl Shared {
+    pub fn table(&self, collection: &str) -> Result<&Arc<Table>> {
+        self.tables
+            .get(collection)
+            .ok_or_else(|| Error::MissingCollection(collection.to_owned()))
+    }
+}
+
+/// A datasource serving the tables (and PostgreSQL views) of one database.
+pub struct SqlDataSource {
+    shared: Arc<Shared>,
+    collections: IndexMap<String, Arc<dyn Collection>>,
+    connection_name: String,
+}
+
+impl std::fmt::Debug for SqlDataSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlDataSource")
+            .field("dialect", &self.shared.dialect)
+            .field("collections", &self.collections.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl SqlDataSource {
+    /// Connects, introspects and builds the collections.
+    pub async fn connect(url: &str, options: Options) -> Result<Self> {
+        let pool = Pool::connect(url, 10).await?;
+        Self::from_pool(pool, options).await
+    }
+
+    /// Introspects an open pool and builds the collections.
+    pub async fn from_pool(pool: Pool, options: Options) -> Result<Self> {
+        let dialect = pool.dialect();
+        let tables = introspect::introspect(&pool).await?;
+        let schemas = collections::build(&tables, dialect);
+        let (schema, tables) = apply_options(schemas, tables, &options)?;
+        let shared = Arc::new(Shared { pool, dialect, schema, tables });
+        let collections = shared
+            .schema
+            .collections
+            .keys()
+            .map(|name| {
+                let collection: Arc<dyn Collection> =
+                    Arc::new(SqlCollection::new(shared.clone(), name.clone()));
+                (name.clone(), collection)
+            })
+            .collect();
+        Ok(Self {
+            shared,
+            collections,
+            connection_name: options.connection_name.unwrap_or_else(|| "main".to_owned()),
+        })
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.shared.dialect
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.shared.pool
+    }
+
+    pub fn collection_names(&self) -> impl Iterator<Item = &String> {
+        self.collections.keys()
+    }
+}
+
+/// Applies include/exclude (by table name) and rename, and drops relations whose other side is
+/// no longer served.
+fn apply_options(
+    schemas: Vec<super::schema::CollectionSchema>,
+    tables: Vec<Table>,
+    options: &Options,
+) -> Result<(DataSourceSchema, HashMap<String, Arc<Table>>)> {
+    let known: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
+    let names = options
+        .include
+        .iter()
+        .flatten()
+        .chain(&options.exclude)
+        .chain(options.rename.keys());
+    for name in names {
+        if !known.contains(&name.as_str()) {
+            return Err(Error::MissingCollection(name.clone()));
+        }
+    }
+    let served = |table: &str| {
+        options.include.as_ref().is_none_or(|inc| inc.iter().any(|i| i == table))
+            && !options.exclude.iter().any(|e| e == table)
+    };
+    let rename = |table: &str| options.rename.get(table).cloned().unwrap_or_else(|| table.to_owned());
+
+    let mut out = DataSourceSchema::default();
+    let mut by_collection = HashMap::new();
+    for (mut schema, table) in schemas.into_iter().zip(tables) {
+        if !served(&table.name) {
+            continue;
+        }
+        schema.name = rename(&table.name);
+        schema.fields.retain(|_, field| match field {
+            FieldSchema::Relation(r) => {
+                served(r.foreign_collection())
+                    && match r {
+                        RelationSchema::ManyToMany { through_collection, .. } => served(through_collection),
+                        _ => true,
+                    }
+            }
+            FieldSchema::Column(_) => true,
+        });
+        for field in schema.fields.values_mut() {
+            if let FieldSchema::Relation(r) = field {
+                match r {
+                    RelationSchema::ManyToOne { foreign_collection, .. }
+                    | RelationSchema::OneToMany { foreign_collection, .. }
+                    | RelationSchema::OneToOne { foreign_collection, .. } => {
+                        *foreign_collection = rename(foreign_collection);
+                    }
+                    RelationSchema::ManyToMany { foreign_collection, through_collection, .. } => {
+                        *foreign_collection = rename(foreign_collection);
+                        *through_collection = rename(through_collection);
+                    }
+                }
+            }
+        }
+        if out.collections.contains_key(&schema.name) {
+            return Err(Error::validation(format!(
+                "Two collections would be named '{}' after rename",
+                schema.name
+            )));
+        }
+        by_collection.insert(schema.name.clone(), Arc::new(table));
+        out.collections.insert(schema.name.clone(), schema);
+    }
+    // Collections are served sorted by name, as the agent does.
+    out.collections.sort_keys();
+    Ok((out, by_collection))
+}
+
+#[async_trait]
+impl DataSource for SqlDataSource {
+    fn schema(&self) -> &DataSourceSchema {
+        &self.shared.schema
+    }
+
+    fn collection(&self, name: &str) -> Result<Arc<dyn Collection>> {
+        self.collections
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::MissingCollection(name.to_owned()))
+    }
+
+    fn native_query_connections(&self) -> Vec<String> {
+        vec![self.connection_name.clone()]
+    }
+
+    async fn native_query(
+        &self,
+        _caller: &Caller,
+        connection: &str,
+        query: &str,
+        variables: &IndexMap<String, Value>,
+    ) -> Result<Vec<Record>> {
+        if connection != self.connection_name {
+            return Err(Error::Unprocessable(format!(
+                "Native query connection '{connection}' is unknown"
+            )));
+        }
+        native::run(&self.shared, query, variables).await
+    }
+}
