@@ -1,1 +1,11 @@
-//! End-to-end tests.
+//! End-to-end tests of the SQL datasource on SQLite, PostgreSQL and MariaDB. One binary, one
+//! module per feature; every test gets a fresh database (see `canopy_e2e::TestDb`).
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly on unexpected errors")]
+
+mod aggregate;
+mod introspection;
+mod list;
+mod operators;
+mod properties;
+mod safety;
+mod write;

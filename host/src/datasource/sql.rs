@@ -16,6 +16,7 @@ mod decode;
 pub mod introspect;
 pub mod model;
 mod native;
+pub mod operators;
 pub mod naming;
 pub mod types;
 
