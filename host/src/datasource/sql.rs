@@ -69,7 +69,8 @@ impl Pool {
                 .await?;
             Ok(Self::MySql(pool))
         } else if url.starts_with("sqlite:") {
-            let options = SqliteConnectOptions::from_str(url)?.foreign_keys(true);
+            // `with_regexp` registers `REGEXP` (Rust regex) so `Match` works on SQLite as elsewhere.
+            let options = SqliteConnectOptions::from_str(url)?.foreign_keys(true).with_regexp();
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections)
                 .connect_with(options)
