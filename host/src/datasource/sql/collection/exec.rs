@@ -1,0 +1,121 @@
+//! Binds become driver arguments, and database errors become datasource errors (constraint
+//! failures by `DatabaseError::kind()`, never by message).
+
+use sqlx::Arguments as _;
+use sqlx::error::ErrorKind;
+use sqlx::mysql::MySqlArguments;
+use sqlx::postgres::PgArguments;
+use sqlx::sqlite::SqliteArguments;
+
+use crate::datasource::error::{ConstraintViolation, Error, Result};
+use crate::datasource::sql::build::{Bind, SQLITE_TIMESTAMP_FORMAT};
+
+fn bind_error(e: sqlx::error::BoxDynError) -> Error {
+    Error::Internal(format!("cannot bind a value: {e}"))
+}
+
+/// PostgreSQL arguments: every bind has a native type.
+pub(crate) fn pg_args(binds: Vec<Bind>) -> Result<PgArguments> {
+    let mut args = PgArguments::default();
+    for bind in binds {
+        match bind {
+            Bind::Bool(v) => args.add(v),
+            Bind::Int(v) => args.add(v),
+            Bind::Float(v) => args.add(v),
+            Bind::Decimal(v) => args.add(v),
+            Bind::Text(v) => args.add(v),
+            Bind::Uuid(v) => args.add(v),
+            Bind::TimestampTz(v) => args.add(v),
+            Bind::Timestamp(v) => args.add(v),
+            Bind::Date(v) => args.add(v),
+            Bind::Time(v) => args.add(v),
+            Bind::Json(v) => args.add(v),
+            Bind::Bytes(v) => args.add(v),
+            Bind::TextArray(v) => args.add(v),
+        }
+        .map_err(bind_error)?;
+    }
+    Ok(args)
+}
+
+/// MySQL/MariaDB arguments: instants are UTC wall clocks (the session runs in UTC), uuids and
+/// JSON are text.
+pub(crate) fn mysql_args(binds: Vec<Bind>) -> Result<MySqlArguments> {
+    let mut args = MySqlArguments::default();
+    for bind in binds {
+        match bind {
+            Bind::Bool(v) => args.add(v),
+            Bind::Int(v) => args.add(v),
+            Bind::Float(v) => args.add(v),
+            Bind::Decimal(v) => args.add(v),
+            Bind::Text(v) => args.add(v),
+            Bind::Uuid(v) => args.add(v.hyphenated().to_string()),
+            Bind::TimestampTz(v) => args.add(v.naive_utc()),
+            Bind::Timestamp(v) => args.add(v),
+            Bind::Date(v) => args.add(v),
+            Bind::Time(v) => args.add(v),
+            Bind::Json(v) => args.add(v.to_string()),
+            Bind::Bytes(v) => args.add(v),
+            Bind::TextArray(_) => {
+                return Err(Error::validation(
+                    "Array values are only supported on PostgreSQL",
+                ));
+            }
+        }
+        .map_err(bind_error)?;
+    }
+    Ok(args)
+}
+
+/// SQLite arguments: dates, times, uuids and JSON are text (timestamps in the canonical
+/// `YYYY-MM-DD HH:MM:SS.SSS` UTC form), decimals are reals.
+pub(crate) fn sqlite_args(binds: Vec<Bind>) -> Result<SqliteArguments<'static>> {
+    let mut args = SqliteArguments::default();
+    for bind in binds {
+        match bind {
+            Bind::Bool(v) => args.add(v),
+            Bind::Int(v) => args.add(v),
+            Bind::Float(v) => args.add(v),
+            Bind::Decimal(v) => args.add(v.to_string()),
+            Bind::Text(v) => args.add(v),
+            Bind::Uuid(v) => args.add(v.hyphenated().to_string()),
+            Bind::TimestampTz(v) => args.add(v.format(SQLITE_TIMESTAMP_FORMAT).to_string()),
+            Bind::Timestamp(v) => args.add(v.format(SQLITE_TIMESTAMP_FORMAT).to_string()),
+            Bind::Date(v) => args.add(v.format("%Y-%m-%d").to_string()),
+            Bind::Time(v) => args.add(v.format("%H:%M:%S%.f").to_string()),
+            Bind::Json(v) => args.add(v.to_string()),
+            Bind::Bytes(v) => args.add(v),
+            Bind::TextArray(_) => {
+                return Err(Error::validation(
+                    "Array values are only supported on PostgreSQL",
+                ));
+            }
+        }
+        .map_err(bind_error)?;
+    }
+    Ok(args)
+}
+
+/// What kind of statement failed, for the foreign-key message.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    Read,
+    Write,
+    Delete,
+}
+
+/// Maps a driver error: constraint failures by their kind, anything else as a database error.
+pub(crate) fn db_error(error: sqlx::Error, operation: Operation) -> Error {
+    let kind = error.as_database_error().map(|e| e.kind());
+    let violation = match kind {
+        Some(ErrorKind::UniqueViolation) => ConstraintViolation::Unique,
+        Some(ErrorKind::ForeignKeyViolation) if operation == Operation::Delete => {
+            ConstraintViolation::ForeignKeyOnDelete
+        }
+        Some(ErrorKind::ForeignKeyViolation) => ConstraintViolation::ForeignKeyOnWrite,
+        Some(ErrorKind::NotNullViolation) => ConstraintViolation::NotNull,
+        Some(ErrorKind::CheckViolation) => ConstraintViolation::Check,
+        _ => return Error::Database(error),
+    };
+    Error::Constraint(violation)
+}
