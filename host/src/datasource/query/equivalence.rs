@@ -1065,13 +1065,13 @@ mod tests {
     }
 
     fn rewrite_one(
-        leaf: ConditionTree,
+        leaf: &ConditionTree,
         ty: PrimitiveType,
         ops: &[Operator],
     ) -> Result<ConditionTree> {
         let (collection, schema) = schema_with(&[("f", ty)]);
         rewrite(
-            &leaf,
+            leaf,
             &collection,
             &schema,
             native(ops),
@@ -1085,7 +1085,7 @@ mod tests {
         use Operator::*;
         let leaf = ConditionTree::leaf("f", Equal, "a");
         assert_eq!(
-            rewrite_one(leaf.clone(), PrimitiveType::String, &[Equal]).expect("ok"),
+            rewrite_one(&leaf, PrimitiveType::String, &[Equal]).expect("ok"),
             leaf
         );
     }
@@ -1095,28 +1095,28 @@ mod tests {
         use Operator::*;
         let blank = ConditionTree::leaf("f", Blank, Value::Null);
         assert_eq!(
-            rewrite_one(blank.clone(), PrimitiveType::String, &[In]).expect("ok"),
+            rewrite_one(&blank, PrimitiveType::String, &[In]).expect("ok"),
             ConditionTree::leaf("f", In, Value::Array(vec![Value::Null, "".into()]))
         );
         assert_eq!(
-            rewrite_one(blank.clone(), PrimitiveType::Number, &[In, Missing]).expect("ok"),
+            rewrite_one(&blank, PrimitiveType::Number, &[In, Missing]).expect("ok"),
             ConditionTree::leaf("f", Missing, Value::Null)
         );
         // Blank → Missing → Equal null.
         assert_eq!(
-            rewrite_one(blank, PrimitiveType::Number, &[Equal]).expect("ok"),
+            rewrite_one(&blank, PrimitiveType::Number, &[Equal]).expect("ok"),
             ConditionTree::leaf("f", Equal, Value::Null)
         );
         let present = ConditionTree::leaf("f", Present, Value::Null);
         assert_eq!(
-            rewrite_one(present.clone(), PrimitiveType::String, &[NotEqual]).expect("ok"),
+            rewrite_one(&present, PrimitiveType::String, &[NotEqual]).expect("ok"),
             ConditionTree::and(vec![
                 ConditionTree::leaf("f", NotEqual, Value::Null),
                 ConditionTree::leaf("f", NotEqual, ""),
             ])
         );
         assert_eq!(
-            rewrite_one(present, PrimitiveType::Boolean, &[NotIn]).expect("ok"),
+            rewrite_one(&present, PrimitiveType::Boolean, &[NotIn]).expect("ok"),
             ConditionTree::leaf("f", NotIn, Value::Array(vec![Value::Null]))
         );
     }
@@ -1126,7 +1126,7 @@ mod tests {
         use Operator::*;
         assert_eq!(
             rewrite_one(
-                ConditionTree::leaf("f", Equal, Value::Int(1)),
+                &ConditionTree::leaf("f", Equal, Value::Int(1)),
                 PrimitiveType::Number,
                 &[In]
             )
@@ -1135,7 +1135,7 @@ mod tests {
         );
         assert_eq!(
             rewrite_one(
-                ConditionTree::leaf("f", In, Value::Array(vec![Value::Int(1), Value::Int(2)])),
+                &ConditionTree::leaf("f", In, Value::Array(vec![Value::Int(1), Value::Int(2)])),
                 PrimitiveType::Number,
                 &[Equal]
             )
@@ -1147,7 +1147,7 @@ mod tests {
         );
         assert_eq!(
             rewrite_one(
-                ConditionTree::leaf("f", NotIn, Value::Array(vec!["a".into()])),
+                &ConditionTree::leaf("f", NotIn, Value::Array(vec!["a".into()])),
                 PrimitiveType::String,
                 &[NotEqual]
             )
@@ -1155,7 +1155,7 @@ mod tests {
             ConditionTree::and(vec![ConditionTree::leaf("f", NotEqual, "a")])
         );
         let err = rewrite_one(
-            ConditionTree::leaf("f", Equal, Value::Int(1)),
+            &ConditionTree::leaf("f", Equal, Value::Int(1)),
             PrimitiveType::Number,
             &[GreaterThan],
         );
@@ -1167,7 +1167,7 @@ mod tests {
         use Operator::*;
         assert_eq!(
             rewrite_one(
-                ConditionTree::leaf("f", LessThanOrEqual, Value::Int(3)),
+                &ConditionTree::leaf("f", LessThanOrEqual, Value::Int(3)),
                 PrimitiveType::Number,
                 &[LessThan, In]
             )
@@ -1179,7 +1179,7 @@ mod tests {
         );
         assert!(
             rewrite_one(
-                ConditionTree::leaf("f", GreaterThanOrEqual, Value::Int(3)),
+                &ConditionTree::leaf("f", GreaterThanOrEqual, Value::Int(3)),
                 PrimitiveType::Number,
                 &[LessThan, Equal]
             )
@@ -1192,7 +1192,7 @@ mod tests {
         use Operator::*;
         assert_eq!(
             rewrite_one(
-                ConditionTree::leaf("f", Contains, "5%_a\\"),
+                &ConditionTree::leaf("f", Contains, "5%_a\\"),
                 PrimitiveType::String,
                 &[Like]
             )
@@ -1201,7 +1201,7 @@ mod tests {
         );
         assert_eq!(
             rewrite_one(
-                ConditionTree::leaf("f", IStartsWith, "ab"),
+                &ConditionTree::leaf("f", IStartsWith, "ab"),
                 PrimitiveType::String,
                 &[ILike]
             )
@@ -1210,7 +1210,7 @@ mod tests {
         );
         assert_eq!(
             rewrite_one(
-                ConditionTree::leaf("f", EndsWith, "ab"),
+                &ConditionTree::leaf("f", EndsWith, "ab"),
                 PrimitiveType::String,
                 &[Match]
             )
@@ -1219,7 +1219,7 @@ mod tests {
         );
         assert_eq!(
             rewrite_one(
-                ConditionTree::leaf("f", ILike, "a.b_%"),
+                &ConditionTree::leaf("f", ILike, "a.b_%"),
                 PrimitiveType::String,
                 &[Match]
             )
@@ -1228,7 +1228,7 @@ mod tests {
         );
         // Contains → Like → Match keeps the escaped characters literal.
         let tree = rewrite_one(
-            ConditionTree::leaf("f", Contains, "1%"),
+            &ConditionTree::leaf("f", Contains, "1%"),
             PrimitiveType::String,
             &[Match],
         )
@@ -1242,7 +1242,7 @@ mod tests {
         // Like on a number column has no path.
         assert!(
             rewrite_one(
-                ConditionTree::leaf("f", Contains, "1"),
+                &ConditionTree::leaf("f", Contains, "1"),
                 PrimitiveType::Number,
                 &[Like, Match]
             )
@@ -1256,7 +1256,7 @@ mod tests {
         let today = ConditionTree::leaf("f", Today, Value::Null);
         assert_eq!(
             rewrite_one(
-                today.clone(),
+                &today,
                 PrimitiveType::Dateonly,
                 &[GreaterThan, LessThan, Equal]
             )
@@ -1269,10 +1269,10 @@ mod tests {
                 ConditionTree::leaf("f", LessThan, Value::Dateonly(date("2024-05-21"))),
             ])
         );
-        assert!(rewrite_one(today, PrimitiveType::Dateonly, &[GreaterThan, LessThan]).is_err());
+        assert!(rewrite_one(&today, PrimitiveType::Dateonly, &[GreaterThan, LessThan]).is_err());
         assert_eq!(
             rewrite_one(
-                ConditionTree::leaf("f", Past, Value::Null),
+                &ConditionTree::leaf("f", Past, Value::Null),
                 PrimitiveType::Date,
                 &[LessThan]
             )

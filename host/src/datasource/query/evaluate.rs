@@ -501,7 +501,7 @@ fn group_key(value: &Value) -> String {
     match value {
         Value::Int(i) => format!("n:{i}"),
         Value::Decimal(d) => match d.to_i64() {
-            Some(i) if BigDecimal::from(i) == *d => format!("n:{i}"),
+            Some(i) if d.is_integer() => format!("n:{i}"),
             _ => format!("n:{}", d.normalized()),
         },
         Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => format!("n:{}", *f as i64),
