@@ -60,7 +60,18 @@ fn write_leaf(w: &mut Writer, joins: &Joins<'_>, leaf: &Leaf) -> Result<()> {
     let column = joins.lookup(&leaf.field)?;
     let value = &leaf.value;
     match leaf.operator {
-        Present => is_null(w, &column, false),
+        // Present is the negation of Blank: a string must also be non-empty (§9.2).
+        Present => {
+            if is_string(&column) {
+                w.push("(");
+                column.write_compared(w);
+                w.push(" <> '' AND ");
+                is_null(w, &column, false);
+                w.push(")");
+            } else {
+                is_null(w, &column, false);
+            }
+        }
         Missing => is_null(w, &column, true),
         Blank => {
             if is_string(&column) {
@@ -446,47 +457,26 @@ fn length(w: &mut Writer, column: &ColumnRef<'_>, op: &str, leaf: &Leaf) -> Resu
     Ok(())
 }
 
-/// A regular expression: `pattern` or `/pattern/flags` (JavaScript form; only `i` changes the
-/// meaning, other flags are ignored).
-pub(crate) fn parse_regex(value: &str) -> (&str, bool) {
-    if let Some(rest) = value.strip_prefix('/') {
-        if let Some(end) = rest.rfind('/') {
-            let flags = &rest[end + 1..];
-            if flags.chars().all(|c| "dgimsuvy".contains(c)) {
-                return (&rest[..end], flags.contains('i'));
-            }
-        }
-    }
-    (value, false)
-}
-
-/// `Match`: PG `~` / `~*`; MySQL/MariaDB `REGEXP` with an explicit `(?-i)`/`(?i)` so the
-/// column's collation does not decide the case; SQLite `REGEXP` (Rust regex, registered by
-/// `Pool::connect`).
-fn regex(w: &mut Writer, column: &ColumnRef<'_>, value: &str) -> Result<()> {
-    let (pattern, insensitive) = parse_regex(value);
-    if w.dialect == Dialect::Sqlite {
-        // Rejecting a bad pattern here gives a validation error instead of a failing query.
-        regex::Regex::new(pattern)
-            .map_err(|e| Error::validation(format!("Invalid regular expression {value:?}: {e}")))?;
-    }
+/// `Match`: an unanchored search with a regex of the `regex` crate's syntax (checked here, so a
+/// bad pattern is a validation error on every database; `(?i)` makes it case-insensitive).
+/// PG `~`; MySQL/MariaDB `REGEXP` with `(?-i)` prepended so the column's collation does not
+/// decide the case; SQLite `REGEXP` (the regex crate itself, registered by `Pool::connect`).
+fn regex(w: &mut Writer, column: &ColumnRef<'_>, pattern: &str) -> Result<()> {
+    regex::Regex::new(pattern)
+        .map_err(|e| Error::validation(format!("Invalid regular expression {pattern:?}: {e}")))?;
     column.write_compared(w);
     match w.dialect {
         Dialect::Postgres => {
-            w.push(if insensitive { " ~* " } else { " ~ " });
+            w.push(" ~ ");
             push_text(w, pattern.to_owned());
         }
         Dialect::MySql => {
             w.push(" REGEXP ");
-            push_text(
-                w,
-                format!("{}{pattern}", if insensitive { "(?i)" } else { "(?-i)" }),
-            );
+            push_text(w, format!("(?-i){pattern}"));
         }
         Dialect::Sqlite => {
             w.push(" REGEXP ");
-            let prefix = if insensitive { "(?i)" } else { "" };
-            push_text(w, format!("{prefix}{pattern}"));
+            push_text(w, pattern.to_owned());
         }
     }
     Ok(())
