@@ -226,7 +226,8 @@ fn column(table: &str, name: &str, row: &sqlx::postgres::PgRow) -> Result<Option
 
     // The type string as the reference builds it: `udt_name` for hstore, else `data_type` with
     // its length (`character varying(255)`, `bit(1)`).
-    let raw_type = if udt_name == "hstore" {
+    let hstore = udt_name == "hstore";
+    let raw_type = if hstore {
         udt_name
     } else {
         match char_length {
@@ -257,7 +258,7 @@ fn column(table: &str, name: &str, row: &sqlx::postgres::PgRow) -> Result<Option
             pg_cast = Some(formatted.clone());
             types::scalar(Dialect::Postgres, element).map(types::array)
         }
-    } else if data_type == "USER-DEFINED" {
+    } else if data_type == "USER-DEFINED" && !hstore {
         pg_cast = Some(quoted(&type_schema, &type_name));
         if typtype.as_deref() == Some("e") {
             enum_values = labels.unwrap_or_default();
