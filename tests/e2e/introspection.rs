@@ -1061,3 +1061,47 @@ async fn sqlite_types_and_flags() {
     assert_eq!(column(&ds, "types_lite", "c_timestamp").default_value, None);
     assert_eq!(column(&ds, "types_lite", "c_bool").default_value, None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_foreign_key_to_the_implicit_primary_key() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    db.execute(
+        "CREATE TABLE authors (code TEXT PRIMARY KEY, name TEXT);
+        CREATE TABLE books (id INTEGER PRIMARY KEY, author TEXT REFERENCES authors, title TEXT);
+        CREATE VIEW book_titles AS SELECT title, id FROM books;",
+    )
+    .await;
+    let ds = db.datasource(Options::default()).await;
+    assert_eq!(
+        collection(&ds, "books").relation("author_through_author"),
+        Some(&RelationSchema::ManyToOne {
+            foreign_collection: "authors".to_owned(),
+            foreign_key: "author".to_owned(),
+            foreign_key_target: "code".to_owned(),
+        })
+    );
+    assert_eq!(relations(&ds, "authors"), strings(&["books:OneToMany"]));
+    // A view's key is its `id` column wherever it is.
+    assert_eq!(collection(&ds, "book_titles").primary_keys(), ["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_uuid_type() {
+    let db = TestDb::new(Backend::MySql).await;
+    if !is_mariadb(&db).await {
+        return;
+    }
+    db.execute(
+        "CREATE TABLE tokens (id UUID PRIMARY KEY DEFAULT uuid(), c_char CHAR(36), c_inet INET6);",
+    )
+    .await;
+    let ds = db.datasource(Options::default()).await;
+    let id = column(&ds, "tokens", "id");
+    assert_eq!(id.column_type, primitive(PrimitiveType::Uuid));
+    assert!(id.is_required() && id.default_value.is_none());
+    assert_eq!(
+        column(&ds, "tokens", "c_char").column_type,
+        primitive(PrimitiveType::String)
+    );
+    assert!(collection(&ds, "tokens").column("c_inet").is_none());
+}

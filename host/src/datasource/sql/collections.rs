@@ -598,6 +598,25 @@ mod tests {
     }
 
     #[test]
+    fn auto_timestamp_columns() {
+        let t = table("a", &["createdAt", "updatedAt", "deletedAt"], &[], &[]);
+        assert_eq!(
+            auto_timestamps(&t),
+            Some(AutoTimestamps {
+                created_at: "createdAt".to_owned(),
+                updated_at: "updatedAt".to_owned(),
+                deleted_at: Some("deletedAt".to_owned()),
+            })
+        );
+        let t = table("b", &["created_at", "updated_at"], &[], &[]);
+        assert_eq!(auto_timestamps(&t).and_then(|a| a.deleted_at), None);
+        assert_eq!(
+            auto_timestamps(&table("c", &["created_at", "deleted_at"], &[], &[])),
+            None
+        );
+    }
+
+    #[test]
     fn flags() {
         let mut t = table(
             "things",
