@@ -139,6 +139,12 @@ pub(super) fn decode(raw: MySqlValueRef<'_>, dec: Dec, expect: Option<&Expect>) 
                 Some(SqlKind::Text | SqlKind::Enum | SqlKind::Json | SqlKind::Uuid) => {
                     text_value(String::from_utf8_lossy(bytes).into_owned(), kind)
                 }
+                // Native queries: `_bin` collations flag text columns as binary; UTF-8 bytes
+                // are taken as text there.
+                None if expect.is_none() => match std::str::from_utf8(bytes) {
+                    Ok(text) => Value::String(text.to_owned()),
+                    Err(_) => Value::Binary(bytes.to_vec()),
+                },
                 _ => Value::Binary(bytes.to_vec()),
             }
         }
