@@ -1086,6 +1086,25 @@ async fn sqlite_foreign_key_to_the_implicit_primary_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_foreign_key_to_another_database_is_ignored() {
+    let other = TestDb::new(Backend::MySql).await;
+    other
+        .execute("CREATE TABLE targets (id INT PRIMARY KEY);")
+        .await;
+    let other_name = other.url.rsplit('/').next().expect("database name");
+    let db = TestDb::new(Backend::MySql).await;
+    db.execute(&format!(
+        "CREATE TABLE targets (id INT PRIMARY KEY);
+        CREATE TABLE links (id INT PRIMARY KEY, target_id INT, FOREIGN KEY (target_id) REFERENCES {other_name}.targets(id));"
+    ))
+    .await;
+    let ds = db.datasource(Options::default()).await;
+    assert_eq!(relations(&ds, "links"), Vec::<String>::new());
+    assert_eq!(relations(&ds, "targets"), Vec::<String>::new());
+    assert!(collection(&ds, "links").column("target_id").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_uuid_type() {
     let db = TestDb::new(Backend::MySql).await;
     if !is_mariadb(&db).await {
