@@ -146,10 +146,10 @@ impl ColumnRef<'_> {
     /// types are read as text so that every value decodes with the same driver type.
     pub fn write_select(&self, w: &mut Writer) {
         self.write_raw(w);
-        if w.dialect == Dialect::Postgres {
-            if let Some(cast) = pg_select_cast(self.column) {
-                w.push(cast);
-            }
+        if w.dialect == Dialect::Postgres
+            && let Some(cast) = pg_select_cast(self.column)
+        {
+            w.push(cast);
         }
     }
 

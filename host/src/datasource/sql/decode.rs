@@ -151,10 +151,10 @@ fn records(rows: Vec<Vec<Value>>, layout: &Layout, uses: &[Use]) -> Vec<Record> 
 
 /// Normalises a database-computed number: integral values that fit exactly become `Int`.
 pub(crate) fn number_from_decimal(d: &BigDecimal) -> Value {
-    if d.is_integer() {
-        if let Some(i) = d.to_i64() {
-            return Value::Int(i);
-        }
+    if d.is_integer()
+        && let Some(i) = d.to_i64()
+    {
+        return Value::Int(i);
     }
     d.to_f64().map_or(Value::Null, number_from_f64)
 }

@@ -85,12 +85,8 @@ pub(crate) fn prepare(
     while i < chars.len() {
         let c = chars[i];
         let next = chars.get(i + 1).copied();
-        if ended
-            && !c.is_whitespace()
-            && !(c == '-' && next == Some('-'))
-            && !(c == '/' && next == Some('*'))
-            && c != ';'
-        {
+        let comment = (c == '-' && next == Some('-')) || (c == '/' && next == Some('*'));
+        if ended && !c.is_whitespace() && !comment && c != ';' {
             return Err(refuse("several statements"));
         }
         match c {

@@ -84,11 +84,11 @@ pub(crate) fn push_value(w: &mut Writer, column: &Column, value: &Value) -> Resu
                 _ => return Err(wrong()),
             };
             w.bind(Bind::Text(text));
-            if dialect == Dialect::Postgres {
-                if let Some(cast) = pg_scalar_cast(column) {
-                    w.push("::");
-                    w.push(cast);
-                }
+            if dialect == Dialect::Postgres
+                && let Some(cast) = pg_scalar_cast(column)
+            {
+                w.push("::");
+                w.push(cast);
             }
         }
         kind => w.bind(scalar_bind(dialect, kind, value).ok_or_else(wrong)?),

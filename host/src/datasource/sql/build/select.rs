@@ -147,20 +147,19 @@ fn project_paths<'a>(
             foreign_key_target,
             ..
         } = relation
+            && sub_paths.iter().all(|p| p == foreign_key_target)
+            && !joins.is_joined(&relation_path)
         {
-            if sub_paths.iter().all(|p| p == foreign_key_target) && !joins.is_joined(&relation_path)
-            {
-                let column = super::joins::table_column(joins.source(source).table, foreign_key)?;
-                let index = selected.index(source, column);
-                fields.push((
-                    head.to_owned(),
-                    Slot::ForeignKey {
-                        index,
-                        field: foreign_key_target.clone(),
-                    },
-                ));
-                continue;
-            }
+            let column = super::joins::table_column(joins.source(source).table, foreign_key)?;
+            let index = selected.index(source, column);
+            fields.push((
+                head.to_owned(),
+                Slot::ForeignKey {
+                    index,
+                    field: foreign_key_target.clone(),
+                },
+            ));
+            continue;
         }
         let child = joins.source_for(&relation_path.split(':').collect::<Vec<_>>())?;
         let marker_column = joins
@@ -327,10 +326,10 @@ pub(crate) fn aggregate(
                 "MAX"
             };
             function(&mut w, name, column);
-            if dialect == Dialect::Postgres {
-                if let Some(cast) = super::pg_select_cast(column.column) {
-                    w.push(cast);
-                }
+            if dialect == Dialect::Postgres
+                && let Some(cast) = super::pg_select_cast(column.column)
+            {
+                w.push(cast);
             }
             if is_number(column) {
                 AggregateValue::Number
@@ -353,10 +352,10 @@ pub(crate) fn aggregate(
         let kind = match group.operation {
             None => {
                 column.write_compared(&mut w);
-                if dialect == Dialect::Postgres {
-                    if let Some(cast) = super::pg_select_cast(column.column) {
-                        w.push(cast);
-                    }
+                if dialect == Dialect::Postgres
+                    && let Some(cast) = super::pg_select_cast(column.column)
+                {
+                    w.push(cast);
                 }
                 columns.push(Expect::Column(column.column.kind.clone()));
                 GroupKind::Value

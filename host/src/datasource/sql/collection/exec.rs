@@ -10,6 +10,7 @@ use sqlx::sqlite::SqliteArguments;
 use crate::datasource::error::{ConstraintViolation, Error, Result};
 use crate::datasource::sql::build::{Bind, SQLITE_TIMESTAMP_FORMAT};
 
+#[allow(clippy::needless_pass_by_value, reason = "used as a map_err callback")]
 fn bind_error(e: sqlx::error::BoxDynError) -> Error {
     Error::Internal(format!("cannot bind a value: {e}"))
 }

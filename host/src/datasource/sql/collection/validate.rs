@@ -46,15 +46,14 @@ fn check_value(field: &str, column: &ColumnSchema, value: &Value) -> Result<()> 
             column.column_type.to_json()
         )));
     }
-    if let Value::String(s) = value {
-        if column.column_type == ColumnType::Primitive(PrimitiveType::Enum)
-            && !column.enum_values.contains(s)
-        {
-            return Err(Error::validation(format!(
-                "The given enum value(s) {s} is not listed in [{}]",
-                column.enum_values.join(",")
-            )));
-        }
+    if let Value::String(s) = value
+        && column.column_type == ColumnType::Primitive(PrimitiveType::Enum)
+        && !column.enum_values.contains(s)
+    {
+        return Err(Error::validation(format!(
+            "The given enum value(s) {s} is not listed in [{}]",
+            column.enum_values.join(",")
+        )));
     }
     Ok(())
 }
