@@ -104,9 +104,21 @@ impl Writer {
         self.sql.push_str(text);
     }
 
+    /// Writes a quoted identifier (quote characters doubled, as [`Dialect::quote`] does).
     pub fn ident(&mut self, name: &str) {
-        let quoted = self.dialect.quote(name);
-        self.sql.push_str(&quoted);
+        let q = match self.dialect {
+            Dialect::Postgres | Dialect::Sqlite => '"',
+            Dialect::MySql => '`',
+        };
+        self.sql.reserve(name.len() + 2);
+        self.sql.push(q);
+        for c in name.chars() {
+            if c == q {
+                self.sql.push(q);
+            }
+            self.sql.push(c);
+        }
+        self.sql.push(q);
     }
 
     /// Writes a placeholder and records its value.

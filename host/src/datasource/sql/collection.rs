@@ -121,11 +121,46 @@ impl SqlCollection {
         }
     }
 
-    /// Runs a SELECT built with a layout and shapes its rows into records.
+    /// Runs a SELECT built with a layout and shapes each row into a record as it is decoded
+    /// (one reused buffer of values, values moved into the record).
     async fn fetch_records(&self, statement: Statement, layout: &Layout) -> Result<Vec<Record>> {
-        let needs = decode::needs_value(layout);
-        let rows = self.fetch(statement, &layout.columns, &needs).await?;
-        Ok(decode::into_records(rows, layout))
+        let assembler = decode::Assembler::new(layout);
+        let needs = assembler.needs();
+        let Statement { sql, binds } = statement;
+        let mut records = Vec::new();
+        match &self.shared.pool {
+            Pool::Postgres(pool) => {
+                let rows = sqlx::query_with(&sql, pg_args(binds)?)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(|e| db_error(e, Operation::Read))?;
+                records.reserve(rows.len());
+                decode::pg_each(&rows, &layout.columns, &needs, |values| {
+                    records.push(assembler.record(values));
+                })?;
+            }
+            Pool::MySql(pool) => {
+                let rows = sqlx::query_with(&sql, mysql_args(binds)?)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(|e| db_error(e, Operation::Read))?;
+                records.reserve(rows.len());
+                decode::mysql_each(&rows, &layout.columns, &needs, |values| {
+                    records.push(assembler.record(values));
+                })?;
+            }
+            Pool::Sqlite(pool) => {
+                let rows = sqlx::query_with(&sql, sqlite_args(binds)?)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(|e| db_error(e, Operation::Read))?;
+                records.reserve(rows.len());
+                decode::sqlite_each(&rows, &layout.columns, &needs, |values| {
+                    records.push(assembler.record(values));
+                })?;
+            }
+        }
+        Ok(records)
     }
 
     /// A tree selecting one row by its primary key values.

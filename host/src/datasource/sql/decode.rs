@@ -26,9 +26,9 @@ use crate::datasource::error::Result;
 use crate::datasource::record::{Record, Value};
 
 pub(crate) use generic::{mysql_generic, pg_generic, sqlite_generic};
-pub(crate) use mysql::mysql_rows;
-pub(crate) use postgres::pg_rows;
-pub(crate) use sqlite::sqlite_rows;
+pub(crate) use mysql::{mysql_each, mysql_rows};
+pub(crate) use postgres::{pg_each, pg_rows};
+pub(crate) use sqlite::{sqlite_each, sqlite_rows};
 
 /// What the builder expects in a result column.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,29 +107,89 @@ fn uses(layout: &Layout) -> Vec<Use> {
         .collect()
 }
 
-/// Assembles one record from the decoded columns of a row.
-fn assemble(shape: &Shape, values: &mut [Value], uses: &[Use]) -> Record {
-    let mut record = Record::with_capacity(shape.fields.len());
-    for (name, slot) in &shape.fields {
-        let value = match slot {
-            Slot::Column(i) => take(values, uses, *i),
-            Slot::Relation { marker, shape } => {
+/// A record with the shape's keys and NULL values, cloned for every row: cloning copies the
+/// hash table instead of hashing every key again, and values are then set by position.
+struct Template {
+    record: Record,
+    /// Per field of the shape: the template of a nested record (relations), if any.
+    nested: Vec<Option<Template>>,
+}
+
+impl Template {
+    fn new(shape: &Shape) -> Self {
+        let mut record = Record::with_capacity(shape.fields.len());
+        let mut nested = Vec::with_capacity(shape.fields.len());
+        for (name, slot) in &shape.fields {
+            record.insert(name.clone(), Value::Null);
+            nested.push(match slot {
+                Slot::Column(_) => None,
+                Slot::Relation { shape, .. } => Some(Template::new(shape)),
+                Slot::ForeignKey { field, .. } => {
+                    let mut key = Record::with_capacity(1);
+                    key.insert(field.clone(), Value::Null);
+                    Some(Template {
+                        record: key,
+                        nested: vec![None],
+                    })
+                }
+            });
+        }
+        Self { record, nested }
+    }
+}
+
+/// Builds records from rows of decoded values, for one layout.
+pub(crate) struct Assembler<'l> {
+    layout: &'l Layout,
+    uses: Vec<Use>,
+    template: Template,
+}
+
+impl<'l> Assembler<'l> {
+    pub fn new(layout: &'l Layout) -> Self {
+        Self {
+            layout,
+            uses: uses(layout),
+            template: Template::new(&layout.shape),
+        }
+    }
+
+    /// Which columns need a real decode (the others are only NULL markers).
+    pub fn needs(&self) -> Vec<bool> {
+        self.uses.iter().map(|u| *u != Use::Marker).collect()
+    }
+
+    /// The record of one row; values used once are moved out of `values`.
+    pub fn record(&self, values: &mut [Value]) -> Record {
+        assemble(&self.layout.shape, &self.template, values, &self.uses)
+    }
+}
+
+fn assemble(shape: &Shape, template: &Template, values: &mut [Value], uses: &[Use]) -> Record {
+    let mut record = template.record.clone();
+    let fields = shape.fields.iter().zip(&template.nested);
+    for (((_, slot), nested), target) in fields.zip(record.0.values_mut()) {
+        *target = match (slot, nested) {
+            (Slot::Column(i), _) => take(values, uses, *i),
+            (Slot::Relation { marker, shape }, Some(nested)) => {
                 if values.get(*marker).is_none_or(Value::is_null) {
                     Value::Null
                 } else {
-                    Value::Record(Box::new(assemble(shape, values, uses)))
+                    Value::Record(Box::new(assemble(shape, nested, values, uses)))
                 }
             }
-            Slot::ForeignKey { index, field } => match take(values, uses, *index) {
+            (Slot::ForeignKey { index, .. }, Some(nested)) => match take(values, uses, *index) {
                 Value::Null => Value::Null,
                 key => {
-                    let mut related = Record::with_capacity(1);
-                    related.insert(field.clone(), key);
+                    let mut related = nested.record.clone();
+                    if let Some(slot) = related.0.values_mut().next() {
+                        *slot = key;
+                    }
                     Value::Record(Box::new(related))
                 }
             },
+            (_, None) => Value::Null,
         };
-        record.insert(name.clone(), value);
     }
     record
 }
@@ -140,13 +200,6 @@ fn take(values: &mut [Value], uses: &[Use], index: usize) -> Value {
         (Some(v), _) => v.clone(),
         (None, _) => Value::Null,
     }
-}
-
-/// Turns decoded rows into records by the layout's shape.
-fn records(rows: Vec<Vec<Value>>, layout: &Layout, uses: &[Use]) -> Vec<Record> {
-    rows.into_iter()
-        .map(|mut values| assemble(&layout.shape, &mut values, uses))
-        .collect()
 }
 
 /// Normalises a database-computed number: integral values that fit exactly become `Int`.
@@ -181,15 +234,17 @@ pub(crate) fn interval_seconds(months: i32, days: i32, microseconds: i64) -> Val
     }
 }
 
-/// Rows decoded into records, shared by the three drivers.
+/// Rows decoded into records (statements with few rows: creates, re-reads).
 pub(crate) fn into_records(rows: Vec<Vec<Value>>, layout: &Layout) -> Vec<Record> {
-    let uses = uses(layout);
-    records(rows, layout, &uses)
+    let assembler = Assembler::new(layout);
+    rows.into_iter()
+        .map(|mut values| assembler.record(&mut values))
+        .collect()
 }
 
 /// Which columns need a real decode (the others are NULL markers).
 pub(crate) fn needs_value(layout: &Layout) -> Vec<bool> {
-    uses(layout).into_iter().map(|u| u != Use::Marker).collect()
+    Assembler::new(layout).needs()
 }
 
 /// Error for a value the driver could not convert.

@@ -169,8 +169,15 @@ fn project_paths<'a>(
             .map(|j| j.child_column)
             .ok_or_else(|| Error::Internal(format!("'{relation_path}' is not a join")))?;
         let shape = project_paths(joins, selected, child, &relation_path, sub_paths)?;
-        // The join key of the child is NULL exactly when no row matched: the relation is null.
-        let marker = selected.index(child, marker_column);
+        // A column of the related table that cannot be NULL in a matched row is NULL exactly when
+        // no row matched: then the relation is null. A NOT NULL column already selected serves
+        // (one column less per row); otherwise the join key (the foreign target) is selected.
+        let marker = match selected.items.iter().position(|(s, c)| {
+            *s == child && (!c.nullable || c.is_primary_key || c.name == marker_column.name)
+        }) {
+            Some(index) => index,
+            None => selected.index(child, marker_column),
+        };
         fields.push((head.to_owned(), Slot::Relation { marker, shape }));
     }
     Ok(Shape { fields })

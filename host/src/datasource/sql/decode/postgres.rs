@@ -8,6 +8,7 @@ use sqlx::{Column as _, Decode, Row, TypeInfo, ValueRef};
 use uuid::Uuid;
 
 use super::{Expect, Rows, decode_error, interval_seconds, number_from_decimal, number_from_f64};
+use crate::datasource::error::Result;
 use crate::datasource::record::Value;
 use crate::datasource::sql::model::SqlKind;
 
@@ -101,10 +102,16 @@ pub(super) fn dec_for(type_name: &str) -> Dec {
     }
 }
 
-/// Decodes every row; `needs[i]` false means column `i` is only tested for NULL.
-pub(crate) fn pg_rows(rows: &[PgRow], expects: &[Expect], needs: &[bool]) -> Rows {
+/// Decodes every row into one reused buffer handed to `each`; `needs[i]` false means column
+/// `i` is only tested for NULL.
+pub(crate) fn pg_each(
+    rows: &[PgRow],
+    expects: &[Expect],
+    needs: &[bool],
+    mut each: impl FnMut(&mut Vec<Value>),
+) -> Result<()> {
     let Some(first) = rows.first() else {
-        return Ok(Vec::new());
+        return Ok(());
     };
     let decs: Vec<(Dec, bool)> = first
         .columns()
@@ -122,9 +129,9 @@ pub(crate) fn pg_rows(rows: &[PgRow], expects: &[Expect], needs: &[bool]) -> Row
             (dec, number)
         })
         .collect();
-    let mut out = Vec::with_capacity(rows.len());
+    let mut values = Vec::with_capacity(decs.len());
     for row in rows {
-        let mut values = Vec::with_capacity(decs.len());
+        values.clear();
         for (i, (dec, number)) in decs.iter().enumerate() {
             let raw = row.try_get_raw(i).map_err(|e| decode_error(i, e))?;
             let value = if raw.is_null() {
@@ -134,8 +141,17 @@ pub(crate) fn pg_rows(rows: &[PgRow], expects: &[Expect], needs: &[bool]) -> Row
             };
             values.push(value);
         }
-        out.push(values);
+        each(&mut values);
     }
+    Ok(())
+}
+
+/// Decodes every row into its own vector of values.
+pub(crate) fn pg_rows(rows: &[PgRow], expects: &[Expect], needs: &[bool]) -> Rows {
+    let mut out = Vec::with_capacity(rows.len());
+    pg_each(rows, expects, needs, |values| {
+        out.push(std::mem::take(values))
+    })?;
     Ok(out)
 }
 

@@ -7,6 +7,7 @@ use sqlx::sqlite::{Sqlite, SqliteRow, SqliteValueRef};
 use sqlx::{Decode, Row, TypeInfo, ValueRef};
 
 use super::{Expect, Rows, decode_error, number_from_f64};
+use crate::datasource::error::Result;
 use crate::datasource::record::{Value, parse_datetime, parse_number, parse_time};
 use crate::datasource::sql::model::SqlKind;
 
@@ -19,13 +20,18 @@ enum Class {
     Blob,
 }
 
-/// Decodes every row; `needs[i]` false means column `i` is only tested for NULL.
-pub(crate) fn sqlite_rows(rows: &[SqliteRow], expects: &[Expect], needs: &[bool]) -> Rows {
-    let mut out = Vec::with_capacity(rows.len());
+/// Decodes every row into one reused buffer handed to `each`; `needs[i]` false means column
+/// `i` is only tested for NULL.
+pub(crate) fn sqlite_each(
+    rows: &[SqliteRow],
+    expects: &[Expect],
+    needs: &[bool],
+    mut each: impl FnMut(&mut Vec<Value>),
+) -> Result<()> {
+    let mut values = Vec::with_capacity(expects.len());
     for row in rows {
-        let width = row.len();
-        let mut values = Vec::with_capacity(width);
-        for i in 0..width {
+        values.clear();
+        for i in 0..row.len() {
             let raw = row.try_get_raw(i).map_err(|e| decode_error(i, e))?;
             let value = if raw.is_null() {
                 Value::Null
@@ -36,8 +42,17 @@ pub(crate) fn sqlite_rows(rows: &[SqliteRow], expects: &[Expect], needs: &[bool]
             };
             values.push(value);
         }
-        out.push(values);
+        each(&mut values);
     }
+    Ok(())
+}
+
+/// Decodes every row into its own vector of values.
+pub(crate) fn sqlite_rows(rows: &[SqliteRow], expects: &[Expect], needs: &[bool]) -> Rows {
+    let mut out = Vec::with_capacity(rows.len());
+    sqlite_each(rows, expects, needs, |values| {
+        out.push(std::mem::take(values))
+    })?;
     Ok(out)
 }
 
@@ -207,9 +222,51 @@ pub(super) fn decode_generic(raw: SqliteValueRef<'_>) -> DecodeResult {
     by_class(raw, class)
 }
 
+/// The common spellings `YYYY-MM-DD HH:MM:SS[.fff][Z]` (space or `T`), read by hand because
+/// this runs for every timestamp of every row.
+fn fast_datetime(text: &str) -> Option<DateTime<Utc>> {
+    let b = text.as_bytes();
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b' ' | b'T')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<u32> {
+        b.get(range)?.iter().try_fold(0u32, |acc, c| {
+            c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
+        })
+    };
+    let mut rest = &b[19..];
+    let mut nanos = 0u32;
+    if let Some((b'.', fraction)) = rest.split_first() {
+        let digits = fraction.iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 || digits > 9 {
+            return None;
+        }
+        for (i, c) in fraction[..digits].iter().enumerate() {
+            nanos += u32::from(c - b'0') * 10u32.pow(8 - i as u32);
+        }
+        rest = &fraction[digits..];
+    }
+    if !(rest.is_empty() || rest == b"Z") {
+        return None;
+    }
+    let date = NaiveDate::from_ymd_opt(i32::try_from(num(0..4)?).ok()?, num(5..7)?, num(8..10)?)?;
+    let time =
+        chrono::NaiveTime::from_hms_nano_opt(num(11..13)?, num(14..16)?, num(17..19)?, nanos)?;
+    Some(date.and_time(time).and_utc())
+}
+
 /// Parses SQLite timestamp text: the canonical `YYYY-MM-DD HH:MM:SS.SSS`, ISO-8601 with `T`,
 /// `Z` or an offset (also Sequelize's `… +00:00`), or a bare date (midnight UTC).
 pub(crate) fn parse_sqlite_datetime(text: &str) -> Option<DateTime<Utc>> {
+    if let Some(instant) = fast_datetime(text) {
+        return Some(instant);
+    }
     let trimmed = text.trim();
     parse_datetime(trimmed)
         .or_else(|| {
@@ -233,4 +290,31 @@ pub(crate) fn parse_sqlite_datetime(text: &str) -> Option<DateTime<Utc>> {
                     .map(|d| d.and_utc())
             })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_in_every_common_spelling() {
+        let expected = chrono::DateTime::parse_from_rfc3339("2024-03-01T10:00:00.120Z")
+            .map(|d| d.to_utc())
+            .ok();
+        for text in [
+            "2024-03-01 10:00:00.12",
+            "2024-03-01T10:00:00.120Z",
+            "2024-03-01 10:00:00.120 +00:00",
+            "2024-03-01T11:00:00.12+01:00",
+        ] {
+            assert_eq!(parse_sqlite_datetime(text), expected, "{text}");
+        }
+        let midnight = chrono::DateTime::parse_from_rfc3339("2024-03-01T00:00:00Z")
+            .map(|d| d.to_utc())
+            .ok();
+        assert_eq!(parse_sqlite_datetime("2024-03-01"), midnight);
+        assert_eq!(parse_sqlite_datetime("2024-03-01 00:00"), midnight);
+        assert_eq!(parse_sqlite_datetime("not a date"), None);
+        assert_eq!(fast_datetime("2024-13-01 00:00:00"), None);
+    }
 }
