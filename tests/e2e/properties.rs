@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use canopy::datasource::query::evaluate::Matcher;
+use canopy::datasource::query::search;
 use canopy::datasource::sql::operators::supported;
 use canopy::datasource::sql::{Options, SqlDataSource};
 use canopy::datasource::{
@@ -337,6 +338,50 @@ fn tree_strategy(world: &Arc<World>, data: &Data) -> BoxedStrategy<ConditionTree
     .boxed()
 }
 
+/// A search string made of the data's strings and numbers, `NULL`, booleans, dates, negations,
+/// phrases, `field:value`, `OR` and parentheses (sometimes unbalanced, to reach the plain-text
+/// fallback).
+fn search_strategy(world: &World, data: &Data) -> BoxedStrategy<String> {
+    let words = texts(&pool(data, world, "s"))
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .chain(["a".to_owned()])
+        .collect::<Vec<_>>();
+    let days: Vec<String> = world
+        .days
+        .iter()
+        .map(|d| d.format("%Y-%m-%d").to_string())
+        .collect();
+    let word = prop_oneof![
+        4 => select(words),
+        1 => (-3i64..=3).prop_map(|n| n.to_string()),
+        1 => select(vec!["NULL", "true", "false", "0", "1"]).prop_map(str::to_owned),
+        1 => select(days.clone()),
+        1 => select(days).prop_map(|d| d[..7].to_owned()),
+    ];
+    let token = (
+        word,
+        select(vec![
+            "", "", "", "-", "s:", "n:", "b:", "day:", "at:", "-s:", "\"", ">", "<=",
+        ]),
+    )
+        .prop_map(|(w, prefix)| match prefix {
+            "\"" => format!("\"{w}\""),
+            p => format!("{p}{w}"),
+        });
+    let glue = select(vec![" ", " ", " OR ", " AND ", " (", ") "]);
+    (token.clone(), vec((glue, token), 0..3))
+        .prop_map(|(first, rest)| {
+            let mut out = first;
+            for (g, t) in rest {
+                out.push_str(g);
+                out.push_str(&t);
+            }
+            out
+        })
+        .boxed()
+}
+
 /// The record the evaluator sees for a row: its columns and the related parent (or null).
 fn record_of(data: &Data, world: &World, index: usize, row: &Row) -> Record {
     let opt = |v: Option<Value>| v.unwrap_or(Value::Null);
@@ -501,16 +546,12 @@ fn expected_ids(
 async fn listed_ids(
     items: &dyn Collection,
     caller: &Caller,
-    tree: &ConditionTree,
+    filter: &Filter,
 ) -> Result<BTreeSet<i64>, TestCaseError> {
     let records = items
-        .list(
-            caller,
-            &Filter::new(Some(tree.clone())),
-            &Projection::new(["id"]),
-        )
+        .list(caller, filter, &Projection::new(["id"]))
         .await
-        .map_err(|e| TestCaseError::fail(format!("list failed for {tree:?}: {e:?}")))?;
+        .map_err(|e| TestCaseError::fail(format!("list failed for {filter:?}: {e:?}")))?;
     Ok(records
         .iter()
         .map(|r| match r.get("id") {
@@ -534,7 +575,11 @@ fn run(backend: Backend) {
     let world_for_strategy = world.clone();
     let strategy = data_strategy(&world).prop_flat_map(move |data| {
         let trees = vec(tree_strategy(&world_for_strategy, &data), 1..=4);
-        (Just(data), trees)
+        let searches = vec(
+            (search_strategy(&world_for_strategy, &data), any::<bool>()),
+            0..=2,
+        );
+        (Just(data), trees, searches)
     });
     // `PROPTEST_CASES=2000` runs a deeper search.
     let cases = std::env::var("PROPTEST_CASES")
@@ -549,11 +594,37 @@ fn run(backend: Backend) {
     let mut runner = TestRunner::new(config);
     let inconclusive = std::cell::Cell::new(0u32);
     let checked = std::cell::Cell::new(0u32);
-    let result = runner.run(&strategy, |(data, trees)| {
+    let result = runner.run(&strategy, |(data, trees, searches)| {
         rt.block_on(db.execute(&insert_sql(backend, &data)));
+        for (text, extended) in &searches {
+            // The collection builds the search tree itself; the evaluator gets the same tree.
+            let filter = Filter {
+                search: Some(text.clone()),
+                search_extended: *extended,
+                ..Filter::default()
+            };
+            let listed = rt.block_on(listed_ids(items.as_ref(), &caller, &filter))?;
+            let schema = ds.schema();
+            let collection = schema.collection("items").expect("items collection");
+            let tree = search::build_tree(text, *extended, collection, schema, tz)
+                .map_err(|e| TestCaseError::fail(format!("search {text:?}: {e}")))?;
+            let expected = expected_ids(&data, &world, &ds, &tree, tz, Utc::now())?;
+            checked.set(checked.get() + 1);
+            prop_assert_eq!(
+                &listed,
+                &expected,
+                "{:?}: SQL and the evaluator disagree on the search {:?} (extended: {}) = {:?}\nrows: {:#?}",
+                backend,
+                text,
+                extended,
+                tree,
+                data
+            );
+        }
         for tree in &trees {
             let before = Utc::now();
-            let listed = rt.block_on(listed_ids(items.as_ref(), &caller, tree))?;
+            let filter = Filter::new(Some(tree.clone()));
+            let listed = rt.block_on(listed_ids(items.as_ref(), &caller, &filter))?;
             let after = Utc::now();
             let expected = expected_ids(&data, &world, &ds, tree, tz, before)?;
             if expected != expected_ids(&data, &world, &ds, tree, tz, after)? {
