@@ -257,3 +257,75 @@ pub(crate) fn decode_error(
 
 /// Result alias used by the driver modules.
 pub(crate) type Rows = Result<Vec<Vec<Value>>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(fields: Vec<(&str, Slot)>) -> Shape {
+        Shape {
+            fields: fields.into_iter().map(|(n, s)| (n.to_owned(), s)).collect(),
+        }
+    }
+
+    #[test]
+    fn records_nest_relations_and_null_them_by_marker() {
+        let layout = Layout {
+            columns: vec![Expect::Number; 4],
+            shape: shape(vec![
+                ("id", Slot::Column(0)),
+                (
+                    "customer",
+                    Slot::Relation {
+                        marker: 2,
+                        shape: shape(vec![("name", Slot::Column(1))]),
+                    },
+                ),
+                (
+                    "country",
+                    Slot::ForeignKey {
+                        index: 3,
+                        field: "id".into(),
+                    },
+                ),
+                ("again", Slot::Column(0)),
+            ]),
+        };
+        let assembler = Assembler::new(&layout);
+        assert_eq!(assembler.needs(), [true, true, false, true]);
+        let mut present = vec![
+            Value::Int(1),
+            Value::from("Ann"),
+            Value::Bool(true),
+            Value::Int(7),
+        ];
+        let record = assembler.record(&mut present);
+        assert_eq!(record.get_path("customer:name"), Some(&Value::from("Ann")));
+        assert_eq!(record.get_path("country:id"), Some(&Value::Int(7)));
+        assert_eq!(
+            record.get("again"),
+            Some(&Value::Int(1)),
+            "shared columns are cloned"
+        );
+        let mut absent = vec![Value::Int(2), Value::Null, Value::Null, Value::Null];
+        let record = assembler.record(&mut absent);
+        assert_eq!(record.get("customer"), Some(&Value::Null));
+        assert_eq!(record.get("country"), Some(&Value::Null));
+        assert_eq!(
+            record.0.keys().collect::<Vec<_>>(),
+            ["id", "customer", "country", "again"]
+        );
+    }
+
+    #[test]
+    fn numbers_are_normalised() {
+        assert_eq!(number_from_f64(3.0), Value::Int(3));
+        assert_eq!(number_from_f64(2.5), Value::Float(2.5));
+        let decimal: BigDecimal = "12.000".parse().unwrap_or_default();
+        assert_eq!(number_from_decimal(&decimal), Value::Int(12));
+        let decimal: BigDecimal = "12.30".parse().unwrap_or_default();
+        assert_eq!(number_from_decimal(&decimal), Value::Float(12.3));
+        assert_eq!(interval_seconds(0, 1, 7_200_000_000), Value::Int(93_600));
+        assert_eq!(interval_seconds(1, 0, 500_000), Value::Float(2_592_000.5));
+    }
+}

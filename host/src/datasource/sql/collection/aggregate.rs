@@ -201,3 +201,58 @@ impl Accumulator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn date(y: i32, m: u32, d: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(y, m, d).unwrap_or_default()
+    }
+
+    #[test]
+    fn periods_start_on_their_first_day() {
+        let d = date(2024, 8, 15);
+        assert_eq!(period_start(d, DateOperation::Day), d);
+        assert_eq!(period_start(d, DateOperation::Week), date(2024, 8, 12));
+        assert_eq!(period_start(d, DateOperation::Month), date(2024, 8, 1));
+        assert_eq!(period_start(d, DateOperation::Quarter), date(2024, 7, 1));
+        assert_eq!(period_start(d, DateOperation::Year), date(2024, 1, 1));
+        assert_eq!(
+            period_start(date(2024, 1, 7), DateOperation::Week),
+            date(2024, 1, 1)
+        );
+    }
+
+    #[test]
+    fn buckets_land_in_the_local_day() {
+        // 2024-03-31 22:30 UTC is 1 April 00:30 in Paris.
+        let bucket = DateTime::parse_from_rfc3339("2024-03-31T22:30:00Z")
+            .map_or(0, |d| d.timestamp())
+            / BUCKET_SECONDS;
+        let paris = bucket_period(
+            &Value::Int(bucket),
+            DateOperation::Day,
+            chrono_tz::Europe::Paris,
+        );
+        assert_eq!(paris, Value::Dateonly(date(2024, 4, 1)));
+        let utc = bucket_period(&Value::Int(bucket), DateOperation::Day, chrono_tz::UTC);
+        assert_eq!(utc, Value::Dateonly(date(2024, 3, 31)));
+    }
+
+    #[test]
+    fn partial_aggregates_merge() {
+        let mut avg = Accumulator::new(AggregationOperation::Avg);
+        avg.add(&[Value::Int(10), Value::Int(4)]);
+        avg.add(&[Value::Float(5.0), Value::Int(1)]);
+        assert_eq!(avg.finish(), Value::Int(3));
+        let mut sum = Accumulator::new(AggregationOperation::Sum);
+        sum.add(&[Value::Null]);
+        assert_eq!(sum.finish(), Value::Null);
+        let mut max = Accumulator::new(AggregationOperation::Max);
+        max.add(&[Value::from("b")]);
+        max.add(&[Value::from("c")]);
+        max.add(&[Value::Null]);
+        assert_eq!(max.finish(), Value::from("c"));
+    }
+}
