@@ -24,7 +24,10 @@ pub async fn inspect(database_url: &str) -> anyhow::Result<()> {
                 crate::datasource::sql::redact_url(database_url)
             )
         })?;
-    println!("{}", serde_json::to_string_pretty(&describe(datasource.schema()))?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&describe(datasource.schema()))?
+    );
     Ok(())
 }
 
@@ -40,7 +43,10 @@ pub async fn demo(path: &Path) -> anyhow::Result<()> {
     eprintln!("Seeding {} …", path.display());
     let pool = Pool::connect(&url, 4).await?;
     if let Pool::Sqlite(sqlite) = &pool {
-        sqlx::raw_sql(SHOP_SEED).execute(sqlite).await.context("seeding the demo database")?;
+        sqlx::raw_sql(SHOP_SEED)
+            .execute(sqlite)
+            .await
+            .context("seeding the demo database")?;
     }
     let datasource = SqlDataSource::from_pool(pool, Options::default()).await?;
     let schema = datasource.schema();
@@ -50,24 +56,38 @@ pub async fn demo(path: &Path) -> anyhow::Result<()> {
             .relations()
             .map(|(n, r)| format!("{n} ({} → {})", r.kind_name(), r.foreign_collection()))
             .collect();
-        println!("  {name}: {} fields; relations: {}", collection.fields.len(), relations.join(", "));
+        println!(
+            "  {name}: {} fields; relations: {}",
+            collection.fields.len(),
+            relations.join(", ")
+        );
     }
 
     let caller = Caller::system(chrono_tz::Europe::Paris);
     let orders = datasource.collection("orders")?;
-    let filter = Filter::new(Some(ConditionTree::leaf("status", Operator::Equal, "shipped")))
-        .with_sort(Sort::desc("total"))
-        .with_page(Page::new(0, 5));
+    let filter = Filter::new(Some(ConditionTree::leaf(
+        "status",
+        Operator::Equal,
+        "shipped",
+    )))
+    .with_sort(Sort::desc("total"))
+    .with_page(Page::new(0, 5));
     let projection = Projection::new(["id", "total", "ordered_at", "customer:email"]);
     let records = orders.list(&caller, &filter, &projection).await?;
     println!("\nThe 5 largest shipped orders, with their customer (one LEFT JOIN):");
     println!("{}", serde_json::to_string_pretty(&records)?);
 
     let by_month = Aggregation::count().group_by("ordered_at", Some(DateOperation::Month));
-    let groups = orders.aggregate(&caller, &Filter::default(), &by_month, Some(3)).await?;
+    let groups = orders
+        .aggregate(&caller, &Filter::default(), &by_month, Some(3))
+        .await?;
     println!("\nThe 3 busiest months (Europe/Paris):");
     for group in groups {
-        let month = group.group.get("ordered_at").map(ToString::to_string).unwrap_or_default();
+        let month = group
+            .group
+            .get("ordered_at")
+            .map(ToString::to_string)
+            .unwrap_or_default();
         println!("  {month}: {} orders", group.value);
     }
     println!("\nInspect any database with: cargo run -p canopy -- inspect --database-url {url}");

@@ -19,7 +19,9 @@ pub use query::{
     AggregateResult, Aggregation, AggregationOperation, Aggregator, ConditionTree, DateOperation,
     Filter, Group, Leaf, Operator, Page, Projection, Sort, SortClause,
 };
-pub use record::{Record, Value, decode_binary, format_datetime, pack_id, parse_datetime, unpack_id};
+pub use record::{
+    Record, Value, decode_binary, format_datetime, pack_id, parse_datetime, unpack_id,
+};
 pub use schema::{
     CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, FieldSchema, PrimitiveType,
     RelationSchema,
@@ -33,7 +35,12 @@ pub trait Collection: Send + Sync {
 
     /// Records matching the filter (sorted and paged as it says), shaped by the projection:
     /// root columns as values, to-one relations as nested records (or `Null`).
-    async fn list(&self, caller: &Caller, filter: &Filter, projection: &Projection) -> Result<Vec<Record>>;
+    async fn list(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        projection: &Projection,
+    ) -> Result<Vec<Record>>;
 
     /// Aggregates matching rows; `limit` bounds the number of groups (leaderboards).
     async fn aggregate(

@@ -1,6 +1,10 @@
 //! End-to-end tests of the SQL datasource on SQLite, PostgreSQL and MariaDB. One binary, one
 //! module per feature; every test gets a fresh database (see `canopy_e2e::TestDb`).
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly on unexpected errors")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on unexpected errors"
+)]
 
 mod aggregate;
 mod introspection;

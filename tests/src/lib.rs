@@ -35,7 +35,8 @@ fn postgres_admin_url() -> String {
 }
 
 fn mysql_admin_url() -> String {
-    std::env::var("CANOPY_TEST_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_owned())
+    std::env::var("CANOPY_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_owned())
 }
 
 /// A freshly created, empty database. Dropped (best effort) when the value is dropped.
@@ -64,28 +65,55 @@ impl TestDb {
                 let dir = std::env::temp_dir().join(&name);
                 std::fs::create_dir_all(&dir).expect("create temp dir");
                 let url = format!("sqlite://{}?mode=rwc", dir.join("db.sqlite").display());
-                Self { backend, url, name, _dir: Some(TempDir(dir)) }
+                Self {
+                    backend,
+                    url,
+                    name,
+                    _dir: Some(TempDir(dir)),
+                }
             }
             Backend::Postgres => {
                 let admin = postgres_admin_url();
                 let mut conn = sqlx::PgConnection::connect(&admin)
                     .await
-                    .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is required by the test suite: {e}"));
-                sqlx::raw_sql(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create database");
-                let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap_or(admin);
-                Self { backend, url: format!("{base}/{name}"), name, _dir: None }
+                    .unwrap_or_else(|e| {
+                        panic!("PostgreSQL at {admin} is required by the test suite: {e}")
+                    });
+                sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut conn)
+                    .await
+                    .expect("create database");
+                let base = admin
+                    .rsplit_once('/')
+                    .map(|(b, _)| b.to_owned())
+                    .unwrap_or(admin);
+                Self {
+                    backend,
+                    url: format!("{base}/{name}"),
+                    name,
+                    _dir: None,
+                }
             }
             Backend::MySql => {
                 let admin = mysql_admin_url();
                 let mut conn = sqlx::MySqlConnection::connect(&admin)
                     .await
-                    .unwrap_or_else(|e| panic!("MariaDB/MySQL at {admin} is required by the test suite: {e}"));
-                sqlx::raw_sql(&format!("CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
-                    .execute(&mut conn)
-                    .await
-                    .expect("create database");
+                    .unwrap_or_else(|e| {
+                        panic!("MariaDB/MySQL at {admin} is required by the test suite: {e}")
+                    });
+                sqlx::raw_sql(&format!(
+                    "CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+                ))
+                .execute(&mut conn)
+                .await
+                .expect("create database");
                 let base = admin.trim_end_matches('/').to_owned();
-                Self { backend, url: format!("{base}/{name}"), name, _dir: None }
+                Self {
+                    backend,
+                    url: format!("{base}/{name}"),
+                    name,
+                    _dir: None,
+                }
             }
         }
     }
@@ -94,15 +122,21 @@ impl TestDb {
     pub async fn execute(&self, sql: &str) {
         match self.backend {
             Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&self.url).await.expect("connect");
+                let mut c = sqlx::SqliteConnection::connect(&self.url)
+                    .await
+                    .expect("connect");
                 sqlx::raw_sql(sql).execute(&mut c).await.expect("run SQL");
             }
             Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&self.url).await.expect("connect");
+                let mut c = sqlx::PgConnection::connect(&self.url)
+                    .await
+                    .expect("connect");
                 sqlx::raw_sql(sql).execute(&mut c).await.expect("run SQL");
             }
             Backend::MySql => {
-                let mut c = sqlx::MySqlConnection::connect(&self.url).await.expect("connect");
+                let mut c = sqlx::MySqlConnection::connect(&self.url)
+                    .await
+                    .expect("connect");
                 sqlx::raw_sql(sql).execute(&mut c).await.expect("run SQL");
             }
         }
@@ -115,7 +149,9 @@ impl TestDb {
 
     /// Introspects the database and serves it.
     pub async fn datasource(&self, options: Options) -> SqlDataSource {
-        SqlDataSource::from_pool(self.pool().await, options).await.expect("introspect")
+        SqlDataSource::from_pool(self.pool().await, options)
+            .await
+            .expect("introspect")
     }
 }
 
@@ -131,12 +167,19 @@ impl Drop for TestDb {
         // Drop runs outside the test's runtime; a short-lived thread with its own runtime does the
         // cleanup so that servers do not fill up with test databases.
         let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
             rt.block_on(async move {
                 match backend {
                     Backend::Postgres => {
                         if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
-                            let _ = sqlx::raw_sql(&format!("{sql} WITH (FORCE)")).execute(&mut c).await;
+                            let _ = sqlx::raw_sql(&format!("{sql} WITH (FORCE)"))
+                                .execute(&mut c)
+                                .await;
                         }
                     }
                     Backend::MySql => {
@@ -164,7 +207,8 @@ pub fn caller_in(tz: &str) -> Caller {
 
 /// Shorthand: the collection named `name`, or a panic.
 pub fn collection(ds: &SqlDataSource, name: &str) -> Arc<dyn Collection> {
-    ds.collection(name).unwrap_or_else(|e| panic!("collection {name}: {e}"))
+    ds.collection(name)
+        .unwrap_or_else(|e| panic!("collection {name}: {e}"))
 }
 
 /// Generates one `#[tokio::test]` per backend for an `async fn(Backend)`.

@@ -158,10 +158,15 @@ pub fn parse_number(s: &str) -> Option<Value> {
     if let Ok(i) = t.parse::<i64>() {
         return Some(Value::Int(i));
     }
-    if t.bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'+') {
+    if t.bytes()
+        .all(|b| b.is_ascii_digit() || b == b'-' || b == b'+')
+    {
         return t.parse::<BigDecimal>().ok().map(Value::Decimal);
     }
-    t.parse::<f64>().ok().filter(|f| f.is_finite()).map(Value::Float)
+    t.parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .map(Value::Float)
 }
 
 /// Parses an ISO-8601 date-time. A missing offset means UTC, as the databases store it.
@@ -195,7 +200,7 @@ pub fn decode_binary(s: &str) -> Option<Vec<u8>> {
         let (_, payload) = rest.split_once(";base64,")?;
         return base64_decode(payload);
     }
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
@@ -403,7 +408,10 @@ pub fn unpack_id(schema: &CollectionSchema, packed: &str) -> Result<Vec<(String,
             let column = schema
                 .column(pk)
                 .ok_or_else(|| Error::Internal(format!("primary key '{pk}' is not a column")))?;
-            let ty = column.column_type.primitive().unwrap_or(PrimitiveType::String);
+            let ty = column
+                .column_type
+                .primitive()
+                .unwrap_or(PrimitiveType::String);
             let json = serde_json::Value::String(raw.to_owned());
             let value = Value::from_json_typed(&json, ty)
                 .filter(|v| !v.is_null())

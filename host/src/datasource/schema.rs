@@ -75,7 +75,10 @@ impl ColumnType {
             Self::Primitive(p) => serde_json::Value::String(p.as_str().to_owned()),
             Self::Array(inner) => serde_json::Value::Array(vec![inner.to_json()]),
             Self::Composite(fields) => serde_json::Value::Object(
-                fields.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
+                fields
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_json()))
+                    .collect(),
             ),
         }
     }
@@ -131,7 +134,9 @@ impl ColumnSchema {
 
     /// Whether a `Present` rule makes the column required on create.
     pub fn is_required(&self) -> bool {
-        self.validation.iter().any(|r| r.operator == Operator::Present)
+        self.validation
+            .iter()
+            .any(|r| r.operator == Operator::Present)
     }
 }
 
@@ -171,10 +176,18 @@ pub enum RelationSchema {
 impl RelationSchema {
     pub fn foreign_collection(&self) -> &str {
         match self {
-            Self::ManyToOne { foreign_collection, .. }
-            | Self::OneToMany { foreign_collection, .. }
-            | Self::OneToOne { foreign_collection, .. }
-            | Self::ManyToMany { foreign_collection, .. } => foreign_collection,
+            Self::ManyToOne {
+                foreign_collection, ..
+            }
+            | Self::OneToMany {
+                foreign_collection, ..
+            }
+            | Self::OneToOne {
+                foreign_collection, ..
+            }
+            | Self::ManyToMany {
+                foreign_collection, ..
+            } => foreign_collection,
         }
     }
 
@@ -265,11 +278,15 @@ impl CollectionSchema {
     }
 
     pub fn columns(&self) -> impl Iterator<Item = (&String, &ColumnSchema)> {
-        self.fields.iter().filter_map(|(n, f)| f.as_column().map(|c| (n, c)))
+        self.fields
+            .iter()
+            .filter_map(|(n, f)| f.as_column().map(|c| (n, c)))
     }
 
     pub fn relations(&self) -> impl Iterator<Item = (&String, &RelationSchema)> {
-        self.fields.iter().filter_map(|(n, f)| f.as_relation().map(|r| (n, r)))
+        self.fields
+            .iter()
+            .filter_map(|(n, f)| f.as_relation().map(|r| (n, r)))
     }
 
     /// Primary key column names in field order (a packed id follows this order).
@@ -305,10 +322,7 @@ impl DataSourceSchema {
         let mut segments = path.split(':').peekable();
         while let Some(segment) = segments.next() {
             let field = current.fields.get(segment).ok_or_else(|| {
-                Error::validation(format!(
-                    "Column not found: '{}.{}'",
-                    current.name, segment
-                ))
+                Error::validation(format!("Column not found: '{}.{}'", current.name, segment))
             })?;
             match field {
                 FieldSchema::Column(column) => {

@@ -11,13 +11,13 @@
 mod build;
 mod collection;
 pub mod collections;
-pub mod dialect;
 mod decode;
+pub mod dialect;
 pub mod introspect;
 pub mod model;
+pub mod naming;
 mod native;
 pub mod operators;
-pub mod naming;
 pub mod types;
 
 use std::collections::HashMap;
@@ -70,7 +70,9 @@ impl Pool {
             Ok(Self::MySql(pool))
         } else if url.starts_with("sqlite:") {
             // `with_regexp` registers `REGEXP` (Rust regex) so `Match` works on SQLite as elsewhere.
-            let options = SqliteConnectOptions::from_str(url)?.foreign_keys(true).with_regexp();
+            let options = SqliteConnectOptions::from_str(url)?
+                .foreign_keys(true)
+                .with_regexp();
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections)
                 .connect_with(options)
@@ -175,7 +177,12 @@ impl SqlDataSource {
         let tables = introspect::introspect(&pool).await?;
         let schemas = collections::build(&tables, dialect);
         let (schema, tables) = apply_options(schemas, tables, &options)?;
-        let shared = Arc::new(Shared { pool, dialect, schema, tables });
+        let shared = Arc::new(Shared {
+            pool,
+            dialect,
+            schema,
+            tables,
+        });
         let collections = shared
             .schema
             .collections
@@ -226,10 +233,19 @@ fn apply_options(
         }
     }
     let served = |table: &str| {
-        options.include.as_ref().is_none_or(|inc| inc.iter().any(|i| i == table))
+        options
+            .include
+            .as_ref()
+            .is_none_or(|inc| inc.iter().any(|i| i == table))
             && !options.exclude.iter().any(|e| e == table)
     };
-    let rename = |table: &str| options.rename.get(table).cloned().unwrap_or_else(|| table.to_owned());
+    let rename = |table: &str| {
+        options
+            .rename
+            .get(table)
+            .cloned()
+            .unwrap_or_else(|| table.to_owned())
+    };
 
     let mut out = DataSourceSchema::default();
     let mut by_collection = HashMap::new();
@@ -242,7 +258,9 @@ fn apply_options(
             FieldSchema::Relation(r) => {
                 served(r.foreign_collection())
                     && match r {
-                        RelationSchema::ManyToMany { through_collection, .. } => served(through_collection),
+                        RelationSchema::ManyToMany {
+                            through_collection, ..
+                        } => served(through_collection),
                         _ => true,
                     }
             }
@@ -251,12 +269,22 @@ fn apply_options(
         for field in schema.fields.values_mut() {
             if let FieldSchema::Relation(r) = field {
                 match r {
-                    RelationSchema::ManyToOne { foreign_collection, .. }
-                    | RelationSchema::OneToMany { foreign_collection, .. }
-                    | RelationSchema::OneToOne { foreign_collection, .. } => {
+                    RelationSchema::ManyToOne {
+                        foreign_collection, ..
+                    }
+                    | RelationSchema::OneToMany {
+                        foreign_collection, ..
+                    }
+                    | RelationSchema::OneToOne {
+                        foreign_collection, ..
+                    } => {
                         *foreign_collection = rename(foreign_collection);
                     }
-                    RelationSchema::ManyToMany { foreign_collection, through_collection, .. } => {
+                    RelationSchema::ManyToMany {
+                        foreign_collection,
+                        through_collection,
+                        ..
+                    } => {
                         *foreign_collection = rename(foreign_collection);
                         *through_collection = rename(through_collection);
                     }

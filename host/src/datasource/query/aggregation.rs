@@ -24,7 +24,11 @@ impl std::str::FromStr for AggregationOperation {
             "Avg" | "avg" => Self::Avg,
             "Max" | "max" => Self::Max,
             "Min" | "min" => Self::Min,
-            _ => return Err(Error::validation(format!("Invalid aggregation operation: '{s}'"))),
+            _ => {
+                return Err(Error::validation(format!(
+                    "Invalid aggregation operation: '{s}'"
+                )));
+            }
         })
     }
 }
@@ -40,7 +44,13 @@ pub enum DateOperation {
 }
 
 impl DateOperation {
-    pub const ALL: [DateOperation; 5] = [Self::Day, Self::Week, Self::Month, Self::Quarter, Self::Year];
+    pub const ALL: [DateOperation; 5] = [
+        Self::Day,
+        Self::Week,
+        Self::Month,
+        Self::Quarter,
+        Self::Year,
+    ];
 }
 
 impl std::str::FromStr for DateOperation {
@@ -75,15 +85,26 @@ pub struct Aggregation {
 
 impl Aggregation {
     pub fn count() -> Self {
-        Self { operation: AggregationOperation::Count, field: None, groups: Vec::new() }
+        Self {
+            operation: AggregationOperation::Count,
+            field: None,
+            groups: Vec::new(),
+        }
     }
 
     pub fn new(operation: AggregationOperation, field: Option<&str>) -> Self {
-        Self { operation, field: field.map(str::to_owned), groups: Vec::new() }
+        Self {
+            operation,
+            field: field.map(str::to_owned),
+            groups: Vec::new(),
+        }
     }
 
     pub fn group_by(mut self, field: impl Into<String>, operation: Option<DateOperation>) -> Self {
-        self.groups.push(Group { field: field.into(), operation });
+        self.groups.push(Group {
+            field: field.into(),
+            operation,
+        });
         self
     }
 
@@ -93,22 +114,34 @@ impl Aggregation {
         if let Some(field) = &self.field {
             let (_, column) = schema.resolve_column(collection, field)?;
             let numeric = column.column_type.primitive() == Some(PrimitiveType::Number);
-            if matches!(self.operation, AggregationOperation::Sum | AggregationOperation::Avg) && !numeric {
+            if matches!(
+                self.operation,
+                AggregationOperation::Sum | AggregationOperation::Avg
+            ) && !numeric
+            {
                 return Err(Error::validation(format!(
                     "Cannot aggregate '{field}' with {:?}: the field is not a Number",
                     self.operation
                 )));
             }
         } else if self.operation != AggregationOperation::Count {
-            return Err(Error::validation(format!("{:?} needs a field", self.operation)));
+            return Err(Error::validation(format!(
+                "{:?} needs a field",
+                self.operation
+            )));
         }
         if !self.groups.is_empty() && !collection.aggregation.support_groups {
-            return Err(Error::validation("This collection does not support grouping"));
+            return Err(Error::validation(
+                "This collection does not support grouping",
+            ));
         }
         for group in &self.groups {
             let (_, column) = schema.resolve_column(collection, &group.field)?;
             if !column.is_groupable {
-                return Err(Error::validation(format!("The field '{}' is not groupable", group.field)));
+                return Err(Error::validation(format!(
+                    "The field '{}' is not groupable",
+                    group.field
+                )));
             }
             if let Some(op) = group.operation {
                 let is_date = matches!(
@@ -121,8 +154,14 @@ impl Aggregation {
                         group.field
                     )));
                 }
-                if !collection.aggregation.supported_date_operations.contains(&op) {
-                    return Err(Error::validation(format!("Date operation {op:?} is not supported")));
+                if !collection
+                    .aggregation
+                    .supported_date_operations
+                    .contains(&op)
+                {
+                    return Err(Error::validation(format!(
+                        "Date operation {op:?} is not supported"
+                    )));
                 }
             }
         }

@@ -6,7 +6,9 @@ use serde_json::{Map, Value as Json};
 use super::operator::{Operator, ValueKind};
 use crate::datasource::error::{Error, Result};
 use crate::datasource::record::Value;
-use crate::datasource::schema::{CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, PrimitiveType};
+use crate::datasource::schema::{
+    CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, PrimitiveType,
+};
 
 /// How a branch combines its conditions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,20 +30,33 @@ pub struct Leaf {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConditionTree {
     Leaf(Leaf),
-    Branch { aggregator: Aggregator, conditions: Vec<ConditionTree> },
+    Branch {
+        aggregator: Aggregator,
+        conditions: Vec<ConditionTree>,
+    },
 }
 
 impl ConditionTree {
     pub fn leaf(field: impl Into<String>, operator: Operator, value: impl Into<Value>) -> Self {
-        Self::Leaf(Leaf { field: field.into(), operator, value: value.into() })
+        Self::Leaf(Leaf {
+            field: field.into(),
+            operator,
+            value: value.into(),
+        })
     }
 
     pub fn and(conditions: Vec<ConditionTree>) -> Self {
-        Self::Branch { aggregator: Aggregator::And, conditions }
+        Self::Branch {
+            aggregator: Aggregator::And,
+            conditions,
+        }
     }
 
     pub fn or(conditions: Vec<ConditionTree>) -> Self {
-        Self::Branch { aggregator: Aggregator::Or, conditions }
+        Self::Branch {
+            aggregator: Aggregator::Or,
+            conditions,
+        }
     }
 
     /// AND of several optional trees, flattening nested ANDs and dropping absent ones.
@@ -61,16 +76,20 @@ impl ConditionTree {
         let mut conditions = Vec::new();
         for tree in trees.into_iter().flatten() {
             match tree {
-                Self::Branch { aggregator: a, conditions: inner } if a == aggregator => {
-                    conditions.extend(inner)
-                }
+                Self::Branch {
+                    aggregator: a,
+                    conditions: inner,
+                } if a == aggregator => conditions.extend(inner),
                 other => conditions.push(other),
             }
         }
         match conditions.len() {
             0 => None,
             1 => conditions.pop(),
-            _ => Some(Self::Branch { aggregator, conditions }),
+            _ => Some(Self::Branch {
+                aggregator,
+                conditions,
+            }),
         }
     }
 
@@ -89,10 +108,16 @@ impl ConditionTree {
     }
 
     /// Rebuilds the tree with each leaf replaced by a subtree; branches are kept.
-    pub fn replace_leaves(&self, f: &mut impl FnMut(&Leaf) -> Result<ConditionTree>) -> Result<Self> {
+    pub fn replace_leaves(
+        &self,
+        f: &mut impl FnMut(&Leaf) -> Result<ConditionTree>,
+    ) -> Result<Self> {
         Ok(match self {
             Self::Leaf(leaf) => f(leaf)?,
-            Self::Branch { aggregator, conditions } => Self::Branch {
+            Self::Branch {
+                aggregator,
+                conditions,
+            } => Self::Branch {
                 aggregator: *aggregator,
                 conditions: conditions
                     .iter()
@@ -108,14 +133,20 @@ impl ConditionTree {
             Self::Leaf(leaf) => {
                 let mut map = Map::new();
                 map.insert("field".into(), Json::String(leaf.field.clone()));
-                map.insert("operator".into(), Json::String(leaf.operator.as_str().into()));
+                map.insert(
+                    "operator".into(),
+                    Json::String(leaf.operator.as_str().into()),
+                );
                 map.insert(
                     "value".into(),
                     serde_json::to_value(&leaf.value).unwrap_or(Json::Null),
                 );
                 Json::Object(map)
             }
-            Self::Branch { aggregator, conditions } => {
+            Self::Branch {
+                aggregator,
+                conditions,
+            } => {
                 let mut map = Map::new();
                 let name = match aggregator {
                     Aggregator::And => "And",
@@ -134,13 +165,21 @@ impl ConditionTree {
     /// Parses the plain JSON form against a collection: operators in snake_case or PascalCase,
     /// aggregators in any case, single-condition branches collapsed, values cast to the column
     /// type as the agent's parser does, then the whole tree validated.
-    pub fn parse(json: &Json, collection: &CollectionSchema, schema: &DataSourceSchema) -> Result<Self> {
+    pub fn parse(
+        json: &Json,
+        collection: &CollectionSchema,
+        schema: &DataSourceSchema,
+    ) -> Result<Self> {
         let tree = Self::parse_node(json, collection, schema)?;
         tree.validate(collection, schema)?;
         Ok(tree)
     }
 
-    fn parse_node(json: &Json, collection: &CollectionSchema, schema: &DataSourceSchema) -> Result<Self> {
+    fn parse_node(
+        json: &Json,
+        collection: &CollectionSchema,
+        schema: &DataSourceSchema,
+    ) -> Result<Self> {
         let object = json
             .as_object()
             .ok_or_else(|| Error::validation("Invalid condition tree: expected an object"))?;
@@ -157,7 +196,9 @@ impl ConditionTree {
             let conditions = object
                 .get("conditions")
                 .and_then(Json::as_array)
-                .ok_or_else(|| Error::validation("Invalid condition tree: 'conditions' must be an array"))?;
+                .ok_or_else(|| {
+                    Error::validation("Invalid condition tree: 'conditions' must be an array")
+                })?;
             let mut parsed = conditions
                 .iter()
                 .map(|c| Self::parse_node(c, collection, schema))
@@ -165,17 +206,21 @@ impl ConditionTree {
             return Ok(if parsed.len() == 1 {
                 parsed.remove(0)
             } else {
-                Self::Branch { aggregator, conditions: parsed }
+                Self::Branch {
+                    aggregator,
+                    conditions: parsed,
+                }
             });
         }
-        let field = object
-            .get("field")
-            .and_then(Json::as_str)
-            .ok_or_else(|| Error::validation("Invalid condition tree: a leaf needs a 'field' string"))?;
+        let field = object.get("field").and_then(Json::as_str).ok_or_else(|| {
+            Error::validation("Invalid condition tree: a leaf needs a 'field' string")
+        })?;
         let operator: Operator = object
             .get("operator")
             .and_then(Json::as_str)
-            .ok_or_else(|| Error::validation("Invalid condition tree: a leaf needs an 'operator' string"))?
+            .ok_or_else(|| {
+                Error::validation("Invalid condition tree: a leaf needs an 'operator' string")
+            })?
             .parse()
             .map_err(Error::Validation)?;
         let (_, column) = schema.resolve_column(collection, field)?;
@@ -223,7 +268,10 @@ pub fn validate_leaf(leaf: &Leaf, column: &ColumnSchema) -> Result<()> {
     match op.value_kind() {
         ValueKind::None => {}
         ValueKind::Number => {
-            if !matches!(leaf.value, Value::Int(_) | Value::Float(_) | Value::Decimal(_)) {
+            if !matches!(
+                leaf.value,
+                Value::Int(_) | Value::Float(_) | Value::Decimal(_)
+            ) {
                 return Err(wrong());
             }
         }
@@ -233,7 +281,9 @@ pub fn validate_leaf(leaf: &Leaf, column: &ColumnSchema) -> Result<()> {
             }
         }
         ValueKind::List => {
-            let Value::Array(items) = &leaf.value else { return Err(wrong()) };
+            let Value::Array(items) = &leaf.value else {
+                return Err(wrong());
+            };
             let element = element_type(&column.column_type);
             for item in items {
                 if !item.is_null() && !value_matches_type(item, element) {
@@ -253,13 +303,14 @@ pub fn validate_leaf(leaf: &Leaf, column: &ColumnSchema) -> Result<()> {
 }
 
 fn check_enum(value: &Value, column: &ColumnSchema) -> Result<()> {
-    if let (Value::String(s), Some(PrimitiveType::Enum)) = (value, element_type(&column.column_type).primitive()) {
-        if !column.enum_values.iter().any(|v| v == s) {
-            return Err(Error::validation(format!(
-                "The given enum value(s) {s} is not listed in [{}]",
-                column.enum_values.join(",")
-            )));
-        }
+    if let (Value::String(s), Some(PrimitiveType::Enum)) =
+        (value, element_type(&column.column_type).primitive())
+        && !column.enum_values.iter().any(|v| v == s)
+    {
+        return Err(Error::validation(format!(
+            "The given enum value(s) {s} is not listed in [{}]",
+            column.enum_values.join(",")
+        )));
     }
     Ok(())
 }
@@ -297,7 +348,9 @@ pub fn value_matches_type(value: &Value, ty: &ColumnType) -> bool {
         (ColumnType::Composite(_), Value::Json(_) | Value::Record(_)) => true,
         (ColumnType::Primitive(p), v) => match p {
             PrimitiveType::String | PrimitiveType::Enum => matches!(v, Value::String(_)),
-            PrimitiveType::Number => matches!(v, Value::Int(_) | Value::Float(_) | Value::Decimal(_)),
+            PrimitiveType::Number => {
+                matches!(v, Value::Int(_) | Value::Float(_) | Value::Decimal(_))
+            }
             PrimitiveType::Boolean => matches!(v, Value::Bool(_)),
             PrimitiveType::Date => matches!(v, Value::Date(_)),
             PrimitiveType::Dateonly => matches!(v, Value::Dateonly(_)),
@@ -322,9 +375,9 @@ fn cast_value(field: &str, operator: Operator, ty: &ColumnType, raw: &Json) -> R
     match operator.value_kind() {
         ValueKind::None => Ok(Value::Null),
         ValueKind::Number => match raw {
-            Json::Number(_) | Json::String(_) => {
-                Value::from_json_typed(raw, PrimitiveType::Number).filter(|v| !v.is_null()).ok_or_else(wrong)
-            }
+            Json::Number(_) | Json::String(_) => Value::from_json_typed(raw, PrimitiveType::Number)
+                .filter(|v| !v.is_null())
+                .ok_or_else(wrong),
             _ => Err(wrong()),
         },
         ValueKind::Pattern => match raw {
@@ -336,7 +389,10 @@ fn cast_value(field: &str, operator: Operator, ty: &ColumnType, raw: &Json) -> R
             let element = element_type(ty);
             let items: Vec<Json> = match raw {
                 // The agent splits a comma list given as a string.
-                Json::String(s) => s.split(',').map(|p| Json::String(p.trim().to_owned())).collect(),
+                Json::String(s) => s
+                    .split(',')
+                    .map(|p| Json::String(p.trim().to_owned()))
+                    .collect(),
                 Json::Array(items) => items.clone(),
                 Json::Null => return Err(wrong()),
                 single => vec![single.clone()],

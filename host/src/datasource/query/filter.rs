@@ -20,7 +20,10 @@ pub struct Filter {
 
 impl Filter {
     pub fn new(condition_tree: Option<ConditionTree>) -> Self {
-        Self { condition_tree, ..Self::default() }
+        Self {
+            condition_tree,
+            ..Self::default()
+        }
     }
 
     pub fn with_sort(mut self, sort: Sort) -> Self {
@@ -35,7 +38,10 @@ impl Filter {
 
     /// The search text, when it is not blank.
     pub fn search_text(&self) -> Option<&str> {
-        self.search.as_deref().map(str::trim).filter(|s| !s.is_empty())
+        self.search
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
     }
 
     /// This filter further restricted by `tree`.

@@ -23,12 +23,49 @@ macro_rules! operators {
 }
 
 operators!(
-    Present, Blank, Missing, Equal, NotEqual, LessThan, GreaterThan, LessThanOrEqual,
-    GreaterThanOrEqual, Match, Like, ILike, Contains, NotContains, IContains, NotIContains,
-    LongerThan, ShorterThan, StartsWith, EndsWith, IStartsWith, IEndsWith, In, NotIn, IncludesAll,
-    IncludesNone, Before, After, AfterXHoursAgo, BeforeXHoursAgo, Future, Past,
-    PreviousMonthToDate, PreviousMonth, PreviousQuarterToDate, PreviousQuarter, PreviousWeekToDate,
-    PreviousWeek, PreviousXDaysToDate, PreviousXDays, PreviousYearToDate, PreviousYear, Today,
+    Present,
+    Blank,
+    Missing,
+    Equal,
+    NotEqual,
+    LessThan,
+    GreaterThan,
+    LessThanOrEqual,
+    GreaterThanOrEqual,
+    Match,
+    Like,
+    ILike,
+    Contains,
+    NotContains,
+    IContains,
+    NotIContains,
+    LongerThan,
+    ShorterThan,
+    StartsWith,
+    EndsWith,
+    IStartsWith,
+    IEndsWith,
+    In,
+    NotIn,
+    IncludesAll,
+    IncludesNone,
+    Before,
+    After,
+    AfterXHoursAgo,
+    BeforeXHoursAgo,
+    Future,
+    Past,
+    PreviousMonthToDate,
+    PreviousMonth,
+    PreviousQuarterToDate,
+    PreviousQuarter,
+    PreviousWeekToDate,
+    PreviousWeek,
+    PreviousXDaysToDate,
+    PreviousXDays,
+    PreviousYearToDate,
+    PreviousYear,
+    Today,
     Yesterday,
 );
 
@@ -67,9 +104,21 @@ impl Operator {
     pub fn value_kind(self) -> ValueKind {
         use Operator::*;
         match self {
-            Present | Blank | Missing | Future | Past | Today | Yesterday | PreviousMonth
-            | PreviousMonthToDate | PreviousQuarter | PreviousQuarterToDate | PreviousWeek
-            | PreviousWeekToDate | PreviousYear | PreviousYearToDate => ValueKind::None,
+            Present
+            | Blank
+            | Missing
+            | Future
+            | Past
+            | Today
+            | Yesterday
+            | PreviousMonth
+            | PreviousMonthToDate
+            | PreviousQuarter
+            | PreviousQuarterToDate
+            | PreviousWeek
+            | PreviousWeekToDate
+            | PreviousYear
+            | PreviousYearToDate => ValueKind::None,
             In | NotIn | IncludesAll | IncludesNone => ValueKind::List,
             PreviousXDays | PreviousXDaysToDate | AfterXHoursAgo | BeforeXHoursAgo | LongerThan
             | ShorterThan => ValueKind::Number,
@@ -106,7 +155,14 @@ impl Operator {
 
     /// Interval operators: those a Value chart compares with the previous period.
     pub fn is_interval(self) -> bool {
-        self.is_time_relative() && !matches!(self, Operator::Future | Operator::Past | Operator::AfterXHoursAgo | Operator::BeforeXHoursAgo)
+        self.is_time_relative()
+            && !matches!(
+                self,
+                Operator::Future
+                    | Operator::Past
+                    | Operator::AfterXHoursAgo
+                    | Operator::BeforeXHoursAgo
+            )
     }
 
     /// Whether the agent allows this operator on this column type (§9.1 of the protocol notes).
@@ -115,15 +171,42 @@ impl Operator {
         const BASE: &[Operator] = &[Blank, Equal, Missing, NotEqual, Present];
         const ARRAY: &[Operator] = &[In, NotIn, IncludesAll, IncludesNone];
         const STRING: &[Operator] = &[
-            Contains, NotContains, StartsWith, EndsWith, LongerThan, ShorterThan, Like, ILike,
-            IContains, NotIContains, IStartsWith, IEndsWith, Match,
+            Contains,
+            NotContains,
+            StartsWith,
+            EndsWith,
+            LongerThan,
+            ShorterThan,
+            Like,
+            ILike,
+            IContains,
+            NotIContains,
+            IStartsWith,
+            IEndsWith,
+            Match,
         ];
         const NUMBER: &[Operator] = &[GreaterThan, LessThan, GreaterThanOrEqual, LessThanOrEqual];
         const DATEONLY: &[Operator] = &[
-            Today, Yesterday, PreviousXDaysToDate, PreviousWeek, PreviousWeekToDate,
-            PreviousMonth, PreviousMonthToDate, PreviousQuarter, PreviousQuarterToDate,
-            PreviousYear, PreviousYearToDate, Past, Future, PreviousXDays, Before, After,
-            GreaterThan, LessThan, GreaterThanOrEqual, LessThanOrEqual,
+            Today,
+            Yesterday,
+            PreviousXDaysToDate,
+            PreviousWeek,
+            PreviousWeekToDate,
+            PreviousMonth,
+            PreviousMonthToDate,
+            PreviousQuarter,
+            PreviousQuarterToDate,
+            PreviousYear,
+            PreviousYearToDate,
+            Past,
+            Future,
+            PreviousXDays,
+            Before,
+            After,
+            GreaterThan,
+            LessThan,
+            GreaterThanOrEqual,
+            LessThanOrEqual,
         ];
         const DATE_EXTRA: &[Operator] = &[BeforeXHoursAgo, AfterXHoursAgo];
         const TIME: &[Operator] = &[LessThan, GreaterThan, LessThanOrEqual, GreaterThanOrEqual];

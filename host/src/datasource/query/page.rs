@@ -14,6 +14,9 @@ impl Page {
 
     /// From the agent's 1-based page number and page size.
     pub fn from_number(number: u64, size: u64) -> Self {
-        Self { skip: number.saturating_sub(1) * size, limit: size }
+        Self {
+            skip: number.saturating_sub(1) * size,
+            limit: size,
+        }
     }
 }

@@ -35,11 +35,11 @@ impl Projection {
     pub fn with_to_one_relations(collection: &CollectionSchema, schema: &DataSourceSchema) -> Self {
         let mut p = Self::columns(collection);
         for (name, relation) in collection.relations() {
-            if relation.is_to_one() {
-                if let Ok(foreign) = schema.collection(relation.foreign_collection()) {
-                    for (column, _) in foreign.columns() {
-                        p.push(format!("{name}:{column}"));
-                    }
+            if relation.is_to_one()
+                && let Ok(foreign) = schema.collection(relation.foreign_collection())
+            {
+                for (column, _) in foreign.columns() {
+                    p.push(format!("{name}:{column}"));
                 }
             }
         }
@@ -55,10 +55,10 @@ impl Projection {
     pub fn relations(&self) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
         for p in self.iter() {
-            if let Some((head, _)) = p.split_once(':') {
-                if !out.contains(&head) {
-                    out.push(head);
-                }
+            if let Some((head, _)) = p.split_once(':')
+                && !out.contains(&head)
+            {
+                out.push(head);
             }
         }
         out
@@ -67,7 +67,10 @@ impl Projection {
     /// The sub-projection under one relation (`author:name` → `name`).
     pub fn under(&self, relation: &str) -> Projection {
         let prefix = format!("{relation}:");
-        Self::new(self.iter().filter_map(|p| p.strip_prefix(&prefix).map(str::to_owned)))
+        Self::new(
+            self.iter()
+                .filter_map(|p| p.strip_prefix(&prefix).map(str::to_owned)),
+        )
     }
 
     /// Every path must reach a column through to-one relations.
@@ -76,7 +79,9 @@ impl Projection {
             match collection.fields.get(path) {
                 // A bare relation name is not a projection path.
                 Some(FieldSchema::Relation(_)) => {
-                    return Err(Error::validation(format!("Invalid projection: '{path}' is a relation")));
+                    return Err(Error::validation(format!(
+                        "Invalid projection: '{path}' is a relation"
+                    )));
                 }
                 _ => {
                     schema

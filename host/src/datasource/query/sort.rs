@@ -16,11 +16,17 @@ pub struct Sort(pub Vec<SortClause>);
 
 impl Sort {
     pub fn asc(field: impl Into<String>) -> Self {
-        Self(vec![SortClause { field: field.into(), ascending: true }])
+        Self(vec![SortClause {
+            field: field.into(),
+            ascending: true,
+        }])
     }
 
     pub fn desc(field: impl Into<String>) -> Self {
-        Self(vec![SortClause { field: field.into(), ascending: false }])
+        Self(vec![SortClause {
+            field: field.into(),
+            ascending: false,
+        }])
     }
 
     pub fn is_empty(&self) -> bool {
@@ -38,7 +44,10 @@ impl Sort {
                         Some(f) => (false, f),
                         None => (true, p),
                     };
-                    SortClause { field: field.replacen('.', ":", 1), ascending }
+                    SortClause {
+                        field: field.replacen('.', ":", 1),
+                        ascending,
+                    }
                 })
                 .collect(),
         )

@@ -17,25 +17,77 @@ pub fn supported(column_type: &ColumnType) -> BTreeSet<Operator> {
         ColumnType::Primitive(p) => match p {
             // Json, Point: presence only, as the agent (equality on JSON differs per database).
             PrimitiveType::Json | PrimitiveType::Point => vec![],
-            PrimitiveType::Boolean | PrimitiveType::Uuid | PrimitiveType::Enum | PrimitiveType::Binary => {
+            PrimitiveType::Boolean
+            | PrimitiveType::Uuid
+            | PrimitiveType::Enum
+            | PrimitiveType::Binary => {
                 vec![Equal, NotEqual, In, NotIn]
             }
             PrimitiveType::Number => {
-                vec![Equal, NotEqual, In, NotIn, LessThan, GreaterThan, LessThanOrEqual, GreaterThanOrEqual]
+                vec![
+                    Equal,
+                    NotEqual,
+                    In,
+                    NotIn,
+                    LessThan,
+                    GreaterThan,
+                    LessThanOrEqual,
+                    GreaterThanOrEqual,
+                ]
             }
             PrimitiveType::String => vec![
-                Equal, NotEqual, In, NotIn, Like, ILike, Contains, NotContains, IContains, NotIContains,
-                StartsWith, EndsWith, IStartsWith, IEndsWith, LongerThan, ShorterThan, Match,
+                Equal,
+                NotEqual,
+                In,
+                NotIn,
+                Like,
+                ILike,
+                Contains,
+                NotContains,
+                IContains,
+                NotIContains,
+                StartsWith,
+                EndsWith,
+                IStartsWith,
+                IEndsWith,
+                LongerThan,
+                ShorterThan,
+                Match,
             ],
             PrimitiveType::Time => {
-                vec![Equal, NotEqual, LessThan, GreaterThan, LessThanOrEqual, GreaterThanOrEqual]
+                vec![
+                    Equal,
+                    NotEqual,
+                    LessThan,
+                    GreaterThan,
+                    LessThanOrEqual,
+                    GreaterThanOrEqual,
+                ]
             }
             PrimitiveType::Date | PrimitiveType::Dateonly => {
                 let mut v = vec![
-                    Equal, NotEqual, LessThan, GreaterThan, LessThanOrEqual, GreaterThanOrEqual, Before,
-                    After, Today, Yesterday, Past, Future, PreviousWeek, PreviousWeekToDate,
-                    PreviousMonth, PreviousMonthToDate, PreviousQuarter, PreviousQuarterToDate,
-                    PreviousYear, PreviousYearToDate, PreviousXDays, PreviousXDaysToDate,
+                    Equal,
+                    NotEqual,
+                    LessThan,
+                    GreaterThan,
+                    LessThanOrEqual,
+                    GreaterThanOrEqual,
+                    Before,
+                    After,
+                    Today,
+                    Yesterday,
+                    Past,
+                    Future,
+                    PreviousWeek,
+                    PreviousWeekToDate,
+                    PreviousMonth,
+                    PreviousMonthToDate,
+                    PreviousQuarter,
+                    PreviousQuarterToDate,
+                    PreviousYear,
+                    PreviousYearToDate,
+                    PreviousXDays,
+                    PreviousXDaysToDate,
                 ];
                 if *p == PrimitiveType::Date {
                     v.extend([BeforeXHoursAgo, AfterXHoursAgo]);
@@ -58,7 +110,9 @@ mod tests {
     #[test]
     fn every_supported_operator_is_allowed_for_its_type() {
         use PrimitiveType::*;
-        for p in [String, Number, Boolean, Date, Dateonly, Time, Enum, Json, Uuid, Point, Binary] {
+        for p in [
+            String, Number, Boolean, Date, Dateonly, Time, Enum, Json, Uuid, Point, Binary,
+        ] {
             let ty = ColumnType::Primitive(p);
             assert!(supported(&ty).contains(&Operator::Present), "{p}");
         }
@@ -66,6 +120,9 @@ mod tests {
         assert!(dates.contains(&Operator::PreviousXDaysToDate));
         assert!(dates.contains(&Operator::BeforeXHoursAgo));
         assert!(!supported(&ColumnType::Primitive(Dateonly)).contains(&Operator::BeforeXHoursAgo));
-        assert!(supported(&ColumnType::Array(Box::new(ColumnType::Primitive(Number)))).contains(&Operator::IncludesAll));
+        assert!(
+            supported(&ColumnType::Array(Box::new(ColumnType::Primitive(Number))))
+                .contains(&Operator::IncludesAll)
+        );
     }
 }
