@@ -15,6 +15,12 @@
 //! - `In`/`NotIn` on strings are not rewritten into `Match` regexes: the regex crate has no
 //!   lookahead (the agent's `NotIn` regex relies on one) and an OR of `Equal` is exact and needs a
 //!   subset of the operators, so it is always preferred.
+//! - Intervals need `GreaterThanOrEqual` and `LessThan` (what they are made of), not also
+//!   `GreaterThan` as the agent requires.
+//!
+//! Kept as the agent does: weeks start on Monday; on Dateonly columns the bounds are local dates,
+//! so `Past`/`Future` compare with today's date and the "to date" periods end before today.
+//! `Like` patterns use `\` as the escape character (PostgreSQL's and MySQL's default).
 
 use std::collections::BTreeSet;
 
