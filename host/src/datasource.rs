@@ -3,6 +3,7 @@
 //! implementation over sqlx and the only code that writes SQL for user data.
 
 mod caller;
+mod composite;
 mod error;
 pub mod query;
 mod record;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use caller::Caller;
+pub use composite::CompositeDataSource;
 pub use error::{ConstraintViolation, Error, Result};
 pub use query::{
     AggregateResult, Aggregation, AggregationOperation, Aggregator, ConditionTree, DateOperation,

@@ -76,7 +76,11 @@ pub(crate) async fn shop(backend: Backend) -> (TestDb, SqlDataSource) {
         t("2024-02-10 08:00:00"),
     );
     db.execute(&seed).await;
-    let ds = db.datasource(Options::default()).await;
+    let options = Options {
+        connection_name: Some("main".to_owned()),
+        ..Options::default()
+    };
+    let ds = db.datasource(options).await;
     (db, ds)
 }
 

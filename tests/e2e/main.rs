@@ -7,6 +7,7 @@
 )]
 
 mod aggregate;
+mod composite;
 mod introspection;
 mod list;
 mod operators;

@@ -126,7 +126,9 @@ pub struct Options {
     pub exclude: Vec<String>,
     /// Original table name → served collection name.
     pub rename: IndexMap<String, String>,
-    /// Name of the connection for native queries (`connectionName`).
+    /// Name under which native queries (live-query segments, query charts) may run on this
+    /// database (`connectionName`). None, the default, allows none, as the agent's
+    /// `liveQueryConnections` option does.
     pub connection_name: Option<String>,
 }
 
@@ -152,7 +154,7 @@ impl Shared {
 pub struct SqlDataSource {
     shared: Arc<Shared>,
     collections: IndexMap<String, Arc<dyn Collection>>,
-    connection_name: String,
+    connection_name: Option<String>,
 }
 
 impl std::fmt::Debug for SqlDataSource {
@@ -196,7 +198,7 @@ impl SqlDataSource {
         Ok(Self {
             shared,
             collections,
-            connection_name: options.connection_name.unwrap_or_else(|| "main".to_owned()),
+            connection_name: options.connection_name,
         })
     }
 
@@ -319,7 +321,7 @@ impl DataSource for SqlDataSource {
     }
 
     fn native_query_connections(&self) -> Vec<String> {
-        vec![self.connection_name.clone()]
+        self.connection_name.iter().cloned().collect()
     }
 
     async fn native_query(
@@ -329,7 +331,7 @@ impl DataSource for SqlDataSource {
         query: &str,
         variables: &IndexMap<String, Value>,
     ) -> Result<Vec<Record>> {
-        if connection != self.connection_name {
+        if self.connection_name.as_deref() != Some(connection) {
             return Err(Error::Unprocessable(format!(
                 "Native query connection '{connection}' is unknown"
             )));
