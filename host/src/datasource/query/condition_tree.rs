@@ -436,3 +436,175 @@ fn cast_single(raw: &Json, ty: &ColumnType) -> Option<Value> {
         ColumnType::Composite(_) => Some(Value::Json(raw.clone())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::datasource::schema::{FieldSchema, RelationSchema};
+    use crate::datasource::sql::operators::supported;
+
+    fn column(ty: ColumnType) -> FieldSchema {
+        let mut c = ColumnSchema::new(ty.clone());
+        c.filter_operators = supported(&ty);
+        FieldSchema::Column(c)
+    }
+
+    fn schema() -> DataSourceSchema {
+        let p = |t| ColumnType::Primitive(t);
+        let mut books = CollectionSchema::new("books");
+        books
+            .fields
+            .insert("id".into(), column(p(PrimitiveType::Number)));
+        books
+            .fields
+            .insert("title".into(), column(p(PrimitiveType::String)));
+        books
+            .fields
+            .insert("available".into(), column(p(PrimitiveType::Boolean)));
+        books
+            .fields
+            .insert("published".into(), column(p(PrimitiveType::Dateonly)));
+        let mut status = ColumnSchema::new(p(PrimitiveType::Enum));
+        status.filter_operators = supported(&status.column_type);
+        status.enum_values = vec!["draft".into(), "live".into()];
+        books
+            .fields
+            .insert("status".into(), FieldSchema::Column(status));
+        books.fields.insert(
+            "author".into(),
+            FieldSchema::Relation(RelationSchema::ManyToOne {
+                foreign_collection: "people".into(),
+                foreign_key: "author_id".into(),
+                foreign_key_target: "id".into(),
+            }),
+        );
+        let mut people = CollectionSchema::new("people");
+        people
+            .fields
+            .insert("id".into(), column(p(PrimitiveType::Number)));
+        people
+            .fields
+            .insert("name".into(), column(p(PrimitiveType::String)));
+        let mut schema = DataSourceSchema::default();
+        schema.collections.insert("books".into(), books);
+        schema.collections.insert("people".into(), people);
+        schema
+    }
+
+    fn parse(json: Json) -> Result<ConditionTree> {
+        let schema = schema();
+        ConditionTree::parse(&json, schema.collection("books").unwrap(), &schema)
+    }
+
+    #[test]
+    fn operators_parse_in_snake_and_pascal_case_and_aggregators_in_any_case() {
+        let tree = parse(json!({"aggregator": "OR", "conditions": [
+            {"field": "title", "operator": "i_contains", "value": "dune"},
+            {"field": "title", "operator": "StartsWith", "value": "Em"},
+        ]}))
+        .unwrap();
+        let ConditionTree::Branch {
+            aggregator,
+            conditions,
+        } = tree
+        else {
+            panic!("branch")
+        };
+        assert_eq!(aggregator, Aggregator::Or);
+        assert_eq!(
+            conditions[0],
+            ConditionTree::leaf("title", Operator::IContains, "dune")
+        );
+        assert_eq!(
+            conditions[1],
+            ConditionTree::leaf("title", Operator::StartsWith, "Em")
+        );
+    }
+
+    #[test]
+    fn a_branch_with_one_condition_collapses_to_it() {
+        let tree = parse(json!({"aggregator": "and", "conditions": [
+            {"field": "id", "operator": "equal", "value": 3},
+        ]}))
+        .unwrap();
+        assert_eq!(
+            tree,
+            ConditionTree::leaf("id", Operator::Equal, Value::Int(3))
+        );
+    }
+
+    #[test]
+    fn values_are_cast_to_the_column_type() {
+        let leaf = |j| match parse(j).unwrap() {
+            ConditionTree::Leaf(l) => l.value,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            leaf(json!({"field": "id", "operator": "equal", "value": "42"})),
+            Value::Int(42)
+        );
+        assert_eq!(
+            leaf(json!({"field": "available", "operator": "equal", "value": "yes"})),
+            Value::Bool(true)
+        );
+        // A comma list is split and trimmed; numbers that do not parse are dropped.
+        assert_eq!(
+            leaf(json!({"field": "id", "operator": "in", "value": "1, 2,x"})),
+            Value::Array(vec![Value::Int(1), Value::Int(2)])
+        );
+        assert_eq!(
+            leaf(json!({"field": "published", "operator": "previous_x_days", "value": "7"})),
+            Value::Int(7)
+        );
+        assert_eq!(
+            leaf(json!({"field": "author:name", "operator": "equal", "value": "Ann"})),
+            Value::from("Ann")
+        );
+    }
+
+    #[test]
+    fn bad_trees_are_validation_errors() {
+        let cases = [
+            json!({"field": "nope", "operator": "equal", "value": 1}),
+            json!({"field": "title", "operator": "no_such_operator", "value": 1}),
+            json!({"field": "id", "operator": "contains", "value": "1"}),
+            json!({"field": "id", "operator": "equal", "value": "abc"}),
+            json!({"field": "available", "operator": "greater_than", "value": true}),
+            json!({"field": "published", "operator": "equal", "value": "not a date"}),
+            json!({"field": "status", "operator": "equal", "value": "archived"}),
+            json!({"field": "author", "operator": "present"}),
+            json!({"aggregator": "xor", "conditions": []}),
+            json!(["not", "an", "object"]),
+        ];
+        for case in cases {
+            match parse(case.clone()) {
+                Err(Error::Validation(_)) => {}
+                other => panic!("{case} should be a validation error, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn intersect_and_union_flatten_and_drop_absent_trees() {
+        let a = ConditionTree::leaf("id", Operator::Equal, Value::Int(1));
+        let b = ConditionTree::leaf("id", Operator::Equal, Value::Int(2));
+        assert_eq!(
+            ConditionTree::intersect([None, Some(a.clone())]),
+            Some(a.clone())
+        );
+        assert_eq!(ConditionTree::union([None, None]), None);
+        let and = ConditionTree::intersect([
+            Some(ConditionTree::and(vec![a.clone(), b.clone()])),
+            Some(a.clone()),
+        ]);
+        assert_eq!(
+            and,
+            Some(ConditionTree::and(vec![a.clone(), b.clone(), a.clone()]))
+        );
+        let or = ConditionTree::union([Some(a.clone()), Some(b.clone())]).unwrap();
+        assert_eq!(or.to_json()["aggregator"], "Or");
+        assert_eq!(or.leaves().len(), 2);
+    }
+}

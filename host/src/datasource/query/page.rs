@@ -20,3 +20,14 @@ impl Page {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_numbers_are_one_based() {
+        assert_eq!(Page::from_number(1, 15), Page::new(0, 15));
+        assert_eq!(Page::from_number(3, 20), Page::new(40, 20));
+    }
+}

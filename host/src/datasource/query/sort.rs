@@ -69,3 +69,31 @@ impl Sort {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_agent_sort_syntax() {
+        let sort = Sort::parse("-createdAt, author.name,id");
+        assert_eq!(
+            sort.0,
+            [
+                SortClause {
+                    field: "createdAt".into(),
+                    ascending: false
+                },
+                SortClause {
+                    field: "author:name".into(),
+                    ascending: true
+                },
+                SortClause {
+                    field: "id".into(),
+                    ascending: true
+                },
+            ]
+        );
+        assert!(Sort::parse(" , ").is_empty());
+    }
+}
