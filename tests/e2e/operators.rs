@@ -1,6 +1,7 @@
 //! Operators end to end: every date operator on Date and Dateonly columns against rows placed
 //! just inside and just outside each bound, relative to the real clock, for callers east and west
-//! of UTC; and trees rewritten by the equivalence layer select the same rows as the originals.
+//! of UTC; trees rewritten by the equivalence layer select the same rows as the originals; and
+//! string operators compare by code points whatever the column's collation or type.
 //!
 //! The expected sets come from an independent, deliberately naive computation of the periods
 //! (chrono only), not from Canopy's lowering.
@@ -8,10 +9,11 @@
 use std::collections::BTreeSet;
 
 use canopy::datasource::query::equivalence;
+use canopy::datasource::query::evaluate::{self, Matcher};
 use canopy::datasource::sql::{Options, SqlDataSource};
 use canopy::datasource::{
-    Caller, Collection, ColumnType, ConditionTree, DataSource, Filter, Operator, PrimitiveType,
-    Projection, Value,
+    AggregateResult, Aggregation, Caller, Collection, ColumnType, ConditionTree, DataSource,
+    Filter, Operator, PrimitiveType, Projection, Record, Value,
 };
 use canopy_e2e::{Backend, TestDb, caller_in, collection, on_all_backends};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc};
@@ -533,8 +535,215 @@ async fn rewritten_trees_select_the_same_rows(backend: Backend) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The words of `strings_compare_exactly`, one row each (ids from 1), then a NULL row.
+const WORDS: &[&str] = &[
+    "a", "A", "b", "b ", "é", "É", "e", "", " ", "a\\", "ab", "x%_",
+];
+
+/// Strings compare by code points on every database, as the evaluator does, whatever the column:
+/// on MySQL a `utf8mb4_general_ci` column (the harness creates `utf8mb4_bin` databases, real
+/// ones mostly use `_ci` collations: case- and accent-insensitive, and PAD SPACE like every
+/// MySQL collation but the `NO PAD` ones) and a latin1 one; `char(3)` everywhere (padded when
+/// read on PostgreSQL, trimmed on MySQL). Filters must select exactly the rows whose values, as
+/// read, the evaluator accepts; groups must not merge values that differ.
+async fn strings_compare_exactly(backend: Backend) {
+    use Operator::*;
+    let db = TestDb::new(backend).await;
+    let (ci, latin) = match backend {
+        Backend::MySql => (
+            "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci",
+            "VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_swedish_ci",
+        ),
+        Backend::Postgres | Backend::Sqlite => ("VARCHAR(20)", "VARCHAR(20)"),
+    };
+    db.execute(&format!(
+        "CREATE TABLE words (id INT PRIMARY KEY, ci {ci} NULL, latin {latin} NULL, fixed CHAR(3) NULL)"
+    ))
+    .await;
+    let literal = |w: &str| {
+        let quoted = w.replace('\'', "''");
+        // MySQL reads backslashes in literals as escapes.
+        if backend == Backend::MySql {
+            format!("'{}'", quoted.replace('\\', "\\\\"))
+        } else {
+            format!("'{quoted}'")
+        }
+    };
+    let rows: Vec<String> = WORDS
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let fixed = if w.chars().count() <= 3 {
+                literal(w)
+            } else {
+                "NULL".to_owned()
+            };
+            format!("({}, {}, {}, {fixed})", i + 1, literal(w), literal(w))
+        })
+        .chain([format!("({}, NULL, NULL, NULL)", WORDS.len() + 1)])
+        .collect();
+    db.execute(&format!(
+        "INSERT INTO words (id, ci, latin, fixed) VALUES {}",
+        rows.join(", ")
+    ))
+    .await;
+    let ds: SqlDataSource = db.datasource(Options::default()).await;
+    let words = collection(&ds, "words");
+    let caller = caller_in("UTC");
+    let id_of = |w: &str| WORDS.iter().position(|x| *x == w).expect("a word") as i64 + 1;
+    let ids = |ws: &[&str]| ws.iter().map(|w| id_of(w)).collect::<BTreeSet<i64>>();
+    let null_row = WORDS.len() as i64 + 1;
+    let text = |w: &str| Value::String(w.to_owned());
+
+    // The cases a collation gets wrong, spelled out.
+    for column in ["ci", "latin"] {
+        let check = |op: Operator, value: Value, expected: BTreeSet<i64>| {
+            let tree = ConditionTree::leaf(column, op, value);
+            let words = words.clone();
+            let caller = caller.clone();
+            async move {
+                assert_eq!(
+                    ids_where(words.as_ref(), &caller, tree.clone()).await,
+                    expected,
+                    "{backend:?}: {tree:?}"
+                );
+            }
+        };
+        check(Equal, text("A"), ids(&["A"])).await;
+        check(Equal, text("a"), ids(&["a"])).await;
+        check(Equal, text("b"), ids(&["b"])).await;
+        check(Equal, text("b "), ids(&["b "])).await;
+        check(Equal, text("e"), ids(&["e"])).await;
+        check(Equal, text(""), ids(&[""])).await;
+        check(
+            In,
+            Value::Array(vec![text("A"), text("b ")]),
+            ids(&["A", "b "]),
+        )
+        .await;
+        let mut not_b = ids(WORDS);
+        not_b.remove(&id_of("b "));
+        not_b.insert(null_row);
+        check(NotIn, Value::Array(vec![text("b ")]), not_b.clone()).await;
+        check(NotEqual, text("b "), not_b).await;
+        check(Blank, Value::Null, [id_of(""), null_row].into()).await;
+        check(Like, text("a\\"), ids(&["a\\"])).await;
+        check(ILike, text("A\\"), ids(&["a\\"])).await;
+        check(ILike, text("É"), ids(&["é", "É"])).await;
+        check(IContains, text("é"), ids(&["é", "É"])).await;
+        check(Like, text("é"), ids(&["é"])).await;
+        check(Like, text("_"), ids(&["a", "A", "b", "é", "É", "e", " "])).await;
+        check(Like, text("b_"), ids(&["b "])).await;
+    }
+
+    // Every operator on every column against the evaluator, on the values as read.
+    let schema = ds.schema();
+    let collection_schema = schema.collection("words").expect("words collection");
+    let records: Vec<Record> = words
+        .list(
+            &caller,
+            &Filter::default(),
+            &Projection::new(["id", "ci", "latin", "fixed"]),
+        )
+        .await
+        .expect("list words");
+    let id = |r: &Record| match r.get("id") {
+        Some(Value::Int(i)) => *i,
+        other => panic!("expected an integer id, got {other:?}"),
+    };
+    let mut values: Vec<Value> = WORDS.iter().map(|w| text(w)).collect();
+    for r in &records {
+        if let Some(v @ Value::String(_)) = r.get("fixed") {
+            values.push(v.clone());
+        }
+    }
+    let patterns = ["%", "_", "A%", "%\\", "b_", "_ ", "%É%", "x\\%\\_", "\\"];
+    let mut failures = Vec::new();
+    for column in ["ci", "latin", "fixed"] {
+        let mut trees = vec![
+            ConditionTree::leaf(column, Blank, Value::Null),
+            ConditionTree::leaf(column, Present, Value::Null),
+            ConditionTree::leaf(column, LongerThan, Value::Int(1)),
+            ConditionTree::leaf(column, ShorterThan, Value::Int(3)),
+        ];
+        for value in &values {
+            for op in [
+                Equal,
+                NotEqual,
+                Contains,
+                NotContains,
+                IContains,
+                NotIContains,
+                StartsWith,
+                IStartsWith,
+                EndsWith,
+                IEndsWith,
+                Like,
+                ILike,
+            ] {
+                trees.push(ConditionTree::leaf(column, op, value.clone()));
+            }
+            for op in [In, NotIn] {
+                trees.push(ConditionTree::leaf(
+                    column,
+                    op,
+                    Value::Array(vec![value.clone()]),
+                ));
+                trees.push(ConditionTree::leaf(
+                    column,
+                    op,
+                    Value::Array(vec![value.clone(), Value::Null]),
+                ));
+            }
+        }
+        for pattern in patterns {
+            for op in [Like, ILike] {
+                trees.push(ConditionTree::leaf(column, op, text(pattern)));
+            }
+        }
+        for tree in trees {
+            let matcher =
+                Matcher::new(&tree, collection_schema, schema, chrono_tz::UTC, Utc::now())
+                    .expect("the evaluator accepts the tree");
+            let expected: BTreeSet<i64> = records
+                .iter()
+                .filter(|r| matcher.matches(r))
+                .map(id)
+                .collect();
+            let got = ids_where(words.as_ref(), &caller, tree.clone()).await;
+            if got != expected {
+                failures.push(format!("{tree:?}: {got:?} instead of {expected:?}"));
+            }
+        }
+        // Groups keep apart the values that differ.
+        let aggregation = Aggregation::count().group_by(column, None);
+        let got = words
+            .aggregate(&caller, &Filter::default(), &aggregation, None)
+            .await
+            .expect("aggregate");
+        let expected = evaluate::aggregate(&records, &aggregation, chrono_tz::UTC, None);
+        let key = |rows: &[AggregateResult]| {
+            let mut out: Vec<String> = rows
+                .iter()
+                .map(|r| format!("{:?} {:?}", r.group, r.value))
+                .collect();
+            out.sort();
+            out
+        };
+        if key(&got) != key(&expected) {
+            failures.push(format!(
+                "groups of {column}: {:?} instead of {:?}",
+                key(&got),
+                key(&expected)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{backend:?}:\n{}", failures.join("\n"));
+}
+
 on_all_backends!(
     date_operators_in_auckland,
     date_operators_in_new_york,
-    rewritten_trees_select_the_same_rows
+    rewritten_trees_select_the_same_rows,
+    strings_compare_exactly
 );

@@ -2,6 +2,9 @@
 //! (`sql::operators::supported`) is written natively on every database; time-relative operators
 //! are lowered to comparisons before this point.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 use super::binds::{push_text, push_value};
 use super::joins::Joins;
 use super::{ColumnRef, Writer};
@@ -64,8 +67,8 @@ fn write_leaf(w: &mut Writer, joins: &Joins<'_>, leaf: &Leaf) -> Result<()> {
         Present => {
             if is_string(&column) {
                 w.push("(");
-                column.write_compared(w);
-                w.push(" <> '' AND ");
+                is_empty(w, &column, true);
+                w.push(" AND ");
                 is_null(w, &column, false);
                 w.push(")");
             } else {
@@ -76,8 +79,8 @@ fn write_leaf(w: &mut Writer, joins: &Joins<'_>, leaf: &Leaf) -> Result<()> {
         Blank => {
             if is_string(&column) {
                 w.push("(");
-                column.write_compared(w);
-                w.push(" = '' OR ");
+                is_empty(w, &column, false);
+                w.push(" OR ");
                 column.write_compared(w);
                 w.push(" IS NULL)");
             } else {
@@ -88,7 +91,7 @@ fn write_leaf(w: &mut Writer, joins: &Joins<'_>, leaf: &Leaf) -> Result<()> {
             if value.is_null() {
                 is_null(w, &column, true);
             } else {
-                compare(w, &column, " = ", value)?;
+                equality(w, &column, &[value], Form::Single, false)?;
             }
         }
         NotEqual => {
@@ -97,7 +100,7 @@ fn write_leaf(w: &mut Writer, joins: &Joins<'_>, leaf: &Leaf) -> Result<()> {
             } else {
                 // NULL rows differ from any value: they are included, as in the Node agent.
                 w.push("(");
-                compare(w, &column, " <> ", value)?;
+                equality(w, &column, &[value], Form::Single, true)?;
                 w.push(" OR ");
                 is_null(w, &column, true);
                 w.push(")");
@@ -275,18 +278,7 @@ fn write_in(w: &mut Writer, column: &ColumnRef<'_>, items: &[Value], negated: bo
         }
         return Ok(());
     }
-    let write_list = |w: &mut Writer| -> Result<()> {
-        column.write_compared(w);
-        w.push(if negated { " NOT IN (" } else { " IN (" });
-        for (i, value) in values.iter().enumerate() {
-            if i > 0 {
-                w.push(", ");
-            }
-            push_compared_value(w, column, value)?;
-        }
-        w.push(")");
-        Ok(())
-    };
+    let write_list = |w: &mut Writer| equality(w, column, &values, Form::List, negated);
     match (has_null, negated) {
         (false, false) => write_list(w)?,
         (true, false) | (false, true) => {
@@ -305,6 +297,165 @@ fn write_in(w: &mut Writer, column: &ColumnRef<'_>, items: &[Value], negated: bo
         }
     }
     Ok(())
+}
+
+/// How a string equality is made exact: the evaluator compares strings by code points, and so
+/// must every database.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Exactness {
+    /// `=` is already exact (SQLite's default BINARY collation, PostgreSQL text).
+    Plain,
+    /// MySQL/MariaDB strings and enums. Their collations compare with PAD SPACE (`'b' = 'b '`,
+    /// even in `utf8mb4_bin`) and, in the `_ci` collations most real databases use, ignore case
+    /// and accents (`'A' = 'a'`, `'é' = 'e'`). The collation comparison stays, because it is the
+    /// one the column's index can answer; the comparison of the UTF-8 bytes then makes it exact.
+    /// `CONVERT(… USING utf8mb4)` first, so that a column in another character set (latin1…)
+    /// yields the same bytes as the bound value.
+    Bytes,
+    /// PostgreSQL `char(n)` (`bpchar`). Values are read with their padding (see
+    /// `pg_text_needs_cast`), but `bpchar` ignores trailing spaces when compared and a text
+    /// value is compared with the column's trimmed text: `Equal 'b  '` would miss the row the
+    /// evaluator sees as `"b  "`, `Equal 'b'` would find it, and `CHAR_LENGTH` would not count
+    /// the padding. The padded text (`textin(bpcharout(c))`) is compared instead, after
+    /// `c = $n::bpchar`, which the index can answer.
+    Padded,
+}
+
+fn exactness(dialect: Dialect, column: &ColumnRef<'_>) -> Exactness {
+    match dialect {
+        Dialect::MySql
+            if matches!(
+                column.column.column_type,
+                ColumnType::Primitive(PrimitiveType::String | PrimitiveType::Enum)
+            ) =>
+        {
+            Exactness::Bytes
+        }
+        Dialect::Postgres if column.column.kind == SqlKind::Text && is_bpchar(column) => {
+            Exactness::Padded
+        }
+        _ => Exactness::Plain,
+    }
+}
+
+/// `character(n)`, `char(n)`, `bpchar` (but not `character varying`).
+fn is_bpchar(column: &ColumnRef<'_>) -> bool {
+    let raw = column.column.raw_type.trim().to_ascii_lowercase();
+    let base = raw.split('(').next().unwrap_or_default().trim();
+    matches!(base, "character" | "char" | "bpchar")
+}
+
+/// The column as the evaluator reads its text: the padded text of a PostgreSQL `char(n)`, the
+/// compared expression otherwise.
+fn write_text(w: &mut Writer, column: &ColumnRef<'_>) {
+    if exactness(w.dialect, column) == Exactness::Padded {
+        w.push("textin(bpcharout(");
+        column.write_raw(w);
+        w.push("))");
+    } else {
+        column.write_compared(w);
+    }
+}
+
+/// The column in the form compared exactly (see [`Exactness`]).
+fn write_exact(w: &mut Writer, column: &ColumnRef<'_>, exactness: Exactness) {
+    if exactness == Exactness::Bytes {
+        w.push("CAST(CONVERT(");
+        column.write_compared(w);
+        w.push(" USING utf8mb4) AS BINARY)");
+    } else {
+        write_text(w, column);
+    }
+}
+
+/// Whether the values are compared with `=` / `<>` (one value) or `IN` / `NOT IN` (a list).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Single,
+    List,
+}
+
+/// `c = v` / `c IN (v, …)` (or `<>` / `NOT IN` when negated) on non-null values, exact on every
+/// database (see [`Exactness`]): positive forms are `(c = v AND exact(c) = exact(v))`, so the
+/// index narrows and the second comparison decides; negated forms compare exactly only (no
+/// index answers a negation). NULL rows are left to the caller (the expression is NULL for
+/// them).
+fn equality(
+    w: &mut Writer,
+    column: &ColumnRef<'_>,
+    values: &[&Value],
+    form: Form,
+    negated: bool,
+) -> Result<()> {
+    let exactness = exactness(w.dialect, column);
+    if exactness == Exactness::Plain || negated {
+        return comparison(w, column, values, form, negated, Some(exactness));
+    }
+    w.push("(");
+    comparison(w, column, values, form, false, None)?;
+    w.push(" AND ");
+    comparison(w, column, values, form, false, Some(exactness))?;
+    w.push(")");
+    Ok(())
+}
+
+/// One comparison of [`equality`]: exact (`Some`) or in the database's own collation (`None`).
+fn comparison(
+    w: &mut Writer,
+    column: &ColumnRef<'_>,
+    values: &[&Value],
+    form: Form,
+    negated: bool,
+    exact: Option<Exactness>,
+) -> Result<()> {
+    match exact {
+        Some(exactness) => write_exact(w, column, exactness),
+        None => column.write_compared(w),
+    }
+    w.push(match (form, negated) {
+        (Form::Single, false) => " = ",
+        (Form::Single, true) => " <> ",
+        (Form::List, false) => " IN (",
+        (Form::List, true) => " NOT IN (",
+    });
+    for (i, value) in values.iter().enumerate() {
+        if i > 0 {
+            w.push(", ");
+        }
+        match exact {
+            Some(Exactness::Bytes) => {
+                w.push("CAST(");
+                push_compared_value(w, column, value)?;
+                w.push(" AS BINARY)");
+            }
+            None if exactness(w.dialect, column) == Exactness::Padded => {
+                push_compared_value(w, column, value)?;
+                w.push("::bpchar");
+            }
+            _ => push_compared_value(w, column, value)?,
+        }
+    }
+    if form == Form::List {
+        w.push(")");
+    }
+    Ok(())
+}
+
+/// `c = ''` (or `c <> ''` when negated), exact as [`equality`]: on MySQL `' ' = ''` (PAD
+/// SPACE), on PostgreSQL `'   '::char(3) = ''`.
+fn is_empty(w: &mut Writer, column: &ColumnRef<'_>, negated: bool) {
+    let exactness = exactness(w.dialect, column);
+    let narrow = exactness == Exactness::Bytes && !negated;
+    if narrow {
+        w.push("(");
+        column.write_compared(w);
+        w.push(" = '' AND ");
+    }
+    write_exact(w, column, exactness);
+    w.push(if negated { " <> ''" } else { " = ''" });
+    if narrow {
+        w.push(")");
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -326,12 +477,25 @@ impl Pattern<'_> {
     /// The LIKE pattern (escape character `\`).
     fn to_like(&self) -> String {
         match self {
-            Self::Like(p) => (*p).to_owned(),
+            Self::Like(p) => complete_trailing_escape(p),
             Self::Contains(v) => format!("%{}%", escape_like(v)),
             Self::StartsWith(v) => format!("{}%", escape_like(v)),
             Self::EndsWith(v) => format!("%{}", escape_like(v)),
         }
     }
+}
+
+/// A user pattern ending with a lone escape character gets it escaped. The evaluator (and
+/// MySQL) read a trailing lone `\` as a literal backslash, while PostgreSQL rejects the pattern
+/// (22025 "LIKE pattern must not end with escape character") and SQLite's `ESCAPE` matches
+/// nothing: doubling it spells that literal backslash for every database.
+fn complete_trailing_escape(pattern: &str) -> String {
+    let trailing = pattern.chars().rev().take_while(|c| *c == '\\').count();
+    let mut out = pattern.to_owned();
+    if trailing % 2 == 1 {
+        out.push('\\');
+    }
+    out
 }
 
 /// Escapes LIKE metacharacters so the text matches literally.
@@ -376,9 +540,19 @@ fn push_glob_literal(out: &mut String, c: char) {
     }
 }
 
-/// Pattern operators. Case-sensitive: PG `LIKE`, MySQL `CAST(c AS BINARY) LIKE`, SQLite `GLOB`.
-/// Case-insensitive: PG `ILIKE`, MySQL/SQLite `LOWER(c) LIKE LOWER(p)`. Negated forms include
-/// NULL rows (`NotContains` is true for a missing value, as in the Node agent).
+/// Pattern operators. Negated forms include NULL rows (`NotContains` is true for a missing
+/// value, as in the Node agent).
+///
+/// Case-sensitive: PG `LIKE`; SQLite `GLOB`; MySQL `LIKE` in `utf8mb4_bin`, whatever the
+/// column's collation (a `_ci` one would ignore case and accents), after converting the column
+/// to utf8mb4 (the bound pattern is utf8mb4). Not `CAST(c AS BINARY)`: on bytes `_` matches one
+/// byte of a multi-byte character, where the evaluator matches one character.
+///
+/// Case-insensitive, as the evaluator: both sides lower-cased (Unicode, character by
+/// character). PG `ILIKE` (which lower-cases both sides with the database's ctype); MySQL
+/// `LOWER(c) LIKE LOWER(p)`, compared in `utf8mb4_bin` as above; SQLite `REGEXP` with the
+/// pattern of [`folded_regex`], because SQLite's `LOWER` and `LIKE` only fold ASCII letters
+/// (`'é' LIKE 'É'` is false).
 fn pattern(
     w: &mut Writer,
     column: &ColumnRef<'_>,
@@ -402,26 +576,27 @@ fn pattern(
             push_text(w, like);
         }
         (Dialect::MySql, Case::Sensitive) => {
-            w.push("CAST(");
+            w.push("CONVERT(");
             column.write_compared(w);
-            w.push(" AS BINARY) LIKE ");
+            w.push(" USING utf8mb4) COLLATE utf8mb4_bin LIKE ");
             push_text(w, like);
+        }
+        (Dialect::MySql, Case::Insensitive) => {
+            w.push("LOWER(CONVERT(");
+            column.write_compared(w);
+            w.push(" USING utf8mb4)) COLLATE utf8mb4_bin LIKE LOWER(");
+            push_text(w, like);
+            w.push(")");
         }
         (Dialect::Sqlite, Case::Sensitive) => {
             column.write_compared(w);
             w.push(" GLOB ");
             push_text(w, like_to_glob(&like));
         }
-        (Dialect::MySql | Dialect::Sqlite, Case::Insensitive) => {
-            w.push("LOWER(");
+        (Dialect::Sqlite, Case::Insensitive) => {
             column.write_compared(w);
-            w.push(") LIKE LOWER(");
-            push_text(w, like);
-            w.push(")");
-            if w.dialect == Dialect::Sqlite {
-                // SQLite's LIKE has no default escape character.
-                w.push(" ESCAPE '\\'");
-            }
+            w.push(" REGEXP ");
+            push_text(w, folded_regex(&like));
         }
     }
     if negated {
@@ -429,6 +604,70 @@ fn pattern(
         is_null(w, column, true);
         w.push(")");
     }
+}
+
+/// A LIKE pattern (escape `\`, a trailing lone one literal) as an anchored regex of the `regex`
+/// crate that matches what the evaluator's `ILike` matches: the evaluator lower-cases the
+/// pattern and the text (`str::to_lowercase`) and compares them character by character, so each
+/// literal of the lower-cased pattern becomes the class of itself and of every character whose
+/// lowercase it is (`é` → `[éÉ]`, `k` → `[kKK]` with the Kelvin sign).
+///
+/// Not `(?i)`: its simple case folding also pairs characters whose lowercase differ (`s` and
+/// `ſ`, `β` and `ϐ`, `σ` and `ς`), which the evaluator (and PostgreSQL) keep apart. What remains
+/// different is the evaluator's own context: a word-final `Σ` lowercases to `ς` there, and `İ`
+/// to two characters (`i̇`).
+pub(crate) fn folded_regex(like: &str) -> String {
+    let lowered = like.to_lowercase();
+    let mut out = String::from("(?s)\\A");
+    let mut chars = lowered.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '%' => out.push_str(".*"),
+            '_' => out.push('.'),
+            '\\' => push_folded(&mut out, chars.next().unwrap_or('\\')),
+            other => push_folded(&mut out, other),
+        }
+    }
+    out.push_str("\\z");
+    out
+}
+
+/// A literal of [`folded_regex`]: the lower-case character, or the class of it and of the
+/// characters that lowercase to it.
+fn push_folded(out: &mut String, lower: char) {
+    let mut buf = [0u8; 4];
+    match uppercases().get(&lower) {
+        None => out.push_str(&regex::escape(lower.encode_utf8(&mut buf))),
+        Some(others) => {
+            out.push('[');
+            for c in std::iter::once(&lower).chain(others) {
+                if c.is_alphanumeric() {
+                    out.push(*c);
+                } else {
+                    out.push_str(&format!("\\x{{{:X}}}", u32::from(*c)));
+                }
+            }
+            out.push(']');
+        }
+    }
+}
+
+/// For each character, the other characters whose (single-character) lowercase it is. Built
+/// once from the standard library's case tables, the ones the evaluator uses.
+fn uppercases() -> &'static HashMap<char, Vec<char>> {
+    static TABLE: OnceLock<HashMap<char, Vec<char>>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table: HashMap<char, Vec<char>> = HashMap::new();
+        for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
+            let mut lower = c.to_lowercase();
+            if let (Some(l), None) = (lower.next(), lower.next())
+                && l != c
+            {
+                table.entry(l).or_default().push(c);
+            }
+        }
+        table
+    })
 }
 
 /// `LongerThan` / `ShorterThan`: the length in characters.
@@ -450,7 +689,7 @@ fn length(w: &mut Writer, column: &ColumnRef<'_>, op: &str, leaf: &Leaf) -> Resu
         Dialect::Postgres | Dialect::MySql => "CHAR_LENGTH(",
         Dialect::Sqlite => "LENGTH(",
     });
-    column.write_compared(w);
+    write_text(w, column);
     w.push(")");
     w.push(op);
     w.bind(bound);

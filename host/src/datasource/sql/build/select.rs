@@ -321,6 +321,18 @@ pub(crate) fn aggregate(
             w.push(")");
             AggregateValue::SumAndCount
         }
+        (AggregationOperation::Avg, Some(column)) if dialect == Dialect::MySql => {
+            // MySQL/MariaDB answer `AVG` of integers and decimals as a DECIMAL with only
+            // `div_precision_increment` (4) more digits (0.5833 for 7/12); the evaluator's
+            // average is the exact quotient as a double. The exact DECIMAL sum, made a double,
+            // divided by the count, keeps double precision.
+            w.push("SUM(");
+            column.write_compared(&mut w);
+            w.push(") * 1.0e0 / COUNT(");
+            column.write_compared(&mut w);
+            w.push(")");
+            AggregateValue::Number
+        }
         (AggregationOperation::Avg, Some(column)) => {
             function(&mut w, "AVG", column);
             AggregateValue::Number
@@ -389,6 +401,23 @@ pub(crate) fn aggregate(
             }
             // Ordinals, so expressions with bound parameters (timezones) are not repeated.
             w.push(&(value_columns + i + 1).to_string());
+        }
+        if dialect == Dialect::MySql {
+            // MySQL/MariaDB group strings by collation, which pads (`'b'` and `'b '` are one
+            // group, even in `utf8mb4_bin`) and often ignores case (`_ci`): grouping also by
+            // the bytes keeps the groups of the evaluator, which compares code points. Each
+            // group then holds one spelling, the selected one.
+            for group in aggregation.groups.iter().filter(|g| g.operation.is_none()) {
+                let column = joins.lookup(&group.field)?;
+                if matches!(
+                    column.column.column_type.primitive(),
+                    Some(PrimitiveType::String | PrimitiveType::Enum)
+                ) {
+                    w.push(", CAST(CONVERT(");
+                    column.write_compared(&mut w);
+                    w.push(" USING utf8mb4) AS BINARY)");
+                }
+            }
         }
         if !merge {
             w.push(" ORDER BY 1 DESC");

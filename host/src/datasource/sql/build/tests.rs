@@ -392,14 +392,20 @@ fn patterns_per_dialect() {
             Dialect::MySql,
             Like,
             "a%",
-            format!("CAST({} AS BINARY) LIKE ?", name(Dialect::MySql)),
+            format!(
+                "CONVERT({} USING utf8mb4) COLLATE utf8mb4_bin LIKE ?",
+                name(Dialect::MySql)
+            ),
             "a%",
         ),
         (
             Dialect::MySql,
             ILike,
             "a%",
-            format!("LOWER({}) LIKE LOWER(?)", name(Dialect::MySql)),
+            format!(
+                "LOWER(CONVERT({} USING utf8mb4)) COLLATE utf8mb4_bin LIKE LOWER(?)",
+                name(Dialect::MySql)
+            ),
             "a%",
         ),
         (
@@ -413,8 +419,8 @@ fn patterns_per_dialect() {
             Dialect::Sqlite,
             ILike,
             "a%",
-            format!("LOWER({}) LIKE LOWER(?) ESCAPE '\\'", name(Dialect::Sqlite)),
-            "a%",
+            format!("{} REGEXP ?", name(Dialect::Sqlite)),
+            "(?s)\\A[aA].*\\z",
         ),
         (
             Dialect::Postgres,
@@ -449,7 +455,8 @@ fn patterns_per_dialect() {
             NotIContains,
             "x",
             format!(
-                "(NOT LOWER({0}) LIKE LOWER(?) OR {0} IS NULL)",
+                "(NOT LOWER(CONVERT({0} USING utf8mb4)) COLLATE utf8mb4_bin LIKE LOWER(?) \
+                 OR {0} IS NULL)",
                 name(Dialect::MySql)
             ),
             "%x%",
@@ -481,6 +488,167 @@ fn patterns_per_dialect() {
         assert_eq!(clause, sql, "{dialect:?} {op}");
         assert_eq!(binds, vec![Bind::Text(bound.into())], "{dialect:?} {op}");
     }
+}
+
+#[test]
+fn a_trailing_lone_escape_is_a_literal_backslash() {
+    use Operator::*;
+    let text = |s: &str| vec![Bind::Text(s.into())];
+    assert_eq!(
+        where_of(Dialect::Postgres, &leaf("customer:name", Like, "Aa\\")).1,
+        text("Aa\\\\")
+    );
+    assert_eq!(
+        where_of(Dialect::MySql, &leaf("customer:name", ILike, "a\\\\\\")).1,
+        text("a\\\\\\\\")
+    );
+    // An escaped backslash stays as it is.
+    assert_eq!(
+        where_of(Dialect::Postgres, &leaf("customer:name", ILike, "a\\\\")).1,
+        text("a\\\\")
+    );
+    assert_eq!(
+        where_of(Dialect::Sqlite, &leaf("customer:name", Like, "a\\")).1,
+        text("a\\")
+    );
+    assert_eq!(
+        where_of(Dialect::Sqlite, &leaf("customer:name", ILike, "a\\")).1,
+        text("(?s)\\A[aA]\\\\\\z")
+    );
+}
+
+#[test]
+fn sqlite_folds_case_as_the_evaluator() {
+    use super::condition::folded_regex;
+    let matches = |like: &str, text: &str| {
+        regex::Regex::new(&folded_regex(like))
+            .expect("valid regex")
+            .is_match(text)
+    };
+    assert_eq!(folded_regex("É%"), "(?s)\\A[éÉ].*\\z");
+    assert!(matches("É", "é") && matches("é", "É") && matches("%É_", "xée"));
+    assert!(matches("k", "\u{212A}"), "the Kelvin sign lowercases to k");
+    assert!(!matches("s", "ſ"), "the long s lowercases to itself");
+    assert!(!matches("É", "e") && !matches("_", "") && !matches("a", "ab"));
+    assert!(matches("a\\%", "A%") && !matches("a\\%", "Ab"));
+    assert!(matches("a\\_b", "A_B") && !matches("a\\_b", "axb"));
+    assert!(matches("%", "line\nbreak") && matches("_", "\n"));
+    assert!(matches("a.b*", "A.B*") && !matches("a.b", "axb"));
+    assert!(matches("[a]", "[A]"));
+}
+
+#[test]
+fn mysql_compares_strings_exactly() {
+    use Operator::*;
+    let d = Dialect::MySql;
+    let name = "`customer`.`name`";
+    let exact = format!("CAST(CONVERT({name} USING utf8mb4) AS BINARY)");
+    let (clause, binds) = where_of(d, &leaf("customer:name", Equal, "a"));
+    assert_eq!(
+        clause,
+        format!("({name} = ? AND {exact} = CAST(? AS BINARY))")
+    );
+    assert_eq!(binds, vec![Bind::Text("a".into()), Bind::Text("a".into())]);
+    assert_eq!(
+        where_of(d, &leaf("customer:name", NotEqual, "a")).0,
+        format!("({exact} <> CAST(? AS BINARY) OR {name} IS NULL)")
+    );
+    let list = |items: Vec<Value>| Value::Array(items);
+    assert_eq!(
+        where_of(
+            d,
+            &leaf("customer:name", In, list(vec!["a".into(), "b".into()]))
+        )
+        .0,
+        format!("({name} IN (?, ?) AND {exact} IN (CAST(? AS BINARY), CAST(? AS BINARY)))")
+    );
+    assert_eq!(
+        where_of(d, &leaf("customer:name", NotIn, list(vec!["a".into()]))).0,
+        format!("({exact} NOT IN (CAST(? AS BINARY)) OR {name} IS NULL)")
+    );
+    assert_eq!(
+        where_of(
+            d,
+            &leaf("customer:name", NotIn, list(vec!["a".into(), Value::Null]))
+        )
+        .0,
+        format!("({name} IS NOT NULL AND {exact} NOT IN (CAST(? AS BINARY)))")
+    );
+    assert_eq!(
+        where_of(d, &leaf("customer:name", Blank, Value::Null)).0,
+        format!("(({name} = '' AND {exact} = '') OR {name} IS NULL)")
+    );
+    assert_eq!(
+        where_of(d, &leaf("customer:name", Present, Value::Null)).0,
+        format!("({exact} <> '' AND {name} IS NOT NULL)")
+    );
+    // Numbers compare as before.
+    assert_eq!(where_of(d, &leaf("id", Equal, 1)).0, "`orders`.`id` = ?");
+}
+
+#[test]
+fn postgres_compares_char_columns_with_their_padding() {
+    use Operator::*;
+    let mut m = model(None);
+    let customers = m.tables.get_mut("customers").expect("customers");
+    Arc::get_mut(customers).expect("unique").columns[1].raw_type = "character(3)".into();
+    let where_in = |tree: &ConditionTree| {
+        let (statement, _) = list(
+            m.ctx(Dialect::Postgres),
+            "orders",
+            Some(tree),
+            &Sort::default(),
+            None,
+            &Projection::new(["id"]),
+        )
+        .expect("builds");
+        let at = statement.sql.find(" WHERE ").expect("has WHERE");
+        (statement.sql[at + 7..].to_owned(), statement.binds)
+    };
+    let name = "\"customer\".\"name\"";
+    let padded = format!("textin(bpcharout({name}))");
+    let (clause, binds) = where_in(&leaf("customer:name", Equal, "b  "));
+    assert_eq!(clause, format!("({name} = $1::bpchar AND {padded} = $2)"));
+    assert_eq!(
+        binds,
+        vec![Bind::Text("b  ".into()), Bind::Text("b  ".into())]
+    );
+    assert_eq!(
+        where_in(&leaf("customer:name", NotEqual, "b")).0,
+        format!("({padded} <> $1 OR {name} IS NULL)")
+    );
+    assert_eq!(
+        where_in(&leaf("customer:name", Blank, Value::Null)).0,
+        format!("({padded} = '' OR {name} IS NULL)")
+    );
+    assert_eq!(
+        where_in(&leaf("customer:name", LongerThan, 2)).0,
+        format!("CHAR_LENGTH({padded}) > $1")
+    );
+}
+
+#[test]
+fn mysql_averages_in_double_precision_and_groups_strings_by_bytes() {
+    let m = model(None);
+    let aggregation =
+        Aggregation::new(AggregationOperation::Avg, Some("amount")).group_by("customer:name", None);
+    let plan = aggregate(
+        m.ctx(Dialect::MySql),
+        "orders",
+        None,
+        &aggregation,
+        None,
+        Tz::UTC,
+    )
+    .expect("builds");
+    assert_eq!(
+        plan.statement.sql,
+        "SELECT SUM(`orders`.`amount`) * 1.0e0 / COUNT(`orders`.`amount`), `customer`.`name` \
+         FROM `orders` AS `orders` \
+         LEFT JOIN `customers` AS `customer` ON `orders`.`customer_id` = `customer`.`id` \
+         GROUP BY 2, CAST(CONVERT(`customer`.`name` USING utf8mb4) AS BINARY) ORDER BY 1 DESC"
+    );
+    assert_eq!(plan.value, AggregateValue::Number);
 }
 
 #[test]
