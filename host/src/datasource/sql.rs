@@ -69,7 +69,9 @@ impl Pool {
                 .await?;
             Ok(Self::MySql(pool))
         } else if url.starts_with("sqlite:") {
-            // `with_regexp` registers `REGEXP` (Rust regex) so `Match` works on SQLite as elsewhere.
+            // `with_regexp` registers `REGEXP` (Rust regex): `Match`, and the case-insensitive string
+            // operators (SQLite's LOWER folds ASCII only), are written with it on SQLite. A pool
+            // built without it cannot answer them.
             let options = SqliteConnectOptions::from_str(url)?
                 .foreign_keys(true)
                 .with_regexp();

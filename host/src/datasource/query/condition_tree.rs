@@ -445,9 +445,9 @@ mod tests {
     use crate::datasource::schema::{FieldSchema, RelationSchema};
     use crate::datasource::sql::operators::supported;
 
-    fn column(ty: ColumnType) -> FieldSchema {
+    fn column(ty: &ColumnType) -> FieldSchema {
         let mut c = ColumnSchema::new(ty.clone());
-        c.filter_operators = supported(&ty);
+        c.filter_operators = supported(ty);
         FieldSchema::Column(c)
     }
 
@@ -456,16 +456,16 @@ mod tests {
         let mut books = CollectionSchema::new("books");
         books
             .fields
-            .insert("id".into(), column(p(PrimitiveType::Number)));
+            .insert("id".into(), column(&p(PrimitiveType::Number)));
         books
             .fields
-            .insert("title".into(), column(p(PrimitiveType::String)));
+            .insert("title".into(), column(&p(PrimitiveType::String)));
         books
             .fields
-            .insert("available".into(), column(p(PrimitiveType::Boolean)));
+            .insert("available".into(), column(&p(PrimitiveType::Boolean)));
         books
             .fields
-            .insert("published".into(), column(p(PrimitiveType::Dateonly)));
+            .insert("published".into(), column(&p(PrimitiveType::Dateonly)));
         let mut status = ColumnSchema::new(p(PrimitiveType::Enum));
         status.filter_operators = supported(&status.column_type);
         status.enum_values = vec!["draft".into(), "live".into()];
@@ -483,24 +483,24 @@ mod tests {
         let mut people = CollectionSchema::new("people");
         people
             .fields
-            .insert("id".into(), column(p(PrimitiveType::Number)));
+            .insert("id".into(), column(&p(PrimitiveType::Number)));
         people
             .fields
-            .insert("name".into(), column(p(PrimitiveType::String)));
+            .insert("name".into(), column(&p(PrimitiveType::String)));
         let mut schema = DataSourceSchema::default();
         schema.collections.insert("books".into(), books);
         schema.collections.insert("people".into(), people);
         schema
     }
 
-    fn parse(json: Json) -> Result<ConditionTree> {
+    fn parse(json: &Json) -> Result<ConditionTree> {
         let schema = schema();
-        ConditionTree::parse(&json, schema.collection("books").unwrap(), &schema)
+        ConditionTree::parse(json, schema.collection("books").unwrap(), &schema)
     }
 
     #[test]
     fn operators_parse_in_snake_and_pascal_case_and_aggregators_in_any_case() {
-        let tree = parse(json!({"aggregator": "OR", "conditions": [
+        let tree = parse(&json!({"aggregator": "OR", "conditions": [
             {"field": "title", "operator": "i_contains", "value": "dune"},
             {"field": "title", "operator": "StartsWith", "value": "Em"},
         ]}))
@@ -525,7 +525,7 @@ mod tests {
 
     #[test]
     fn a_branch_with_one_condition_collapses_to_it() {
-        let tree = parse(json!({"aggregator": "and", "conditions": [
+        let tree = parse(&json!({"aggregator": "and", "conditions": [
             {"field": "id", "operator": "equal", "value": 3},
         ]}))
         .unwrap();
@@ -537,7 +537,7 @@ mod tests {
 
     #[test]
     fn values_are_cast_to_the_column_type() {
-        let leaf = |j| match parse(j).unwrap() {
+        let leaf = |j: Json| match parse(&j).unwrap() {
             ConditionTree::Leaf(l) => l.value,
             other => panic!("{other:?}"),
         };
@@ -579,7 +579,7 @@ mod tests {
             json!(["not", "an", "object"]),
         ];
         for case in cases {
-            match parse(case.clone()) {
+            match parse(&case) {
                 Err(Error::Validation(_)) => {}
                 other => panic!("{case} should be a validation error, got {other:?}"),
             }
