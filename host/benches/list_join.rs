@@ -6,6 +6,9 @@
 //! The two variants alternate (and swap order every iteration) so that drift cancels out.
 //! Prints median and mean microseconds per call and the ratio list / hand-written (target ≤ 1.15).
 //! Run: `cargo bench -p canopy --bench list_join`.
+//!
+//! For profiling: `LIST_JOIN_ONLY=sqlite` (or `postgres`) runs one database, and
+//! `LIST_JOIN_ITERATIONS=n` changes the number of timed iterations (warm-up: a tenth of them).
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +22,27 @@ const CUSTOMERS: usize = 500;
 const ORDERS: usize = 5_000;
 const WARM_UP: usize = 200;
 const ITERATIONS: usize = 2_000;
+
+/// Timed iterations: `LIST_JOIN_ITERATIONS` or [`ITERATIONS`].
+fn iterations() -> usize {
+    std::env::var("LIST_JOIN_ITERATIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(ITERATIONS)
+}
+
+/// Warm-up iterations: [`WARM_UP`], or a tenth of an overridden iteration count.
+fn warm_up() -> usize {
+    match iterations() {
+        ITERATIONS => WARM_UP,
+        n => n / 10,
+    }
+}
+
+/// Whether the database `name` runs (`LIST_JOIN_ONLY` unset, or naming it).
+fn runs(name: &str) -> bool {
+    std::env::var("LIST_JOIN_ONLY").map_or(true, |only| only.eq_ignore_ascii_case(name))
+}
 
 /// The hand-written row.
 #[allow(dead_code, reason = "fields are decoded to measure decoding, not read")]
@@ -89,7 +113,10 @@ fn stats(samples: &mut [Duration]) -> (f64, f64) {
 fn report(name: &str, list: &mut [Duration], hand: &mut [Duration]) {
     let (list_median, list_mean) = stats(list);
     let (hand_median, hand_mean) = stats(hand);
-    println!("{name}: {ITERATIONS} iterations of 100 rows with a to-one join");
+    println!(
+        "{name}: {} iterations of 100 rows with a to-one join",
+        iterations()
+    );
     println!("  SqlCollection::list   median {list_median:8.1} µs   mean {list_mean:8.1} µs");
     println!("  hand-written sqlx     median {hand_median:8.1} µs   mean {hand_mean:8.1} µs");
     println!(
@@ -105,13 +132,14 @@ where
     FL: AsyncFnMut() -> usize,
     FH: AsyncFnMut() -> usize,
 {
-    for _ in 0..WARM_UP {
+    for _ in 0..warm_up() {
         assert_eq!(list().await, 100);
         assert_eq!(hand().await, 100);
     }
-    let mut list_samples = Vec::with_capacity(ITERATIONS);
-    let mut hand_samples = Vec::with_capacity(ITERATIONS);
-    for i in 0..ITERATIONS {
+    let iterations = iterations();
+    let mut list_samples = Vec::with_capacity(iterations);
+    let mut hand_samples = Vec::with_capacity(iterations);
+    for i in 0..iterations {
         let list_first = i % 2 == 0;
         for step in 0..2 {
             let run_list = (step == 0) == list_first;
@@ -284,7 +312,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        sqlite().await?;
-        postgres().await
+        if runs("sqlite") {
+            sqlite().await?;
+        }
+        if runs("postgres") {
+            postgres().await?;
+        }
+        Ok(())
     })
 }

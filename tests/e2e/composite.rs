@@ -82,7 +82,7 @@ async fn collections_of_two_databases_are_served_together() {
         .unwrap();
     assert_eq!(rows[0].get("value"), Some(&Value::Int(1)));
     let unknown = composite
-        .native_query(&caller(), "nope", "SELECT 1", &Record::new().0)
+        .native_query(&caller(), "nope", "SELECT 1", &Record::new().into())
         .await;
     assert!(
         matches!(unknown, Err(Error::Unprocessable(_))),

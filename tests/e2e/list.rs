@@ -139,7 +139,7 @@ async fn joins_load_related_records_and_null_relations(backend: Backend) {
     assert_eq!(records.len(), 5);
     let first = &records[0];
     assert_eq!(
-        first.0.keys().collect::<Vec<_>>(),
+        first.keys().collect::<Vec<_>>(),
         ["id", "amount", "customer"]
     );
     assert_eq!(number(first.get("amount")), 10.5);
@@ -157,7 +157,7 @@ async fn joins_load_related_records_and_null_relations(backend: Backend) {
         panic!("record")
     };
     assert_eq!(
-        customer.0.keys().collect::<Vec<_>>(),
+        customer.keys().collect::<Vec<_>>(),
         ["name", "country"],
         "only projected fields"
     );

@@ -197,14 +197,14 @@ async fn native_query_variables_are_bound(backend: Backend) {
                 &caller(),
                 &connection,
                 "SELECT id FROM customers WHERE name = $name",
-                &variables.0,
+                &variables.into(),
             )
             .await
             .unwrap_or_else(|e| panic!("{payload}: {e:?}"));
         assert!(rows.is_empty(), "{payload} matched {rows:?}");
         let injected = format!("SELECT id FROM customers WHERE name = '{payload}'");
         match ds
-            .native_query(&caller(), &connection, &injected, &Record::new().0)
+            .native_query(&caller(), &connection, &injected, &Record::new().into())
             .await
         {
             Ok(_) | Err(Error::Unprocessable(_)) | Err(Error::Validation(_)) => {}
@@ -218,7 +218,7 @@ async fn native_query_variables_are_bound(backend: Backend) {
         "SELECT * FROM customers; -- comment\nDELETE FROM customers",
     ] {
         let result = ds
-            .native_query(&caller(), &connection, query, &Record::new().0)
+            .native_query(&caller(), &connection, query, &Record::new().into())
             .await;
         assert!(
             matches!(result, Err(Error::Unprocessable(_))),

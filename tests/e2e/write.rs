@@ -48,7 +48,7 @@ async fn create_returns_generated_keys_and_defaults(backend: Backend) {
     assert_eq!(created[0].get("note"), Some(&Value::Null));
     assert_eq!(number(created[0].get("amount")), 3.5);
     assert_eq!(created[1].get("status"), Some(&Value::from("paid")));
-    let columns: Vec<&String> = created[0].0.keys().collect();
+    let columns: Vec<&str> = created[0].keys().collect();
     assert_eq!(
         columns,
         [
@@ -324,8 +324,8 @@ async fn views_are_read_only(backend: Backend) {
 async fn native_queries(backend: Backend) {
     let (_db, ds) = shop(backend).await;
     let connection = ds.native_query_connections().remove(0);
-    // `Record` wraps the ordered map `native_query` takes.
-    let variables = record(&[("status", Value::from("paid")), ("min", Value::Int(6))]).0;
+    // `Record` converts into the ordered map `native_query` takes.
+    let variables = record(&[("status", Value::from("paid")), ("min", Value::Int(6))]).into();
     let rows = ds
         .native_query(
             &caller(),
@@ -348,7 +348,7 @@ async fn native_queries(backend: Backend) {
         "DROP TABLE orders",
     ] {
         let result = ds
-            .native_query(&caller(), &connection, refused, &Record::new().0)
+            .native_query(&caller(), &connection, refused, &Record::new().into())
             .await;
         assert!(
             matches!(result, Err(Error::Unprocessable(_))),
@@ -356,7 +356,7 @@ async fn native_queries(backend: Backend) {
         );
     }
     let unknown = ds
-        .native_query(&caller(), "nope", "SELECT 1", &Record::new().0)
+        .native_query(&caller(), "nope", "SELECT 1", &Record::new().into())
         .await;
     assert!(matches!(unknown, Err(Error::Unprocessable(_))));
     // The connection used by the read-only run still writes afterwards.

@@ -1,7 +1,9 @@
 //! Records, typed values and packed ids.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use bigdecimal::BigDecimal;
 use chrono::{DateTime, NaiveDate, NaiveTime, SecondsFormat, Utc};
@@ -295,24 +297,172 @@ impl From<bool> for Value {
 }
 
 /// A record: field name to value, in projection order. To-one relations nest as `Value::Record`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Record(pub IndexMap<String, Value>);
+///
+/// The names live apart from the values, behind an `Arc` that the records of one result set
+/// share: building a decoded record costs one vector of values and a reference count, not a
+/// map with its own copy of every name. Adding a field to a record whose names are shared
+/// copies the names first (copy on write). Equality ignores field order, as a map's does.
+#[derive(Clone, Default)]
+pub struct Record {
+    names: Arc<Names>,
+    /// One value per name, in the same order.
+    values: Vec<Value>,
+}
+
+/// Field names in order, with a hash index once there are enough of them for a scan to cost
+/// more than hashing.
+#[derive(Clone, Default)]
+struct Names {
+    list: Vec<Arc<str>>,
+    index: Option<HashMap<Arc<str>, usize>>,
+}
+
+/// Up to this many fields, a name is found by comparing it with each of them. Decoded records
+/// share their names, so the index of a wide result set is built once, not per row.
+const SCANNED: usize = 8;
+
+impl Names {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            list: Vec::with_capacity(n),
+            index: None,
+        }
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => self.list.iter().position(|n| **n == *name),
+        }
+    }
+
+    /// Appends a name known to be absent; returns its position.
+    fn push(&mut self, name: Arc<str>) -> usize {
+        let position = self.list.len();
+        match &mut self.index {
+            Some(index) => {
+                index.insert(name.clone(), position);
+            }
+            None if position >= SCANNED => {
+                let mut index = HashMap::with_capacity(self.list.capacity().max(position + 1));
+                for (i, n) in self.list.iter().enumerate() {
+                    index.insert(n.clone(), i);
+                }
+                index.insert(name.clone(), position);
+                self.index = Some(index);
+            }
+            None => {}
+        }
+        self.list.push(name);
+        position
+    }
+
+    /// The position of `name`, appended when absent.
+    fn position_or_push(&mut self, name: Arc<str>) -> (usize, bool) {
+        match self.position(&name) {
+            Some(i) => (i, false),
+            None => (self.push(name), true),
+        }
+    }
+}
+
+/// The field names of records built by position, shared by all of them (the rows of a result
+/// set). Repeated names keep their first position and the last value, as inserting would.
+#[derive(Clone, Default)]
+pub(crate) struct RecordShape {
+    names: Arc<Names>,
+    /// For each name given, its field's position, when some name was repeated.
+    positions: Option<Vec<usize>>,
+}
+
+impl RecordShape {
+    pub(crate) fn new<K: Into<Arc<str>>>(names: impl IntoIterator<Item = K>) -> Self {
+        let names = names.into_iter();
+        let mut unique = Names::with_capacity(names.size_hint().0);
+        let mut positions = Vec::with_capacity(names.size_hint().0);
+        let mut repeated = false;
+        for name in names {
+            let (position, added) = unique.position_or_push(name.into());
+            repeated |= !added;
+            positions.push(position);
+        }
+        Self {
+            names: Arc::new(unique),
+            positions: repeated.then_some(positions),
+        }
+    }
+
+    /// A record of these names with the given values (one per name given, in order; missing
+    /// values are null, extra ones ignored).
+    pub(crate) fn record(&self, values: impl IntoIterator<Item = Value>) -> Record {
+        let n = self.names.list.len();
+        let values = match &self.positions {
+            None => {
+                // Collected in place when given a vector.
+                let mut out: Vec<Value> = values.into_iter().take(n).collect();
+                out.resize_with(n, || Value::Null);
+                out
+            }
+            Some(positions) => {
+                let mut out = Vec::with_capacity(n);
+                out.resize_with(n, || Value::Null);
+                for (position, value) in positions.iter().zip(values) {
+                    out[*position] = value;
+                }
+                out
+            }
+        };
+        Record {
+            names: self.names.clone(),
+            values,
+        }
+    }
+}
 
 impl Record {
     pub fn new() -> Self {
-        Self(IndexMap::new())
+        Self::default()
     }
 
     pub fn with_capacity(n: usize) -> Self {
-        Self(IndexMap::with_capacity(n))
+        Self {
+            names: Arc::new(Names::with_capacity(n)),
+            values: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
     }
 
     pub fn get(&self, field: &str) -> Option<&Value> {
-        self.0.get(field)
+        self.names.position(field).map(|i| &self.values[i])
     }
 
-    pub fn insert(&mut self, field: impl Into<String>, value: Value) {
-        self.0.insert(field.into(), value);
+    pub fn get_mut(&mut self, field: &str) -> Option<&mut Value> {
+        self.names.position(field).map(|i| &mut self.values[i])
+    }
+
+    /// Sets a field: in place when present, else appended.
+    pub fn insert(&mut self, field: impl Into<Arc<str>>, value: Value) {
+        *self.slot(field.into()) = value;
+    }
+
+    /// The value of `field`, appended as null when absent.
+    fn slot(&mut self, field: Arc<str>) -> &mut Value {
+        let i = match self.names.position(&field) {
+            Some(i) => i,
+            None => {
+                let i = Arc::make_mut(&mut self.names).push(field);
+                self.values.push(Value::Null);
+                i
+            }
+        };
+        &mut self.values[i]
     }
 
     /// Reads a `:` path through nested relation records; `None` when a segment is absent,
@@ -321,7 +471,7 @@ impl Record {
         let mut current = self;
         let mut segments = path.split(':').peekable();
         while let Some(segment) = segments.next() {
-            let value = current.0.get(segment)?;
+            let value = current.get(segment)?;
             if segments.peek().is_none() {
                 return Some(value);
             }
@@ -339,10 +489,10 @@ impl Record {
         match path.split_once(':') {
             None => self.insert(path, value),
             Some((head, rest)) => {
-                let entry = self
-                    .0
-                    .entry(head.to_owned())
-                    .or_insert_with(|| Value::Record(Box::default()));
+                let entry = match self.names.position(head) {
+                    Some(i) => &mut self.values[i],
+                    None => self.slot(head.into()),
+                };
                 if !matches!(entry, Value::Record(_)) {
                     *entry = Value::Record(Box::default());
                 }
@@ -353,24 +503,77 @@ impl Record {
         }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.0.iter()
+    /// Field names and values, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Value)> {
+        self.names.list.iter().map(|n| &**n).zip(&self.values)
+    }
+
+    /// Field names, in order.
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.names.list.iter().map(|n| &**n)
+    }
+
+    /// Values, in field order.
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &Value> {
+        self.values.iter()
+    }
+}
+
+impl PartialEq for Record {
+    fn eq(&self, other: &Self) -> bool {
+        if self.len() != other.len() {
+            return false;
+        }
+        if Arc::ptr_eq(&self.names, &other.names) {
+            return self.values == other.values;
+        }
+        self.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
+
+impl fmt::Debug for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Fields<'r>(&'r Record);
+        impl fmt::Debug for Fields<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_map().entries(self.0.iter()).finish()
+            }
+        }
+        f.debug_tuple("Record").field(&Fields(self)).finish()
     }
 }
 
 impl Serialize for Record {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
+        let mut map = s.serialize_map(Some(self.len()))?;
+        for (k, v) in self.iter() {
             map.serialize_entry(k, v)?;
         }
         map.end()
     }
 }
 
-impl FromIterator<(String, Value)> for Record {
-    fn from_iter<T: IntoIterator<Item = (String, Value)>>(iter: T) -> Self {
-        Self(iter.into_iter().collect())
+impl<K: Into<Arc<str>>> FromIterator<(K, Value)> for Record {
+    fn from_iter<T: IntoIterator<Item = (K, Value)>>(iter: T) -> Self {
+        let iter = iter.into_iter();
+        let mut record = Self::with_capacity(iter.size_hint().0);
+        for (k, v) in iter {
+            record.insert(k, v);
+        }
+        record
+    }
+}
+
+/// The record as an ordered map (the variables of a native query).
+impl From<Record> for IndexMap<String, Value> {
+    fn from(record: Record) -> Self {
+        let Record { names, values } = record;
+        names
+            .list
+            .iter()
+            .map(|n| n.to_string())
+            .zip(values)
+            .collect()
     }
 }
 
@@ -423,4 +626,138 @@ pub fn unpack_id(schema: &CollectionSchema, packed: &str) -> Result<Vec<(String,
             Ok(((*pk).to_owned(), value))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(record: &Record) -> Vec<&str> {
+        record.keys().collect()
+    }
+
+    #[test]
+    fn fields_keep_insertion_order_and_replace_in_place() {
+        let mut record = Record::new();
+        record.insert("b", Value::Int(1));
+        record.insert(String::from("a"), Value::Int(2));
+        record.insert(Arc::<str>::from("c"), Value::Int(3));
+        record.insert("b", Value::Int(4));
+        assert_eq!(keys(&record), ["b", "a", "c"]);
+        assert_eq!(record.get("b"), Some(&Value::Int(4)));
+        assert_eq!(record.get("z"), None);
+        assert_eq!(record.len(), 3);
+        assert_eq!(
+            serde_json::to_string(&record).ok().as_deref(),
+            Some(r#"{"b":4,"a":2,"c":3}"#)
+        );
+        assert_eq!(
+            format!("{record:?}"),
+            r#"Record({"b": Int(4), "a": Int(2), "c": Int(3)})"#
+        );
+        let collected: Record = [("x", Value::Null), ("y", Value::Bool(true))]
+            .into_iter()
+            .collect();
+        assert_eq!(keys(&collected), ["x", "y"]);
+        let map = IndexMap::<String, Value>::from(collected);
+        assert_eq!(map.keys().collect::<Vec<_>>(), ["x", "y"]);
+        assert!(Record::new().is_empty());
+    }
+
+    #[test]
+    fn equality_ignores_order_as_a_map() {
+        let ab: Record = [("a", Value::Int(1)), ("b", Value::Int(2))]
+            .into_iter()
+            .collect();
+        let ba: Record = [("b", Value::Int(2)), ("a", Value::Int(1))]
+            .into_iter()
+            .collect();
+        assert_eq!(ab, ba);
+        let mut other = ab.clone();
+        assert_eq!(ab, other);
+        other.insert("a", Value::Int(5));
+        assert_ne!(ab, other);
+        other.insert("a", Value::Int(1));
+        other.insert("c", Value::Null);
+        assert_ne!(ab, other);
+    }
+
+    #[test]
+    fn shared_names_are_copied_on_write() {
+        let shape = RecordShape::new(["id", "name"]);
+        let first = shape.record([Value::Int(1), Value::from("Ann")]);
+        let mut second = shape.record([Value::Int(2)]);
+        assert_eq!(
+            second.get("name"),
+            Some(&Value::Null),
+            "missing values are null"
+        );
+        second.insert("name", Value::from("Bob"));
+        second.insert("extra", Value::Bool(true));
+        second.set_path("customer:name", Value::from("Carl"));
+        assert_eq!(keys(&first), ["id", "name"]);
+        assert_eq!(first.get("extra"), None);
+        assert_eq!(keys(&second), ["id", "name", "extra", "customer"]);
+        assert_eq!(second.get_path("customer:name"), Some(&Value::from("Carl")));
+        assert_eq!(
+            shape.record([Value::Int(1), Value::from("Ann"), Value::Null]),
+            first,
+            "extra values are ignored"
+        );
+    }
+
+    #[test]
+    fn repeated_shape_names_keep_the_first_position_and_the_last_value() {
+        let shape = RecordShape::new(["id", "name", "id"]);
+        let record = shape.record([Value::Int(1), Value::from("Ann"), Value::Int(2)]);
+        let mut inserted = Record::new();
+        inserted.insert("id", Value::Int(1));
+        inserted.insert("name", Value::from("Ann"));
+        inserted.insert("id", Value::Int(2));
+        assert_eq!(keys(&record), ["id", "name"]);
+        assert_eq!(record.get("id"), Some(&Value::Int(2)));
+        assert_eq!(record, inserted);
+    }
+
+    #[test]
+    fn wide_records_are_indexed() {
+        let names: Vec<String> = (0..40).map(|i| format!("f{i}")).collect();
+        let mut built = Record::new();
+        for (i, name) in names.iter().enumerate() {
+            built.insert(name.as_str(), Value::Int(i as i64));
+        }
+        let shaped =
+            RecordShape::new(names.iter().map(String::as_str)).record((0..40).map(Value::Int));
+        for record in [&built, &shaped] {
+            assert_eq!(record.len(), 40);
+            assert_eq!(keys(record), names);
+            for (i, name) in names.iter().enumerate() {
+                assert_eq!(record.get(name), Some(&Value::Int(i as i64)), "{name}");
+            }
+            assert_eq!(record.get("f40"), None);
+        }
+        assert_eq!(built, shaped);
+        let mut grown = shaped.clone();
+        grown.insert("f40", Value::Null);
+        assert_eq!(grown.get("f40"), Some(&Value::Null));
+        assert_eq!(shaped.get("f40"), None);
+    }
+
+    #[test]
+    fn paths_create_and_replace_nested_records() {
+        let mut record = Record::new();
+        record.set_path("customer:country:name", Value::from("France"));
+        record.set_path("customer:name", Value::from("Ann"));
+        assert_eq!(
+            record.get_path("customer:country:name"),
+            Some(&Value::from("France"))
+        );
+        assert_eq!(record.get_path("customer:name"), Some(&Value::from("Ann")));
+        record.insert("store", Value::Null);
+        assert_eq!(record.get_path("store:name"), Some(&Value::Null));
+        record.set_path("store:name", Value::from("Main"));
+        assert_eq!(record.get_path("store:name"), Some(&Value::from("Main")));
+        assert_eq!(record.get_path("missing:name"), None);
+        assert_eq!(keys(&record), ["customer", "store"]);
+    }
 }

@@ -414,7 +414,7 @@ impl Collection for SqlCollection {
         self.check_writable()?;
         validate::record(self.schema(), patch, false)?;
         let tree = self.effective_tree(caller, filter)?;
-        if patch.0.is_empty() {
+        if patch.is_empty() {
             return Ok(());
         }
         let ctx = self.ctx();

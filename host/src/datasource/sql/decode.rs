@@ -23,7 +23,7 @@ use bigdecimal::{BigDecimal, ToPrimitive};
 
 use super::model::SqlKind;
 use crate::datasource::error::Result;
-use crate::datasource::record::{Record, Value};
+use crate::datasource::record::{Record, RecordShape, Value};
 
 pub(crate) use generic::{mysql_generic, pg_generic, sqlite_generic};
 pub(crate) use mysql::{mysql_each, mysql_rows};
@@ -107,33 +107,29 @@ fn uses(layout: &Layout) -> Vec<Use> {
         .collect()
 }
 
-/// A record with the shape's keys and NULL values, cloned for every row: cloning copies the
-/// hash table instead of hashing every key again, and values are then set by position.
+/// A shape's field names, shared by the records of every row (no per-row name copies), and
+/// the templates of its nested records.
 struct Template {
-    record: Record,
+    record: RecordShape,
     /// Per field of the shape: the template of a nested record (relations), if any.
     nested: Vec<Option<Template>>,
 }
 
 impl Template {
     fn new(shape: &Shape) -> Self {
-        let mut record = Record::with_capacity(shape.fields.len());
-        let mut nested = Vec::with_capacity(shape.fields.len());
-        for (name, slot) in &shape.fields {
-            record.insert(name.clone(), Value::Null);
-            nested.push(match slot {
+        let record = RecordShape::new(shape.fields.iter().map(|(name, _)| name.as_str()));
+        let nested = shape
+            .fields
+            .iter()
+            .map(|(_, slot)| match slot {
                 Slot::Column(_) => None,
                 Slot::Relation { shape, .. } => Some(Template::new(shape)),
-                Slot::ForeignKey { field, .. } => {
-                    let mut key = Record::with_capacity(1);
-                    key.insert(field.clone(), Value::Null);
-                    Some(Template {
-                        record: key,
-                        nested: vec![None],
-                    })
-                }
-            });
-        }
+                Slot::ForeignKey { field, .. } => Some(Template {
+                    record: RecordShape::new([field.as_str()]),
+                    nested: vec![None],
+                }),
+            })
+            .collect();
         Self { record, nested }
     }
 }
@@ -166,10 +162,10 @@ impl<'l> Assembler<'l> {
 }
 
 fn assemble(shape: &Shape, template: &Template, values: &mut [Value], uses: &[Use]) -> Record {
-    let mut record = template.record.clone();
     let fields = shape.fields.iter().zip(&template.nested);
-    for (((_, slot), nested), target) in fields.zip(record.0.values_mut()) {
-        *target = match (slot, nested) {
+    template
+        .record
+        .record(fields.map(|((_, slot), nested)| match (slot, nested) {
             (Slot::Column(i), _) => take(values, uses, *i),
             (Slot::Relation { marker, shape }, Some(nested)) => {
                 if values.get(*marker).is_none_or(Value::is_null) {
@@ -180,18 +176,10 @@ fn assemble(shape: &Shape, template: &Template, values: &mut [Value], uses: &[Us
             }
             (Slot::ForeignKey { index, .. }, Some(nested)) => match take(values, uses, *index) {
                 Value::Null => Value::Null,
-                key => {
-                    let mut related = nested.record.clone();
-                    if let Some(slot) = related.0.values_mut().next() {
-                        *slot = key;
-                    }
-                    Value::Record(Box::new(related))
-                }
+                key => Value::Record(Box::new(nested.record.record([key]))),
             },
             (_, None) => Value::Null,
-        };
-    }
-    record
+        }))
 }
 
 fn take(values: &mut [Value], uses: &[Use], index: usize) -> Value {
@@ -312,7 +300,7 @@ mod tests {
         assert_eq!(record.get("customer"), Some(&Value::Null));
         assert_eq!(record.get("country"), Some(&Value::Null));
         assert_eq!(
-            record.0.keys().collect::<Vec<_>>(),
+            record.keys().collect::<Vec<_>>(),
             ["id", "customer", "country", "again"]
         );
     }

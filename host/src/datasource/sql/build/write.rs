@@ -44,7 +44,7 @@ pub(crate) fn insert(
     let mut w = Writer::new(ctx.dialect);
     w.push("INSERT INTO ");
     w.push(&table.qualified_name(ctx.dialect));
-    if record.0.is_empty() {
+    if record.is_empty() {
         w.push(match ctx.dialect {
             Dialect::MySql => " () VALUES ()",
             Dialect::Postgres | Dialect::Sqlite => " DEFAULT VALUES",

@@ -8,13 +8,10 @@ use sqlx::{Column as _, Row, TypeInfo, ValueRef};
 
 use super::{decode_error, mysql, postgres, sqlite};
 use crate::datasource::error::Result;
-use crate::datasource::record::{Record, Value};
+use crate::datasource::record::{Record, RecordShape, Value};
 
-fn names<R: Row>(row: &R) -> Vec<String> {
-    row.columns().iter().map(|c| c.name().to_owned()).collect()
-}
-
-/// Builds records from rows with a per-column decode function.
+/// Builds records from rows with a per-column decode function; the column names are shared by
+/// every record.
 fn collect<R: Row>(
     rows: &[R],
     mut decode: impl FnMut(&R, usize) -> Result<Value>,
@@ -22,14 +19,14 @@ fn collect<R: Row>(
     let Some(first) = rows.first() else {
         return Ok(Vec::new());
     };
-    let names = names(first);
+    let columns = first.columns();
+    let shape = RecordShape::new(columns.iter().map(|c| c.name()));
     rows.iter()
         .map(|row| {
-            let mut record = Record::with_capacity(names.len());
-            for (i, name) in names.iter().enumerate() {
-                record.insert(name.clone(), decode(row, i)?);
-            }
-            Ok(record)
+            let values = (0..columns.len())
+                .map(|i| decode(row, i))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(shape.record(values))
         })
         .collect()
 }
