@@ -84,6 +84,34 @@ impl ColumnType {
     }
 }
 
+impl ColumnType {
+    /// Whether a typed value fits this type. `Null` fits every type: NOT NULL is the database's
+    /// (or a `Present` rule's) call.
+    pub fn accepts(&self, value: &Value) -> bool {
+        match (self, value) {
+            (_, Value::Null) => true,
+            (Self::Array(inner), Value::Array(items)) => items.iter().all(|i| inner.accepts(i)),
+            (Self::Composite(_), Value::Json(_) | Value::Record(_)) => true,
+            (Self::Primitive(p), v) => match p {
+                PrimitiveType::String | PrimitiveType::Enum => matches!(v, Value::String(_)),
+                PrimitiveType::Number => {
+                    matches!(v, Value::Int(_) | Value::Float(_) | Value::Decimal(_))
+                }
+                PrimitiveType::Boolean => matches!(v, Value::Bool(_)),
+                PrimitiveType::Date => matches!(v, Value::Date(_)),
+                PrimitiveType::Dateonly => matches!(v, Value::Dateonly(_)),
+                PrimitiveType::Time => matches!(v, Value::Time(_)),
+                PrimitiveType::Uuid => matches!(v, Value::Uuid(_)),
+                // Any JSON document, but not a related record.
+                PrimitiveType::Json => !matches!(v, Value::Record(_)),
+                PrimitiveType::Binary => matches!(v, Value::Binary(_)),
+                PrimitiveType::Point => matches!(v, Value::Point(..)),
+            },
+            _ => false,
+        }
+    }
+}
+
 impl From<PrimitiveType> for ColumnType {
     fn from(p: PrimitiveType) -> Self {
         Self::Primitive(p)
@@ -130,6 +158,23 @@ impl ColumnSchema {
             enum_values: Vec::new(),
             validation: Vec::new(),
         }
+    }
+
+    /// A string value of an `Enum` column (or of an array of enums) must be one of its values.
+    pub fn check_enum_value(&self, value: &Value) -> Result<()> {
+        let element = match &self.column_type {
+            ColumnType::Array(inner) => inner.as_ref(),
+            other => other,
+        };
+        if let (Value::String(s), Some(PrimitiveType::Enum)) = (value, element.primitive())
+            && !self.enum_values.iter().any(|v| v == s)
+        {
+            return Err(Error::validation(format!(
+                "The given enum value(s) {s} is not listed in [{}]",
+                self.enum_values.join(",")
+            )));
+        }
+        Ok(())
     }
 
     /// Whether a `Present` rule makes the column required on create.

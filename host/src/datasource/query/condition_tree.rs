@@ -286,31 +286,18 @@ pub fn validate_leaf(leaf: &Leaf, column: &ColumnSchema) -> Result<()> {
             };
             let element = element_type(&column.column_type);
             for item in items {
-                if !item.is_null() && !value_matches_type(item, element) {
+                if !item.is_null() && !element.accepts(item) {
                     return Err(wrong());
                 }
-                check_enum(item, column)?;
+                column.check_enum_value(item)?;
             }
         }
         ValueKind::Single => {
-            if !leaf.value.is_null() && !value_matches_type(&leaf.value, &column.column_type) {
+            if !leaf.value.is_null() && !column.column_type.accepts(&leaf.value) {
                 return Err(wrong());
             }
-            check_enum(&leaf.value, column)?;
+            column.check_enum_value(&leaf.value)?;
         }
-    }
-    Ok(())
-}
-
-fn check_enum(value: &Value, column: &ColumnSchema) -> Result<()> {
-    if let (Value::String(s), Some(PrimitiveType::Enum)) =
-        (value, element_type(&column.column_type).primitive())
-        && !column.enum_values.iter().any(|v| v == s)
-    {
-        return Err(Error::validation(format!(
-            "The given enum value(s) {s} is not listed in [{}]",
-            column.enum_values.join(",")
-        )));
     }
     Ok(())
 }
@@ -335,32 +322,6 @@ fn expected_description(op: Operator, ty: &ColumnType) -> String {
         ValueKind::Pattern => "String".into(),
         ValueKind::List => format!("ArrayOf{}", column_type_name(element_type(ty))),
         _ => column_type_name(ty),
-    }
-}
-
-/// Whether a typed value fits a column type.
-pub fn value_matches_type(value: &Value, ty: &ColumnType) -> bool {
-    match (ty, value) {
-        (_, Value::Null) => true,
-        (ColumnType::Array(inner), Value::Array(items)) => {
-            items.iter().all(|i| value_matches_type(i, inner))
-        }
-        (ColumnType::Composite(_), Value::Json(_) | Value::Record(_)) => true,
-        (ColumnType::Primitive(p), v) => match p {
-            PrimitiveType::String | PrimitiveType::Enum => matches!(v, Value::String(_)),
-            PrimitiveType::Number => {
-                matches!(v, Value::Int(_) | Value::Float(_) | Value::Decimal(_))
-            }
-            PrimitiveType::Boolean => matches!(v, Value::Bool(_)),
-            PrimitiveType::Date => matches!(v, Value::Date(_)),
-            PrimitiveType::Dateonly => matches!(v, Value::Dateonly(_)),
-            PrimitiveType::Time => matches!(v, Value::Time(_)),
-            PrimitiveType::Uuid => matches!(v, Value::Uuid(_)),
-            PrimitiveType::Json => true,
-            PrimitiveType::Binary => matches!(v, Value::Binary(_)),
-            PrimitiveType::Point => matches!(v, Value::Point(..)),
-        },
-        _ => false,
     }
 }
 

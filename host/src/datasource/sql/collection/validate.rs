@@ -40,48 +40,13 @@ pub(crate) fn record(schema: &CollectionSchema, record: &Record, creating: bool)
 }
 
 fn check_value(field: &str, column: &ColumnSchema, value: &Value) -> Result<()> {
-    if !matches_type(value, &column.column_type) {
+    if !column.column_type.accepts(value) {
         return Err(Error::validation(format!(
             "Wrong type for \"{field}\": {value}. Expects {}",
             column.column_type.to_json()
         )));
     }
-    if let Value::String(s) = value
-        && column.column_type == ColumnType::Primitive(PrimitiveType::Enum)
-        && !column.enum_values.contains(s)
-    {
-        return Err(Error::validation(format!(
-            "The given enum value(s) {s} is not listed in [{}]",
-            column.enum_values.join(",")
-        )));
-    }
-    Ok(())
-}
-
-/// Whether a value fits a column type (NULL fits every type; NOT NULL is the database's call).
-fn matches_type(value: &Value, ty: &ColumnType) -> bool {
-    match (ty, value) {
-        (_, Value::Null) => true,
-        (ColumnType::Array(inner), Value::Array(items)) => {
-            items.iter().all(|i| matches_type(i, inner))
-        }
-        (ColumnType::Composite(_), Value::Json(_) | Value::Record(_)) => true,
-        (ColumnType::Primitive(p), v) => match p {
-            PrimitiveType::String | PrimitiveType::Enum => matches!(v, Value::String(_)),
-            PrimitiveType::Number => {
-                matches!(v, Value::Int(_) | Value::Float(_) | Value::Decimal(_))
-            }
-            PrimitiveType::Boolean => matches!(v, Value::Bool(_)),
-            PrimitiveType::Date => matches!(v, Value::Date(_)),
-            PrimitiveType::Dateonly => matches!(v, Value::Dateonly(_)),
-            PrimitiveType::Time => matches!(v, Value::Time(_)),
-            PrimitiveType::Uuid => matches!(v, Value::Uuid(_)),
-            PrimitiveType::Json => !matches!(v, Value::Record(_)),
-            PrimitiveType::Binary => matches!(v, Value::Binary(_)),
-            PrimitiveType::Point => matches!(v, Value::Point(..)),
-        },
-        _ => false,
-    }
+    column.check_enum_value(value)
 }
 
 /// The record with constant defaults written for absent columns (as the Node agent does) and,
