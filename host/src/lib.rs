@@ -1,6 +1,7 @@
 //! Canopy: one binary that turns any SQL database into a secure admin back end.
 //!
 //! Layout (top to bottom; a layer only uses the ones below it):
+//! - `agent`: the agent wire protocol (query strings, JSON:API, the schema file).
 //! - `app`: the composition root and the commands of the `canopy` binary.
 //! - `datasource`: what a collection is (schema, records, condition trees, filters, projections,
 //!   aggregations, the `Caller`) and its SQL implementation over sqlx (`datasource::sql`, the only
@@ -9,5 +10,6 @@
 //! The agent routes, the customizer stack, plugins, auth, the platform API, workflows and MCP are
 //! added by later issues; `docs/architecture.md` holds the whole map.
 
+pub mod agent;
 pub mod app;
 pub mod datasource;
