@@ -1,1 +1,961 @@
-//! (in progress)
+//! Response bodies of the data routes, in the Node agent's wire format (protocol §3):
+//! JSON:API documents for records, count bodies, CSV exports and the CSV download header.
+//!
+//! Everything here is pure: routes fetch records, then hand them over with the schema. The CSV
+//! writer works one batch at a time so that an export can be streamed page by page.
+
+use indexmap::IndexMap;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::{Map, Value as Json, json};
+
+use super::{Error, Result};
+use crate::datasource::{
+    self, CollectionSchema, DataSourceSchema, Record, RelationSchema, Value, pack_id,
+};
+
+/// What JavaScript's `encodeURIComponent` leaves alone: letters, digits and `-_.!~*'()`.
+/// The to-many `links.related.href` escapes packed ids with it, as the agent does.
+const URI_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// RFC 5987 `attr-char` as the `content-disposition` package encodes `filename*`:
+/// `encodeURIComponent`, plus `'()*` escaped.
+const ATTR_CHAR: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~');
+
+/// The JSON:API document of a list of records (`GET /forest/{c}`, related lists).
+///
+/// `search` is the request's search text: when it is not blank, `meta.decorators` lists, for
+/// each record with a matching attribute, which attributes matched.
+pub fn serialize_list(
+    schema: &DataSourceSchema,
+    collection: &str,
+    records: &[Record],
+    search: Option<&str>,
+) -> Result<Json> {
+    let collection = schema.collection(collection)?;
+    let mut included = Included::default();
+    let data = records
+        .iter()
+        .map(|record| resource(schema, collection, record, &mut included))
+        .collect::<Result<Vec<_>>>()?;
+    let decorators = search
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| search_decorators(&data, s))
+        .filter(|d| !d.is_empty());
+    let mut document = document(Json::Array(data), included);
+    if let Some(decorators) = decorators {
+        document.insert("meta".to_owned(), json!({ "decorators": decorators }));
+    }
+    Ok(Json::Object(document))
+}
+
+/// The JSON:API document of one record (get, create, update).
+pub fn serialize_one(schema: &DataSourceSchema, collection: &str, record: &Record) -> Result<Json> {
+    let collection = schema.collection(collection)?;
+    let mut included = Included::default();
+    let data = resource(schema, collection, record, &mut included)?;
+    Ok(Json::Object(document(data, included)))
+}
+
+/// The body of a count route: `{"count": n}`.
+pub fn count_body(count: u64) -> Json {
+    json!({ "count": count })
+}
+
+/// The body of a count route on a collection that cannot be counted (`countable: false`).
+pub fn count_deactivated_body() -> Json {
+    json!({ "meta": { "count": "deactivated" } })
+}
+
+/// The count body a collection answers: deactivated when its schema says it is not countable.
+pub fn count_body_for(collection: &CollectionSchema, count: u64) -> Json {
+    if collection.countable {
+        count_body(count)
+    } else {
+        count_deactivated_body()
+    }
+}
+
+/// Assembles the top level: `data`, `included` when some to-one relation was loaded, `jsonapi`.
+fn document(data: Json, included: Included) -> Map<String, Json> {
+    let mut document = Map::new();
+    document.insert("data".to_owned(), data);
+    // The agent's serializer omits `included` when it is empty (no loaded, non-null to-one).
+    if !included.resources.is_empty() {
+        let resources = included.resources.into_values().map(Json::Object).collect();
+        document.insert("included".to_owned(), Json::Array(resources));
+    }
+    document.insert("jsonapi".to_owned(), json!({ "version": "1.0" }));
+    document
+}
+
+/// Related records met while serializing, by `(type, id)`, in first-seen order.
+#[derive(Default)]
+struct Included {
+    resources: IndexMap<(String, String), Map<String, Json>>,
+}
+
+/// One resource object: `{type, id, attributes, relationships}`. To-one records it refers to
+/// are added to `included`.
+fn resource(
+    schema: &DataSourceSchema,
+    collection: &CollectionSchema,
+    record: &Record,
+    included: &mut Included,
+) -> Result<Json> {
+    let id = pack_id(collection, record)?;
+
+    // Attributes keep the record's (projection) order; relation fields are not attributes.
+    let mut attributes = Map::new();
+    for (name, value) in record.iter() {
+        if collection.relation(name).is_none() {
+            attributes.insert(name.to_owned(), to_json(value)?);
+        }
+    }
+
+    // Relationships follow the schema's field order, as the agent registers them.
+    let mut relationships = Map::new();
+    for (name, relation) in collection.relations() {
+        let foreign = relation.foreign_collection();
+        let linkage = match relation {
+            RelationSchema::OneToMany { .. } | RelationSchema::ManyToMany { .. } => {
+                let href = format!(
+                    "/forest/{}/{}/relationships/{}",
+                    collection.name,
+                    utf8_percent_encode(&id, URI_COMPONENT),
+                    name
+                );
+                json!({ "links": { "related": { "href": href } } })
+            }
+            RelationSchema::ManyToOne { foreign_key, .. } => {
+                match to_one_linkage(schema, foreign, record.get(name), included)? {
+                    Some(linkage) => linkage,
+                    // Not loaded: the agent's serializer falls back on the foreign key column
+                    // (json-api-serializer `alternativeKey`) when it was projected.
+                    None => match record.get(foreign_key) {
+                        Some(Value::Null) => json!({ "data": null }),
+                        Some(fk) => json!({ "data": { "type": foreign, "id": fk.to_id_string() } }),
+                        None => continue,
+                    },
+                }
+            }
+            RelationSchema::OneToOne { .. } => {
+                match to_one_linkage(schema, foreign, record.get(name), included)? {
+                    Some(linkage) => linkage,
+                    None => continue,
+                }
+            }
+        };
+        relationships.insert(name.clone(), linkage);
+    }
+
+    let mut object = Map::new();
+    object.insert("type".to_owned(), Json::String(collection.name.clone()));
+    object.insert("id".to_owned(), Json::String(id));
+    object.insert("attributes".to_owned(), Json::Object(attributes));
+    if !relationships.is_empty() {
+        object.insert("relationships".to_owned(), Json::Object(relationships));
+    }
+    Ok(Json::Object(object))
+}
+
+/// The linkage of a to-one relation from its value in the record; `None` when it is absent.
+/// A loaded record goes to `included`.
+fn to_one_linkage(
+    schema: &DataSourceSchema,
+    foreign: &str,
+    value: Option<&Value>,
+    included: &mut Included,
+) -> Result<Option<Json>> {
+    let linkage = match value {
+        None => return Ok(None),
+        Some(Value::Null) => json!({ "data": null }),
+        Some(Value::Record(related)) => {
+            let foreign_schema = schema.collection(foreign)?;
+            let id = pack_id(foreign_schema, related)?;
+            include(schema, foreign_schema, related, included)?;
+            json!({ "data": { "type": foreign, "id": id } })
+        }
+        // A bare key instead of a record: the agent's serializer takes it as the id.
+        Some(other) => json!({ "data": { "type": foreign, "id": other.to_id_string() } }),
+    };
+    Ok(Some(linkage))
+}
+
+/// Adds a related record to `included`. A record already there (reached through another
+/// relation or another row) gains the fields it lacked, so that two projections of the same
+/// record merge instead of one hiding the other.
+fn include(
+    schema: &DataSourceSchema,
+    collection: &CollectionSchema,
+    record: &Record,
+    included: &mut Included,
+) -> Result<()> {
+    let Json::Object(serialized) = resource(schema, collection, record, included)? else {
+        return Err(internal("a resource is always a JSON object"));
+    };
+    let id = serialized
+        .get("id")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    match included.resources.entry((collection.name.clone(), id)) {
+        indexmap::map::Entry::Vacant(slot) => {
+            slot.insert(serialized);
+        }
+        indexmap::map::Entry::Occupied(mut slot) => merge_missing(slot.get_mut(), serialized),
+    }
+    Ok(())
+}
+
+/// Copies into `target` the attributes and relationships of `source` that it lacks.
+fn merge_missing(target: &mut Map<String, Json>, source: Map<String, Json>) {
+    for (section, value) in source {
+        let Json::Object(fields) = value else {
+            continue;
+        };
+        match target.get_mut(&section) {
+            Some(Json::Object(existing)) => {
+                for (key, field) in fields {
+                    existing.entry(key).or_insert(field);
+                }
+            }
+            _ => {
+                target.insert(section, Json::Object(fields));
+            }
+        }
+    }
+}
+
+/// `meta.decorators`: for each serialized resource with an attribute whose string form contains
+/// `search` case-insensitively, its id and those attribute names, keyed by sequential index.
+/// Falsy values (null, `false`, `0`, `""`) never match, as in the agent.
+fn search_decorators(data: &[Json], search: &str) -> Map<String, Json> {
+    let needle = search.to_lowercase();
+    let mut decorators = Map::new();
+    for resource in data {
+        let Some(attributes) = resource.get("attributes").and_then(Json::as_object) else {
+            continue;
+        };
+        let matches: Vec<Json> = attributes
+            .iter()
+            .filter(|(_, value)| is_truthy(value))
+            .filter(|(_, value)| js_string(value, false).to_lowercase().contains(&needle))
+            .map(|(name, _)| Json::String(name.clone()))
+            .collect();
+        if !matches.is_empty() {
+            let id = resource.get("id").cloned().unwrap_or(Json::Null);
+            decorators.insert(
+                decorators.len().to_string(),
+                json!({ "id": id, "search": matches }),
+            );
+        }
+    }
+    decorators
+}
+
+/// JavaScript truthiness of a JSON value.
+fn is_truthy(value: &Json) -> bool {
+    match value {
+        Json::Null => false,
+        Json::Bool(b) => *b,
+        Json::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
+        Json::String(s) => !s.is_empty(),
+        Json::Array(_) | Json::Object(_) => true,
+    }
+}
+
+/// JavaScript's `String(value)` of a JSON value: arrays join their items with `,` (null items
+/// empty), objects are `[object Object]` unless `objects_as_json`, which the CSV export uses.
+fn js_string(value: &Json, objects_as_json: bool) -> String {
+    match value {
+        Json::Null => "null".to_owned(),
+        Json::Bool(b) => b.to_string(),
+        Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.to_string(),
+            (_, Some(u), _) => u.to_string(),
+            (_, _, Some(f)) => js_number(f),
+            _ => n.to_string(),
+        },
+        Json::String(s) => s.clone(),
+        Json::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Json::Null => String::new(),
+                other => js_string(other, objects_as_json),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        Json::Object(_) if objects_as_json => value.to_string(),
+        Json::Object(_) => "[object Object]".to_owned(),
+    }
+}
+
+/// A float as JavaScript prints it in the common cases: integral values without `.0`.
+fn js_number(f: f64) -> String {
+    // Below 2^53 an integral f64 is exactly an i64, and JS prints it without a fraction.
+    if f.is_finite() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
+        (f as i64).to_string()
+    } else if f.is_nan() {
+        "NaN".to_owned()
+    } else {
+        f.to_string()
+    }
+}
+
+/// The wire JSON of a value (dates as UTC ISO with milliseconds, decimals as strings, ...).
+fn to_json(value: &Value) -> Result<Json> {
+    serde_json::to_value(value).map_err(|e| internal(format!("value serialization: {e}")))
+}
+
+fn internal(message: impl Into<String>) -> Error {
+    Error::Datasource(datasource::Error::Internal(message.into()))
+}
+
+// ----------------------------------------------------------------------------------------------
+// CSV export (§3.5)
+
+/// The first CSV chunk: the `header` query parameter split on `,`, each name CSV-quoted when
+/// needed, and a `\n`.
+pub fn csv_header(header: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    write_csv_rows(
+        &mut out,
+        std::iter::once(header.split(',').map(str::to_owned).collect()),
+    )?;
+    Ok(out)
+}
+
+/// Appends one batch of records to `out`: one row per record, the values of `projection` in
+/// order (`a:b` paths read through loaded to-one relations), each row ending with `\n`.
+///
+/// Null or missing values are empty; objects are JSON; arrays join their items with `,`; other
+/// values take their wire string form (ISO dates, decimals as written).
+pub fn write_csv_batch<S: AsRef<str>>(
+    out: &mut Vec<u8>,
+    projection: &[S],
+    records: &[Record],
+) -> Result<()> {
+    let rows = records.iter().map(|record| {
+        projection
+            .iter()
+            .map(|path| csv_cell(record.get_path(path.as_ref())))
+            .collect::<Result<Vec<String>>>()
+    });
+    let rows: Vec<Vec<String>> = rows.collect::<Result<_>>()?;
+    write_csv_rows(out, rows)
+}
+
+/// The text of one CSV cell.
+fn csv_cell(value: Option<&Value>) -> Result<String> {
+    Ok(match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Int(i)) => i.to_string(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Float(f)) => js_number(*f),
+        Some(other) => match to_json(other)? {
+            Json::Null => String::new(),
+            json => js_string(&json, true),
+        },
+    })
+}
+
+/// Writes rows with the `csv` crate (quoting only where needed, `\n` terminator).
+fn write_csv_rows(out: &mut Vec<u8>, rows: impl IntoIterator<Item = Vec<String>>) -> Result<()> {
+    let mut builder = csv::WriterBuilder::new();
+    builder
+        .terminator(csv::Terminator::Any(b'\n'))
+        .quote_style(csv::QuoteStyle::Necessary)
+        .flexible(true);
+    let mut writer = builder.from_writer(out);
+    for mut row in rows {
+        // The agent's CSV library drops NUL characters.
+        for cell in &mut row {
+            if cell.contains('\0') {
+                cell.retain(|c| c != '\0');
+            }
+        }
+        if row.len() == 1 && row[0].is_empty() {
+            // The csv crate writes `""` for a lone empty field (so that the row is not lost);
+            // the agent writes an empty line. Written by hand to keep the same bytes.
+            let out = writer.into_inner().map_err(csv_error)?;
+            out.push(b'\n');
+            writer = builder.from_writer(out);
+            continue;
+        }
+        writer.write_record(&row).map_err(csv_error)?;
+    }
+    writer.flush().map_err(csv_error)
+}
+
+fn csv_error(e: impl std::fmt::Display) -> Error {
+    internal(format!("CSV writer: {e}"))
+}
+
+/// The `Content-Disposition` value of a CSV export. The agent hands Koa's `attachment()` the
+/// string `attachment; filename=<filename>` as if it were a file name, so clients receive
+/// `attachment; filename="attachment; filename=<filename>"`; we reproduce that quirk, with the
+/// `content-disposition` package's rules: the base name after the last `/`, a quoted string with
+/// `\` and `"` escaped, and when the name is not plain Latin-1 (or looks percent-encoded) an
+/// ISO-8859-1 fallback (`?` for other characters) plus a UTF-8 `filename*`.
+pub fn csv_content_disposition(filename: &str) -> String {
+    let attachment = format!("attachment; filename={filename}");
+    // Node's `path.basename`: the part after the last `/`, trailing slashes ignored.
+    let name = attachment.trim_end_matches('/');
+    let name = name.rsplit('/').next().unwrap_or(name);
+
+    let is_quotable = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| matches!(c, '\u{20}'..='\u{7e}' | '\u{80}'..='\u{ff}'));
+    let fallback: String = name
+        .chars()
+        .map(|c| {
+            if matches!(c, '\u{20}'..='\u{7e}' | '\u{a0}'..='\u{ff}') {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    let has_fallback = fallback != name;
+    let looks_encoded = has_percent_escape(name);
+
+    let mut header = String::from("attachment");
+    if is_quotable || has_fallback {
+        let shown = if has_fallback { &fallback } else { name };
+        header.push_str("; filename=\"");
+        for c in shown.chars() {
+            if c == '\\' || c == '"' {
+                header.push('\\');
+            }
+            header.push(c);
+        }
+        header.push('"');
+    }
+    if has_fallback || !is_quotable || looks_encoded {
+        header.push_str("; filename*=UTF-8''");
+        header.extend(utf8_percent_encode(name, ATTR_CHAR));
+    }
+    header
+}
+
+/// Whether `s` contains `%` followed by two hex digits.
+fn has_percent_escape(s: &str) -> bool {
+    s.as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datasource::schema::{ColumnSchema, FieldSchema, PrimitiveType};
+
+    fn column(pk: bool, ty: PrimitiveType) -> FieldSchema {
+        let mut c = ColumnSchema::new(ty);
+        c.is_primary_key = pk;
+        FieldSchema::Column(c)
+    }
+
+    fn collection(name: &str, fields: Vec<(&str, FieldSchema)>) -> CollectionSchema {
+        let mut c = CollectionSchema::new(name);
+        for (n, f) in fields {
+            c.fields.insert(n.to_owned(), f);
+        }
+        c
+    }
+
+    /// book (isbn) -> author (person); person (id) has many books and one editor (person).
+    fn library() -> DataSourceSchema {
+        let book = collection(
+            "book",
+            vec![
+                ("isbn", column(true, PrimitiveType::String)),
+                ("title", column(false, PrimitiveType::String)),
+                ("authorId", column(false, PrimitiveType::String)),
+                (
+                    "author",
+                    FieldSchema::Relation(RelationSchema::ManyToOne {
+                        foreign_collection: "person".into(),
+                        foreign_key: "authorId".into(),
+                        foreign_key_target: "id".into(),
+                    }),
+                ),
+            ],
+        );
+        let person = collection(
+            "person",
+            vec![
+                ("id", column(true, PrimitiveType::String)),
+                ("name", column(false, PrimitiveType::String)),
+                (
+                    "books",
+                    FieldSchema::Relation(RelationSchema::OneToMany {
+                        foreign_collection: "book".into(),
+                        origin_key: "authorId".into(),
+                        origin_key_target: "id".into(),
+                    }),
+                ),
+            ],
+        );
+        let mut schema = DataSourceSchema::default();
+        schema.collections.insert("book".into(), book);
+        schema.collections.insert("person".into(), person);
+        schema
+    }
+
+    fn rec(fields: Vec<(&str, Value)>) -> Record {
+        fields.into_iter().collect()
+    }
+
+    fn person(id: &str, name: &str) -> Value {
+        Value::Record(Box::new(rec(vec![
+            ("id", id.into()),
+            ("name", name.into()),
+        ])))
+    }
+
+    #[test]
+    fn book_with_author_as_in_the_agent() {
+        let book = rec(vec![
+            ("isbn", "9780345317988".into()),
+            ("title", "Foundation".into()),
+            ("author", person("asim00", "Asimov")),
+        ]);
+        let doc = serialize_one(&library(), "book", &book).unwrap();
+        assert_eq!(
+            doc,
+            json!({
+                "data": {
+                    "type": "book",
+                    "id": "9780345317988",
+                    "attributes": { "isbn": "9780345317988", "title": "Foundation" },
+                    "relationships": { "author": { "data": { "type": "person", "id": "asim00" } } }
+                },
+                "included": [{
+                    "type": "person",
+                    "id": "asim00",
+                    "attributes": { "id": "asim00", "name": "Asimov" },
+                    "relationships": {
+                        "books": { "links": { "related": {
+                            "href": "/forest/person/asim00/relationships/books"
+                        } } }
+                    }
+                }],
+                "jsonapi": { "version": "1.0" }
+            })
+        );
+        // Key order is part of the bytes clients see.
+        let text = serde_json::to_string(&doc).unwrap();
+        assert!(text.starts_with(r#"{"data":{"type":"book","id":"9780345317988","attributes""#));
+        assert!(text.ends_with(r#""jsonapi":{"version":"1.0"}}"#));
+    }
+
+    #[test]
+    fn composite_id_and_no_relationship_key_without_relations() {
+        let person = collection(
+            "person",
+            vec![
+                ("birthdate", column(true, PrimitiveType::Dateonly)),
+                ("firstName", column(false, PrimitiveType::String)),
+                ("lastName", column(true, PrimitiveType::String)),
+            ],
+        );
+        let mut schema = DataSourceSchema::default();
+        schema.collections.insert("person".into(), person);
+        let record = rec(vec![
+            (
+                "birthdate",
+                Value::Dateonly(chrono::NaiveDate::from_ymd_opt(1920, 1, 2).unwrap()),
+            ),
+            ("firstName", "Isaac".into()),
+            ("lastName", "Asimov".into()),
+        ]);
+        assert_eq!(
+            serialize_one(&schema, "person", &record).unwrap(),
+            json!({
+                "data": {
+                    "type": "person",
+                    "id": "1920-01-02|Asimov",
+                    "attributes": { "birthdate": "1920-01-02", "firstName": "Isaac", "lastName": "Asimov" }
+                },
+                "jsonapi": { "version": "1.0" }
+            })
+        );
+    }
+
+    #[test]
+    fn null_relation_and_deduplicated_included() {
+        let books = vec![
+            rec(vec![
+                ("isbn", "1".into()),
+                ("author", person("asim00", "Asimov")),
+            ]),
+            rec(vec![("isbn", "2".into()), ("author", Value::Null)]),
+            rec(vec![
+                ("isbn", "3".into()),
+                ("author", person("asim00", "Asimov")),
+            ]),
+        ];
+        let doc = serialize_list(&library(), "book", &books, None).unwrap();
+        let books_link = json!({ "links": { "related": {
+            "href": "/forest/person/asim00/relationships/books"
+        } } });
+        assert_eq!(
+            doc,
+            json!({
+                "data": [
+                    { "type": "book", "id": "1", "attributes": { "isbn": "1" },
+                      "relationships": { "author": { "data": { "type": "person", "id": "asim00" } } } },
+                    { "type": "book", "id": "2", "attributes": { "isbn": "2" },
+                      "relationships": { "author": { "data": null } } },
+                    { "type": "book", "id": "3", "attributes": { "isbn": "3" },
+                      "relationships": { "author": { "data": { "type": "person", "id": "asim00" } } } }
+                ],
+                "included": [{
+                    "type": "person", "id": "asim00",
+                    "attributes": { "id": "asim00", "name": "Asimov" },
+                    "relationships": { "books": books_link }
+                }],
+                "jsonapi": { "version": "1.0" }
+            })
+        );
+    }
+
+    #[test]
+    fn included_only_when_a_to_one_was_loaded_and_foreign_key_fallback() {
+        let books = vec![
+            rec(vec![("isbn", "1".into()), ("title", "A".into())]),
+            rec(vec![("isbn", "2".into()), ("authorId", "x|y".into())]),
+            rec(vec![("isbn", "3".into()), ("authorId", Value::Null)]),
+        ];
+        let doc = serialize_list(&library(), "book", &books, None).unwrap();
+        assert_eq!(
+            doc,
+            json!({
+                "data": [
+                    { "type": "book", "id": "1", "attributes": { "isbn": "1", "title": "A" } },
+                    { "type": "book", "id": "2", "attributes": { "isbn": "2", "authorId": "x|y" },
+                      "relationships": { "author": { "data": { "type": "person", "id": "x|y" } } } },
+                    { "type": "book", "id": "3", "attributes": { "isbn": "3", "authorId": null },
+                      "relationships": { "author": { "data": null } } }
+                ],
+                "jsonapi": { "version": "1.0" }
+            })
+        );
+        // An empty list: just the frame.
+        assert_eq!(
+            serialize_list(&library(), "book", &[], Some("x")).unwrap(),
+            json!({ "data": [], "jsonapi": { "version": "1.0" } })
+        );
+    }
+
+    #[test]
+    fn to_many_links_escape_the_packed_id() {
+        let mut schema = library();
+        let tag = collection(
+            "tag",
+            vec![
+                ("a", column(true, PrimitiveType::String)),
+                ("b", column(true, PrimitiveType::Number)),
+                (
+                    "books",
+                    FieldSchema::Relation(RelationSchema::ManyToMany {
+                        foreign_collection: "book".into(),
+                        through_collection: "book_tag".into(),
+                        origin_key: "tagA".into(),
+                        origin_key_target: "a".into(),
+                        foreign_key: "isbn".into(),
+                        foreign_key_target: "isbn".into(),
+                    }),
+                ),
+            ],
+        );
+        schema.collections.insert("tag".into(), tag);
+        let record = rec(vec![
+            ("a", "sci fi/é?&#%'()*!~".into()),
+            ("b", Value::Int(7)),
+        ]);
+        let doc = serialize_one(&schema, "tag", &record).unwrap();
+        assert_eq!(
+            doc,
+            json!({
+                "data": {
+                    "type": "tag",
+                    "id": "sci fi/é?&#%'()*!~|7",
+                    "attributes": { "a": "sci fi/é?&#%'()*!~", "b": 7 },
+                    "relationships": { "books": { "links": { "related": {
+                        "href": "/forest/tag/sci%20fi%2F%C3%A9%3F%26%23%25'()*!~%7C7/relationships/books"
+                    } } } }
+                },
+                "jsonapi": { "version": "1.0" }
+            })
+        );
+    }
+
+    #[test]
+    fn nested_to_one_records_are_included_with_their_own_relations() {
+        let mut schema = library();
+        if let Some(person) = schema.collections.get_mut("person") {
+            person
+                .fields
+                .insert("mentorId".into(), column(false, PrimitiveType::String));
+            person.fields.insert(
+                "mentor".into(),
+                FieldSchema::Relation(RelationSchema::ManyToOne {
+                    foreign_collection: "person".into(),
+                    foreign_key: "mentorId".into(),
+                    foreign_key_target: "id".into(),
+                }),
+            );
+        }
+        let author = rec(vec![
+            ("id", "p1".into()),
+            ("mentor", person("p0", "Campbell")),
+        ]);
+        let book = rec(vec![
+            ("isbn", "1".into()),
+            ("author", Value::Record(Box::new(author))),
+        ]);
+        let doc = serialize_one(&schema, "book", &book).unwrap();
+        let link = |id: &str| json!({ "links": { "related": { "href": format!("/forest/person/{id}/relationships/books") } } });
+        assert_eq!(
+            doc["included"],
+            // Deepest first: a related record is complete (its own relations serialized) before
+            // it is added, as in the recursive json-api-serializer.
+            json!([
+                { "type": "person", "id": "p0", "attributes": { "id": "p0", "name": "Campbell" },
+                  "relationships": { "books": link("p0") } },
+                { "type": "person", "id": "p1", "attributes": { "id": "p1" },
+                  "relationships": { "books": link("p1"), "mentor": { "data": { "type": "person", "id": "p0" } } } }
+            ])
+        );
+    }
+
+    #[test]
+    fn nested_values_are_kept_as_json() {
+        let mut schema = DataSourceSchema::default();
+        schema.collections.insert(
+            "c".into(),
+            collection(
+                "c",
+                vec![
+                    ("id", column(true, PrimitiveType::Number)),
+                    ("data", column(false, PrimitiveType::Json)),
+                    ("price", column(false, PrimitiveType::Number)),
+                    ("at", column(false, PrimitiveType::Date)),
+                ],
+            ),
+        );
+        let at = chrono::DateTime::parse_from_rfc3339("2024-03-01T10:34:56.789123Z")
+            .unwrap()
+            .to_utc();
+        let record = rec(vec![
+            ("id", Value::Int(1)),
+            ("data", Value::Json(json!({ "a": [1, { "b": null }] }))),
+            ("price", Value::Decimal("12.30".parse().unwrap())),
+            ("at", Value::Date(at)),
+        ]);
+        assert_eq!(
+            serialize_one(&schema, "c", &record).unwrap()["data"]["attributes"],
+            json!({
+                "id": 1,
+                "data": { "a": [1, { "b": null }] },
+                "price": "12.30",
+                "at": "2024-03-01T10:34:56.789Z"
+            })
+        );
+    }
+
+    #[test]
+    fn search_decorators_index_matching_records_only() {
+        let books = vec![
+            rec(vec![("isbn", "111".into()), ("title", "Foundation".into())]),
+            rec(vec![("isbn", "222".into()), ("title", "Dune".into())]),
+            rec(vec![
+                ("isbn", "found-333".into()),
+                ("title", "Second FOUNDATION".into()),
+            ]),
+            rec(vec![("isbn", "444".into()), ("title", Value::Null)]),
+        ];
+        let doc = serialize_list(&library(), "book", &books, Some("fOUnd")).unwrap();
+        assert_eq!(
+            doc["meta"],
+            json!({ "decorators": {
+                "0": { "id": "111", "search": ["title"] },
+                "1": { "id": "found-333", "search": ["isbn", "title"] }
+            } })
+        );
+        // `meta` is the last key.
+        let keys: Vec<&String> = doc.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["data", "jsonapi", "meta"]);
+
+        // No hit, blank search, no search: no meta. Null never matches "null".
+        for search in [Some("zzz"), Some("  "), None, Some("null")] {
+            let doc = serialize_list(&library(), "book", &books, search).unwrap();
+            assert!(doc.get("meta").is_none(), "{search:?}");
+        }
+    }
+
+    #[test]
+    fn search_uses_javascript_string_forms() {
+        assert_eq!(js_string(&json!([1, null, "a", [2, 3]]), false), "1,,a,2,3");
+        assert_eq!(js_string(&json!({ "a": 1 }), false), "[object Object]");
+        assert_eq!(js_string(&json!([{ "a": 1 }]), true), r#"{"a":1}"#);
+        assert_eq!(js_string(&json!(2.0), false), "2");
+        assert_eq!(js_string(&json!(2.5), false), "2.5");
+        assert!(!is_truthy(&json!(0)) && !is_truthy(&json!("")) && !is_truthy(&json!(false)));
+    }
+
+    #[test]
+    fn unknown_collection_and_missing_primary_key_are_errors() {
+        assert!(serialize_list(&library(), "nope", &[], None).is_err());
+        let mut schema = DataSourceSchema::default();
+        schema.collections.insert(
+            "v".into(),
+            collection("v", vec![("x", column(false, PrimitiveType::String))]),
+        );
+        let err = serialize_one(&schema, "v", &rec(vec![("x", "1".into())])).unwrap_err();
+        assert!(matches!(
+            err,
+            Error::Datasource(datasource::Error::NoPrimaryKey)
+        ));
+    }
+
+    #[test]
+    fn count_bodies() {
+        assert_eq!(count_body(42), json!({ "count": 42 }));
+        assert_eq!(
+            count_deactivated_body(),
+            json!({ "meta": { "count": "deactivated" } })
+        );
+        let mut c = CollectionSchema::new("c");
+        assert_eq!(count_body_for(&c, 3), json!({ "count": 3 }));
+        c.countable = false;
+        assert_eq!(
+            count_body_for(&c, 3),
+            json!({ "meta": { "count": "deactivated" } })
+        );
+    }
+
+    #[test]
+    fn csv_header_is_split_and_quoted() {
+        assert_eq!(csv_header("id,name").unwrap(), b"id,name\n");
+        assert_eq!(
+            csv_header(r#"Full "name",Author - Name"#).unwrap(),
+            b"\"Full \"\"name\"\"\",Author - Name\n"
+        );
+        assert_eq!(csv_header("").unwrap(), b"\n");
+    }
+
+    #[test]
+    fn csv_rows_follow_the_projection_with_nested_paths() {
+        let books = vec![
+            rec(vec![
+                ("isbn", "1".into()),
+                ("title", "Foundation, part \"one\"".into()),
+                ("author", person("asim00", "Asimov")),
+            ]),
+            rec(vec![
+                ("isbn", "2".into()),
+                ("title", "multi\nline".into()),
+                ("author", Value::Null),
+            ]),
+        ];
+        let mut out = Vec::new();
+        write_csv_batch(&mut out, &["title", "isbn", "author:name"], &books).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\"Foundation, part \"\"one\"\"\",1,Asimov\n\"multi\nline\",2,\n"
+        );
+    }
+
+    #[test]
+    fn csv_values_use_the_wire_forms() {
+        let at = chrono::DateTime::parse_from_rfc3339("2024-03-01T10:34:56.789Z")
+            .unwrap()
+            .to_utc();
+        let records = vec![
+            rec(vec![
+                ("data", Value::Json(json!({ "name": "ab", "price": 5 }))),
+                ("tags", Value::Json(json!(["a", "b"]))),
+                ("price", Value::Decimal("12.30".parse().unwrap())),
+                ("n", Value::Float(2.0)),
+                ("ok", Value::Bool(true)),
+                ("at", Value::Date(at)),
+                ("nul", "a\0b".into()),
+            ]),
+            rec(vec![("data", Value::Null)]),
+        ];
+        let mut out = Vec::new();
+        let projection = ["data", "tags", "price", "n", "ok", "at", "nul"];
+        write_csv_batch(&mut out, &projection, &records).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            concat!(
+                r#""{""name"":""ab"",""price"":5}","a,b",12.30,2,true,2024-03-01T10:34:56.789Z,ab"#,
+                "\n",
+                ",,,,,,\n"
+            )
+        );
+
+        // One column of nulls: empty lines, as the agent writes them.
+        let mut out = Vec::new();
+        write_csv_batch(&mut out, &["data"], &records[1..]).unwrap();
+        assert_eq!(out, b"\n");
+
+        // Batches concatenate: each ends with its own newline.
+        let mut out = csv_header("data").unwrap();
+        write_csv_batch(&mut out, &["data"], &records[..1]).unwrap();
+        write_csv_batch(&mut out, &["data"], &records[..1]).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "data\n\"{\"\"name\"\":\"\"ab\"\",\"\"price\"\":5}\"\n\"{\"\"name\"\":\"\"ab\"\",\"\"price\"\":5}\"\n"
+        );
+    }
+
+    #[test]
+    fn content_disposition_quirk() {
+        assert_eq!(
+            csv_content_disposition("books.csv"),
+            r#"attachment; filename="attachment; filename=books.csv""#
+        );
+        assert_eq!(
+            csv_content_disposition(r#"a"b\c"#),
+            r#"attachment; filename="attachment; filename=a\"b\\c""#
+        );
+        assert_eq!(
+            csv_content_disposition("dir/x.csv"),
+            r#"attachment; filename="x.csv""#
+        );
+        assert_eq!(
+            csv_content_disposition("café.csv"),
+            r#"attachment; filename="attachment; filename=café.csv""#
+        );
+        assert_eq!(
+            csv_content_disposition("日本.csv"),
+            "attachment; filename=\"attachment; filename=??.csv\"; \
+             filename*=UTF-8''attachment%3B%20filename%3D%E6%97%A5%E6%9C%AC.csv"
+        );
+        assert_eq!(
+            csv_content_disposition("a%20b"),
+            "attachment; filename=\"attachment; filename=a%20b\"; \
+             filename*=UTF-8''attachment%3B%20filename%3Da%2520b"
+        );
+    }
+}
