@@ -1,0 +1,1017 @@
+//! Every setting of `canopy serve`, once, as one typed tree. Sources, weakest first: the TOML file
+//! (`--config` / `CANOPY_CONFIG`), then `CANOPY_*` environment variables, then flags; a default
+//! applies only where none of them gives a value. Loading has no side effect besides reading the
+//! file: problems that do not stop the program come back as [`Warning`]s for `app` to log.
+//!
+//! File keys are the createAgent option names (`permissionsCacheDurationInSeconds`,
+//! `bodyParserOptions.jsonLimit`), variables are `CANOPY_` + SCREAMING_SNAKE, flags kebab-case; the
+//! help of [`ServeArgs`] documents each with its default and file key. Two options have no key:
+//! `logger` (a function; `logFormat` selects text or JSON lines instead) and `forestAdminClient`
+//! (a test seam of the Node agent, not a setting).
+
+mod args;
+mod file;
+mod size;
+mod template;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use args::ServeArgs;
+pub use size::parse_size;
+pub use template::ErrorMessageTemplate;
+
+use file::{FileConfig, FileDatasource, Size};
+
+/// The validated settings of `canopy serve`, grouped by the service that consumes them.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The databases served, in the order given; never empty.
+    pub datasources: Vec<DatasourceConfig>,
+    pub auth: AuthConfig,
+    pub http: HttpConfig,
+    pub schema: SchemaConfig,
+    pub log: LogConfig,
+    pub permissions: PermissionsConfig,
+    pub actions: ActionsConfig,
+    /// `isProduction`: read the schema file instead of writing it, hide error details.
+    pub is_production: bool,
+    /// Directory of WebAssembly plugins, if any.
+    pub plugin_dir: Option<PathBuf>,
+    /// `workflowExecutorUrl` (not landed yet): where workflow requests are proxied.
+    pub workflow_executor_url: Option<String>,
+    /// `auditTrail` (not landed yet).
+    pub audit_trail: Option<AuditTrailConfig>,
+    /// `experimental` (not landed yet).
+    pub experimental: ExperimentalConfig,
+}
+
+/// One `[[datasources]]` entry, or the lone `--database-url`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatasourceConfig {
+    pub url: String,
+    /// Collections to publish; empty publishes all.
+    pub include: Vec<String>,
+    /// Collections to hide.
+    pub exclude: Vec<String>,
+    /// Collection renames, old name to new name.
+    pub rename: BTreeMap<String, String>,
+    /// Name under which `/_internal/native_query` reaches this database, if it may.
+    pub native_query_connection: Option<String>,
+}
+
+impl fmt::Debug for DatasourceConfig {
+    // The URL may carry a password, and configs end up in logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatasourceConfig")
+            .field("url", &crate::datasource::sql::redact_url(&self.url))
+            .field("include", &self.include)
+            .field("exclude", &self.exclude)
+            .field("rename", &self.rename)
+            .field("native_query_connection", &self.native_query_connection)
+            .finish()
+    }
+}
+
+/// The two secrets.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// Signs and checks the users' session tokens.
+    pub auth_secret: Secret,
+    /// The platform's environment secret: 64 hexadecimal characters.
+    pub env_secret: Secret,
+}
+
+/// A secret string that never shows in `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// The HTTP server and what shapes its answers.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub listen: SocketAddr,
+    /// `prefix` as configured; [`HttpConfig::mount_path`] is where routes live.
+    pub prefix: String,
+    /// `bodyParserOptions.jsonLimit` in bytes; larger bodies are answered 413.
+    pub json_limit: u64,
+    /// `bodyParserOptions.enableRawChecking`: accepted, without effect.
+    pub enable_raw_checking: bool,
+    /// `limitExportSize`: most records per CSV export, `None` for unlimited; never 0.
+    pub limit_export_size: Option<u64>,
+    /// `customizeErrorMessage`: the message of unexpected errors, `None` for the error's own.
+    pub customize_error_message: Option<ErrorMessageTemplate>,
+}
+
+impl HttpConfig {
+    /// `/{prefix}/forest` with empty segments dropped, as the agent's `path.posix.join('/',
+    /// prefix, 'forest')` gives it (the prefix charset admits no `.` segment to resolve).
+    pub fn mount_path(&self) -> String {
+        let mut path = String::new();
+        for segment in self.prefix.split('/').filter(|s| !s.is_empty()) {
+            path.push('/');
+            path.push_str(segment);
+        }
+        path.push_str("/forest");
+        path
+    }
+}
+
+/// The schema file and the customizations checked against the schema.
+#[derive(Debug, Clone)]
+pub struct SchemaConfig {
+    pub path: PathBuf,
+    /// Never send the schema to the platform.
+    pub skip_schema_update: bool,
+    pub ignore_missing_schema_element_errors: bool,
+    /// Not landed yet.
+    pub typings_path: Option<PathBuf>,
+    /// Not landed yet.
+    pub typings_max_depth: u32,
+}
+
+/// Logging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// A `tracing_subscriber::EnvFilter` directive; the spec's level names are lowercased.
+    pub filter: String,
+    pub format: LogFormat,
+}
+
+/// One log line per event, as text or as JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Permissions (not landed yet: every authenticated user has every right).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionsConfig {
+    pub instant_cache_refresh: bool,
+    /// At least 60 seconds.
+    pub cache_duration: Duration,
+    pub skip_relation_read_permissions: bool,
+}
+
+/// Actions (not landed yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionsConfig {
+    /// 1 to 500.
+    pub max_records_for_approval: u32,
+    pub use_unsafe_action_endpoint: bool,
+}
+
+/// `auditTrail` (not landed yet).
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuditTrailConfig {
+    pub database_url: String,
+}
+
+impl fmt::Debug for AuditTrailConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuditTrailConfig")
+            .field(
+                "database_url",
+                &crate::datasource::sql::redact_url(&self.database_url),
+            )
+            .finish()
+    }
+}
+
+/// `experimental` (not landed yet); any of them is incompatible with `skipSchemaUpdate`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExperimentalConfig {
+    pub webhook_custom_actions: bool,
+    pub update_record_custom_actions: bool,
+}
+
+/// Where a setting's value came from, so that a message can point at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A flag or its environment variable (clap does not say which).
+    Cli {
+        flag: &'static str,
+        env: &'static str,
+    },
+    File(PathBuf),
+    Default,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cli { flag, env } => write!(f, " (from {flag} or {env})"),
+            Self::File(path) => write!(f, " (from {})", path.display()),
+            Self::Default => Ok(()),
+        }
+    }
+}
+
+/// A setting that was accepted but deserves the operator's attention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The file key concerned, e.g. `maxBodySize`.
+    pub key: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+/// Why the configuration was refused; the message names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("invalid configuration: {}: {message}", path.display())]
+    Syntax { path: PathBuf, message: String },
+    #[error("invalid configuration: {key} {problem}{origin}")]
+    Invalid {
+        key: String,
+        problem: String,
+        origin: Origin,
+    },
+}
+
+impl ConfigError {
+    /// The offending key, when one setting is at fault.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::Invalid { key, .. } => Some(key),
+            Self::Read { .. } | Self::Syntax { .. } => None,
+        }
+    }
+}
+
+fn invalid(key: impl Into<String>, problem: impl Into<String>, origin: &Origin) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        problem: problem.into(),
+        origin: origin.clone(),
+    }
+}
+
+const DEFAULT_LISTEN: &str = "127.0.0.1:3351";
+const DEFAULT_SCHEMA_PATH: &str = ".forestadmin-schema.json";
+const DEFAULT_TYPINGS_MAX_DEPTH: u32 = 5;
+const DEFAULT_PERMISSIONS_CACHE_SECONDS: u64 = 900;
+const MIN_PERMISSIONS_CACHE_SECONDS: u64 = 60;
+/// The platform's cap on select-all approval actions.
+const MAX_RECORDS_FOR_APPROVAL: u64 = 500;
+const DEFAULT_JSON_LIMIT: u64 = 50 * 1024 * 1024;
+const DATABASE_SCHEMES: [&str; 5] = [
+    "sqlite:",
+    "postgres://",
+    "postgresql://",
+    "mysql://",
+    "mariadb://",
+];
+
+impl Config {
+    /// Reads the config file named by `--config` / `CANOPY_CONFIG`, if any, and merges it under
+    /// the flags and variables that clap already put in `args`.
+    pub fn load(args: ServeArgs) -> Result<(Self, Vec<Warning>), ConfigError> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+                    path: path.clone(),
+                    error,
+                })?;
+                Some((path.clone(), parse_file(path, &text)?))
+            }
+            None => None,
+        };
+        resolve(args, file)
+    }
+}
+
+fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|error| ConfigError::Syntax {
+        path: path.to_owned(),
+        message: error.to_string().trim_end().to_owned(),
+    })
+}
+
+/// A value and where it came from.
+struct Sourced<T> {
+    value: T,
+    origin: Origin,
+}
+
+/// Picks the strongest of a flag-or-variable value and a file value.
+struct Layers {
+    file: Option<PathBuf>,
+}
+
+impl Layers {
+    fn pick<T>(
+        &self,
+        cli: Option<T>,
+        (flag, env): (&'static str, &'static str),
+        file: Option<T>,
+    ) -> Option<Sourced<T>> {
+        match (cli, file) {
+            (Some(value), _) => Some(Sourced {
+                value,
+                origin: Origin::Cli { flag, env },
+            }),
+            (None, Some(value)) => Some(Sourced {
+                value,
+                origin: self.file_origin(),
+            }),
+            (None, None) => None,
+        }
+    }
+
+    fn file_origin(&self) -> Origin {
+        self.file.clone().map_or(Origin::Default, Origin::File)
+    }
+}
+
+/// Merges the layers, applies defaults and validates, key by key.
+fn resolve(
+    args: ServeArgs,
+    file: Option<(PathBuf, FileConfig)>,
+) -> Result<(Config, Vec<Warning>), ConfigError> {
+    let (path, file) = match file {
+        Some((path, file)) => (Some(path), file),
+        None => (None, FileConfig::default()),
+    };
+    let layers = Layers { file: path };
+    let mut warnings = Vec::new();
+
+    let datasources = resolve_datasources(
+        &layers,
+        args.database_url,
+        file.database_url,
+        file.datasources,
+    )?;
+
+    let auth_secret = layers
+        .pick(args.auth_secret, ("--auth-secret", "CANOPY_AUTH_SECRET"), file.auth_secret)
+        .filter(|s| !s.value.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                "authSecret",
+                "is required: set --auth-secret, CANOPY_AUTH_SECRET or authSecret in the config file",
+                &Origin::Default,
+            )
+        })?;
+    let env_secret = layers
+        .pick(
+            args.env_secret,
+            ("--env-secret", "CANOPY_ENV_SECRET"),
+            file.env_secret,
+        )
+        .ok_or_else(|| {
+            invalid(
+                "envSecret",
+                "is required: set --env-secret, CANOPY_ENV_SECRET or envSecret in the config file",
+                &Origin::Default,
+            )
+        })?;
+    if env_secret.value.len() != 64 || !env_secret.value.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(invalid(
+            "envSecret",
+            "must be 64 hexadecimal characters",
+            &env_secret.origin,
+        ));
+    }
+
+    let is_production = value_or(
+        layers.pick(
+            args.production,
+            ("--production", "CANOPY_PRODUCTION"),
+            file.is_production,
+        ),
+        false,
+    );
+
+    let listen = match layers.pick(args.listen, ("--listen", "CANOPY_LISTEN"), file.listen) {
+        Some(listen) => listen.value.parse::<SocketAddr>().map_err(|_| {
+            invalid(
+                "listen",
+                format!(
+                    "must be an IP address and a port such as {DEFAULT_LISTEN}, not `{}`",
+                    listen.value
+                ),
+                &listen.origin,
+            )
+        })?,
+        None => SocketAddr::from(([127, 0, 0, 1], 3351)),
+    };
+
+    let prefix = match layers.pick(args.prefix, ("--prefix", "CANOPY_PREFIX"), file.prefix) {
+        Some(prefix) => {
+            // The agent's `^[-~/\w]*$`, where JavaScript's `\w` is ASCII only.
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '~' | '/' | '_');
+            if !prefix.value.chars().all(allowed) {
+                return Err(invalid(
+                    "prefix",
+                    format!(
+                        "may only hold `-`, `~`, `/`, ASCII letters, digits and `_`, not `{}`",
+                        prefix.value
+                    ),
+                    &prefix.origin,
+                ));
+            }
+            prefix.value
+        }
+        None => String::new(),
+    };
+
+    let schema_path = layers
+        .pick(
+            args.schema_path,
+            ("--schema-path", "CANOPY_SCHEMA_PATH"),
+            file.schema_path,
+        )
+        .map_or_else(|| PathBuf::from(DEFAULT_SCHEMA_PATH), |p| p.value);
+    let plugin_dir = layers
+        .pick(
+            args.plugin_dir,
+            ("--plugins", "CANOPY_PLUGIN_DIR"),
+            file.plugin_dir,
+        )
+        .map(|p| p.value);
+
+    let log = LogConfig {
+        filter: match layers.pick(
+            args.log_level,
+            ("--log-level", "CANOPY_LOG_LEVEL"),
+            file.logger_level,
+        ) {
+            Some(level) => log_filter(&level.value).ok_or_else(|| {
+                invalid(
+                    "loggerLevel",
+                    format!(
+                        "must be Debug, Info, Warn or Error, or a tracing filter such as \
+                         `info,canopy=debug`, not `{}`",
+                        level.value
+                    ),
+                    &level.origin,
+                )
+            })?,
+            None => "info".to_owned(),
+        },
+        format: match layers.pick(
+            args.log_format,
+            ("--log-format", "CANOPY_LOG_FORMAT"),
+            file.log_format,
+        ) {
+            Some(format) => match format.value.to_ascii_lowercase().as_str() {
+                "text" => LogFormat::Text,
+                "json" => LogFormat::Json,
+                _ => {
+                    return Err(invalid(
+                        "logFormat",
+                        format!("must be `text` or `json`, not `{}`", format.value),
+                        &format.origin,
+                    ));
+                }
+            },
+            None => LogFormat::Text,
+        },
+    };
+
+    let skip_schema_update = value_or(
+        layers.pick(
+            args.skip_schema_update,
+            ("--skip-schema-update", "CANOPY_SKIP_SCHEMA_UPDATE"),
+            file.skip_schema_update,
+        ),
+        false,
+    );
+    if skip_schema_update {
+        warnings.push(Warning {
+            key: "skipSchemaUpdate",
+            message: "is set: the schema is never sent to the platform, so changes to it will not \
+                      show in the UI"
+                .into(),
+        });
+    }
+    let schema = SchemaConfig {
+        path: schema_path,
+        skip_schema_update,
+        ignore_missing_schema_element_errors: value_or(
+            layers.pick(
+                args.ignore_missing_schema_element_errors,
+                (
+                    "--ignore-missing-schema-element-errors",
+                    "CANOPY_IGNORE_MISSING_SCHEMA_ELEMENT_ERRORS",
+                ),
+                file.ignore_missing_schema_element_errors,
+            ),
+            false,
+        ),
+        typings_path: layers
+            .pick(
+                args.typings_path,
+                ("--typings-path", "CANOPY_TYPINGS_PATH"),
+                file.typings_path,
+            )
+            .map(|p| p.value),
+        typings_max_depth: value_or(
+            layers.pick(
+                args.typings_max_depth,
+                ("--typings-max-depth", "CANOPY_TYPINGS_MAX_DEPTH"),
+                file.typings_max_depth,
+            ),
+            DEFAULT_TYPINGS_MAX_DEPTH,
+        ),
+    };
+
+    let customize_error_message = match layers.pick(
+        args.customize_error_message,
+        (
+            "--customize-error-message",
+            "CANOPY_CUSTOMIZE_ERROR_MESSAGE",
+        ),
+        file.customize_error_message,
+    ) {
+        Some(template) => Some(
+            ErrorMessageTemplate::parse(&template.value)
+                .map_err(|problem| invalid("customizeErrorMessage", problem, &template.origin))?,
+        ),
+        None => None,
+    };
+
+    let body_parser = file.body_parser_options.unwrap_or_default();
+    if file.max_body_size.is_some() {
+        warnings.push(Warning {
+            key: "maxBodySize",
+            message:
+                "is deprecated; use bodyParserOptions.jsonLimit (--json-limit, CANOPY_JSON_LIMIT)"
+                    .into(),
+        });
+    }
+    // As in the agent: jsonLimit first, the deprecated maxBodySize only in its absence.
+    let json_limit = match layers.pick(
+        args.json_limit.map(Size::Text),
+        ("--json-limit", "CANOPY_JSON_LIMIT"),
+        body_parser.json_limit,
+    ) {
+        Some(size) => size_bytes("bodyParserOptions.jsonLimit", &size)?,
+        None => match file.max_body_size {
+            Some(size) => size_bytes(
+                "maxBodySize",
+                &Sourced {
+                    value: size,
+                    origin: layers.file_origin(),
+                },
+            )?,
+            None => DEFAULT_JSON_LIMIT,
+        },
+    };
+
+    let limit_export_size = match layers.pick(
+        args.limit_export_size,
+        ("--limit-export-size", "CANOPY_LIMIT_EXPORT_SIZE"),
+        file.limit_export_size,
+    ) {
+        Some(limit) if limit.value == 0 => {
+            return Err(invalid(
+                "limitExportSize",
+                "must be at least 1; leave it unset for unlimited exports",
+                &limit.origin,
+            ));
+        }
+        limit => limit.map(|l| l.value),
+    };
+
+    let http = HttpConfig {
+        listen,
+        prefix,
+        json_limit,
+        enable_raw_checking: value_or(
+            layers.pick(
+                args.enable_raw_checking,
+                ("--enable-raw-checking", "CANOPY_ENABLE_RAW_CHECKING"),
+                body_parser.enable_raw_checking,
+            ),
+            false,
+        ),
+        limit_export_size,
+        customize_error_message,
+    };
+
+    let permissions = resolve_permissions(
+        &layers,
+        (
+            args.instant_cache_refresh,
+            args.permissions_cache_duration_in_seconds,
+            args.skip_relation_read_permissions,
+        ),
+        (
+            file.instant_cache_refresh,
+            file.permissions_cache_duration_in_seconds,
+            file.skip_relation_read_permissions,
+        ),
+        &mut warnings,
+    );
+
+    let max_records_for_approval = match layers.pick(
+        args.max_records_for_approval,
+        ("--max-records-for-approval", "CANOPY_MAX_RECORDS_FOR_APPROVAL"),
+        file.max_records_for_approval,
+    ) {
+        Some(max) => u32::try_from(max.value)
+            .ok()
+            .filter(|&m| (1..=MAX_RECORDS_FOR_APPROVAL).contains(&u64::from(m)))
+            .ok_or_else(|| {
+                invalid(
+                    "maxRecordsForApproval",
+                    format!(
+                        "must be between 1 and {MAX_RECORDS_FOR_APPROVAL} (the platform's cap), not {}",
+                        max.value
+                    ),
+                    &max.origin,
+                )
+            })?,
+        None => 500,
+    };
+    let actions = ActionsConfig {
+        max_records_for_approval,
+        use_unsafe_action_endpoint: value_or(
+            layers.pick(
+                args.use_unsafe_action_endpoint,
+                (
+                    "--use-unsafe-action-endpoint",
+                    "CANOPY_USE_UNSAFE_ACTION_ENDPOINT",
+                ),
+                file.use_unsafe_action_endpoint,
+            ),
+            false,
+        ),
+    };
+
+    let workflow_executor_url = match layers.pick(
+        args.workflow_executor_url,
+        ("--workflow-executor-url", "CANOPY_WORKFLOW_EXECUTOR_URL"),
+        file.workflow_executor_url,
+    ) {
+        Some(url) => {
+            let rest = url
+                .value
+                .strip_prefix("https://")
+                .or_else(|| url.value.strip_prefix("http://"));
+            if rest.is_none_or(str::is_empty) {
+                return Err(invalid(
+                    "workflowExecutorUrl",
+                    format!("must be an http:// or https:// URL, not `{}`", url.value),
+                    &url.origin,
+                ));
+            }
+            Some(url.value)
+        }
+        None => None,
+    };
+
+    let audit_trail = match layers.pick(
+        args.audit_trail_database_url,
+        (
+            "--audit-trail-database-url",
+            "CANOPY_AUDIT_TRAIL_DATABASE_URL",
+        ),
+        file.audit_trail.and_then(|a| a.database_url),
+    ) {
+        Some(url) => {
+            check_database_url("auditTrail.databaseUrl", &url)?;
+            Some(AuditTrailConfig {
+                database_url: url.value,
+            })
+        }
+        None => None,
+    };
+
+    let file_experimental = file.experimental.unwrap_or_default();
+    let experimental = ExperimentalConfig {
+        webhook_custom_actions: value_or(
+            layers.pick(
+                args.experimental_webhook_custom_actions,
+                (
+                    "--experimental-webhook-custom-actions",
+                    "CANOPY_EXPERIMENTAL_WEBHOOK_CUSTOM_ACTIONS",
+                ),
+                file_experimental.webhook_custom_actions,
+            ),
+            false,
+        ),
+        update_record_custom_actions: value_or(
+            layers.pick(
+                args.experimental_update_record_custom_actions,
+                (
+                    "--experimental-update-record-custom-actions",
+                    "CANOPY_EXPERIMENTAL_UPDATE_RECORD_CUSTOM_ACTIONS",
+                ),
+                file_experimental.update_record_custom_actions,
+            ),
+            false,
+        ),
+    };
+    // The experimental no-code features are configured from the schema the platform receives.
+    if skip_schema_update
+        && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
+    {
+        return Err(invalid(
+            "experimental",
+            "is incompatible with skipSchemaUpdate: turn one of them off",
+            &Origin::Default,
+        ));
+    }
+
+    let config = Config {
+        datasources,
+        auth: AuthConfig {
+            auth_secret: Secret(auth_secret.value),
+            env_secret: Secret(env_secret.value),
+        },
+        http,
+        schema,
+        log,
+        permissions,
+        actions,
+        is_production,
+        plugin_dir,
+        workflow_executor_url,
+        audit_trail,
+        experimental,
+    };
+    Ok((config, warnings))
+}
+
+fn value_or<T>(picked: Option<Sourced<T>>, default: T) -> T {
+    picked.map_or(default, |p| p.value)
+}
+
+/// `instantCacheRefresh`, `permissionsCacheDurationInSeconds`, `skipRelationReadPermissions`.
+type PermissionSettings = (Option<bool>, Option<u64>, Option<bool>);
+
+fn resolve_permissions(
+    layers: &Layers,
+    (cli_instant, cli_seconds, cli_skip): PermissionSettings,
+    (file_instant, file_seconds, file_skip): PermissionSettings,
+    warnings: &mut Vec<Warning>,
+) -> PermissionsConfig {
+    let instant_cache_refresh = value_or(
+        layers.pick(
+            cli_instant,
+            ("--instant-cache-refresh", "CANOPY_INSTANT_CACHE_REFRESH"),
+            file_instant,
+        ),
+        true,
+    );
+    let seconds = match layers.pick(
+        cli_seconds,
+        (
+            "--permissions-cache-duration-in-seconds",
+            "CANOPY_PERMISSIONS_CACHE_DURATION_IN_SECONDS",
+        ),
+        file_seconds,
+    ) {
+        Some(seconds) => {
+            if instant_cache_refresh {
+                warnings.push(Warning {
+                    key: "permissionsCacheDurationInSeconds",
+                    message: "is ignored while instantCacheRefresh is true".into(),
+                });
+            }
+            if seconds.value < MIN_PERMISSIONS_CACHE_SECONDS {
+                warnings.push(Warning {
+                    key: "permissionsCacheDurationInSeconds",
+                    message: format!(
+                        "{} is below the minimum; raised to {MIN_PERMISSIONS_CACHE_SECONDS}",
+                        seconds.value
+                    ),
+                });
+            }
+            seconds.value.max(MIN_PERMISSIONS_CACHE_SECONDS)
+        }
+        None => DEFAULT_PERMISSIONS_CACHE_SECONDS,
+    };
+    let skip_relation_read_permissions = value_or(
+        layers.pick(
+            cli_skip,
+            (
+                "--skip-relation-read-permissions",
+                "CANOPY_SKIP_RELATION_READ_PERMISSIONS",
+            ),
+            file_skip,
+        ),
+        false,
+    );
+    if skip_relation_read_permissions {
+        warnings.push(Warning {
+            key: "skipRelationReadPermissions",
+            message: "is set: columns of collections without read permission are served when \
+                      reached through a relation"
+                .into(),
+        });
+    }
+    PermissionsConfig {
+        instant_cache_refresh,
+        cache_duration: Duration::from_secs(seconds),
+        skip_relation_read_permissions,
+    }
+}
+
+/// The file's `databaseUrl` or `[[datasources]]`, under `--database-url`.
+fn resolve_datasources(
+    layers: &Layers,
+    cli_url: Option<String>,
+    file_url: Option<String>,
+    file_datasources: Vec<FileDatasource>,
+) -> Result<Vec<DatasourceConfig>, ConfigError> {
+    if file_url.is_some() && !file_datasources.is_empty() {
+        return Err(invalid(
+            "databaseUrl",
+            "cannot be combined with [[datasources]] in the same file; give the URL in its entry",
+            &layers.file_origin(),
+        ));
+    }
+    // Errors about a URL given as `databaseUrl` name that key rather than `datasources[0].url`.
+    let mut named_by_database_url =
+        file_url.is_some() || (cli_url.is_some() && file_datasources.is_empty());
+    let mut entries: Vec<(FileDatasource, Origin)> = match file_url {
+        Some(url) => vec![(
+            FileDatasource {
+                url: Some(url),
+                ..FileDatasource::default()
+            },
+            layers.file_origin(),
+        )],
+        None => file_datasources
+            .into_iter()
+            .map(|entry| (entry, layers.file_origin()))
+            .collect(),
+    };
+    // A lone entry takes the URL from the environment, so that its password stays out of the file.
+    if let Some(url) = cli_url {
+        let origin = Origin::Cli {
+            flag: "--database-url",
+            env: "CANOPY_DATABASE_URL",
+        };
+        match entries.as_mut_slice() {
+            [] => entries.push((
+                FileDatasource {
+                    url: Some(url),
+                    ..FileDatasource::default()
+                },
+                origin,
+            )),
+            [(entry, entry_origin)] => {
+                entry.url = Some(url);
+                *entry_origin = origin;
+                named_by_database_url = true;
+            }
+            several => {
+                return Err(invalid(
+                    "databaseUrl",
+                    format!(
+                        "cannot stand for the {} [[datasources]] of the config file; set each url there",
+                        several.len()
+                    ),
+                    &origin,
+                ));
+            }
+        }
+    }
+    if entries.is_empty() {
+        return Err(invalid(
+            "databaseUrl",
+            "is required: set --database-url, CANOPY_DATABASE_URL, or [[datasources]] in a config file",
+            &Origin::Default,
+        ));
+    }
+
+    let mut connections = BTreeSet::new();
+    let mut datasources = Vec::with_capacity(entries.len());
+    for (index, (entry, origin)) in entries.into_iter().enumerate() {
+        let key = |field: &str| format!("datasources[{index}].{field}");
+        let url = entry
+            .url
+            .ok_or_else(|| invalid(key("url"), "is required", &origin))?;
+        let url_key = if named_by_database_url {
+            "databaseUrl".to_owned()
+        } else {
+            key("url")
+        };
+        check_database_url(
+            &url_key,
+            &Sourced {
+                value: url.clone(),
+                origin: origin.clone(),
+            },
+        )?;
+        let file_origin = layers.file_origin();
+        let mut targets = BTreeSet::new();
+        for (from, to) in &entry.rename {
+            if to.is_empty() {
+                return Err(invalid(
+                    key("rename"),
+                    format!("renames `{from}` to an empty name"),
+                    &file_origin,
+                ));
+            }
+            if !targets.insert(to) {
+                return Err(invalid(
+                    key("rename"),
+                    format!("renames two collections to `{to}`"),
+                    &file_origin,
+                ));
+            }
+        }
+        if let Some(name) = &entry.native_query_connection {
+            if name.is_empty() {
+                return Err(invalid(
+                    key("nativeQueryConnection"),
+                    "must not be empty",
+                    &file_origin,
+                ));
+            }
+            if !connections.insert(name.clone()) {
+                return Err(invalid(
+                    key("nativeQueryConnection"),
+                    format!("`{name}` already names another datasource's connection"),
+                    &file_origin,
+                ));
+            }
+        }
+        datasources.push(DatasourceConfig {
+            url,
+            include: entry.include,
+            exclude: entry.exclude,
+            rename: entry.rename,
+            native_query_connection: entry.native_query_connection,
+        });
+    }
+    Ok(datasources)
+}
+
+fn check_database_url(key: &str, url: &Sourced<String>) -> Result<(), ConfigError> {
+    if DATABASE_SCHEMES
+        .iter()
+        .any(|scheme| url.value.starts_with(scheme))
+    {
+        return Ok(());
+    }
+    Err(invalid(
+        key,
+        format!(
+            "must start with sqlite:, postgres://, postgresql://, mysql:// or mariadb://, not `{}`",
+            crate::datasource::sql::redact_url(&url.value)
+        ),
+        &url.origin,
+    ))
+}
+
+fn size_bytes(key: &str, size: &Sourced<Size>) -> Result<u64, ConfigError> {
+    match &size.value {
+        Size::Bytes(bytes) => Ok(*bytes),
+        Size::Text(text) => parse_size(text).ok_or_else(|| {
+            invalid(
+                key,
+                format!("must be a byte count or a size such as `50mb` or `1kb`, not `{text}`"),
+                &size.origin,
+            )
+        }),
+    }
+}
+
+/// The spec's level names (any case) become tracing's; anything with a target or several
+/// directives must parse as a tracing filter. A lone unknown word is refused rather than read as
+/// a target name, which would turn a typo like `inf` into "log everything from target inf".
+fn log_filter(level: &str) -> Option<String> {
+    let lower = level.trim().to_ascii_lowercase();
+    match lower.as_str() {
+        "trace" | "debug" | "info" | "warn" | "error" | "off" => Some(lower),
+        _ if level.contains(['=', ',']) => tracing_subscriber::EnvFilter::try_new(level)
+            .ok()
+            .map(|_| level.trim().to_owned()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

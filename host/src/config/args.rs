@@ -1,0 +1,189 @@
+//! `canopy serve`'s flags. Each flag also reads its `CANOPY_*` environment variable (clap's `env`),
+//! and every one is optional here: a flag or variable that is absent leaves the config file's value,
+//! then the default, in place. Defaults are therefore written in the help text, not given to clap,
+//! which would otherwise hide the file behind them.
+//!
+//! A boolean flag alone means true (`--production`); `--flag=false` turns off a setting that the
+//! file or the default turned on. Its variable takes `true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use clap::builder::BoolishValueParser;
+
+/// Settings of `canopy serve`. Precedence: config file < environment variable < flag.
+#[derive(Debug, Default, Clone, Args)]
+pub struct ServeArgs {
+    /// TOML config file holding any of the settings below under their camelCase names
+    /// (`permissionsCacheDurationInSeconds`), and `[[datasources]]`. [default: none]
+    #[arg(long, env = "CANOPY_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Database to serve: sqlite:path?mode=rwc, postgres://…, mysql://… or mariadb://…. Required
+    /// unless the config file lists `[[datasources]]`; with exactly one entry there, replaces its
+    /// url. [file key: databaseUrl]
+    #[arg(long, env = "CANOPY_DATABASE_URL", value_name = "URL")]
+    pub database_url: Option<String>,
+
+    /// Secret that signs the users' session tokens (HS256); a long random string. Required.
+    /// [file key: authSecret]
+    #[arg(
+        long,
+        env = "CANOPY_AUTH_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub auth_secret: Option<String>,
+
+    /// Environment secret issued by the platform: 64 hexadecimal characters. Required.
+    /// [file key: envSecret]
+    #[arg(
+        long,
+        env = "CANOPY_ENV_SECRET",
+        value_name = "HEX",
+        hide_env_values = true
+    )]
+    pub env_secret: Option<String>,
+
+    /// Production mode: the schema file is read instead of written, typings are not generated,
+    /// and error details are not logged. [default: false] [file key: isProduction]
+    #[arg(long, env = "CANOPY_PRODUCTION", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub production: Option<bool>,
+
+    /// Address the HTTP server listens on, as IP:port. [default: 127.0.0.1:3351]
+    /// [file key: listen]
+    #[arg(long, env = "CANOPY_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+
+    /// Path the routes are mounted under: `/{prefix}/forest`. Only `-`, `~`, `/`, ASCII letters,
+    /// digits and `_`. [default: empty, i.e. /forest] [file key: prefix]
+    #[arg(long, env = "CANOPY_PREFIX")]
+    pub prefix: Option<String>,
+
+    /// Schema file: written at every start outside production, read at start in production.
+    /// [default: .forestadmin-schema.json] [file key: schemaPath]
+    #[arg(long, env = "CANOPY_SCHEMA_PATH", value_name = "PATH")]
+    pub schema_path: Option<PathBuf>,
+
+    /// Directory of WebAssembly plugins to load. [default: none] [file key: pluginDir]
+    #[arg(long = "plugins", env = "CANOPY_PLUGIN_DIR", value_name = "DIR")]
+    pub plugin_dir: Option<PathBuf>,
+
+    /// Log level: Debug, Info, Warn or Error (any case), or a tracing filter such as
+    /// `info,canopy=debug`. [default: Info] [file key: loggerLevel]
+    #[arg(long, env = "CANOPY_LOG_LEVEL", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Log line format: `text` or `json`. Stands in for the agent's `logger` function.
+    /// [default: text] [file key: logFormat]
+    #[arg(long, env = "CANOPY_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<String>,
+
+    /// Generated typings file; nothing is written when unset or in production. Accepted; typings
+    /// generation has not landed yet. [default: none] [file key: typingsPath]
+    #[arg(long, env = "CANOPY_TYPINGS_PATH", value_name = "PATH")]
+    pub typings_path: Option<PathBuf>,
+
+    /// Relationship depth introspected for typings. Accepted; typings generation has not landed
+    /// yet. [default: 5] [file key: typingsMaxDepth]
+    #[arg(long, env = "CANOPY_TYPINGS_MAX_DEPTH", value_name = "DEPTH")]
+    pub typings_max_depth: Option<u32>,
+
+    /// Never send the schema to the platform (logs a warning); incompatible with the experimental
+    /// options. [default: false] [file key: skipSchemaUpdate]
+    #[arg(long, env = "CANOPY_SKIP_SCHEMA_UPDATE", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub skip_schema_update: Option<bool>,
+
+    /// Do not fail when a customization targets a missing collection or field. [default: false]
+    /// [file key: ignoreMissingSchemaElementErrors]
+    #[arg(long, env = "CANOPY_IGNORE_MISSING_SCHEMA_ELEMENT_ERRORS", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub ignore_missing_schema_element_errors: Option<bool>,
+
+    /// Message shown in the UI for unexpected errors, as a template: `{message}` is the error's
+    /// message, `{name}` its error name, `{{` and `}}` literal braces. [default: none, the
+    /// error's own message] [file key: customizeErrorMessage]
+    #[arg(long, env = "CANOPY_CUSTOMIZE_ERROR_MESSAGE", value_name = "TEMPLATE")]
+    pub customize_error_message: Option<String>,
+
+    /// Keep permissions in sync over a server-sent-events connection; false refreshes them
+    /// periodically instead. Accepted; permissions have not landed yet. [default: true]
+    /// [file key: instantCacheRefresh]
+    #[arg(long, env = "CANOPY_INSTANT_CACHE_REFRESH", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub instant_cache_refresh: Option<bool>,
+
+    /// Permission cache lifetime when instantCacheRefresh is false; below 60 is raised to 60.
+    /// Accepted; permissions have not landed yet. [default: 900]
+    /// [file key: permissionsCacheDurationInSeconds]
+    #[arg(
+        long,
+        env = "CANOPY_PERMISSIONS_CACHE_DURATION_IN_SECONDS",
+        value_name = "SECONDS"
+    )]
+    pub permissions_cache_duration_in_seconds: Option<u64>,
+
+    /// Serve columns of unreadable collections when reached through a relation (logs a
+    /// warning). Accepted; permissions have not landed yet. [default: false]
+    /// [file key: skipRelationReadPermissions]
+    #[arg(long, env = "CANOPY_SKIP_RELATION_READ_PERMISSIONS", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub skip_relation_read_permissions: Option<bool>,
+
+    /// Most records a select-all approval-required action may target; 1 to 500. Accepted;
+    /// actions have not landed yet. [default: 500] [file key: maxRecordsForApproval]
+    #[arg(long, env = "CANOPY_MAX_RECORDS_FOR_APPROVAL", value_name = "COUNT")]
+    pub max_records_for_approval: Option<u64>,
+
+    /// Largest JSON request body: bytes (`1048576`) or a size (`1kb`, `50mb`; powers of 1024);
+    /// larger bodies get 413. [default: 50mb] [file key: bodyParserOptions.jsonLimit]
+    #[arg(long, env = "CANOPY_JSON_LIMIT", value_name = "SIZE")]
+    pub json_limit: Option<String>,
+
+    /// The body parser's `enableRawChecking`. Accepted and without effect: no other layer
+    /// parses bodies before Canopy's. [default: false]
+    /// [file key: bodyParserOptions.enableRawChecking]
+    #[arg(long, env = "CANOPY_ENABLE_RAW_CHECKING", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub enable_raw_checking: Option<bool>,
+
+    /// Most records a CSV export returns; at least 1. [default: unlimited]
+    /// [file key: limitExportSize]
+    #[arg(long, env = "CANOPY_LIMIT_EXPORT_SIZE", value_name = "COUNT")]
+    pub limit_export_size: Option<u64>,
+
+    /// Action routes without the positional index (`/_actions/{collection}/{slug}`). Accepted;
+    /// actions have not landed yet. [default: false] [file key: useUnsafeActionEndpoint]
+    #[arg(long, env = "CANOPY_USE_UNSAFE_ACTION_ENDPOINT", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub use_unsafe_action_endpoint: Option<bool>,
+
+    /// Base URL (http or https) of the workflow runtime that workflow requests are proxied to;
+    /// workflow routes answer 404 while unset. Accepted; workflows have not landed yet.
+    /// [default: none] [file key: workflowExecutorUrl]
+    #[arg(long, env = "CANOPY_WORKFLOW_EXECUTOR_URL", value_name = "URL")]
+    pub workflow_executor_url: Option<String>,
+
+    /// Database that records every create, update and delete (the audit trail). Accepted; the
+    /// audit trail has not landed yet. [default: none] [file key: auditTrail.databaseUrl]
+    #[arg(long, env = "CANOPY_AUDIT_TRAIL_DATABASE_URL", value_name = "URL")]
+    pub audit_trail_database_url: Option<String>,
+
+    /// Experimental no-code webhook actions; incompatible with skipSchemaUpdate. Accepted; not
+    /// landed yet. [default: false] [file key: experimental.webhookCustomActions]
+    #[arg(long, env = "CANOPY_EXPERIMENTAL_WEBHOOK_CUSTOM_ACTIONS", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub experimental_webhook_custom_actions: Option<bool>,
+
+    /// Experimental no-code update-record actions; incompatible with skipSchemaUpdate. Accepted;
+    /// not landed yet. [default: false] [file key: experimental.updateRecordCustomActions]
+    #[arg(long, env = "CANOPY_EXPERIMENTAL_UPDATE_RECORD_CUSTOM_ACTIONS", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub experimental_update_record_custom_actions: Option<bool>,
+}

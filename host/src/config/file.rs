@@ -1,0 +1,87 @@
+//! The TOML config file: the createAgent options under the names the spec gives them
+//! (`permissionsCacheDurationInSeconds`), plus the binary's own settings. Every key is optional;
+//! an unknown key is an error so that a typo never passes silently.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// One config file, as written. Meanings and defaults are on [`super::ServeArgs`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileConfig {
+    pub database_url: Option<String>,
+    #[serde(default)]
+    pub datasources: Vec<FileDatasource>,
+    pub auth_secret: Option<String>,
+    pub env_secret: Option<String>,
+    pub is_production: Option<bool>,
+    pub listen: Option<String>,
+    pub prefix: Option<String>,
+    pub schema_path: Option<PathBuf>,
+    pub plugin_dir: Option<PathBuf>,
+    pub logger_level: Option<String>,
+    pub log_format: Option<String>,
+    pub typings_path: Option<PathBuf>,
+    pub typings_max_depth: Option<u32>,
+    pub skip_schema_update: Option<bool>,
+    pub ignore_missing_schema_element_errors: Option<bool>,
+    pub customize_error_message: Option<String>,
+    pub instant_cache_refresh: Option<bool>,
+    pub permissions_cache_duration_in_seconds: Option<u64>,
+    pub skip_relation_read_permissions: Option<bool>,
+    pub max_records_for_approval: Option<u64>,
+    pub body_parser_options: Option<FileBodyParserOptions>,
+    pub max_body_size: Option<Size>,
+    pub limit_export_size: Option<u64>,
+    pub use_unsafe_action_endpoint: Option<bool>,
+    pub workflow_executor_url: Option<String>,
+    pub audit_trail: Option<FileAuditTrail>,
+    pub experimental: Option<FileExperimental>,
+}
+
+/// A `[[datasources]]` entry: one SQL database and what it publishes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileDatasource {
+    pub url: Option<String>,
+    #[serde(default)]
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    #[serde(default)]
+    pub rename: BTreeMap<String, String>,
+    pub native_query_connection: Option<String>,
+}
+
+/// `[bodyParserOptions]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileBodyParserOptions {
+    pub json_limit: Option<Size>,
+    pub enable_raw_checking: Option<bool>,
+}
+
+/// `[auditTrail]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileAuditTrail {
+    pub database_url: Option<String>,
+}
+
+/// `[experimental]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileExperimental {
+    pub webhook_custom_actions: Option<bool>,
+    pub update_record_custom_actions: Option<bool>,
+}
+
+/// A size as the agent accepts it: a byte count (`1048576`) or a size string (`"50mb"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
+}
