@@ -3,7 +3,7 @@
 //! Layout (top to bottom; a layer only uses the ones below it):
 //! - `agent`: the agent wire protocol (query strings, JSON:API, the schema file).
 //! - `app`: the composition root and the commands of the `canopy` binary.
-//! - `config`: every setting of `canopy serve` as one typed tree (TOML file < env var < flag).
+//! - `auth`: end-user session tokens (the agent's JWT) into a `Caller`, and the permission check.
 //! - `datasource`: what a collection is (schema, records, condition trees, filters, projections,
 //!   aggregations, the `Caller`) and its SQL implementation over sqlx (`datasource::sql`, the only
 //!   code that writes SQL for user data).
@@ -13,5 +13,5 @@
 
 pub mod agent;
 pub mod app;
-pub mod config;
+pub mod auth;
 pub mod datasource;

@@ -1,0 +1,120 @@
+//! End-user authentication and authorization: turns a request's credentials into a `Caller`
+//! (`session`: the agent's HMAC-signed JWT) and holds the one permission check every route calls.
+//! Nothing here knows about HTTP types; `http` maps `Error` to a status and the agent's error name.
+
+pub mod session;
+
+pub use session::{PermissionLevel, SessionClaims, SessionKey, mint, parse_ttl, resolve_token};
+
+use crate::datasource::Caller;
+
+/// Everything authentication can fail with.
+///
+/// The first four are the agent's 401 failures (protocol §4.3, rendered by the §7 error handler
+/// as `UnauthorizedError`): their `Display` is the exact public `detail`, so `http` can use it as
+/// is. The last two only come from the `canopy token` command and never reach a route.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Neither a `forest_session_token` cookie nor an `Authorization` header was sent.
+    #[error("Authentication Error")]
+    MissingToken,
+    /// The token is not a JWT, its signature or algorithm is wrong, or its claims do not have the
+    /// §4.2 shape. The source is for logs only: the agent never tells clients why.
+    #[error("Authentication Error")]
+    InvalidToken(#[source] jsonwebtoken::errors::Error),
+    /// The token's `exp` has passed.
+    #[error("Authentication Error")]
+    ExpiredToken,
+    /// The `Authorization` header is not exactly `Bearer <token>` (koa-jwt's wording).
+    #[error("Bad Authorization header format. Format is \"Authorization: Bearer <token>\"")]
+    BadAuthorizationHeader,
+    /// A token lifetime such as `--expires 1h` could not be read.
+    #[error("invalid token lifetime {input:?}: {reason}")]
+    InvalidTtl { input: String, reason: &'static str },
+    /// Signing a token failed; not expected with an HMAC key, kept rather than panicking.
+    #[error("could not sign the session token: {0}")]
+    Mint(#[source] jsonwebtoken::errors::Error),
+}
+
+impl Error {
+    /// Whether this is one of the §4.3 failures answered with a 401.
+    pub fn is_unauthorized(&self) -> bool {
+        matches!(
+            self,
+            Self::MissingToken
+                | Self::InvalidToken(_)
+                | Self::ExpiredToken
+                | Self::BadAuthorizationHeader
+        )
+    }
+}
+
+/// Result alias of the auth layer.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What a route does to a collection, in the vocabulary of the Forest permission model (§5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// List and count records, including relation lists.
+    Browse,
+    /// Get one record.
+    Read,
+    /// Create a record.
+    Add,
+    /// Update a record, associate or dissociate related records.
+    Edit,
+    /// Delete records.
+    Delete,
+    /// Export records as CSV.
+    Export,
+    /// Compute a chart over the collection.
+    Chart,
+}
+
+/// The permission check: every route calls this once, after authentication and before touching
+/// data, so that the permissions issue only has to change this function.
+///
+/// For now it allows everything to every authenticated caller (issue 3: "until permissions land,
+/// every authenticated user has every right").
+pub fn authorize(caller: &Caller, collection: &str, action: Action) -> Result<()> {
+    // Named so the signature is already the one permissions needs; nothing to decide yet.
+    let _ = (caller, collection, action);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn everything_is_allowed_until_permissions_land() {
+        let caller = Caller::system(chrono_tz::UTC);
+        for action in [
+            Action::Browse,
+            Action::Read,
+            Action::Add,
+            Action::Edit,
+            Action::Delete,
+            Action::Export,
+            Action::Chart,
+        ] {
+            assert!(authorize(&caller, "customers", action).is_ok());
+        }
+    }
+
+    #[test]
+    fn unauthorized_details_are_the_agents() {
+        assert_eq!(Error::MissingToken.to_string(), "Authentication Error");
+        assert_eq!(Error::ExpiredToken.to_string(), "Authentication Error");
+        assert_eq!(
+            Error::BadAuthorizationHeader.to_string(),
+            r#"Bad Authorization header format. Format is "Authorization: Bearer <token>""#
+        );
+        assert!(Error::BadAuthorizationHeader.is_unauthorized());
+        let ttl = Error::InvalidTtl {
+            input: "x".to_owned(),
+            reason: "r",
+        };
+        assert!(!ttl.is_unauthorized());
+    }
+}
