@@ -4,6 +4,7 @@
 //! - `agent`: the agent wire protocol (query strings, JSON:API, the schema file).
 //! - `app`: the composition root and the commands of the `canopy` binary.
 //! - `auth`: end-user session tokens (the agent's JWT) into a `Caller`, and the permission check.
+//! - `config`: every setting of `canopy serve` as one typed tree (TOML file < env var < flag).
 //! - `datasource`: what a collection is (schema, records, condition trees, filters, projections,
 //!   aggregations, the `Caller`) and its SQL implementation over sqlx (`datasource::sql`, the only
 //!   code that writes SQL for user data).
@@ -14,4 +15,5 @@
 pub mod agent;
 pub mod app;
 pub mod auth;
+pub mod config;
 pub mod datasource;
