@@ -349,12 +349,13 @@ impl Layers {
     }
 }
 
-/// Merges the layers, applies defaults and validates, key by key.
+/// Merges the layers, applies defaults and validates, key by key. Each part takes its settings
+/// out of `args` and `file` with `Option::take`, so the parts can share both structs.
 fn resolve(
-    args: ServeArgs,
+    mut args: ServeArgs,
     file: Option<(PathBuf, FileConfig)>,
 ) -> Result<(Config, Vec<Warning>), ConfigError> {
-    let (path, file) = match file {
+    let (path, mut file) = match file {
         Some((path, file)) => (Some(path), file),
         None => (None, FileConfig::default()),
     };
@@ -363,338 +364,39 @@ fn resolve(
 
     let datasources = resolve_datasources(
         &layers,
-        args.database_url,
-        file.database_url,
-        file.datasources,
+        args.database_url.take(),
+        file.database_url.take(),
+        std::mem::take(&mut file.datasources),
     )?;
-
-    let auth_secret = layers
-        .pick(args.auth_secret, ("--auth-secret", "CANOPY_AUTH_SECRET"), file.auth_secret)
-        .filter(|s| !s.value.is_empty())
-        .ok_or_else(|| {
-            invalid(
-                "authSecret",
-                "is required: set --auth-secret, CANOPY_AUTH_SECRET or authSecret in the config file",
-                &Origin::Default,
-            )
-        })?;
-    let env_secret = layers
-        .pick(
-            args.env_secret,
-            ("--env-secret", "CANOPY_ENV_SECRET"),
-            file.env_secret,
-        )
-        .ok_or_else(|| {
-            invalid(
-                "envSecret",
-                "is required: set --env-secret, CANOPY_ENV_SECRET or envSecret in the config file",
-                &Origin::Default,
-            )
-        })?;
-    if env_secret.value.len() != 64 || !env_secret.value.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(invalid(
-            "envSecret",
-            "must be 64 hexadecimal characters",
-            &env_secret.origin,
-        ));
-    }
-
+    let auth = resolve_auth(&layers, &mut args, &mut file)?;
     let is_production = value_or(
         layers.pick(
-            args.production,
+            args.production.take(),
             ("--production", "CANOPY_PRODUCTION"),
-            file.is_production,
+            file.is_production.take(),
         ),
         false,
     );
-
-    let listen = match layers.pick(args.listen, ("--listen", "CANOPY_LISTEN"), file.listen) {
-        Some(listen) => listen.value.parse::<SocketAddr>().map_err(|_| {
-            invalid(
-                "listen",
-                format!(
-                    "must be an IP address and a port such as {DEFAULT_LISTEN}, not `{}`",
-                    listen.value
-                ),
-                &listen.origin,
-            )
-        })?,
-        None => SocketAddr::from(([127, 0, 0, 1], 3351)),
-    };
-
-    let prefix = match layers.pick(args.prefix, ("--prefix", "CANOPY_PREFIX"), file.prefix) {
-        Some(prefix) => {
-            // The agent's `^[-~/\w]*$`, where JavaScript's `\w` is ASCII only.
-            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '~' | '/' | '_');
-            if !prefix.value.chars().all(allowed) {
-                return Err(invalid(
-                    "prefix",
-                    format!(
-                        "may only hold `-`, `~`, `/`, ASCII letters, digits and `_`, not `{}`",
-                        prefix.value
-                    ),
-                    &prefix.origin,
-                ));
-            }
-            prefix.value
-        }
-        None => String::new(),
-    };
-
-    let schema_path = layers
-        .pick(
-            args.schema_path,
-            ("--schema-path", "CANOPY_SCHEMA_PATH"),
-            file.schema_path,
-        )
-        .map_or_else(|| PathBuf::from(DEFAULT_SCHEMA_PATH), |p| p.value);
     let plugin_dir = layers
         .pick(
-            args.plugin_dir,
+            args.plugin_dir.take(),
             ("--plugins", "CANOPY_PLUGIN_DIR"),
-            file.plugin_dir,
+            file.plugin_dir.take(),
         )
         .map(|p| p.value);
-
-    let log = LogConfig {
-        filter: match layers.pick(
-            args.log_level,
-            ("--log-level", "CANOPY_LOG_LEVEL"),
-            file.logger_level,
-        ) {
-            Some(level) => log_filter(&level.value).ok_or_else(|| {
-                invalid(
-                    "loggerLevel",
-                    format!(
-                        "must be Debug, Info, Warn or Error, or a tracing filter such as \
-                         `info,canopy=debug`, not `{}`",
-                        level.value
-                    ),
-                    &level.origin,
-                )
-            })?,
-            None => "info".to_owned(),
-        },
-        format: match layers.pick(
-            args.log_format,
-            ("--log-format", "CANOPY_LOG_FORMAT"),
-            file.log_format,
-        ) {
-            Some(format) => match format.value.to_ascii_lowercase().as_str() {
-                "text" => LogFormat::Text,
-                "json" => LogFormat::Json,
-                _ => {
-                    return Err(invalid(
-                        "logFormat",
-                        format!("must be `text` or `json`, not `{}`", format.value),
-                        &format.origin,
-                    ));
-                }
-            },
-            None => LogFormat::Text,
-        },
-    };
-
-    let skip_schema_update = value_or(
-        layers.pick(
-            args.skip_schema_update,
-            ("--skip-schema-update", "CANOPY_SKIP_SCHEMA_UPDATE"),
-            file.skip_schema_update,
-        ),
-        false,
-    );
-    if skip_schema_update {
-        warnings.push(Warning {
-            key: "skipSchemaUpdate",
-            message: "is set: the schema is never sent to the platform, so changes to it will not \
-                      show in the UI"
-                .into(),
-        });
-    }
-    let schema = SchemaConfig {
-        path: schema_path,
-        skip_schema_update,
-        ignore_missing_schema_element_errors: value_or(
-            layers.pick(
-                args.ignore_missing_schema_element_errors,
-                (
-                    "--ignore-missing-schema-element-errors",
-                    "CANOPY_IGNORE_MISSING_SCHEMA_ELEMENT_ERRORS",
-                ),
-                file.ignore_missing_schema_element_errors,
-            ),
-            false,
-        ),
-        typings_path: layers
-            .pick(
-                args.typings_path,
-                ("--typings-path", "CANOPY_TYPINGS_PATH"),
-                file.typings_path,
-            )
-            .map(|p| p.value),
-        typings_max_depth: value_or(
-            layers.pick(
-                args.typings_max_depth,
-                ("--typings-max-depth", "CANOPY_TYPINGS_MAX_DEPTH"),
-                file.typings_max_depth,
-            ),
-            DEFAULT_TYPINGS_MAX_DEPTH,
-        ),
-    };
-
-    let customize_error_message = match layers.pick(
-        args.customize_error_message,
-        (
-            "--customize-error-message",
-            "CANOPY_CUSTOMIZE_ERROR_MESSAGE",
-        ),
-        file.customize_error_message,
-    ) {
-        Some(template) => Some(
-            ErrorMessageTemplate::parse(&template.value)
-                .map_err(|problem| invalid("customizeErrorMessage", problem, &template.origin))?,
-        ),
-        None => None,
-    };
-
-    let body_parser = file.body_parser_options.unwrap_or_default();
-    if file.max_body_size.is_some() {
-        warnings.push(Warning {
-            key: "maxBodySize",
-            message:
-                "is deprecated; use bodyParserOptions.jsonLimit (--json-limit, CANOPY_JSON_LIMIT)"
-                    .into(),
-        });
-    }
-    // As in the agent: jsonLimit first, the deprecated maxBodySize only in its absence.
-    let json_limit = match layers.pick(
-        args.json_limit.map(Size::Text),
-        ("--json-limit", "CANOPY_JSON_LIMIT"),
-        body_parser.json_limit,
-    ) {
-        Some(size) => size_bytes("bodyParserOptions.jsonLimit", &size)?,
-        None => match file.max_body_size {
-            Some(size) => size_bytes(
-                "maxBodySize",
-                &Sourced {
-                    value: size,
-                    origin: layers.file_origin(),
-                },
-            )?,
-            None => DEFAULT_JSON_LIMIT,
-        },
-    };
-
-    let limit_export_size = match layers.pick(
-        args.limit_export_size,
-        ("--limit-export-size", "CANOPY_LIMIT_EXPORT_SIZE"),
-        file.limit_export_size,
-    ) {
-        Some(limit) if limit.value == 0 => {
-            return Err(invalid(
-                "limitExportSize",
-                "must be at least 1; leave it unset for unlimited exports",
-                &limit.origin,
-            ));
-        }
-        limit => limit.map(|l| l.value),
-    };
-
-    let http = HttpConfig {
-        listen,
-        prefix,
-        json_limit,
-        enable_raw_checking: value_or(
-            layers.pick(
-                args.enable_raw_checking,
-                ("--enable-raw-checking", "CANOPY_ENABLE_RAW_CHECKING"),
-                body_parser.enable_raw_checking,
-            ),
-            false,
-        ),
-        limit_export_size,
-        customize_error_message,
-    };
-
-    let permissions = resolve_permissions(
-        &layers,
-        (
-            args.instant_cache_refresh,
-            args.permissions_cache_duration_in_seconds,
-            args.skip_relation_read_permissions,
-        ),
-        (
-            file.instant_cache_refresh,
-            file.permissions_cache_duration_in_seconds,
-            file.skip_relation_read_permissions,
-        ),
-        &mut warnings,
-    );
-
-    let max_records_for_approval = match layers.pick(
-        args.max_records_for_approval,
-        ("--max-records-for-approval", "CANOPY_MAX_RECORDS_FOR_APPROVAL"),
-        file.max_records_for_approval,
-    ) {
-        Some(max) => u32::try_from(max.value)
-            .ok()
-            .filter(|&m| (1..=MAX_RECORDS_FOR_APPROVAL).contains(&u64::from(m)))
-            .ok_or_else(|| {
-                invalid(
-                    "maxRecordsForApproval",
-                    format!(
-                        "must be between 1 and {MAX_RECORDS_FOR_APPROVAL} (the platform's cap), not {}",
-                        max.value
-                    ),
-                    &max.origin,
-                )
-            })?,
-        None => 500,
-    };
-    let actions = ActionsConfig {
-        max_records_for_approval,
-        use_unsafe_action_endpoint: value_or(
-            layers.pick(
-                args.use_unsafe_action_endpoint,
-                (
-                    "--use-unsafe-action-endpoint",
-                    "CANOPY_USE_UNSAFE_ACTION_ENDPOINT",
-                ),
-                file.use_unsafe_action_endpoint,
-            ),
-            false,
-        ),
-    };
-
-    let workflow_executor_url = match layers.pick(
-        args.workflow_executor_url,
-        ("--workflow-executor-url", "CANOPY_WORKFLOW_EXECUTOR_URL"),
-        file.workflow_executor_url,
-    ) {
-        Some(url) => {
-            let rest = url
-                .value
-                .strip_prefix("https://")
-                .or_else(|| url.value.strip_prefix("http://"));
-            if rest.is_none_or(str::is_empty) {
-                return Err(invalid(
-                    "workflowExecutorUrl",
-                    format!("must be an http:// or https:// URL, not `{}`", url.value),
-                    &url.origin,
-                ));
-            }
-            Some(url.value)
-        }
-        None => None,
-    };
-
+    let log = resolve_log(&layers, &mut args, &mut file)?;
+    let schema = resolve_schema(&layers, &mut args, &mut file, &mut warnings);
+    let http = resolve_http(&layers, &mut args, &mut file, &mut warnings)?;
+    let permissions = resolve_permissions(&layers, &mut args, &mut file, &mut warnings);
+    let actions = resolve_actions(&layers, &mut args, &mut file)?;
+    let workflow_executor_url = resolve_workflow_executor_url(&layers, &mut args, &mut file)?;
     let audit_trail = match layers.pick(
-        args.audit_trail_database_url,
+        args.audit_trail_database_url.take(),
         (
             "--audit-trail-database-url",
             "CANOPY_AUDIT_TRAIL_DATABASE_URL",
         ),
-        file.audit_trail.and_then(|a| a.database_url),
+        file.audit_trail.take().and_then(|a| a.database_url),
     ) {
         Some(url) => {
             check_database_url("auditTrail.databaseUrl", &url)?;
@@ -704,34 +406,9 @@ fn resolve(
         }
         None => None,
     };
-
-    let file_experimental = file.experimental.unwrap_or_default();
-    let experimental = ExperimentalConfig {
-        webhook_custom_actions: value_or(
-            layers.pick(
-                args.experimental_webhook_custom_actions,
-                (
-                    "--experimental-webhook-custom-actions",
-                    "CANOPY_EXPERIMENTAL_WEBHOOK_CUSTOM_ACTIONS",
-                ),
-                file_experimental.webhook_custom_actions,
-            ),
-            false,
-        ),
-        update_record_custom_actions: value_or(
-            layers.pick(
-                args.experimental_update_record_custom_actions,
-                (
-                    "--experimental-update-record-custom-actions",
-                    "CANOPY_EXPERIMENTAL_UPDATE_RECORD_CUSTOM_ACTIONS",
-                ),
-                file_experimental.update_record_custom_actions,
-            ),
-            false,
-        ),
-    };
+    let experimental = resolve_experimental(&layers, &mut args, &mut file);
     // The experimental no-code features are configured from the schema the platform receives.
-    if skip_schema_update
+    if schema.skip_schema_update
         && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
     {
         return Err(invalid(
@@ -743,10 +420,7 @@ fn resolve(
 
     let config = Config {
         datasources,
-        auth: AuthConfig {
-            auth_secret: Secret(auth_secret.value),
-            env_secret: Secret(env_secret.value),
-        },
+        auth,
         http,
         schema,
         log,
@@ -765,30 +439,299 @@ fn value_or<T>(picked: Option<Sourced<T>>, default: T) -> T {
     picked.map_or(default, |p| p.value)
 }
 
-/// `instantCacheRefresh`, `permissionsCacheDurationInSeconds`, `skipRelationReadPermissions`.
-type PermissionSettings = (Option<bool>, Option<u64>, Option<bool>);
+fn resolve_auth(
+    layers: &Layers,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
+) -> Result<AuthConfig, ConfigError> {
+    let auth_secret = layers
+        .pick(
+            args.auth_secret.take(),
+            ("--auth-secret", "CANOPY_AUTH_SECRET"),
+            file.auth_secret.take(),
+        )
+        .filter(|s| !s.value.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                "authSecret",
+                "is required: set --auth-secret, CANOPY_AUTH_SECRET or authSecret in the config file",
+                &Origin::Default,
+            )
+        })?;
+    let env_secret = layers
+        .pick(
+            args.env_secret.take(),
+            ("--env-secret", "CANOPY_ENV_SECRET"),
+            file.env_secret.take(),
+        )
+        .ok_or_else(|| {
+            invalid(
+                "envSecret",
+                "is required: set --env-secret, CANOPY_ENV_SECRET or envSecret in the config file",
+                &Origin::Default,
+            )
+        })?;
+    if env_secret.value.len() != 64 || !env_secret.value.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(invalid(
+            "envSecret",
+            "must be 64 hexadecimal characters",
+            &env_secret.origin,
+        ));
+    }
+    Ok(AuthConfig {
+        auth_secret: Secret(auth_secret.value),
+        env_secret: Secret(env_secret.value),
+    })
+}
+
+fn resolve_log(
+    layers: &Layers,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
+) -> Result<LogConfig, ConfigError> {
+    let filter = match layers.pick(
+        args.log_level.take(),
+        ("--log-level", "CANOPY_LOG_LEVEL"),
+        file.logger_level.take(),
+    ) {
+        Some(level) => log_filter(&level.value).ok_or_else(|| {
+            invalid(
+                "loggerLevel",
+                format!(
+                    "must be Debug, Info, Warn or Error, or a tracing filter such as \
+                     `info,canopy=debug`, not `{}`",
+                    level.value
+                ),
+                &level.origin,
+            )
+        })?,
+        None => "info".to_owned(),
+    };
+    let format = match layers.pick(
+        args.log_format.take(),
+        ("--log-format", "CANOPY_LOG_FORMAT"),
+        file.log_format.take(),
+    ) {
+        Some(format) => match format.value.to_ascii_lowercase().as_str() {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            _ => {
+                return Err(invalid(
+                    "logFormat",
+                    format!("must be `text` or `json`, not `{}`", format.value),
+                    &format.origin,
+                ));
+            }
+        },
+        None => LogFormat::Text,
+    };
+    Ok(LogConfig { filter, format })
+}
+
+fn resolve_schema(
+    layers: &Layers,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
+    warnings: &mut Vec<Warning>,
+) -> SchemaConfig {
+    let skip_schema_update = value_or(
+        layers.pick(
+            args.skip_schema_update.take(),
+            ("--skip-schema-update", "CANOPY_SKIP_SCHEMA_UPDATE"),
+            file.skip_schema_update.take(),
+        ),
+        false,
+    );
+    if skip_schema_update {
+        warnings.push(Warning {
+            key: "skipSchemaUpdate",
+            message: "is set: the schema is never sent to the platform, so changes to it will not \
+                      show in the UI"
+                .into(),
+        });
+    }
+    SchemaConfig {
+        path: layers
+            .pick(
+                args.schema_path.take(),
+                ("--schema-path", "CANOPY_SCHEMA_PATH"),
+                file.schema_path.take(),
+            )
+            .map_or_else(|| PathBuf::from(DEFAULT_SCHEMA_PATH), |p| p.value),
+        skip_schema_update,
+        ignore_missing_schema_element_errors: value_or(
+            layers.pick(
+                args.ignore_missing_schema_element_errors.take(),
+                (
+                    "--ignore-missing-schema-element-errors",
+                    "CANOPY_IGNORE_MISSING_SCHEMA_ELEMENT_ERRORS",
+                ),
+                file.ignore_missing_schema_element_errors.take(),
+            ),
+            false,
+        ),
+        typings_path: layers
+            .pick(
+                args.typings_path.take(),
+                ("--typings-path", "CANOPY_TYPINGS_PATH"),
+                file.typings_path.take(),
+            )
+            .map(|p| p.value),
+        typings_max_depth: value_or(
+            layers.pick(
+                args.typings_max_depth.take(),
+                ("--typings-max-depth", "CANOPY_TYPINGS_MAX_DEPTH"),
+                file.typings_max_depth.take(),
+            ),
+            DEFAULT_TYPINGS_MAX_DEPTH,
+        ),
+    }
+}
+
+fn resolve_http(
+    layers: &Layers,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
+    warnings: &mut Vec<Warning>,
+) -> Result<HttpConfig, ConfigError> {
+    let listen = match layers.pick(
+        args.listen.take(),
+        ("--listen", "CANOPY_LISTEN"),
+        file.listen.take(),
+    ) {
+        Some(listen) => listen.value.parse::<SocketAddr>().map_err(|_| {
+            invalid(
+                "listen",
+                format!(
+                    "must be an IP address and a port such as {DEFAULT_LISTEN}, not `{}`",
+                    listen.value
+                ),
+                &listen.origin,
+            )
+        })?,
+        None => SocketAddr::from(([127, 0, 0, 1], 3351)),
+    };
+
+    let prefix = match layers.pick(
+        args.prefix.take(),
+        ("--prefix", "CANOPY_PREFIX"),
+        file.prefix.take(),
+    ) {
+        Some(prefix) => {
+            // The agent's `^[-~/\w]*$`, where JavaScript's `\w` is ASCII only.
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '~' | '/' | '_');
+            if !prefix.value.chars().all(allowed) {
+                return Err(invalid(
+                    "prefix",
+                    format!(
+                        "may only hold `-`, `~`, `/`, ASCII letters, digits and `_`, not `{}`",
+                        prefix.value
+                    ),
+                    &prefix.origin,
+                ));
+            }
+            prefix.value
+        }
+        None => String::new(),
+    };
+
+    let body_parser = file.body_parser_options.take().unwrap_or_default();
+    let max_body_size = file.max_body_size.take();
+    if max_body_size.is_some() {
+        warnings.push(Warning {
+            key: "maxBodySize",
+            message:
+                "is deprecated; use bodyParserOptions.jsonLimit (--json-limit, CANOPY_JSON_LIMIT)"
+                    .into(),
+        });
+    }
+    // As in the agent: jsonLimit first, the deprecated maxBodySize only in its absence.
+    let json_limit = match layers.pick(
+        args.json_limit.take().map(Size::Text),
+        ("--json-limit", "CANOPY_JSON_LIMIT"),
+        body_parser.json_limit,
+    ) {
+        Some(size) => size_bytes("bodyParserOptions.jsonLimit", &size)?,
+        None => match max_body_size {
+            Some(size) => size_bytes(
+                "maxBodySize",
+                &Sourced {
+                    value: size,
+                    origin: layers.file_origin(),
+                },
+            )?,
+            None => DEFAULT_JSON_LIMIT,
+        },
+    };
+
+    let limit_export_size = match layers.pick(
+        args.limit_export_size.take(),
+        ("--limit-export-size", "CANOPY_LIMIT_EXPORT_SIZE"),
+        file.limit_export_size.take(),
+    ) {
+        Some(limit) if limit.value == 0 => {
+            return Err(invalid(
+                "limitExportSize",
+                "must be at least 1; leave it unset for unlimited exports",
+                &limit.origin,
+            ));
+        }
+        limit => limit.map(|l| l.value),
+    };
+
+    let customize_error_message = match layers.pick(
+        args.customize_error_message.take(),
+        (
+            "--customize-error-message",
+            "CANOPY_CUSTOMIZE_ERROR_MESSAGE",
+        ),
+        file.customize_error_message.take(),
+    ) {
+        Some(template) => Some(
+            ErrorMessageTemplate::parse(&template.value)
+                .map_err(|problem| invalid("customizeErrorMessage", problem, &template.origin))?,
+        ),
+        None => None,
+    };
+
+    Ok(HttpConfig {
+        listen,
+        prefix,
+        json_limit,
+        enable_raw_checking: value_or(
+            layers.pick(
+                args.enable_raw_checking.take(),
+                ("--enable-raw-checking", "CANOPY_ENABLE_RAW_CHECKING"),
+                body_parser.enable_raw_checking,
+            ),
+            false,
+        ),
+        limit_export_size,
+        customize_error_message,
+    })
+}
 
 fn resolve_permissions(
     layers: &Layers,
-    (cli_instant, cli_seconds, cli_skip): PermissionSettings,
-    (file_instant, file_seconds, file_skip): PermissionSettings,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
     warnings: &mut Vec<Warning>,
 ) -> PermissionsConfig {
     let instant_cache_refresh = value_or(
         layers.pick(
-            cli_instant,
+            args.instant_cache_refresh.take(),
             ("--instant-cache-refresh", "CANOPY_INSTANT_CACHE_REFRESH"),
-            file_instant,
+            file.instant_cache_refresh.take(),
         ),
         true,
     );
     let seconds = match layers.pick(
-        cli_seconds,
+        args.permissions_cache_duration_in_seconds.take(),
         (
             "--permissions-cache-duration-in-seconds",
             "CANOPY_PERMISSIONS_CACHE_DURATION_IN_SECONDS",
         ),
-        file_seconds,
+        file.permissions_cache_duration_in_seconds.take(),
     ) {
         Some(seconds) => {
             if instant_cache_refresh {
@@ -812,12 +755,12 @@ fn resolve_permissions(
     };
     let skip_relation_read_permissions = value_or(
         layers.pick(
-            cli_skip,
+            args.skip_relation_read_permissions.take(),
             (
                 "--skip-relation-read-permissions",
                 "CANOPY_SKIP_RELATION_READ_PERMISSIONS",
             ),
-            file_skip,
+            file.skip_relation_read_permissions.take(),
         ),
         false,
     );
@@ -833,6 +776,108 @@ fn resolve_permissions(
         instant_cache_refresh,
         cache_duration: Duration::from_secs(seconds),
         skip_relation_read_permissions,
+    }
+}
+
+fn resolve_actions(
+    layers: &Layers,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
+) -> Result<ActionsConfig, ConfigError> {
+    let max_records_for_approval = match layers.pick(
+        args.max_records_for_approval.take(),
+        (
+            "--max-records-for-approval",
+            "CANOPY_MAX_RECORDS_FOR_APPROVAL",
+        ),
+        file.max_records_for_approval.take(),
+    ) {
+        Some(max) => u32::try_from(max.value)
+            .ok()
+            .filter(|&m| (1..=MAX_RECORDS_FOR_APPROVAL).contains(&u64::from(m)))
+            .ok_or_else(|| {
+                invalid(
+                    "maxRecordsForApproval",
+                    format!(
+                        "must be between 1 and {MAX_RECORDS_FOR_APPROVAL} (the platform's cap), not {}",
+                        max.value
+                    ),
+                    &max.origin,
+                )
+            })?,
+        None => 500,
+    };
+    Ok(ActionsConfig {
+        max_records_for_approval,
+        use_unsafe_action_endpoint: value_or(
+            layers.pick(
+                args.use_unsafe_action_endpoint.take(),
+                (
+                    "--use-unsafe-action-endpoint",
+                    "CANOPY_USE_UNSAFE_ACTION_ENDPOINT",
+                ),
+                file.use_unsafe_action_endpoint.take(),
+            ),
+            false,
+        ),
+    })
+}
+
+fn resolve_workflow_executor_url(
+    layers: &Layers,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
+) -> Result<Option<String>, ConfigError> {
+    let Some(url) = layers.pick(
+        args.workflow_executor_url.take(),
+        ("--workflow-executor-url", "CANOPY_WORKFLOW_EXECUTOR_URL"),
+        file.workflow_executor_url.take(),
+    ) else {
+        return Ok(None);
+    };
+    let rest = url
+        .value
+        .strip_prefix("https://")
+        .or_else(|| url.value.strip_prefix("http://"));
+    if rest.is_none_or(str::is_empty) {
+        return Err(invalid(
+            "workflowExecutorUrl",
+            format!("must be an http:// or https:// URL, not `{}`", url.value),
+            &url.origin,
+        ));
+    }
+    Ok(Some(url.value))
+}
+
+fn resolve_experimental(
+    layers: &Layers,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
+) -> ExperimentalConfig {
+    let file_experimental = file.experimental.take().unwrap_or_default();
+    ExperimentalConfig {
+        webhook_custom_actions: value_or(
+            layers.pick(
+                args.experimental_webhook_custom_actions.take(),
+                (
+                    "--experimental-webhook-custom-actions",
+                    "CANOPY_EXPERIMENTAL_WEBHOOK_CUSTOM_ACTIONS",
+                ),
+                file_experimental.webhook_custom_actions,
+            ),
+            false,
+        ),
+        update_record_custom_actions: value_or(
+            layers.pick(
+                args.experimental_update_record_custom_actions.take(),
+                (
+                    "--experimental-update-record-custom-actions",
+                    "CANOPY_EXPERIMENTAL_UPDATE_RECORD_CUSTOM_ACTIONS",
+                ),
+                file_experimental.update_record_custom_actions,
+            ),
+            false,
+        ),
     }
 }
 
