@@ -1,6 +1,7 @@
 //! The Forest agent's wire protocol: query-string parsing, JSON:API serialization and the
 //! schema file. Routes (the next step) call these; nothing here touches sqlx or HTTP types.
 
+pub mod body;
 pub mod query_string;
 pub mod schema_file;
 pub mod serialize;
