@@ -8,6 +8,8 @@
 //! - `datasource`: what a collection is (schema, records, condition trees, filters, projections,
 //!   aggregations, the `Caller`) and its SQL implementation over sqlx (`datasource::sql`, the only
 //!   code that writes SQL for user data).
+//! - `http`: the axum router of every route family, the shared middleware, and the one place
+//!   errors become responses.
 //!
 //! The agent routes, the customizer stack, plugins, auth, the platform API, workflows and MCP are
 //! added by later issues; `docs/architecture.md` holds the whole map.
@@ -17,3 +19,4 @@ pub mod app;
 pub mod auth;
 pub mod config;
 pub mod datasource;
+pub mod http;

@@ -1,0 +1,81 @@
+//! The HTTP server: the axum router that merges every route family's `router()` under the mount
+//! path, the shared middleware (request log and correlation id, CORS, panics, body limit), and
+//! the one place errors become responses (`error`).
+//!
+//! `router(state)` serves both `canopy serve` and the tests (`tower::ServiceExt::oneshot`).
+
+mod caller;
+mod collection;
+pub mod error;
+mod healthcheck;
+mod middleware;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+
+pub use caller::{CallerContext, JsonBody};
+pub use error::{ApiError, ApiResult};
+
+use crate::auth::SessionKey;
+use crate::config::{ErrorMessageTemplate, HttpConfig};
+use crate::datasource::DataSource;
+
+/// What every request handler shares: the served datasource and the settings routes read.
+pub struct AppState {
+    /// The composite of every configured datasource (later: the customized stack over it).
+    pub datasource: Arc<dyn DataSource>,
+    /// Verifies the end users' session tokens.
+    pub session: SessionKey,
+    /// `/{prefix}/forest`: where every route lives.
+    pub mount_path: String,
+    /// `bodyParserOptions.jsonLimit` in bytes.
+    pub json_limit: usize,
+    /// `limitExportSize`: most records per CSV export.
+    pub limit_export_size: Option<u64>,
+    /// `customizeErrorMessage`: the detail of unexpected errors.
+    pub customize_error_message: Option<ErrorMessageTemplate>,
+}
+
+impl AppState {
+    /// The state of a server with these HTTP settings.
+    pub fn new(datasource: Arc<dyn DataSource>, session: SessionKey, http: &HttpConfig) -> Self {
+        Self {
+            datasource,
+            session,
+            mount_path: http.mount_path(),
+            // A limit beyond the address space cannot be reached anyway.
+            json_limit: usize::try_from(http.json_limit).unwrap_or(usize::MAX),
+            limit_export_size: http.limit_export_size,
+            customize_error_message: http.customize_error_message.clone(),
+        }
+    }
+}
+
+/// Shared handle to the state, as handlers receive it.
+pub type SharedState = Arc<AppState>;
+
+/// The whole HTTP API. Layers run outside in: request log (and correlation id), CORS (so that
+/// preflights are answered on every path before anything else), panic catcher, body limit.
+pub fn router(state: SharedState) -> Router {
+    let mount_path = state.mount_path.clone();
+    let json_limit = state.json_limit;
+    let forest = Router::new()
+        .merge(healthcheck::router())
+        .merge(collection::router())
+        .fallback(error::not_found)
+        .with_state(Arc::clone(&state));
+    Router::new()
+        .nest(&mount_path, forest)
+        .fallback(error::not_found)
+        .layer(DefaultBodyLimit::max(json_limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            error::panic_response,
+        ))
+        .layer(axum::middleware::from_fn(middleware::cors))
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            middleware::request_log,
+        ))
+}

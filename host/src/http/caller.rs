@@ -1,0 +1,97 @@
+//! Extractors of the data routes: the authenticated `Caller` with the request's query string,
+//! and a JSON body read under the `jsonLimit`.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use serde_json::Value as Json;
+use uuid::Uuid;
+
+use super::SharedState;
+use super::error::ApiError;
+use super::middleware::RequestId;
+use crate::agent::query_string::{QueryString, parse_timezone};
+use crate::auth;
+use crate::datasource::Caller;
+
+/// Who is asking (session token → claims, `?timezone=`, request id) and the decoded query string.
+/// Extracting it is authentication: a route that takes it answers 401 without a valid token.
+#[derive(Debug, Clone)]
+pub struct CallerContext {
+    pub caller: Caller,
+    pub query: QueryString,
+}
+
+impl FromRequestParts<SharedState> for CallerContext {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &SharedState,
+    ) -> Result<Self, Self::Rejection> {
+        // The agent checks the JWT (middleware) before any route reads its timezone.
+        let cookie = cookie_header(&parts.headers);
+        let authorization = match parts.headers.get(header::AUTHORIZATION) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .to_str()
+                    .map_err(|_| auth::Error::BadAuthorizationHeader)?,
+            ),
+        };
+        let claims = state
+            .session
+            .authenticate(cookie.as_deref(), authorization)?;
+        let query = QueryString::parse(parts.uri.query().unwrap_or(""));
+        let timezone = parse_timezone(&query)?;
+        let request_id = match parts.extensions.get::<RequestId>() {
+            Some(request_id) => {
+                request_id.mark_used();
+                request_id.id
+            }
+            // Only without the request-log layer (never with `http::router`).
+            None => Uuid::new_v4(),
+        };
+        Ok(Self {
+            caller: claims.into_caller(timezone, request_id),
+            query,
+        })
+    }
+}
+
+/// Every `Cookie` header joined as one (HTTP/2 clients may split them); `None` if absent or not
+/// text.
+fn cookie_header(headers: &HeaderMap) -> Option<String> {
+    let values: Vec<&str> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.join("; "))
+}
+
+/// A JSON request body; an empty body reads as `{}` as the agent's body parser gives it.
+/// Over `jsonLimit` → 413, not JSON → 400, both in the agent's envelope.
+#[derive(Debug, Clone)]
+pub struct JsonBody(pub Json);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(request, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge
+            } else {
+                ApiError::BadRequest(e.body_text())
+            }
+        })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self(Json::Object(serde_json::Map::new())));
+        }
+        serde_json::from_slice(&bytes)
+            .map(Self)
+            .map_err(|e| ApiError::BadRequest(format!("Invalid JSON body: {e}")))
+    }
+}

@@ -1,0 +1,325 @@
+//! Per-collection data routes (protocol §1.2): list, count, CSV export, get one, delete one and
+//! bulk delete. Each handler authenticates (the `CallerContext` extractor), checks the one
+//! permission function, parses with `agent::query_string` and answers with `agent::serialize`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::error::{ApiError, ApiResult};
+use super::{CallerContext, JsonBody, SharedState};
+use crate::agent::query_string::{
+    Params, RequestFilter, match_ids, parse_csv_params, parse_filter, parse_paginated_filter,
+    parse_projection, parse_selection,
+};
+use crate::agent::{self, serialize};
+use crate::auth::{self, Action};
+use crate::datasource::{
+    Aggregation, Caller, Collection, CollectionSchema, DataSourceSchema, Filter, Page, Projection,
+    Sort, unpack_id,
+};
+
+/// The `Forest-Projection` header (overrides `fields[…]` on list, get and CSV).
+const FOREST_PROJECTION: &str = "forest-projection";
+
+/// Records per query of a CSV export, as the agent pages it.
+const CSV_PAGE: u64 = 1000;
+
+pub fn router() -> Router<SharedState> {
+    Router::new()
+        .route("/{collection}", get(list).delete(bulk_delete))
+        .route("/{collection}/count", get(count))
+        .route("/{collection}/{id}", get(get_one).delete(delete_one))
+}
+
+/// The schema of a served collection; an unknown name is a path without a route (404), as the
+/// agent registers routes per collection.
+fn served<'a>(schema: &'a DataSourceSchema, name: &str) -> ApiResult<&'a CollectionSchema> {
+    schema.collections.get(name).ok_or(ApiError::RouteNotFound)
+}
+
+/// The filter of a request, with its live-query segment resolved.
+fn resolve(request: RequestFilter) -> ApiResult<Filter> {
+    if request.live_query_segment.is_some() {
+        // Needs the permissions issue's SQL segment check first; refused cleanly until then.
+        return Err(agent::Error::Unprocessable(
+            "Live query segments are not supported yet".to_owned(),
+        )
+        .into());
+    }
+    Ok(request.filter)
+}
+
+fn projection_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get(FOREST_PROJECTION).and_then(|v| v.to_str().ok())
+}
+
+/// `GET /{c}`; also `GET /{c}.csv`, since a path segment cannot be split by the router.
+async fn list(
+    State(state): State<SharedState>,
+    Path(name): Path<String>,
+    context: CallerContext,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let schema = state.datasource.schema();
+    if !schema.collections.contains_key(&name)
+        && let Some(csv_name) = name.strip_suffix(".csv")
+    {
+        return csv(&state, csv_name, &context, &headers).await;
+    }
+    let collection_schema = served(schema, &name)?;
+    auth::authorize(&context.caller, &name, Action::Browse)?;
+    let params = Params::new(&context.query);
+    let filter = resolve(parse_paginated_filter(&params, schema, collection_schema)?)?;
+    let projection = parse_projection(
+        &context.query,
+        projection_header(&headers),
+        schema,
+        collection_schema,
+    )?;
+    let records = state
+        .datasource
+        .collection(&name)?
+        .list(&context.caller, &filter, &projection)
+        .await?;
+    let body = serialize::serialize_list(schema, &name, &records, filter.search.as_deref())?;
+    Ok(axum::Json(body).into_response())
+}
+
+/// `GET /{c}/count`: `{"count": n}`, or the deactivated body without querying.
+async fn count(
+    State(state): State<SharedState>,
+    Path(name): Path<String>,
+    context: CallerContext,
+) -> ApiResult<Response> {
+    let schema = state.datasource.schema();
+    let collection_schema = served(schema, &name)?;
+    auth::authorize(&context.caller, &name, Action::Browse)?;
+    if !collection_schema.countable {
+        return Ok(axum::Json(serialize::count_deactivated_body()).into_response());
+    }
+    let filter = resolve(parse_filter(
+        &Params::new(&context.query),
+        schema,
+        collection_schema,
+    )?)?;
+    let rows = state
+        .datasource
+        .collection(&name)?
+        .aggregate(&context.caller, &filter, &Aggregation::count(), None)
+        .await?;
+    // A count is a non-negative integer; `as` saturates, and no row means 0.
+    let count = rows
+        .first()
+        .and_then(|row| row.value.as_f64())
+        .map_or(0, |n| n as u64);
+    Ok(axum::Json(serialize::count_body(count)).into_response())
+}
+
+/// `GET /{c}/{id}`: one record, 404 `Record does not exists` when none.
+async fn get_one(
+    State(state): State<SharedState>,
+    Path((name, id)): Path<(String, String)>,
+    context: CallerContext,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let schema = state.datasource.schema();
+    let collection_schema = served(schema, &name)?;
+    auth::authorize(&context.caller, &name, Action::Read)?;
+    let filter = Filter::new(Some(match_ids(
+        collection_schema,
+        &[unpack_id(collection_schema, &id)?],
+    )?));
+    let projection = parse_projection(
+        &context.query,
+        projection_header(&headers),
+        schema,
+        collection_schema,
+    )?;
+    let records = state
+        .datasource
+        .collection(&name)?
+        .list(&context.caller, &filter, &projection)
+        .await?;
+    let record = records
+        .first()
+        .ok_or_else(|| agent::Error::NotFound("Record does not exists".to_owned()))?;
+    let body = serialize::serialize_one(schema, &name, record)?;
+    Ok(axum::Json(body).into_response())
+}
+
+/// `DELETE /{c}/{id}`: 204.
+async fn delete_one(
+    State(state): State<SharedState>,
+    Path((name, id)): Path<(String, String)>,
+    context: CallerContext,
+) -> ApiResult<StatusCode> {
+    let collection_schema = served(state.datasource.schema(), &name)?;
+    auth::authorize(&context.caller, &name, Action::Delete)?;
+    let filter = Filter::new(Some(match_ids(
+        collection_schema,
+        &[unpack_id(collection_schema, &id)?],
+    )?));
+    state
+        .datasource
+        .collection(&name)?
+        .delete(&context.caller, &filter)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `DELETE /{c}` with a selection body (§2.6): 204.
+async fn bulk_delete(
+    State(state): State<SharedState>,
+    Path(name): Path<String>,
+    context: CallerContext,
+    JsonBody(body): JsonBody,
+) -> ApiResult<StatusCode> {
+    let schema = state.datasource.schema();
+    let collection_schema = served(schema, &name)?;
+    auth::authorize(&context.caller, &name, Action::Delete)?;
+    let selection = parse_selection(&body, collection_schema)?;
+    let filter = resolve(selection.filter(&context.query, schema, collection_schema)?)?;
+    state
+        .datasource
+        .collection(&name)?
+        .delete(&context.caller, &filter)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /{c}.csv`: the header row, then pages of records streamed as they are read, up to
+/// `limitExportSize` (§3.5). Errors before the first byte are answered in the envelope; a page
+/// that fails later ends the stream (the status is already sent), and is logged.
+async fn csv(
+    state: &SharedState,
+    name: &str,
+    context: &CallerContext,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let schema = state.datasource.schema();
+    let collection_schema = served(schema, name)?;
+    auth::authorize(&context.caller, name, Action::Browse)?;
+    auth::authorize(&context.caller, name, Action::Export)?;
+    let params = Params::new(&context.query);
+    let mut filter = resolve(parse_filter(&params, schema, collection_schema)?)?;
+    filter.sort = crate::agent::query_string::parse_sort(&params, schema, collection_schema)?;
+    if filter.sort.is_empty() {
+        // Stable pages: the agent sorts by primary keys when the request gives no sort.
+        filter.sort = Sort(
+            collection_schema
+                .primary_keys()
+                .into_iter()
+                .flat_map(|pk| Sort::asc(pk).0)
+                .collect(),
+        );
+    }
+    let projection = parse_projection(
+        &context.query,
+        projection_header(headers),
+        schema,
+        collection_schema,
+    )?;
+    let params = parse_csv_params(&context.query);
+    let collection = state.datasource.collection(name)?;
+    let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;
+    let export = Export {
+        collection,
+        caller: context.caller.clone(),
+        filter,
+        projection,
+        remaining: state.limit_export_size,
+        skip: 0,
+        done: false,
+    };
+    let first = futures::stream::once(async move { Ok::<_, std::io::Error>(head) });
+    let pages = futures::stream::unfold(export, |mut export| async move {
+        let chunk = export.next_page().await?;
+        Some((Ok::<_, std::io::Error>(chunk), export))
+    });
+    let body = Body::from_stream(futures::StreamExt::chain(first, pages));
+    let filename = params.filename.unwrap_or_else(|| format!("{name}.csv"));
+    let disposition = serialize::csv_content_disposition(&filename);
+    let mut response = Response::new(body);
+    let out = response.headers_mut();
+    let content_type = if filename
+        .rsplit_once('.')
+        .is_some_and(|(_, ext)| ext == "csv")
+    {
+        "text/csv; charset=utf-8"
+    } else {
+        "application/octet-stream"
+    };
+    out.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        out.insert(header::CONTENT_DISPOSITION, value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&httpdate_now()) {
+        out.insert(header::LAST_MODIFIED, value);
+    }
+    out.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
+}
+
+/// `Last-Modified: now` in the HTTP date format.
+fn httpdate_now() -> String {
+    chrono::Utc::now()
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string()
+}
+
+/// The state of a streamed CSV export.
+struct Export {
+    collection: Arc<dyn Collection>,
+    caller: Caller,
+    filter: Filter,
+    projection: Projection,
+    /// Records still allowed by `limitExportSize`.
+    remaining: Option<u64>,
+    skip: u64,
+    done: bool,
+}
+
+impl Export {
+    /// The next page as CSV rows; `None` once every record (or the limit) is written.
+    async fn next_page(&mut self) -> Option<Vec<u8>> {
+        if self.done {
+            return None;
+        }
+        let limit = self.remaining.map_or(CSV_PAGE, |r| r.min(CSV_PAGE));
+        if limit == 0 {
+            return None;
+        }
+        let filter = self.filter.clone().with_page(Page::new(self.skip, limit));
+        let records = match self
+            .collection
+            .list(&self.caller, &filter, &self.projection)
+            .await
+        {
+            Ok(records) => records,
+            Err(error) => {
+                tracing::error!(%error, "CSV export stopped");
+                return None;
+            }
+        };
+        let read = records.len() as u64;
+        self.skip += read;
+        self.remaining = self.remaining.map(|r| r.saturating_sub(read));
+        self.done = read < limit;
+        if read == 0 {
+            return None;
+        }
+        let mut out = Vec::new();
+        if let Err(error) = serialize::write_csv_batch(&mut out, &self.projection.0, &records) {
+            tracing::error!(%error, "CSV export stopped");
+            return None;
+        }
+        Some(out)
+    }
+}

@@ -1,0 +1,261 @@
+//! The one place errors become responses: every error kind of every layer is mapped here to its
+//! HTTP status and the agent's public error name, and rendered as the agent's envelope
+//! `{"errors":[{"name","detail","status"}]}` (protocol §7).
+//!
+//! Business and validation errors show their own message; unexpected ones (database, internal)
+//! are logged and show "Unexpected error", or the `customizeErrorMessage` template when set.
+
+use std::any::Any;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::config::ErrorMessageTemplate;
+use crate::{agent, auth, datasource};
+
+/// The detail of errors whose message must not reach clients (§7).
+const UNEXPECTED: &str = "Unexpected error";
+
+/// Every error a route can answer with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Agent(#[from] agent::Error),
+    #[error(transparent)]
+    Datasource(#[from] datasource::Error),
+    #[error(transparent)]
+    Auth(#[from] auth::Error),
+    /// No route (or no collection) at this path.
+    #[error("Not Found")]
+    RouteNotFound,
+    /// The request body is over `jsonLimit`.
+    #[error("request entity too large")]
+    PayloadTooLarge,
+    /// The request body could not be read as JSON.
+    #[error("{0}")]
+    BadRequest(String),
+}
+
+/// Result alias of route handlers.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// How an error kind is answered: its status, its public name, and whether its message is safe
+/// to show (business errors) or must be hidden and logged (unexpected errors).
+struct Public {
+    status: StatusCode,
+    name: &'static str,
+    expose: bool,
+}
+
+const fn public(status: StatusCode, name: &'static str, expose: bool) -> Public {
+    Public {
+        status,
+        name,
+        expose,
+    }
+}
+
+impl ApiError {
+    /// THE table: error kind → status, agent error name, message exposure.
+    fn public(&self) -> Public {
+        use datasource::Error as D;
+        match self {
+            Self::Agent(agent::Error::Validation(_)) => {
+                public(StatusCode::BAD_REQUEST, "ValidationError", true)
+            }
+            Self::Agent(agent::Error::Unprocessable(_)) => {
+                public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
+            }
+            Self::Agent(agent::Error::NotFound(_)) => {
+                public(StatusCode::NOT_FOUND, "NotFoundError", true)
+            }
+            Self::Agent(agent::Error::Datasource(e)) | Self::Datasource(e) => match e {
+                D::Validation(_) | D::Constraint(_) => {
+                    public(StatusCode::BAD_REQUEST, "ValidationError", true)
+                }
+                D::MissingCollection(_) => {
+                    public(StatusCode::BAD_REQUEST, "MissingCollectionError", true)
+                }
+                D::Unprocessable(_) => {
+                    public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
+                }
+                D::NoPrimaryKey => {
+                    public(StatusCode::UNPROCESSABLE_ENTITY, "NoPrimaryKeyError", true)
+                }
+                D::Database(_) | D::Internal(_) => public(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalServerError",
+                    false,
+                ),
+            },
+            Self::Auth(e) if e.is_unauthorized() => {
+                public(StatusCode::UNAUTHORIZED, "UnauthorizedError", true)
+            }
+            Self::Auth(_) => public(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalServerError",
+                false,
+            ),
+            Self::RouteNotFound => public(StatusCode::NOT_FOUND, "NotFoundError", true),
+            // Koa's body parser errors are http-errors, named after their status.
+            Self::PayloadTooLarge => {
+                public(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLargeError", true)
+            }
+            Self::BadRequest(_) => public(StatusCode::BAD_REQUEST, "BadRequestError", true),
+        }
+    }
+}
+
+/// Carried by the response of an unexpected error so that the request-log middleware, which has
+/// the settings, can apply the `customizeErrorMessage` template ([`customize`]).
+#[derive(Debug, Clone)]
+pub struct Unexpected {
+    name: &'static str,
+    message: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let public = self.public();
+        let message = self.to_string();
+        if public.expose && !message.is_empty() {
+            return envelope(public.status, public.name, &message);
+        }
+        // The message may hold SQL or driver details: logs only.
+        tracing::error!(error = %error_chain(&self), "unexpected error");
+        let mut response = envelope(public.status, public.name, UNEXPECTED);
+        response.extensions_mut().insert(Unexpected {
+            name: public.name,
+            message,
+        });
+        response
+    }
+}
+
+/// Applies the `customizeErrorMessage` template to the response of an unexpected error.
+pub fn customize(response: Response, template: Option<&ErrorMessageTemplate>) -> Response {
+    match (template, response.extensions().get::<Unexpected>()) {
+        (Some(template), Some(unexpected)) => envelope(
+            response.status(),
+            unexpected.name,
+            &template.render(unexpected.name, &unexpected.message),
+        ),
+        _ => response,
+    }
+}
+
+/// The error with its sources, for logs.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        source = e.source();
+    }
+    out
+}
+
+/// `{"errors":[{"name","detail","status"}]}` with that status.
+pub fn envelope(status: StatusCode, name: &str, detail: &str) -> Response {
+    let body = json!({ "errors": [{ "name": name, "detail": detail, "status": status.as_u16() }] });
+    (status, axum::Json(body)).into_response()
+}
+
+/// The answer of paths that match no route.
+pub async fn not_found() -> Response {
+    ApiError::RouteNotFound.into_response()
+}
+
+/// A handler panicked: the request gets a 500 in the envelope and the server keeps serving.
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "CatchPanicLayer hands the payload over by value"
+)]
+pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    tracing::error!(panic = message, "request handler panicked");
+    envelope(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "InternalServerError",
+        UNEXPECTED,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_and_name(error: &ApiError) -> (u16, &'static str) {
+        let public = error.public();
+        (public.status.as_u16(), public.name)
+    }
+
+    #[test]
+    fn every_kind_has_the_agents_status_and_name() {
+        use datasource::{ConstraintViolation, Error as D};
+        assert_eq!(
+            status_and_name(&agent::Error::validation("x").into()),
+            (400, "ValidationError")
+        );
+        assert_eq!(
+            status_and_name(&D::Constraint(ConstraintViolation::Unique).into()),
+            (400, "ValidationError")
+        );
+        assert_eq!(
+            status_and_name(&D::MissingCollection("x".into()).into()),
+            (400, "MissingCollectionError")
+        );
+        assert_eq!(
+            status_and_name(&D::NoPrimaryKey.into()),
+            (422, "NoPrimaryKeyError")
+        );
+        assert_eq!(
+            status_and_name(&agent::Error::NotFound("x".into()).into()),
+            (404, "NotFoundError")
+        );
+        assert_eq!(
+            status_and_name(&auth::Error::MissingToken.into()),
+            (401, "UnauthorizedError")
+        );
+        assert_eq!(
+            status_and_name(&D::Internal("boom".into()).into()),
+            (500, "InternalServerError")
+        );
+        assert_eq!(
+            status_and_name(&ApiError::PayloadTooLarge),
+            (413, "PayloadTooLargeError")
+        );
+    }
+
+    async fn body(response: Response) -> serde_json::Value {
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn unexpected_errors_hide_their_message_unless_templated() {
+        let error = || ApiError::from(datasource::Error::Internal("secret SQL".into()));
+        assert_eq!(
+            body(error().into_response()).await,
+            json!({"errors":[{"name":"InternalServerError","detail":"Unexpected error","status":500}]})
+        );
+        let template = ErrorMessageTemplate::parse("Oops ({name})").unwrap();
+        assert_eq!(
+            body(customize(error().into_response(), Some(&template))).await["errors"][0]["detail"],
+            "Oops (InternalServerError)"
+        );
+        let business = ApiError::from(agent::Error::validation("Missing timezone"));
+        assert_eq!(
+            body(customize(business.into_response(), Some(&template))).await["errors"][0]["detail"],
+            "Missing timezone"
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! Middleware shared by every route: the request log with the correlation id, and CORS as the
+//! agent's `@koa/cors` answers it (protocol §0).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use uuid::Uuid;
+
+use super::SharedState;
+use super::error::customize;
+
+/// The response header carrying the request id (`caller.requestId`).
+pub const CORRELATION_ID: &str = "x-forest-correlation-id";
+
+/// The request id of one request. The agent only sends it back from routes that built a Caller,
+/// so the extractor that builds one marks it used, and the header is added only then.
+#[derive(Debug, Clone)]
+pub struct RequestId {
+    pub id: Uuid,
+    used: Arc<AtomicBool>,
+}
+
+impl RequestId {
+    fn new() -> Self {
+        Self {
+            id: Uuid::new_v4(),
+            used: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Called when a Caller is built with this id.
+    pub fn mark_used(&self) {
+        self.used.store(true, Ordering::Relaxed);
+    }
+
+    fn is_used(&self) -> bool {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+/// Outermost layer: gives the request its id, applies `customizeErrorMessage` to unexpected
+/// errors, sets the correlation header, and logs one line (method, path, status, duration, id).
+pub async fn request_log(
+    State(state): State<SharedState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let request_id = RequestId::new();
+    request.extensions_mut().insert(request_id.clone());
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    let mut response = customize(response, state.customize_error_message.as_ref());
+    let correlation_id = if request_id.is_used() {
+        let id = request_id.id.to_string();
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            response.headers_mut().insert(CORRELATION_ID, value);
+        }
+        id
+    } else {
+        "-".to_owned()
+    };
+    tracing::info!(
+        target: "canopy::http",
+        %method,
+        %path,
+        status = response.status().as_u16(),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        correlation_id,
+        "request"
+    );
+    response
+}
+
+/// CORS as `@koa/cors` with `credentials: true, maxAge: 86400, privateNetworkAccess: true` and
+/// `exposeHeaders: x-forest-correlation-id`: the origin and the requested headers are reflected,
+/// and a preflight (OPTIONS with `Access-Control-Request-Method`) is answered 204 on every path,
+/// before authentication. A request without `Origin` gets no CORS header at all.
+pub async fn cors(request: Request, next: Next) -> Response {
+    let Some(origin) = request.headers().get(header::ORIGIN).cloned() else {
+        return next.run(request).await;
+    };
+    let headers = request.headers();
+    if request.method() == Method::OPTIONS
+        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+    {
+        return preflight(origin, headers);
+    }
+    let mut response = next.run(request).await;
+    let out = response.headers_mut();
+    out.append(header::VARY, HeaderValue::from_static("Origin"));
+    out.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    out.insert(
+        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+        HeaderValue::from_static("true"),
+    );
+    out.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static(CORRELATION_ID),
+    );
+    response
+}
+
+fn preflight(origin: HeaderValue, request: &HeaderMap) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let out = response.headers_mut();
+    out.insert(header::VARY, HeaderValue::from_static("Origin"));
+    out.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    out.insert(
+        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+        HeaderValue::from_static("true"),
+    );
+    out.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
+    );
+    // @koa/cors's default method list.
+    out.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET,HEAD,PUT,POST,DELETE,PATCH"),
+    );
+    if let Some(requested) = request.get(header::ACCESS_CONTROL_REQUEST_HEADERS) {
+        out.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, requested.clone());
+    }
+    // Chrome's Private Network Access: only answered when asked.
+    if request
+        .get("access-control-request-private-network")
+        .is_some_and(|v| v == "true")
+    {
+        out.insert(
+            "access-control-allow-private-network",
+            HeaderValue::from_static("true"),
+        );
+    }
+    response
+}
