@@ -464,3 +464,619 @@ fn type_name(json: Option<&Json>) -> &'static str {
         Some(Json::Object(_)) => "object",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn column(ty: PrimitiveType) -> FieldSchema {
+        FieldSchema::Column(ColumnSchema::new(ty))
+    }
+
+    fn pk(ty: PrimitiveType, read_only: bool) -> FieldSchema {
+        let mut c = ColumnSchema::new(ty);
+        c.is_primary_key = true;
+        c.is_read_only = read_only;
+        FieldSchema::Column(c)
+    }
+
+    /// `books` (serial id, every scalar type, an author and a cover), `persons` (uuid PK),
+    /// `covers` (composite PK), `reviews` (to-many target).
+    fn schema() -> DataSourceSchema {
+        let mut books = CollectionSchema::new("books");
+        let mut mood = ColumnSchema::new(PrimitiveType::Enum);
+        mood.enum_values = vec!["happy".into(), "sad".into()];
+        let mut moods = ColumnSchema::new(ColumnType::Array(Box::new(PrimitiveType::Enum.into())));
+        moods.enum_values = vec!["happy".into(), "sad".into()];
+        let mut created = ColumnSchema::new(PrimitiveType::Date);
+        created.is_read_only = true;
+        books.fields.extend([
+            ("id".to_owned(), pk(PrimitiveType::Number, true)),
+            ("title".to_owned(), column(PrimitiveType::String)),
+            ("price".to_owned(), column(PrimitiveType::Number)),
+            ("published_at".to_owned(), column(PrimitiveType::Date)),
+            ("release_day".to_owned(), column(PrimitiveType::Dateonly)),
+            ("available".to_owned(), column(PrimitiveType::Boolean)),
+            ("meta".to_owned(), column(PrimitiveType::Json)),
+            ("cover_file".to_owned(), column(PrimitiveType::Binary)),
+            ("starts".to_owned(), column(PrimitiveType::Time)),
+            ("ref".to_owned(), column(PrimitiveType::Uuid)),
+            ("mood".to_owned(), FieldSchema::Column(mood)),
+            ("moods".to_owned(), FieldSchema::Column(moods)),
+            ("created_at".to_owned(), FieldSchema::Column(created)),
+            ("author_id".to_owned(), column(PrimitiveType::Uuid)),
+            (
+                "author".to_owned(),
+                FieldSchema::Relation(RelationSchema::ManyToOne {
+                    foreign_collection: "persons".into(),
+                    foreign_key: "author_id".into(),
+                    foreign_key_target: "id".into(),
+                }),
+            ),
+            (
+                "cover".to_owned(),
+                FieldSchema::Relation(RelationSchema::OneToOne {
+                    foreign_collection: "covers".into(),
+                    origin_key: "book_id".into(),
+                    origin_key_target: "id".into(),
+                }),
+            ),
+            (
+                "reviews".to_owned(),
+                FieldSchema::Relation(RelationSchema::OneToMany {
+                    foreign_collection: "reviews".into(),
+                    origin_key: "book_id".into(),
+                    origin_key_target: "id".into(),
+                }),
+            ),
+        ]);
+        let mut persons = CollectionSchema::new("persons");
+        persons.fields.extend([
+            ("id".to_owned(), pk(PrimitiveType::Uuid, false)),
+            ("name".to_owned(), column(PrimitiveType::String)),
+        ]);
+        let mut covers = CollectionSchema::new("covers");
+        covers.fields.extend([
+            ("shelf".to_owned(), pk(PrimitiveType::String, false)),
+            ("slot".to_owned(), pk(PrimitiveType::Number, false)),
+            ("book_id".to_owned(), column(PrimitiveType::Number)),
+            (
+                "tags".to_owned(),
+                FieldSchema::Column(ColumnSchema::new(ColumnType::Array(Box::new(
+                    PrimitiveType::Json.into(),
+                )))),
+            ),
+        ]);
+        let mut reviews = CollectionSchema::new("reviews");
+        reviews
+            .fields
+            .insert("id".to_owned(), pk(PrimitiveType::Number, false));
+        let mut s = DataSourceSchema::default();
+        for c in [books, persons, covers, reviews] {
+            s.collections.insert(c.name.clone(), c);
+        }
+        s
+    }
+
+    fn coll<'a>(s: &'a DataSourceSchema, name: &str) -> &'a CollectionSchema {
+        &s.collections[name]
+    }
+
+    const UUID: &str = "4f8e1a8e-6b1e-4c5e-9f0a-0a6f3c2b1d00";
+
+    fn uuid() -> Value {
+        Value::Uuid(uuid::Uuid::parse_str(UUID).expect("valid uuid"))
+    }
+
+    fn message(result: Result<impl std::fmt::Debug>) -> String {
+        match result {
+            Err(Error::Validation(m)) => m,
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn create_casts_every_type_and_collects_to_one_links() {
+        let s = schema();
+        let body = json!({"data": {"type": "books", "attributes": {
+            "title": "Dune", "price": "99999999999999999999", "published_at": "2024-03-01T10:34:56.789Z",
+            "release_day": "2024-02-29", "available": false, "meta": {"a": [1]},
+            "cover_file": "data:text/plain;base64,aGk=", "starts": "13:45:01", "ref": UUID,
+            "mood": "sad", "moods": ["happy", "sad"], "author_id": null
+        }, "relationships": {
+            "author": {"data": {"type": "persons", "id": UUID}},
+            "cover": {"data": {"type": "covers", "id": "A|3"}},
+            "reviews": {"data": [{"type": "reviews", "id": "1"}]}
+        }}});
+        let plan = parse_create(&body, &s, coll(&s, "books")).expect("valid body");
+        let r = &plan.record;
+        assert_eq!(r.get("title"), Some(&Value::from("Dune")));
+        assert!(matches!(r.get("price"), Some(Value::Decimal(_))));
+        assert!(matches!(r.get("published_at"), Some(Value::Date(_))));
+        assert!(matches!(r.get("release_day"), Some(Value::Dateonly(_))));
+        assert_eq!(r.get("available"), Some(&Value::Bool(false)));
+        assert_eq!(r.get("meta"), Some(&Value::Json(json!({"a": [1]}))));
+        assert_eq!(r.get("cover_file"), Some(&Value::Binary(b"hi".to_vec())));
+        assert!(matches!(r.get("starts"), Some(Value::Time(_))));
+        assert_eq!(r.get("ref"), Some(&uuid()));
+        assert_eq!(r.get("mood"), Some(&Value::from("sad")));
+        assert_eq!(
+            r.get("moods"),
+            Some(&Value::Array(vec!["happy".into(), "sad".into()]))
+        );
+        assert_eq!(r.get("author_id"), Some(&Value::Null));
+        assert!(r.get("id").is_none());
+        assert_eq!(
+            plan.to_one,
+            vec![
+                ToOneLink {
+                    relation: "author".into(),
+                    target_id: Some(vec![("id".into(), uuid())]),
+                },
+                ToOneLink {
+                    relation: "cover".into(),
+                    target_id: Some(vec![
+                        ("shelf".into(), "A".into()),
+                        ("slot".into(), Value::Int(3))
+                    ]),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn create_numbers_accept_json_numbers_and_integer_strings() {
+        let s = schema();
+        let price = |v: Json| {
+            let body = json!({"data": {"attributes": {"price": v}}});
+            parse_create(&body, &s, coll(&s, "books")).map(|p| p.record.get("price").cloned())
+        };
+        assert_eq!(price(json!(7)).ok().flatten(), Some(Value::Int(7)));
+        assert_eq!(price(json!(2.5)).ok().flatten(), Some(Value::Float(2.5)));
+        assert_eq!(price(json!("-5")).ok().flatten(), Some(Value::Int(-5)));
+        assert_eq!(
+            message(price(json!("7.125"))),
+            "The given value has a wrong type for \"price\": 7.125.\n Expects \"Number\",null"
+        );
+        assert!(message(price(json!(true))).contains("\"price\": true."));
+        assert!(message(price(json!(""))).contains("wrong type"));
+    }
+
+    #[test]
+    fn create_rejects_values_of_the_wrong_type() {
+        let s = schema();
+        let books = coll(&s, "books");
+        let attempt = |field: &str, v: Json| {
+            let body = json!({"data": {"attributes": {field: v}}});
+            parse_create(&body, &s, books)
+        };
+        for (field, v) in [
+            ("published_at", json!("2024-03-01")),
+            ("published_at", json!(1700000000)),
+            ("release_day", json!("2024-03-01T10:00:00Z")),
+            ("release_day", json!("2024-02-30")),
+            ("available", json!("true")),
+            ("available", json!(1)),
+            ("title", json!(12)),
+            ("ref", json!("not-a-uuid")),
+            ("starts", json!("25:00")),
+            ("cover_file", json!("xyz")),
+            ("moods", json!("happy")),
+            ("mood", json!(["happy"])),
+        ] {
+            let m = message(attempt(field, v.clone()));
+            assert!(
+                m.starts_with(&format!("The given value has a wrong type for \"{field}\"")),
+                "{field} {v}: {m}"
+            );
+        }
+        assert_eq!(
+            message(attempt("available", json!({"a": 1}))),
+            "The given value has a wrong type for \"available\": [object Object].\n Expects \"Boolean\",null"
+        );
+        assert_eq!(
+            message(attempt("published_at", json!(1.0))),
+            "The given value has a wrong type for \"published_at\": 1.\n Expects \"Date\",null"
+        );
+        assert_eq!(
+            message(attempt("moods", json!(3))),
+            "The given value has a wrong type for \"moods\": 3.\n Expects [\"Enum\"]"
+        );
+        // Json takes anything, and null fits every column.
+        assert!(attempt("meta", json!("x")).is_ok());
+        assert!(attempt("available", Json::Null).is_ok());
+    }
+
+    #[test]
+    fn enum_values_must_be_listed() {
+        let s = schema();
+        let books = coll(&s, "books");
+        let body = json!({"data": {"attributes": {"mood": "angry"}}});
+        assert_eq!(
+            message(parse_create(&body, &s, books)),
+            "The given enum value(s) angry is not listed in [happy,sad]"
+        );
+        let body = json!({"data": {"attributes": {"moods": ["happy", "meh"]}}});
+        assert_eq!(
+            message(parse_create(&body, &s, books)),
+            "The given enum value(s) meh is not listed in [happy,sad]"
+        );
+    }
+
+    #[test]
+    fn create_refuses_unknown_relation_and_read_only_attributes() {
+        let s = schema();
+        let books = coll(&s, "books");
+        let attempt = |attributes: Json| {
+            parse_create(&json!({"data": {"attributes": attributes}}), &s, books)
+        };
+        assert_eq!(
+            message(attempt(json!({"nope": 1}))),
+            "Unknown field \"nope\""
+        );
+        assert_eq!(
+            message(attempt(json!({"author": {"id": UUID}}))),
+            "Unexpected field type: 'books.author' (found 'ManyToOne' expected 'Column')"
+        );
+        assert_eq!(
+            message(attempt(json!({"created_at": "2024-03-01T10:34:56Z"}))),
+            "Read only field \"created_at\" cannot be written"
+        );
+        assert_eq!(
+            message(attempt(json!({"id": 3}))),
+            "Read only field \"id\" cannot be written"
+        );
+        assert_eq!(message(attempt(json!({}))), "The record data is empty");
+    }
+
+    #[test]
+    fn create_fills_absent_primary_keys_from_data_id() {
+        let s = schema();
+        let covers = coll(&s, "covers");
+        let body = json!({"data": {"id": "B|4", "attributes": {"slot": 9, "book_id": 1}}});
+        let plan = parse_create(&body, &s, covers).expect("valid body");
+        assert_eq!(plan.record.get("shelf"), Some(&Value::from("B")));
+        // An attribute wins over the id's value.
+        assert_eq!(plan.record.get("slot"), Some(&Value::Int(9)));
+        assert_eq!(plan.record.len(), 3);
+        // An id alone is enough to create.
+        let body = json!({"data": {"id": "B|4"}});
+        assert_eq!(
+            parse_create(&body, &s, covers).expect("valid").record.len(),
+            2
+        );
+        assert_eq!(
+            message(parse_create(&json!({"data": {"id": "B"}}), &s, covers)),
+            "Expected 2 values, found 1"
+        );
+        assert!(message(parse_create(&json!({"data": {"id": "B|x"}}), &s, covers)).contains("'x'"));
+        assert_eq!(
+            message(parse_create(&json!({"data": {"id": 4}}), &s, covers)),
+            "Expected data.id to be a string, received: number"
+        );
+        let persons = coll(&s, "persons");
+        let plan = parse_create(&json!({"data": {"id": UUID}}), &s, persons).expect("valid");
+        assert_eq!(plan.record.get("id"), Some(&uuid()));
+        assert!(
+            message(parse_create(&json!({"data": {"id": "nope"}}), &s, persons)).contains("Uuid")
+        );
+    }
+
+    #[test]
+    fn create_relationships() {
+        let s = schema();
+        let books = coll(&s, "books");
+        let attempt = |relationships: Json| {
+            let body =
+                json!({"data": {"attributes": {"title": "t"}, "relationships": relationships}});
+            parse_create(&body, &s, books)
+        };
+        let plan = attempt(json!({"author": {"data": null}})).expect("valid");
+        assert_eq!(
+            plan.to_one,
+            vec![ToOneLink {
+                relation: "author".into(),
+                target_id: None
+            }]
+        );
+        assert!(attempt(Json::Null).expect("valid").to_one.is_empty());
+        // To-many relationships are ignored whatever their content.
+        assert!(
+            attempt(json!({"reviews": 5}))
+                .expect("valid")
+                .to_one
+                .is_empty()
+        );
+        assert_eq!(
+            message(attempt(json!({"nope": {"data": null}}))),
+            "Unknown field \"nope\""
+        );
+        assert_eq!(
+            message(attempt(json!({"title": {"data": null}}))),
+            "Unexpected field type: 'books.title' (found 'Column' expected 'ManyToOne' or 'OneToOne')"
+        );
+        assert_eq!(
+            message(attempt(json!({"author": {}}))),
+            "Expected relationships.author to be an object with data"
+        );
+        assert_eq!(
+            message(attempt(json!({"author": {"data": [1]}}))),
+            "Expected relationships.author.data to be an object or null, received: array"
+        );
+        assert_eq!(
+            message(attempt(json!({"author": {"data": {"type": "persons"}}}))),
+            "Expected id to be a string, received: undefined"
+        );
+        assert!(message(attempt(json!({"author": {"data": {"id": "x"}}}))).contains("Uuid"));
+        assert_eq!(
+            message(attempt(json!({"cover": {"data": {"id": "A|1|2"}}}))),
+            "Expected 2 values, found 3"
+        );
+        assert_eq!(
+            message(attempt(json!([]))),
+            "Expected data.relationships to be an object, received: array"
+        );
+    }
+
+    #[test]
+    fn malformed_envelopes() {
+        let s = schema();
+        let books = coll(&s, "books");
+        assert_eq!(
+            message(parse_create(&json!([]), &s, books)),
+            "Expected the body to be an object, received: array"
+        );
+        assert_eq!(
+            message(parse_create(&json!({}), &s, books)),
+            "Expected data to be an object, received: undefined"
+        );
+        assert_eq!(
+            message(parse_update(&json!({"data": null}), books)),
+            "Expected data to be an object, received: null"
+        );
+        assert_eq!(
+            message(parse_update(&json!({"data": {"attributes": [1]}}), books)),
+            "Expected data.attributes to be an object, received: array"
+        );
+        assert_eq!(
+            message(parse_create(
+                &json!({"data": {"attributes": "x"}}),
+                &s,
+                books
+            )),
+            "Expected data.attributes to be an object, received: string"
+        );
+    }
+
+    #[test]
+    fn update_drops_relationships_and_primary_keys_repeating_the_id() {
+        let s = schema();
+        let books = coll(&s, "books");
+        let body = json!({"data": {"id": "7", "type": "books",
+            "attributes": {"id": 7, "title": "New"},
+            "relationships": {"author": {"data": {"id": "garbage"}}}}});
+        let patch = parse_update(&body, books).expect("valid");
+        assert_eq!(patch.keys().collect::<Vec<_>>(), vec!["title"]);
+        // A changed read-only key is still refused.
+        let body = json!({"data": {"id": "7", "attributes": {"id": 8}}});
+        assert_eq!(
+            message(parse_update(&body, books)),
+            "Read only field \"id\" cannot be written"
+        );
+        // A writable key may change.
+        let covers = coll(&s, "covers");
+        let body = json!({"data": {"id": "A|1", "attributes": {"shelf": "A", "slot": 2}}});
+        let patch = parse_update(&body, covers).expect("valid");
+        assert_eq!(patch.keys().collect::<Vec<_>>(), vec!["slot"]);
+        assert_eq!(
+            message(parse_update(
+                &json!({"data": {"id": "A|1", "attributes": {"shelf": "A"}}}),
+                covers
+            )),
+            "The record data is empty"
+        );
+        assert_eq!(
+            message(parse_update(
+                &json!({"data": {"attributes": {"price": "1.5"}}}),
+                books
+            )),
+            "The given value has a wrong type for \"price\": 1.5.\n Expects \"Number\",null"
+        );
+        assert_eq!(
+            message(parse_update(
+                &json!({"data": {"id": "x", "attributes": {"title": "a"}}}),
+                books
+            )),
+            "Failed to parse Number from 'x' for primary key 'id'"
+        );
+    }
+
+    #[test]
+    fn associate_uses_the_first_identifier() {
+        let s = schema();
+        let covers = coll(&s, "covers");
+        let body = json!({"data": [{"id": "A|1", "type": "covers"}, {"id": "bad"}]});
+        assert_eq!(
+            parse_associate(&body, covers).expect("valid"),
+            vec![("shelf".into(), "A".into()), ("slot".into(), Value::Int(1))]
+        );
+        assert_eq!(
+            message(parse_associate(&json!({"data": []}), covers)),
+            "Expected data to contain at least one record"
+        );
+        assert_eq!(
+            message(parse_associate(&json!({"data": {"id": "A|1"}}), covers)),
+            "Expected data to be an array, received: object"
+        );
+        assert_eq!(
+            message(parse_associate(&json!({"data": ["A|1"]}), covers)),
+            "Expected data[0] to be an object, received: string"
+        );
+        assert_eq!(
+            message(parse_associate(&json!({"data": [{"id": 1}]}), covers)),
+            "Expected id to be a string, received: number"
+        );
+        assert_eq!(
+            message(parse_associate(&json!({"data": [{"id": "A"}]}), covers)),
+            "Expected 2 values, found 1"
+        );
+        assert_eq!(
+            message(parse_associate(&json!(null), covers)),
+            "Expected the body to be an object, received: null"
+        );
+    }
+
+    #[test]
+    fn update_to_one_links_or_unlinks() {
+        let s = schema();
+        let persons = coll(&s, "persons");
+        let body = json!({"data": {"type": "persons", "id": UUID}});
+        assert_eq!(
+            parse_update_to_one(&body, persons).expect("valid"),
+            Some(vec![("id".into(), uuid())])
+        );
+        assert_eq!(
+            parse_update_to_one(&json!({"data": null}), persons).expect("valid"),
+            None
+        );
+        assert_eq!(
+            message(parse_update_to_one(&json!({}), persons)),
+            "Expected data to be an object or null, received: undefined"
+        );
+        assert_eq!(
+            message(parse_update_to_one(
+                &json!({"data": {"type": "persons"}}),
+                persons
+            )),
+            "Expected id to be a string, received: undefined"
+        );
+        assert!(
+            message(parse_update_to_one(&json!({"data": {"id": "1"}}), persons)).contains("Uuid")
+        );
+    }
+
+    #[test]
+    fn update_field_reads_the_index_and_sub_record() {
+        let s = schema();
+        let covers = coll(&s, "covers");
+        let body = json!({"data": {"attributes": {"label": "x"}}});
+        let update = parse_update_field(&body, covers, "tags", "12").expect("valid");
+        assert_eq!(update.index, 12);
+        assert_eq!(Json::Object(update.sub_record), json!({"label": "x"}));
+        for bad in ["", "-1", "+1", "1.0", " 1", "x", "99999999999999999999999"] {
+            assert!(
+                parse_update_field(&body, covers, "tags", bad).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            message(parse_update_field(&body, covers, "tags", "-1")),
+            "Expected a non-negative integer index, received: '-1'"
+        );
+        assert_eq!(
+            message(parse_update_field(&body, covers, "book_id", "0")),
+            "Field 'book_id' of 'covers' is not an array"
+        );
+        assert_eq!(
+            message(parse_update_field(&body, covers, "nope", "0")),
+            "Unknown field \"nope\""
+        );
+        assert_eq!(
+            message(parse_update_field(
+                &json!({"data": {"attributes": 3}}),
+                covers,
+                "tags",
+                "0"
+            )),
+            "Expected data.attributes to be an object, received: number"
+        );
+        assert_eq!(
+            message(parse_update_field(&json!({"data": 3}), covers, "tags", "0")),
+            "Expected data to be an object, received: number"
+        );
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn json() -> impl Strategy<Value = Json> {
+            let leaf = prop_oneof![
+                Just(Json::Null),
+                any::<bool>().prop_map(Json::Bool),
+                any::<i64>().prop_map(Json::from),
+                any::<f64>().prop_map(Json::from),
+                prop_oneof![
+                    Just("id".to_owned()),
+                    Just("data".to_owned()),
+                    Just("attributes".to_owned()),
+                    Just(UUID.to_owned()),
+                    Just("A|1".to_owned()),
+                    Just("2024-02-29".to_owned()),
+                    "\\PC{0,12}",
+                ]
+                .prop_map(Json::String),
+            ];
+            leaf.prop_recursive(4, 48, 6, |inner| {
+                let key = prop_oneof![
+                    Just("data".to_owned()),
+                    Just("attributes".to_owned()),
+                    Just("relationships".to_owned()),
+                    Just("id".to_owned()),
+                    Just("author".to_owned()),
+                    Just("cover".to_owned()),
+                    Just("reviews".to_owned()),
+                    Just("price".to_owned()),
+                    Just("mood".to_owned()),
+                    Just("moods".to_owned()),
+                    Just("published_at".to_owned()),
+                    Just("shelf".to_owned()),
+                    Just("slot".to_owned()),
+                    "[a-z_]{0,6}",
+                ];
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Json::Array),
+                    prop::collection::vec((key, inner), 0..5)
+                        .prop_map(|kv| Json::Object(kv.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn wrap(inner: Json, depth: u8) -> Json {
+            match depth {
+                0 => inner,
+                1 => json!({"data": inner}),
+                _ => json!({"data": {"attributes": inner, "relationships": inner, "id": "A|1"}}),
+            }
+        }
+
+        fn check<T>(result: &Result<T>) -> Result<(), TestCaseError> {
+            match result {
+                Ok(_) | Err(Error::Validation(_)) => Ok(()),
+                Err(e) => Err(TestCaseError::fail(format!(
+                    "not a validation error: {e:?}"
+                ))),
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn bodies_never_panic(
+                raw in json(),
+                depth in 0u8..3,
+                name in prop_oneof![Just("books"), Just("persons"), Just("covers")],
+                index in "[0-9+-]{0,4}",
+            ) {
+                let s = schema();
+                let c = coll(&s, name);
+                let body = wrap(raw, depth);
+                check(&parse_create(&body, &s, c))?;
+                check(&parse_update(&body, c))?;
+                check(&parse_associate(&body, c))?;
+                check(&parse_update_to_one(&body, c))?;
+                check(&parse_update_field(&body, coll(&s, "covers"), "tags", &index))?;
+            }
+        }
+    }
+}
