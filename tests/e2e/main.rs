@@ -8,6 +8,7 @@
 
 mod aggregate;
 mod composite;
+mod http;
 mod introspection;
 mod list;
 mod operators;
