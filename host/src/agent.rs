@@ -2,6 +2,7 @@
 //! schema file. Routes (the next step) call these; nothing here touches sqlx or HTTP types.
 
 pub mod body;
+pub mod chart;
 pub mod query_string;
 pub mod schema_file;
 pub mod serialize;
