@@ -7,6 +7,7 @@
 )]
 
 mod aggregate;
+mod charts;
 mod composite;
 mod http;
 mod introspection;
