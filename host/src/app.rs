@@ -1,15 +1,122 @@
 //! Composition root: builds the services from settings and runs the commands of the binary.
 
+use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use serde_json::{Value as Json, json};
+use tokio::net::TcpListener;
 
+use crate::agent::schema_file::{Meta, NoActions, SchemaFile};
+use crate::auth::{PermissionLevel, SessionClaims, SessionKey};
+use crate::config::Config;
 use crate::datasource::sql::{Options, Pool, SqlDataSource};
 use crate::datasource::{
-    Aggregation, Caller, ConditionTree, DataSource, DataSourceSchema, DateOperation, FieldSchema,
-    Filter, Operator, Page, Projection, RelationSchema, Sort,
+    Aggregation, Caller, CompositeDataSource, ConditionTree, DataSource, DataSourceSchema,
+    DateOperation, FieldSchema, Filter, Operator, Page, Projection, RelationSchema, Sort,
 };
+use crate::http::{self, AppState};
+
+/// `canopy serve`: connects every datasource, writes (or, in production, reads) the schema file,
+/// and serves the `/forest` routes on `listener` until `shutdown` resolves; requests in flight
+/// then finish before this returns.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let datasource = connect(&config).await?;
+    prepare_schema(&config, datasource.schema())?;
+    let state = AppState::new(
+        Arc::new(datasource),
+        SessionKey::new(config.auth.auth_secret.expose()),
+        &config.http,
+    );
+    axum::serve(listener, http::router(Arc::new(state)))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("serving HTTP")
+}
+
+/// `canopy schema`: writes the schema file without serving (`generateSchemaOnly`).
+pub async fn schema(config: &Config) -> anyhow::Result<()> {
+    let datasource = connect(config).await?;
+    build_schema_file(datasource.schema())?
+        .write(&config.schema.path)
+        .map_err(anyhow::Error::from)?;
+    eprintln!("Schema written to {}", config.schema.path.display());
+    Ok(())
+}
+
+/// Every configured datasource, introspected and served as one.
+pub async fn connect(config: &Config) -> anyhow::Result<CompositeDataSource> {
+    let mut sources: Vec<Arc<dyn DataSource>> = Vec::with_capacity(config.datasources.len());
+    for entry in &config.datasources {
+        let options = Options {
+            // An empty `include` in the config means "all", as the agent's option does.
+            include: (!entry.include.is_empty()).then(|| entry.include.clone()),
+            exclude: entry.exclude.clone(),
+            rename: entry
+                .rename
+                .iter()
+                .map(|(from, to)| (from.clone(), to.clone()))
+                .collect(),
+            connection_name: entry.native_query_connection.clone(),
+        };
+        let datasource = SqlDataSource::connect(&entry.url, options)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot serve {}",
+                    crate::datasource::sql::redact_url(&entry.url)
+                )
+            })?;
+        sources.push(Arc::new(datasource));
+    }
+    CompositeDataSource::new(sources).context("combining the datasources")
+}
+
+/// The schema file as the agent would generate it for this schema.
+fn build_schema_file(schema: &DataSourceSchema) -> anyhow::Result<SchemaFile> {
+    SchemaFile::build(schema, &NoActions, Meta::default()).context("building the schema file")
+}
+
+/// Outside production the schema file is written at every start; in production it is read, and
+/// a missing or invalid file stops the start with a message naming its path.
+fn prepare_schema(config: &Config, schema: &DataSourceSchema) -> anyhow::Result<()> {
+    let path = &config.schema.path;
+    if config.is_production {
+        SchemaFile::read(path, Meta::default())?;
+        tracing::info!(path = %path.display(), "schema file read");
+    } else {
+        build_schema_file(schema)?.write(path)?;
+        tracing::info!(path = %path.display(), "schema file written");
+    }
+    Ok(())
+}
+
+/// `canopy token`: a session token for local use, signed with the auth secret. The user is an
+/// admin with id 1; only the email is chosen.
+pub fn token(auth_secret: &str, email: &str, expires: &str) -> anyhow::Result<String> {
+    let ttl: Duration = crate::auth::parse_ttl(expires)?;
+    let name = email.split('@').next().unwrap_or(email);
+    let claims = SessionClaims {
+        id: 1,
+        email: email.to_owned(),
+        first_name: name.to_owned(),
+        last_name: String::new(),
+        team: "Operations".to_owned(),
+        role: "Admin".to_owned(),
+        permission_level: PermissionLevel::Admin,
+        rendering_id: 1,
+        tags: Default::default(),
+        iat: 0,
+        exp: 0,
+    };
+    Ok(SessionKey::new(auth_secret).mint(claims, ttl)?)
+}
 
 /// The demo database's seed, kept beside the example's README.
 const SHOP_SEED: &str = include_str!("../../examples/shop/seed.sql");

@@ -1,46 +1,147 @@
-//! The `canopy` binary: turns arguments and environment into calls to `canopy::app`.
+//! The `canopy` binary: turns arguments, environment and signals into calls to `canopy::app`.
 
 use std::path::PathBuf;
 
+use anyhow::Context as _;
+use canopy::config::{Config, LogFormat, ServeArgs};
 use clap::{Parser, Subcommand};
 
 /// Canopy turns any SQL database into a secure admin back end.
 #[derive(Debug, Parser)]
 #[command(name = "canopy", version, about)]
 struct Cli {
-    /// Log filter, e.g. `info`, `debug`, `canopy=debug`.
-    #[arg(long, env = "CANOPY_LOG_LEVEL", default_value = "info", global = true)]
-    log_level: String,
-
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the `/forest` routes over the configured databases.
+    Serve(ServeArgs),
+    /// Write the schema file (`.forestadmin-schema.json`) and exit, without serving.
+    Schema(ServeArgs),
+    /// Mint a session token for local use (an admin user with the given email).
+    Token {
+        /// Email of the user the token is for.
+        #[arg(long)]
+        email: String,
+        /// Lifetime: a whole number followed by s, m, h or d.
+        #[arg(long, default_value = "1h")]
+        expires: String,
+        /// The secret `canopy serve` verifies tokens with.
+        #[arg(
+            long,
+            env = "CANOPY_AUTH_SECRET",
+            value_name = "SECRET",
+            hide_env_values = true
+        )]
+        auth_secret: String,
+    },
     /// Introspect a database and print the collections Canopy would serve, as JSON.
     Inspect {
         /// Database URL: sqlite:path?mode=rwc, postgres://…, mysql://… or mariadb://….
         #[arg(long, env = "CANOPY_DATABASE_URL")]
         database_url: String,
+        /// Log filter, e.g. `info`, `debug`, `canopy=debug`.
+        #[arg(long, env = "CANOPY_LOG_LEVEL", default_value = "info")]
+        log_level: String,
     },
     /// Build the shop demo database (SQLite) and show the datasource at work on it.
     Demo {
         /// Where the demo database is written (replaced if it exists).
         #[arg(long, default_value = ".canopy/shop.sqlite")]
         path: PathBuf,
+        /// Log filter, e.g. `info`, `debug`, `canopy=debug`.
+        #[arg(long, env = "CANOPY_LOG_LEVEL", default_value = "info")]
+        log_level: String,
     },
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    match Cli::parse().command {
+        Command::Serve(args) => {
+            let config = load(args)?;
+            let listener = tokio::net::TcpListener::bind(config.http.listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", config.http.listen))?;
+            let address = listener.local_addr()?;
+            println!(
+                "Canopy is serving on http://{address}{}",
+                config.http.mount_path()
+            );
+            canopy::app::run(config, listener, shutdown_signal()).await
+        }
+        Command::Schema(args) => canopy::app::schema(&load(args)?).await,
+        Command::Token {
+            email,
+            expires,
+            auth_secret,
+        } => {
+            println!("{}", canopy::app::token(&auth_secret, &email, &expires)?);
+            Ok(())
+        }
+        Command::Inspect {
+            database_url,
+            log_level,
+        } => {
+            init_logging(&log_level, LogFormat::Text)?;
+            canopy::app::inspect(&database_url).await
+        }
+        Command::Demo { path, log_level } => {
+            init_logging(&log_level, LogFormat::Text)?;
+            canopy::app::demo(&path).await
+        }
+    }
+}
+
+/// Loads the configuration, starts logging with its settings, and logs its warnings.
+fn load(args: ServeArgs) -> anyhow::Result<Config> {
+    let (config, warnings) = Config::load(args)?;
+    init_logging(&config.log.filter, config.log.format)?;
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
+    Ok(config)
+}
+
+fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log_level)?)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter)?)
         .with_writer(std::io::stderr)
         .init();
-    match cli.command {
-        Command::Inspect { database_url } => canopy::app::inspect(&database_url).await,
-        Command::Demo { path } => canopy::app::demo(&path).await,
+    if format == LogFormat::Json {
+        // tracing-subscriber's `json` feature is not in the build yet.
+        tracing::warn!("logFormat = json is not available yet; logging as text");
     }
+    Ok(())
+}
+
+/// Resolves on the first SIGINT (Ctrl-C) or SIGTERM; in-flight requests then finish.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down: finishing requests in flight");
 }
