@@ -14,8 +14,7 @@ use crate::auth::{PermissionLevel, SessionClaims, SessionKey};
 use crate::config::Config;
 use crate::datasource::sql::{Options, Pool, SqlDataSource};
 use crate::datasource::{
-    Aggregation, Caller, CompositeDataSource, ConditionTree, DataSource, DataSourceSchema,
-    DateOperation, FieldSchema, Filter, Operator, Page, Projection, RelationSchema, Sort,
+    CompositeDataSource, DataSource, DataSourceSchema, FieldSchema, RelationSchema,
 };
 use crate::http::{self, AppState};
 
@@ -138,8 +137,9 @@ pub async fn inspect(database_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `canopy demo`: seeds the shop database and shows a list with a join and a grouped count.
-pub async fn demo(path: &Path) -> anyhow::Result<()> {
+/// `canopy demo`, first half: (re)builds the shop database and returns its URL; `main` then
+/// serves it.
+pub async fn seed_demo(path: &Path) -> anyhow::Result<String> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -148,7 +148,7 @@ pub async fn demo(path: &Path) -> anyhow::Result<()> {
     }
     let url = format!("sqlite://{}?mode=rwc", path.display());
     eprintln!("Seeding {} …", path.display());
-    let pool = Pool::connect(&url, 4).await?;
+    let pool = Pool::connect(&url, 1).await?;
     if let Pool::Sqlite(sqlite) = &pool {
         sqlx::raw_sql(SHOP_SEED)
             .execute(sqlite)
@@ -156,49 +156,19 @@ pub async fn demo(path: &Path) -> anyhow::Result<()> {
             .context("seeding the demo database")?;
     }
     let datasource = SqlDataSource::from_pool(pool, Options::default()).await?;
-    let schema = datasource.schema();
-    println!("Collections served from {url}:");
-    for (name, collection) in &schema.collections {
+    for (name, collection) in &datasource.schema().collections {
         let relations: Vec<String> = collection
             .relations()
             .map(|(n, r)| format!("{n} ({} → {})", r.kind_name(), r.foreign_collection()))
             .collect();
-        println!(
+        eprintln!(
             "  {name}: {} fields; relations: {}",
             collection.fields.len(),
             relations.join(", ")
         );
     }
-
-    let caller = Caller::system(chrono_tz::Europe::Paris);
-    let orders = datasource.collection("orders")?;
-    let filter = Filter::new(Some(ConditionTree::leaf(
-        "status",
-        Operator::Equal,
-        "shipped",
-    )))
-    .with_sort(Sort::desc("total"))
-    .with_page(Page::new(0, 5));
-    let projection = Projection::new(["id", "total", "ordered_at", "customer:email"]);
-    let records = orders.list(&caller, &filter, &projection).await?;
-    println!("\nThe 5 largest shipped orders, with their customer (one LEFT JOIN):");
-    println!("{}", serde_json::to_string_pretty(&records)?);
-
-    let by_month = Aggregation::count().group_by("ordered_at", Some(DateOperation::Month));
-    let groups = orders
-        .aggregate(&caller, &Filter::default(), &by_month, Some(3))
-        .await?;
-    println!("\nThe 3 busiest months (Europe/Paris):");
-    for group in groups {
-        let month = group
-            .group
-            .get("ordered_at")
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        println!("  {month}: {} orders", group.value);
-    }
-    println!("\nInspect any database with: cargo run -p canopy -- inspect --database-url {url}");
-    Ok(())
+    datasource.pool().close().await;
+    Ok(url)
 }
 
 /// A JSON summary of a schema: collections, columns with type and flags, relations with keys.

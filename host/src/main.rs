@@ -46,11 +46,15 @@ enum Command {
         #[arg(long, env = "CANOPY_LOG_LEVEL", default_value = "info")]
         log_level: String,
     },
-    /// Build the shop demo database (SQLite) and show the datasource at work on it.
+    /// Build the shop demo database (SQLite), serve it, and print the URL, a token and a curl
+    /// line. Uses fixed, public demo secrets: never expose it beyond this machine.
     Demo {
         /// Where the demo database is written (replaced if it exists).
         #[arg(long, default_value = ".canopy/shop.sqlite")]
         path: PathBuf,
+        /// Address to serve on.
+        #[arg(long, default_value = "127.0.0.1:3351")]
+        listen: String,
         /// Log filter, e.g. `info`, `debug`, `canopy=debug`.
         #[arg(long, env = "CANOPY_LOG_LEVEL", default_value = "info")]
         log_level: String,
@@ -88,11 +92,53 @@ async fn main() -> anyhow::Result<()> {
             init_logging(&log_level, LogFormat::Text)?;
             canopy::app::inspect(&database_url).await
         }
-        Command::Demo { path, log_level } => {
+        Command::Demo {
+            path,
+            listen,
+            log_level,
+        } => {
             init_logging(&log_level, LogFormat::Text)?;
-            canopy::app::demo(&path).await
+            demo(&path, listen).await
         }
     }
+}
+
+/// The demo's secrets: fixed so that the printed token keeps working across restarts, and
+/// public, which is why the demo only listens where you tell it (loopback by default).
+const DEMO_AUTH_SECRET: &str = "canopy-demo-auth-secret-do-not-use-in-production";
+const DEMO_ENV_SECRET: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Seeds the shop database, then serves it like `canopy serve` would.
+async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
+    let database_url = canopy::app::seed_demo(path).await?;
+    let args = ServeArgs {
+        database_url: Some(database_url),
+        auth_secret: Some(DEMO_AUTH_SECRET.to_owned()),
+        env_secret: Some(DEMO_ENV_SECRET.to_owned()),
+        listen: Some(listen),
+        schema_path: Some(path.with_file_name(".forestadmin-schema.json")),
+        ..ServeArgs::default()
+    };
+    let (config, warnings) = Config::load(args)?;
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
+    let listener = tokio::net::TcpListener::bind(config.http.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.http.listen))?;
+    let base = format!(
+        "http://{}{}",
+        listener.local_addr()?,
+        config.http.mount_path()
+    );
+    let token = canopy::app::token(DEMO_AUTH_SECRET, "demo@canopy.local", "12h")?;
+    println!("\nCanopy is serving the shop demo on {base}");
+    println!("\nToken (12 hours):\n{token}");
+    println!(
+        "\nTry:\ncurl -g -H \"Authorization: Bearer {token}\" \\\n  '{base}/orders?timezone=Europe/Paris&page[size]=3&sort=-total&fields[orders]=id,status,total,customer&fields[customer]=email'"
+    );
+    println!("\nPress Ctrl-C to stop.");
+    canopy::app::run(config, listener, shutdown_signal()).await
 }
 
 /// Loads the configuration, starts logging with its settings, and logs its warnings.
