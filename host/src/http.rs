@@ -5,10 +5,12 @@
 //! `router(state)` serves both `canopy serve` and the tests (`tower::ServiceExt::oneshot`).
 
 mod caller;
+mod capabilities;
 mod collection;
 pub mod error;
 mod healthcheck;
 mod middleware;
+mod stats;
 
 use std::sync::Arc;
 
@@ -64,6 +66,8 @@ pub fn router(state: SharedState) -> Router {
     let forest = Router::new()
         .merge(healthcheck::router())
         .merge(collection::router())
+        .merge(stats::router())
+        .merge(capabilities::router())
         .fallback(error::not_found)
         .with_state(Arc::clone(&state));
     Router::new()

@@ -12,7 +12,7 @@ use super::SharedState;
 use super::error::ApiError;
 use super::middleware::RequestId;
 use crate::agent::query_string::{QueryString, parse_timezone};
-use crate::auth;
+use crate::auth::{self, SessionClaims};
 use crate::datasource::Caller;
 
 /// Who is asking (session token → claims, `?timezone=`, request id) and the decoded query string.
@@ -31,18 +31,7 @@ impl FromRequestParts<SharedState> for CallerContext {
         state: &SharedState,
     ) -> Result<Self, Self::Rejection> {
         // The agent checks the JWT (middleware) before any route reads its timezone.
-        let cookie = cookie_header(&parts.headers);
-        let authorization = match parts.headers.get(header::AUTHORIZATION) {
-            None => None,
-            Some(value) => Some(
-                value
-                    .to_str()
-                    .map_err(|_| auth::Error::BadAuthorizationHeader)?,
-            ),
-        };
-        let claims = state
-            .session
-            .authenticate(cookie.as_deref(), authorization)?;
+        let Authenticated(claims) = Authenticated::from_request_parts(parts, state).await?;
         let query = QueryString::parse(parts.uri.query().unwrap_or(""));
         let timezone = parse_timezone(&query)?;
         let request_id = match parts.extensions.get::<RequestId>() {
@@ -57,6 +46,34 @@ impl FromRequestParts<SharedState> for CallerContext {
             caller: claims.into_caller(timezone, request_id),
             query,
         })
+    }
+}
+
+/// The session claims alone, for the routes that build no `Caller` and so need no `?timezone=`
+/// (`/_internal/capabilities`). Extracting it is authentication, as with [`CallerContext`].
+#[derive(Debug, Clone)]
+pub struct Authenticated(pub SessionClaims);
+
+impl FromRequestParts<SharedState> for Authenticated {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &SharedState,
+    ) -> Result<Self, Self::Rejection> {
+        let cookie = cookie_header(&parts.headers);
+        let authorization = match parts.headers.get(header::AUTHORIZATION) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .to_str()
+                    .map_err(|_| auth::Error::BadAuthorizationHeader)?,
+            ),
+        };
+        let claims = state
+            .session
+            .authenticate(cookie.as_deref(), authorization)?;
+        Ok(Self(claims))
     }
 }
 

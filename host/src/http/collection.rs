@@ -20,8 +20,8 @@ use crate::agent::query_string::{
 use crate::agent::{self, serialize};
 use crate::auth::{self, Action};
 use crate::datasource::{
-    Aggregation, Caller, Collection, CollectionSchema, DataSourceSchema, Filter, Page, Projection,
-    Sort, unpack_id,
+    Aggregation, Caller, Collection, CollectionSchema, ConditionTree, DataSourceSchema, Filter,
+    Operator, Page, Projection, Sort, Value, unpack_id,
 };
 
 /// The `Forest-Projection` header (overrides `fields[…]` on list, get and CSV).
@@ -43,16 +43,52 @@ fn served<'a>(schema: &'a DataSourceSchema, name: &str) -> ApiResult<&'a Collect
     schema.collections.get(name).ok_or(ApiError::RouteNotFound)
 }
 
-/// The filter of a request, with its live-query segment resolved.
-fn resolve(request: RequestFilter) -> ApiResult<Filter> {
-    if request.live_query_segment.is_some() {
-        // Needs the permissions issue's SQL segment check first; refused cleanly until then.
-        return Err(agent::Error::Unprocessable(
-            "Live query segments are not supported yet".to_owned(),
-        )
-        .into());
-    }
-    Ok(request.filter)
+/// The filter of a request, with its live-query segment resolved: the native query runs on its
+/// connection (`{{var}}` placeholders bound, never spliced) and the first primary key of its rows
+/// restricts the filter with an `In` leaf (§8.5). Any failure is a 422, as the agent's
+/// `BusinessError`.
+async fn resolve(
+    state: &SharedState,
+    caller: &Caller,
+    collection: &CollectionSchema,
+    request: RequestFilter,
+) -> ApiResult<Filter> {
+    let Some(segment) = request.live_query_segment else {
+        return Ok(request.filter);
+    };
+    let failed = |detail: String| {
+        agent::Error::Unprocessable(format!(
+            "An error occurred during the execution of the segment query - {detail}"
+        ))
+    };
+    // The agent keys the segment on the first primary key only.
+    let pk = *collection
+        .primary_keys()
+        .first()
+        .ok_or(crate::datasource::Error::NoPrimaryKey)?;
+    let variables = agent::chart::ContextVariables::new(caller, None);
+    let (sql, binds) = variables
+        .bind_sql(&segment.query)
+        .map_err(|e| failed(e.to_string()))?;
+    let rows = state
+        .datasource
+        .native_query(caller, &segment.connection_name, &sql, &binds)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let ids = rows
+        .iter()
+        .map(|row| {
+            row.get(pk)
+                .cloned()
+                .ok_or_else(|| failed(format!("the query must return the column '{pk}'")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut filter = request.filter;
+    filter.condition_tree = ConditionTree::intersect([
+        filter.condition_tree.take(),
+        Some(ConditionTree::leaf(pk, Operator::In, Value::Array(ids))),
+    ]);
+    Ok(filter)
 }
 
 fn projection_header(headers: &HeaderMap) -> Option<&str> {
@@ -75,7 +111,13 @@ async fn list(
     let collection_schema = served(schema, &name)?;
     auth::authorize(&context.caller, &name, Action::Browse)?;
     let params = Params::new(&context.query);
-    let filter = resolve(parse_paginated_filter(&params, schema, collection_schema)?)?;
+    let filter = resolve(
+        &state,
+        &context.caller,
+        collection_schema,
+        parse_paginated_filter(&params, schema, collection_schema)?,
+    )
+    .await?;
     let projection = parse_projection(
         &context.query,
         projection_header(&headers),
@@ -103,11 +145,13 @@ async fn count(
     if !collection_schema.countable {
         return Ok(axum::Json(serialize::count_deactivated_body()).into_response());
     }
-    let filter = resolve(parse_filter(
-        &Params::new(&context.query),
-        schema,
+    let filter = resolve(
+        &state,
+        &context.caller,
         collection_schema,
-    )?)?;
+        parse_filter(&Params::new(&context.query), schema, collection_schema)?,
+    )
+    .await?;
     let rows = state
         .datasource
         .collection(&name)?
@@ -184,7 +228,13 @@ async fn bulk_delete(
     let collection_schema = served(schema, &name)?;
     auth::authorize(&context.caller, &name, Action::Delete)?;
     let selection = parse_selection(&body, collection_schema)?;
-    let filter = resolve(selection.filter(&context.query, schema, collection_schema)?)?;
+    let filter = resolve(
+        &state,
+        &context.caller,
+        collection_schema,
+        selection.filter(&context.query, schema, collection_schema)?,
+    )
+    .await?;
     state
         .datasource
         .collection(&name)?
@@ -207,7 +257,13 @@ async fn csv(
     auth::authorize(&context.caller, name, Action::Browse)?;
     auth::authorize(&context.caller, name, Action::Export)?;
     let params = Params::new(&context.query);
-    let mut filter = resolve(parse_filter(&params, schema, collection_schema)?)?;
+    let mut filter = resolve(
+        state,
+        &context.caller,
+        collection_schema,
+        parse_filter(&params, schema, collection_schema)?,
+    )
+    .await?;
     filter.sort = crate::agent::query_string::parse_sort(&params, schema, collection_schema)?;
     if filter.sort.is_empty() {
         // Stable pages: the agent sorts by primary keys when the request gives no sort.
