@@ -10,6 +10,8 @@ mod collection;
 pub mod error;
 mod healthcheck;
 mod middleware;
+mod modification;
+mod related;
 mod stats;
 
 use std::sync::Arc;
@@ -66,6 +68,8 @@ pub fn router(state: SharedState) -> Router {
     let forest = Router::new()
         .merge(healthcheck::router())
         .merge(collection::router())
+        .merge(modification::router())
+        .merge(related::router())
         .merge(stats::router())
         .merge(capabilities::router())
         .fallback(error::not_found)

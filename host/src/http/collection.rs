@@ -39,7 +39,10 @@ pub fn router() -> Router<SharedState> {
 
 /// The schema of a served collection; an unknown name is a path without a route (404), as the
 /// agent registers routes per collection.
-fn served<'a>(schema: &'a DataSourceSchema, name: &str) -> ApiResult<&'a CollectionSchema> {
+pub(super) fn served<'a>(
+    schema: &'a DataSourceSchema,
+    name: &str,
+) -> ApiResult<&'a CollectionSchema> {
     schema.collections.get(name).ok_or(ApiError::RouteNotFound)
 }
 
@@ -47,7 +50,7 @@ fn served<'a>(schema: &'a DataSourceSchema, name: &str) -> ApiResult<&'a Collect
 /// connection (`{{var}}` placeholders bound, never spliced) and the first primary key of its rows
 /// restricts the filter with an `In` leaf (§8.5). Any failure is a 422, as the agent's
 /// `BusinessError`.
-async fn resolve(
+pub(super) async fn resolve(
     state: &SharedState,
     caller: &Caller,
     collection: &CollectionSchema,
@@ -91,7 +94,7 @@ async fn resolve(
     Ok(filter)
 }
 
-fn projection_header(headers: &HeaderMap) -> Option<&str> {
+pub(super) fn projection_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(FOREST_PROJECTION).and_then(|v| v.to_str().ok())
 }
 

@@ -1,0 +1,569 @@
+//! Relation routes (protocol §1.3, bodies §2.5): list and count the records of a to-many
+//! relation, associate and dissociate (or delete) them, set a to-one relation, and replace one
+//! element of an array column ("embedded" update).
+//!
+//! The records related to a parent are found the way the agent's `makeForeignFilter` finds
+//! them: `OneToMany` by the foreign `originKey`, `ManyToMany` by reading the through rows first
+//! and then matching the foreign `foreignKeyTarget` with `In`.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use serde_json::Value as Json;
+
+use super::collection::{projection_header, resolve, served};
+use super::error::{ApiError, ApiResult};
+use super::{CallerContext, JsonBody, SharedState};
+use crate::agent::body::{parse_associate, parse_update_field, parse_update_to_one};
+use crate::agent::query_string::{
+    CompositeId, Params, match_ids, parse_delete_flag, parse_filter, parse_paginated_filter,
+    parse_projection, parse_selection,
+};
+use crate::agent::{self, serialize};
+use crate::auth::{self, Action};
+use crate::datasource::{
+    Aggregation, Caller, CollectionSchema, ConditionTree, Filter, Operator, Projection, Record,
+    RelationSchema, Value, unpack_id,
+};
+
+pub fn router() -> Router<SharedState> {
+    Router::new()
+        .route(
+            "/{collection}/{id}/relationships/{relation}",
+            get(list_related)
+                .post(associate)
+                .delete(dissociate)
+                .put(update_to_one),
+        )
+        .route(
+            "/{collection}/{id}/relationships/{relation}/count",
+            get(count_related),
+        )
+        .route(
+            "/{collection}/{id}/relationships/{relation}/{index}",
+            put(update_field),
+        )
+}
+
+/// A relation of the collection whose kind has this route; the agent registers relation routes
+/// per relation and kind, so any other name is a path without a route (404).
+fn relation<'a>(
+    collection: &'a CollectionSchema,
+    name: &str,
+    to_one: bool,
+) -> ApiResult<&'a RelationSchema> {
+    collection
+        .relation(name)
+        .filter(|r| r.is_to_one() == to_one)
+        .ok_or(ApiError::RouteNotFound)
+}
+
+/// A field of a record, `Null` when absent.
+pub(super) fn column_value(record: &Record, field: &str) -> Value {
+    record.get(field).cloned().unwrap_or(Value::Null)
+}
+
+/// One column of the record `id` of `collection`, `None` when there is no such record.
+async fn read_column(
+    state: &SharedState,
+    caller: &Caller,
+    collection: &CollectionSchema,
+    id: &CompositeId,
+    column: &str,
+) -> ApiResult<Option<Value>> {
+    let filter = Filter::new(Some(match_ids(collection, std::slice::from_ref(id))?));
+    let records = state
+        .datasource
+        .collection(&collection.name)?
+        .list(caller, &filter, &Projection::new([column]))
+        .await?;
+    Ok(records.first().map(|r| column_value(r, column)))
+}
+
+/// The value a link to the record `id` of `foreign` stores: its `target` column (a key may target
+/// a non-primary column, so it is read rather than taken from the id). A missing record is a
+/// body error: the link names a record that does not exist.
+pub(super) async fn to_one_target(
+    state: &SharedState,
+    caller: &Caller,
+    foreign_name: &str,
+    foreign: &CollectionSchema,
+    id: &CompositeId,
+    target: &str,
+) -> ApiResult<Value> {
+    read_column(state, caller, foreign, id, target)
+        .await?
+        .ok_or_else(|| {
+            let packed: Vec<String> = id.iter().map(|(_, v)| v.to_id_string()).collect();
+            agent::Error::Validation(format!(
+                "The record '{}' of '{foreign_name}' does not exist",
+                packed.join("|")
+            ))
+            .into()
+        })
+}
+
+/// The parent's value of `column`; a missing parent is 404 as for `GET /{c}/{id}`.
+async fn parent_value(
+    state: &SharedState,
+    caller: &Caller,
+    parent: &CollectionSchema,
+    id: &CompositeId,
+    column: &str,
+) -> ApiResult<Value> {
+    read_column(state, caller, parent, id, column)
+        .await?
+        .ok_or_else(|| agent::Error::NotFound("Record does not exists".to_owned()).into())
+}
+
+/// Links the record `target` of a `OneToOne` to the origin value: whoever held it is unlinked
+/// first, since the key is unique. `None` only unlinks.
+pub(super) async fn link_one_to_one(
+    state: &SharedState,
+    caller: &Caller,
+    foreign_name: &str,
+    origin_key: &str,
+    origin_value: &Value,
+    target: Option<&CompositeId>,
+) -> ApiResult<()> {
+    let foreign_schema = state.datasource.schema().collection(foreign_name)?;
+    let foreign = state.datasource.collection(foreign_name)?;
+    let mut unset = Record::new();
+    unset.insert(origin_key, Value::Null);
+    if !origin_value.is_null() {
+        let holders = Filter::new(Some(ConditionTree::leaf(
+            origin_key,
+            Operator::Equal,
+            origin_value.clone(),
+        )));
+        foreign.update(caller, &holders, &unset).await?;
+    }
+    if let Some(id) = target {
+        let mut set = Record::new();
+        set.insert(origin_key, origin_value.clone());
+        let filter = Filter::new(Some(match_ids(foreign_schema, std::slice::from_ref(id))?));
+        foreign.update(caller, &filter, &set).await?;
+    }
+    Ok(())
+}
+
+/// A condition that no record matches (a parent without a key has no related records).
+fn nothing() -> ConditionTree {
+    ConditionTree::or(Vec::new())
+}
+
+/// Values of `column` over the records, nulls and duplicates left out.
+fn distinct_values(records: &[Record], column: &str) -> Vec<Value> {
+    let mut values: Vec<Value> = Vec::new();
+    for record in records {
+        let value = column_value(record, column);
+        if !value.is_null() && !values.contains(&value) {
+            values.push(value);
+        }
+    }
+    values
+}
+
+/// The foreign records related to the parent, as a condition on the foreign collection.
+async fn related_tree(
+    state: &SharedState,
+    caller: &Caller,
+    parent: &CollectionSchema,
+    parent_id: &CompositeId,
+    relation: &RelationSchema,
+) -> ApiResult<ConditionTree> {
+    match relation {
+        RelationSchema::OneToMany {
+            origin_key,
+            origin_key_target,
+            ..
+        }
+        | RelationSchema::OneToOne {
+            origin_key,
+            origin_key_target,
+            ..
+        } => {
+            let value = read_column(state, caller, parent, parent_id, origin_key_target).await?;
+            Ok(match value {
+                Some(value) if !value.is_null() => {
+                    ConditionTree::leaf(origin_key, Operator::Equal, value)
+                }
+                _ => nothing(),
+            })
+        }
+        RelationSchema::ManyToMany {
+            through_collection,
+            origin_key,
+            origin_key_target,
+            foreign_key,
+            foreign_key_target,
+            ..
+        } => {
+            let value = read_column(state, caller, parent, parent_id, origin_key_target).await?;
+            let Some(value) = value.filter(|v| !v.is_null()) else {
+                return Ok(nothing());
+            };
+            let through = Filter::new(Some(ConditionTree::leaf(
+                origin_key,
+                Operator::Equal,
+                value,
+            )));
+            let rows = state
+                .datasource
+                .collection(through_collection)?
+                .list(caller, &through, &Projection::new([foreign_key.as_str()]))
+                .await?;
+            let keys = distinct_values(&rows, foreign_key);
+            Ok(if keys.is_empty() {
+                nothing()
+            } else {
+                ConditionTree::leaf(foreign_key_target, Operator::In, Value::Array(keys))
+            })
+        }
+        RelationSchema::ManyToOne { .. } => Err(ApiError::RouteNotFound),
+    }
+}
+
+/// `GET /{c}/{id}/relationships/{r}`: the related records as a JSON:API list.
+async fn list_related(
+    State(state): State<SharedState>,
+    Path((name, id, relation_name)): Path<(String, String, String)>,
+    context: CallerContext,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let schema = state.datasource.schema();
+    let parent = served(schema, &name)?;
+    let relation = relation(parent, &relation_name, false)?;
+    let foreign_name = relation.foreign_collection();
+    let foreign = schema.collection(foreign_name)?;
+    auth::authorize(&context.caller, foreign_name, Action::Browse)?;
+    let params = Params::new(&context.query);
+    let request = parse_paginated_filter(&params, schema, foreign)?;
+    let filter = resolve(&state, &context.caller, foreign, request).await?;
+    let projection =
+        parse_projection(&context.query, projection_header(&headers), schema, foreign)?;
+    let parent_id = unpack_id(parent, &id)?;
+    let tree = related_tree(&state, &context.caller, parent, &parent_id, relation).await?;
+    let filter = filter.and(Some(tree));
+    let records = state
+        .datasource
+        .collection(foreign_name)?
+        .list(&context.caller, &filter, &projection)
+        .await?;
+    let body = serialize::serialize_list(schema, foreign_name, &records, filter.search.as_deref())?;
+    Ok(axum::Json(body).into_response())
+}
+
+/// `GET /{c}/{id}/relationships/{r}/count`: `{"count": n}`, or the deactivated body.
+async fn count_related(
+    State(state): State<SharedState>,
+    Path((name, id, relation_name)): Path<(String, String, String)>,
+    context: CallerContext,
+) -> ApiResult<Response> {
+    let schema = state.datasource.schema();
+    let parent = served(schema, &name)?;
+    let relation = relation(parent, &relation_name, false)?;
+    let foreign_name = relation.foreign_collection();
+    let foreign = schema.collection(foreign_name)?;
+    auth::authorize(&context.caller, foreign_name, Action::Browse)?;
+    if !foreign.countable {
+        return Ok(axum::Json(serialize::count_deactivated_body()).into_response());
+    }
+    let request = parse_filter(&Params::new(&context.query), schema, foreign)?;
+    let filter = resolve(&state, &context.caller, foreign, request).await?;
+    let parent_id = unpack_id(parent, &id)?;
+    let tree = related_tree(&state, &context.caller, parent, &parent_id, relation).await?;
+    let rows = state
+        .datasource
+        .collection(foreign_name)?
+        .aggregate(
+            &context.caller,
+            &filter.and(Some(tree)),
+            &Aggregation::count(),
+            None,
+        )
+        .await?;
+    // A count is a non-negative integer; `as` saturates, and no row means 0.
+    let count = rows
+        .first()
+        .and_then(|row| row.value.as_f64())
+        .map_or(0, |n| n as u64);
+    Ok(axum::Json(serialize::count_body(count)).into_response())
+}
+
+/// `POST /{c}/{id}/relationships/{r}` (associate): links the first record of the body. 204.
+async fn associate(
+    State(state): State<SharedState>,
+    Path((name, id, relation_name)): Path<(String, String, String)>,
+    context: CallerContext,
+    JsonBody(body): JsonBody,
+) -> ApiResult<StatusCode> {
+    let schema = state.datasource.schema();
+    let parent = served(schema, &name)?;
+    let relation = relation(parent, &relation_name, false)?;
+    let foreign_name = relation.foreign_collection();
+    let foreign = schema.collection(foreign_name)?;
+    auth::authorize(&context.caller, foreign_name, Action::Edit)?;
+    let target = parse_associate(&body, foreign)?;
+    let parent_id = unpack_id(parent, &id)?;
+    let caller = &context.caller;
+    match relation {
+        RelationSchema::OneToMany {
+            origin_key,
+            origin_key_target,
+            ..
+        } => {
+            let value = parent_value(&state, caller, parent, &parent_id, origin_key_target).await?;
+            let mut patch = Record::new();
+            patch.insert(origin_key.as_str(), value);
+            let filter = Filter::new(Some(match_ids(foreign, &[target])?));
+            state
+                .datasource
+                .collection(foreign_name)?
+                .update(caller, &filter, &patch)
+                .await?;
+        }
+        RelationSchema::ManyToMany {
+            through_collection,
+            origin_key,
+            origin_key_target,
+            foreign_key,
+            foreign_key_target,
+            ..
+        } => {
+            let origin =
+                parent_value(&state, caller, parent, &parent_id, origin_key_target).await?;
+            let linked = to_one_target(
+                &state,
+                caller,
+                foreign_name,
+                foreign,
+                &target,
+                foreign_key_target,
+            )
+            .await?;
+            let mut row = Record::new();
+            row.insert(origin_key.as_str(), origin);
+            row.insert(foreign_key.as_str(), linked);
+            state
+                .datasource
+                .collection(through_collection)?
+                .create(caller, vec![row])
+                .await?;
+        }
+        RelationSchema::ManyToOne { .. } | RelationSchema::OneToOne { .. } => {
+            return Err(ApiError::RouteNotFound);
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `DELETE /{c}/{id}/relationships/{r}[?delete=true]`: unlinks the selected related records, or
+/// deletes them. 204.
+async fn dissociate(
+    State(state): State<SharedState>,
+    Path((name, id, relation_name)): Path<(String, String, String)>,
+    context: CallerContext,
+    JsonBody(body): JsonBody,
+) -> ApiResult<StatusCode> {
+    let schema = state.datasource.schema();
+    let parent = served(schema, &name)?;
+    let relation = relation(parent, &relation_name, false)?;
+    let foreign_name = relation.foreign_collection();
+    let foreign = schema.collection(foreign_name)?;
+    let delete = parse_delete_flag(&context.query);
+    let action = if delete { Action::Delete } else { Action::Edit };
+    auth::authorize(&context.caller, foreign_name, action)?;
+    let selection = parse_selection(&body, foreign)?;
+    selection.ensure_not_empty()?;
+    let request = selection.filter(&context.query, schema, foreign)?;
+    let filter = resolve(&state, &context.caller, foreign, request).await?;
+    let parent_id = unpack_id(parent, &id)?;
+    let caller = &context.caller;
+    // Only records linked to this parent are touched, whatever the selection says.
+    let tree = related_tree(&state, caller, parent, &parent_id, relation).await?;
+    let filter = filter.and(Some(tree));
+    let foreign_collection = state.datasource.collection(foreign_name)?;
+    match relation {
+        RelationSchema::OneToMany { origin_key, .. } => {
+            if delete {
+                foreign_collection.delete(caller, &filter).await?;
+            } else {
+                let mut unset = Record::new();
+                unset.insert(origin_key.as_str(), Value::Null);
+                foreign_collection.update(caller, &filter, &unset).await?;
+            }
+        }
+        RelationSchema::ManyToMany {
+            through_collection,
+            origin_key,
+            origin_key_target,
+            foreign_key,
+            foreign_key_target,
+            ..
+        } => {
+            // Read before deleting the through rows: afterwards the selection matches nothing.
+            let selected = foreign_collection
+                .list(
+                    caller,
+                    &filter,
+                    &Projection::new([foreign_key_target.as_str()]),
+                )
+                .await?;
+            let keys = distinct_values(&selected, foreign_key_target);
+            if keys.is_empty() {
+                return Ok(StatusCode::NO_CONTENT);
+            }
+            let origin =
+                parent_value(&state, caller, parent, &parent_id, origin_key_target).await?;
+            let through = Filter::new(Some(ConditionTree::and(vec![
+                ConditionTree::leaf(origin_key, Operator::Equal, origin),
+                ConditionTree::leaf(foreign_key, Operator::In, Value::Array(keys.clone())),
+            ])));
+            state
+                .datasource
+                .collection(through_collection)?
+                .delete(caller, &through)
+                .await?;
+            if delete {
+                let records = Filter::new(Some(ConditionTree::leaf(
+                    foreign_key_target,
+                    Operator::In,
+                    Value::Array(keys),
+                )));
+                foreign_collection.delete(caller, &records).await?;
+            }
+        }
+        RelationSchema::ManyToOne { .. } | RelationSchema::OneToOne { .. } => {
+            return Err(ApiError::RouteNotFound);
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `PUT /{c}/{id}/relationships/{r}` on a to-one relation: links the body's record, or unlinks
+/// with `{"data": null}`. 204.
+async fn update_to_one(
+    State(state): State<SharedState>,
+    Path((name, id, relation_name)): Path<(String, String, String)>,
+    context: CallerContext,
+    JsonBody(body): JsonBody,
+) -> ApiResult<StatusCode> {
+    let schema = state.datasource.schema();
+    let parent = served(schema, &name)?;
+    let relation = relation(parent, &relation_name, true)?;
+    let foreign_name = relation.foreign_collection();
+    let foreign = schema.collection(foreign_name)?;
+    let caller = &context.caller;
+    let parent_id = unpack_id(parent, &id)?;
+    match relation {
+        RelationSchema::ManyToOne {
+            foreign_key,
+            foreign_key_target,
+            ..
+        } => {
+            // The parent holds the key: editing the link edits the parent.
+            auth::authorize(caller, &name, Action::Edit)?;
+            let value = match parse_update_to_one(&body, foreign)? {
+                Some(target) => {
+                    to_one_target(
+                        &state,
+                        caller,
+                        foreign_name,
+                        foreign,
+                        &target,
+                        foreign_key_target,
+                    )
+                    .await?
+                }
+                None => Value::Null,
+            };
+            let mut patch = Record::new();
+            patch.insert(foreign_key.as_str(), value);
+            let filter = Filter::new(Some(match_ids(parent, &[parent_id])?));
+            state
+                .datasource
+                .collection(&name)?
+                .update(caller, &filter, &patch)
+                .await?;
+        }
+        RelationSchema::OneToOne {
+            origin_key,
+            origin_key_target,
+            ..
+        } => {
+            auth::authorize(caller, foreign_name, Action::Edit)?;
+            let target = parse_update_to_one(&body, foreign)?;
+            let origin =
+                parent_value(&state, caller, parent, &parent_id, origin_key_target).await?;
+            link_one_to_one(
+                &state,
+                caller,
+                foreign_name,
+                origin_key,
+                &origin,
+                target.as_ref(),
+            )
+            .await?;
+        }
+        RelationSchema::OneToMany { .. } | RelationSchema::ManyToMany { .. } => {
+            return Err(ApiError::RouteNotFound);
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `PUT /{c}/{id}/relationships/{field}/{index}`: replaces element `index` of the array column
+/// `field` with the body's sub-record (an index equal to the length appends, as the agent's
+/// array assignment does). 204.
+async fn update_field(
+    State(state): State<SharedState>,
+    Path((name, id, field, index)): Path<(String, String, String, String)>,
+    context: CallerContext,
+    JsonBody(body): JsonBody,
+) -> ApiResult<StatusCode> {
+    let schema = state.datasource.schema();
+    let collection_schema = served(schema, &name)?;
+    auth::authorize(&context.caller, &name, Action::Edit)?;
+    let update = parse_update_field(&body, collection_schema, &field, &index)?;
+    let record_id = unpack_id(collection_schema, &id)?;
+    let current = parent_value(
+        &state,
+        &context.caller,
+        collection_schema,
+        &record_id,
+        &field,
+    )
+    .await?;
+    let mut items = match current {
+        Value::Array(items) => items,
+        Value::Null => Vec::new(),
+        // An array column always reads as an array; anything else is the datasource's bug.
+        other => {
+            return Err(agent::Error::Validation(format!(
+                "Field '{field}' is not an array (found {other:?})"
+            ))
+            .into());
+        }
+    };
+    if update.index > items.len() {
+        return Err(agent::Error::Validation(format!("Field '{field}' is too short")).into());
+    }
+    let element = Value::Json(Json::Object(update.sub_record));
+    if update.index == items.len() {
+        items.push(element);
+    } else {
+        items[update.index] = element;
+    }
+    let mut patch = Record::new();
+    patch.insert(field.as_str(), Value::Array(items));
+    let filter = Filter::new(Some(match_ids(collection_schema, &[record_id])?));
+    state
+        .datasource
+        .collection(&name)?
+        .update(&context.caller, &filter, &patch)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
