@@ -31,7 +31,7 @@ fn http_config() -> HttpConfig {
 }
 
 /// The router over the shop fixture; keeps the test database alive with it.
-async fn app(backend: Backend) -> (canopy_e2e::TestDb, Router) {
+pub(crate) async fn app(backend: Backend) -> (canopy_e2e::TestDb, Router) {
     let (db, datasource) = shop(backend).await;
     let state = AppState::new(
         Arc::new(datasource),
@@ -41,7 +41,7 @@ async fn app(backend: Backend) -> (canopy_e2e::TestDb, Router) {
     (db, router(Arc::new(state)))
 }
 
-fn token() -> String {
+pub(crate) fn token() -> String {
     let claims = SessionClaims {
         id: 1,
         email: "ann@x.io".to_owned(),
@@ -61,7 +61,7 @@ fn token() -> String {
 }
 
 /// A GET with the session token.
-fn get(uri: &str) -> Request<Body> {
+pub(crate) fn get(uri: &str) -> Request<Body> {
     Request::get(uri)
         .header(header::AUTHORIZATION, format!("Bearer {}", token()))
         .body(Body::empty())
@@ -69,7 +69,10 @@ fn get(uri: &str) -> Request<Body> {
 }
 
 /// Status, headers and body (JSON when it parses, else a string).
-async fn send(app: &Router, request: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Json) {
+pub(crate) async fn send(
+    app: &Router,
+    request: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, Json) {
     let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
@@ -81,7 +84,7 @@ async fn send(app: &Router, request: Request<Body>) -> (StatusCode, axum::http::
     (status, headers, body)
 }
 
-fn envelope(name: &str, detail: &str, status: u16) -> Json {
+pub(crate) fn envelope(name: &str, detail: &str, status: u16) -> Json {
     json!({ "errors": [{ "name": name, "detail": detail, "status": status }] })
 }
 

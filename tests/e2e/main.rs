@@ -10,6 +10,7 @@ mod aggregate;
 mod charts;
 mod composite;
 mod http;
+mod http_stats;
 mod introspection;
 mod list;
 mod operators;
