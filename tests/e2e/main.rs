@@ -11,6 +11,7 @@ mod charts;
 mod composite;
 mod http;
 mod http_stats;
+mod http_write;
 mod introspection;
 mod list;
 mod operators;
