@@ -58,6 +58,12 @@ async fn crm(backend: Backend) -> (TestDb, Router) {
          INSERT INTO invoices (order_id) VALUES (NULL);",
     )
     .await;
+    let app = app_over(&db).await;
+    (db, app)
+}
+
+/// The router over the database's tables.
+async fn app_over(db: &TestDb) -> Router {
     let datasource = db.datasource(Options::default()).await;
     let http = HttpConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -72,7 +78,7 @@ async fn crm(backend: Backend) -> (TestDb, Router) {
         SessionKey::new("a-test-auth-secret"),
         &http,
     );
-    (db, router(Arc::new(state)))
+    router(Arc::new(state))
 }
 
 /// A request with a JSON body and the session token.
@@ -255,6 +261,13 @@ async fn list_and_count_related(backend: Backend) {
         "orders/1/relationships/tags?filters=%7B%22field%22%3A%22name%22%2C%22operator%22%3A%22equal%22%2C%22value%22%3A%22red%22%7D",
     );
     assert_eq!(filtered.await, ["1"]);
+    let (status, _, csv) = send(
+        &app,
+        get("/forest/orders/1/relationships/tags.csv?timezone=UTC&fields[tags]=id,name&header=id,name"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{csv}");
+    assert_eq!(csv, json!("id,name\n1,red\n2,blue\n"));
     // To-one relations have no list route.
     let (status, _, _) = send(
         &app,
@@ -403,6 +416,48 @@ async fn update_to_one(backend: Backend) {
     assert_eq!(
         attribute(&app, "invoices", "2", "order_id").await,
         Json::Null
+    );
+}
+
+/// `PUT /{c}/{id}/relationships/{field}/{index}` replaces one element of an array column; arrays
+/// are PostgreSQL's only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_field_update_postgres() {
+    let db = TestDb::new(Backend::Postgres).await;
+    db.execute(
+        "CREATE TABLE docs (id SERIAL PRIMARY KEY, items JSONB[]);
+         INSERT INTO docs (items) VALUES (ARRAY['{\"a\":1}'::jsonb, '{\"a\":2}'::jsonb]);",
+    )
+    .await;
+    let app = app_over(&db).await;
+    let body = json!({"data": {"attributes": {"a": 3}}});
+    let (status, _, response) = send(
+        &app,
+        with_body(
+            "PUT",
+            "/forest/docs/1/relationships/items/1?timezone=UTC",
+            &body,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{response}");
+    assert_eq!(
+        attribute(&app, "docs", "1", "items").await,
+        json!([{"a": 1}, {"a": 3}])
+    );
+    let (status, _, response) = send(
+        &app,
+        with_body(
+            "PUT",
+            "/forest/docs/1/relationships/items/5?timezone=UTC",
+            &body,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        response,
+        envelope("ValidationError", "Field 'items' is too short", 400)
     );
 }
 

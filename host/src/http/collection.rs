@@ -109,7 +109,7 @@ async fn list(
     if !schema.collections.contains_key(&name)
         && let Some(csv_name) = name.strip_suffix(".csv")
     {
-        return csv(&state, csv_name, &context, &headers).await;
+        return csv(&state, csv_name, &context, &headers, None).await;
     }
     let collection_schema = served(schema, &name)?;
     auth::authorize(&context.caller, &name, Action::Browse)?;
@@ -249,11 +249,12 @@ async fn bulk_delete(
 /// `GET /{c}.csv`: the header row, then pages of records streamed as they are read, up to
 /// `limitExportSize` (§3.5). Errors before the first byte are answered in the envelope; a page
 /// that fails later ends the stream (the status is already sent), and is logged.
-async fn csv(
+pub(super) async fn csv(
     state: &SharedState,
     name: &str,
     context: &CallerContext,
     headers: &HeaderMap,
+    restrict: Option<ConditionTree>,
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, name)?;
@@ -266,7 +267,9 @@ async fn csv(
         collection_schema,
         parse_filter(&params, schema, collection_schema)?,
     )
-    .await?;
+    .await?
+    // The related export (`GET /{c}/{id}/relationships/{r}.csv`) keeps to the parent's records.
+    .and(restrict);
     filter.sort = crate::agent::query_string::parse_sort(&params, schema, collection_schema)?;
     if filter.sort.is_empty() {
         // Stable pages: the agent sorts by primary keys when the request gives no sort.

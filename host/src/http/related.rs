@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use serde_json::Value as Json;
 
-use super::collection::{projection_header, resolve, served};
+use super::collection::{csv, projection_header, resolve, served};
 use super::error::{ApiError, ApiResult};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::body::{parse_associate, parse_update_field, parse_update_to_one};
@@ -235,6 +235,11 @@ async fn list_related(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let parent = served(schema, &name)?;
+    if parent.relation(&relation_name).is_none()
+        && let Some(csv_name) = relation_name.strip_suffix(".csv")
+    {
+        return csv_related(&state, parent, &id, csv_name, &context, &headers).await;
+    }
     let relation = relation(parent, &relation_name, false)?;
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
@@ -254,6 +259,25 @@ async fn list_related(
         .await?;
     let body = serialize::serialize_list(schema, foreign_name, &records, filter.search.as_deref())?;
     Ok(axum::Json(body).into_response())
+}
+
+/// `GET /{c}/{id}/relationships/{r}.csv` (a path segment cannot be split by the router): the
+/// collection export of the foreign records, restricted to the parent's.
+async fn csv_related(
+    state: &SharedState,
+    parent: &CollectionSchema,
+    id: &str,
+    relation_name: &str,
+    context: &CallerContext,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let relation = relation(parent, relation_name, false)?;
+    let foreign_name = relation.foreign_collection();
+    auth::authorize(&context.caller, foreign_name, Action::Browse)?;
+    auth::authorize(&context.caller, foreign_name, Action::Export)?;
+    let parent_id = unpack_id(parent, id)?;
+    let tree = related_tree(state, &context.caller, parent, &parent_id, relation).await?;
+    csv(state, foreign_name, context, headers, Some(tree)).await
 }
 
 /// `GET /{c}/{id}/relationships/{r}/count`: `{"count": n}`, or the deactivated body.
