@@ -3,6 +3,7 @@
 
 pub mod body;
 pub mod chart;
+mod js;
 pub mod query_string;
 pub mod schema_file;
 pub mod serialize;

@@ -360,34 +360,8 @@ fn wrong_type(name: &str, column: &ColumnSchema, raw: &Json) -> Error {
     };
     Error::Validation(format!(
         "The given value has a wrong type for \"{name}\": {}.\n Expects {expected}",
-        js_string(raw)
+        super::js::string(raw)
     ))
-}
-
-/// JavaScript's `String(v)`, which the agent's messages interpolate.
-fn js_string(json: &Json) -> String {
-    match json {
-        Json::Null => "null".to_owned(),
-        Json::Bool(b) => b.to_string(),
-        Json::Number(n) => match n.as_f64() {
-            // JS prints integral doubles without a fractional part.
-            Some(f) if f.fract() == 0.0 && f.abs() < 1e21 && n.is_f64() => format!("{f:.0}"),
-            _ => n.to_string(),
-        },
-        Json::String(s) => s.clone(),
-        Json::Array(items) => items
-            .iter()
-            .map(|i| {
-                if i.is_null() {
-                    String::new()
-                } else {
-                    js_string(i)
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(","),
-        Json::Object(_) => "[object Object]".to_owned(),
-    }
 }
 
 /// `data.relationships`: to-one links with their typed target ids; to-many ones are skipped.

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use chrono_tz::Tz;
 use serde_json::{Map, Value as Json};
 
-use super::{Error, Result};
+use super::{Error, Result, js};
 use crate::datasource::{
     Caller, CollectionSchema, ConditionTree, DataSourceSchema, FieldSchema, Filter, Operator, Page,
     Projection, Sort, Value, unpack_id,
@@ -128,7 +128,7 @@ impl<'a> Params<'a> {
     /// The parameter as the agent stringifies it.
     fn text(&self, key: &str) -> Option<Cow<'a, str>> {
         self.raw(key).map(|raw| match raw {
-            Raw::Json(json) => Cow::Owned(js_to_string(json)),
+            Raw::Json(json) => Cow::Owned(js::string(json)),
             Raw::Text(text) => text,
         })
     }
@@ -297,10 +297,10 @@ pub fn parse_condition_tree(
         None => return Ok(None),
         Some(Raw::Json(json @ (Json::Object(_) | Json::Array(_)))) => json,
         // Falsy scalars (`""`, `0`, `false`) mean no filter, as in the agent.
-        Some(Raw::Json(json)) if !js_truthy(json) => return Ok(None),
+        Some(Raw::Json(json)) if !js::truthy(json) => return Ok(None),
         Some(raw) => {
             let text = match raw {
-                Raw::Json(json) => Cow::Owned(js_to_string(json)),
+                Raw::Json(json) => Cow::Owned(js::string(json)),
                 Raw::Text(text) => text,
             };
             if text.is_empty() {
@@ -454,11 +454,11 @@ pub fn parse_selection(body: &Json, collection: &CollectionSchema) -> Result<Sel
     let data = body.get("data");
     let attributes = data.and_then(|d| d.get("attributes"));
     let attribute = |key: &str| attributes.and_then(|a| a.get(key));
-    let all_records = attribute("all_records").is_some_and(js_truthy);
+    let all_records = attribute("all_records").is_some_and(js::truthy);
     let ids: Vec<CompositeId> = if all_records {
         unpack_ids(collection, attribute("all_records_ids_excluded"))?
     } else {
-        match (attribute("ids").filter(|ids| js_truthy(ids)), data) {
+        match (attribute("ids").filter(|ids| js::truthy(ids)), data) {
             (Some(ids), _) => unpack_ids(collection, Some(ids))?,
             // The alternative shape: `data` is the list of `{type, id}` resource identifiers.
             (None, Some(Json::Array(items))) if !items.is_empty() => items
@@ -604,40 +604,6 @@ fn composite(
     )
 }
 
-/// JavaScript's `String(v)` for a JSON value, as the agent stringifies body parameters.
-fn js_to_string(json: &Json) -> String {
-    match json {
-        Json::Null => "null".to_owned(),
-        Json::Bool(b) => b.to_string(),
-        Json::Number(n) => js_number_string(n.as_f64()),
-        Json::String(s) => s.clone(),
-        // `[1, null, "a"]` → `1,,a`.
-        Json::Array(items) => items
-            .iter()
-            .map(|i| {
-                if i.is_null() {
-                    String::new()
-                } else {
-                    js_to_string(i)
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(","),
-        Json::Object(_) => "[object Object]".to_owned(),
-    }
-}
-
-/// JavaScript truthiness of a JSON value.
-fn js_truthy(json: &Json) -> bool {
-    match json {
-        Json::Null => false,
-        Json::Bool(b) => *b,
-        Json::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Json::String(s) => !s.is_empty(),
-        Json::Array(_) | Json::Object(_) => true,
-    }
-}
-
 /// JavaScript's `typeof`, for the id errors (`null` is `"object"`, absent is `"undefined"`).
 fn js_typeof(json: Option<&Json>) -> &'static str {
     match json {
@@ -669,22 +635,7 @@ fn js_parse_int(s: &str) -> Option<f64> {
 
 /// JavaScript's `String(n)` for the numbers this module prints (`NaN` for `None`).
 fn js_number_string(n: Option<f64>) -> String {
-    match n {
-        None => "NaN".to_owned(),
-        Some(n) if n.is_nan() => "NaN".to_owned(),
-        Some(n) if n.is_infinite() => if n > 0.0 { "Infinity" } else { "-Infinity" }.to_owned(),
-        // Float patterns compare with `==`, so `-0` matches too and prints `0`, as in JavaScript.
-        Some(0.0) => "0".to_owned(),
-        Some(n) if n.abs() >= 1e21 => {
-            // JavaScript switches to exponent notation here and always signs the exponent.
-            let s = format!("{n:e}");
-            match s.split_once('e') {
-                Some((mantissa, exp)) if !exp.starts_with('-') => format!("{mantissa}e+{exp}"),
-                _ => s,
-            }
-        }
-        Some(n) => format!("{n}"),
-    }
+    n.map_or_else(|| "NaN".to_owned(), js::number)
 }
 
 /// A non-negative float to `u64`, saturating (`as` already saturates and maps NaN to 0).
@@ -1563,14 +1514,11 @@ mod tests {
         assert_eq!(js_number_string(Some(f64::INFINITY)), "Infinity");
         assert_eq!(js_number_string(Some(12.0)), "12");
         assert_eq!(
-            js_to_string(&serde_json::json!([1, null, "a", true])),
+            js::string(&serde_json::json!([1, null, "a", true])),
             "1,,a,true"
         );
-        assert_eq!(
-            js_to_string(&serde_json::json!({"a": 1})),
-            "[object Object]"
-        );
-        assert_eq!(js_to_string(&serde_json::json!(2.5)), "2.5");
+        assert_eq!(js::string(&serde_json::json!({"a": 1})), "[object Object]");
+        assert_eq!(js::string(&serde_json::json!(2.5)), "2.5");
         assert_eq!(js_typeof(Some(&serde_json::json!(true))), "boolean");
     }
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use serde_json::{Map, Value as Json};
 
-use super::Result;
+use super::{Result, js};
 use crate::datasource::schema::ValidationRule;
 use crate::datasource::{
     self, CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, FieldSchema, Operator,
@@ -834,6 +834,15 @@ fn write_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// A number as JSON.stringify writes it: JavaScript's digits, `null` when not finite.
+fn js_number(f: f64) -> String {
+    if f.is_finite() {
+        js::number(f)
+    } else {
+        "null".to_owned()
+    }
+}
+
 /// Integers print exactly while JavaScript holds them exactly (|n| ≤ 2^53); beyond, they go
 /// through a double as in JavaScript.
 fn number_string(n: &serde_json::Number) -> String {
@@ -845,43 +854,6 @@ fn number_string(n: &serde_json::Number) -> String {
         return u.to_string();
     }
     n.as_f64().map_or_else(|| "null".to_owned(), js_number)
-}
-
-/// JavaScript's `Number.prototype.toString()` (ECMA-262 Number::toString): the shortest
-/// round-tripping digits, plain notation for exponents in [-7, 21), `1e+21` style outside.
-/// Non-finite numbers become `null`, as JSON.stringify writes them.
-fn js_number(f: f64) -> String {
-    if !f.is_finite() {
-        return "null".to_owned();
-    }
-    if f == 0.0 {
-        return "0".to_owned();
-    }
-    // Rust's `{:e}` yields the same shortest digits as JavaScript, as `d.ddde±x`.
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exponent: i64 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let k = digits.len() as i64;
-    let n = exponent + 1;
-    let body = if k <= n && n <= 21 {
-        format!("{digits}{}", "0".repeat((n - k) as usize))
-    } else if 0 < n && n <= 21 {
-        let (int, frac) = digits.split_at(n as usize);
-        format!("{int}.{frac}")
-    } else if -6 < n && n <= 0 {
-        format!("0.{}{digits}", "0".repeat((-n) as usize))
-    } else {
-        let e = n - 1;
-        let sign = if e >= 0 { '+' } else { '-' };
-        let (first, rest) = digits.split_at(1);
-        if rest.is_empty() {
-            format!("{first}e{sign}{}", e.abs())
-        } else {
-            format!("{first}.{rest}e{sign}{}", e.abs())
-        }
-    };
-    if f < 0.0 { format!("-{body}") } else { body }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value as Json, json};
 
-use super::{Error, Result};
+use super::{Error, Result, js};
 use crate::datasource::{
     self, CollectionSchema, DataSourceSchema, Record, RelationSchema, Value, pack_id,
 };
@@ -252,8 +252,8 @@ fn search_decorators(data: &[Json], search: &str) -> Map<String, Json> {
         };
         let matches: Vec<Json> = attributes
             .iter()
-            .filter(|(_, value)| is_truthy(value))
-            .filter(|(_, value)| js_string(value, false).to_lowercase().contains(&needle))
+            .filter(|(_, value)| js::truthy(value))
+            .filter(|(_, value)| js::string(value).to_lowercase().contains(&needle))
             .map(|(name, _)| Json::String(name.clone()))
             .collect();
         if !matches.is_empty() {
@@ -265,55 +265,6 @@ fn search_decorators(data: &[Json], search: &str) -> Map<String, Json> {
         }
     }
     decorators
-}
-
-/// JavaScript truthiness of a JSON value.
-fn is_truthy(value: &Json) -> bool {
-    match value {
-        Json::Null => false,
-        Json::Bool(b) => *b,
-        Json::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
-        Json::String(s) => !s.is_empty(),
-        Json::Array(_) | Json::Object(_) => true,
-    }
-}
-
-/// JavaScript's `String(value)` of a JSON value: arrays join their items with `,` (null items
-/// empty), objects are `[object Object]` unless `objects_as_json`, which the CSV export uses.
-fn js_string(value: &Json, objects_as_json: bool) -> String {
-    match value {
-        Json::Null => "null".to_owned(),
-        Json::Bool(b) => b.to_string(),
-        Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => i.to_string(),
-            (_, Some(u), _) => u.to_string(),
-            (_, _, Some(f)) => js_number(f),
-            _ => n.to_string(),
-        },
-        Json::String(s) => s.clone(),
-        Json::Array(items) => items
-            .iter()
-            .map(|item| match item {
-                Json::Null => String::new(),
-                other => js_string(other, objects_as_json),
-            })
-            .collect::<Vec<_>>()
-            .join(","),
-        Json::Object(_) if objects_as_json => value.to_string(),
-        Json::Object(_) => "[object Object]".to_owned(),
-    }
-}
-
-/// A float as JavaScript prints it in the common cases: integral values without `.0`.
-fn js_number(f: f64) -> String {
-    // Below 2^53 an integral f64 is exactly an i64, and JS prints it without a fraction.
-    if f.is_finite() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
-        (f as i64).to_string()
-    } else if f.is_nan() {
-        "NaN".to_owned()
-    } else {
-        f.to_string()
-    }
 }
 
 /// The wire JSON of a value (dates as UTC ISO with milliseconds, decimals as strings, ...).
@@ -366,10 +317,10 @@ fn csv_cell(value: Option<&Value>) -> Result<String> {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Int(i)) => i.to_string(),
         Some(Value::Bool(b)) => b.to_string(),
-        Some(Value::Float(f)) => js_number(*f),
+        Some(Value::Float(f)) => js::number(*f),
         Some(other) => match to_json(other)? {
             Json::Null => String::new(),
-            json => js_string(&json, true),
+            json => js::string_with_objects(&json, &Json::to_string),
         },
     })
 }
@@ -814,12 +765,15 @@ mod tests {
 
     #[test]
     fn search_uses_javascript_string_forms() {
-        assert_eq!(js_string(&json!([1, null, "a", [2, 3]]), false), "1,,a,2,3");
-        assert_eq!(js_string(&json!({ "a": 1 }), false), "[object Object]");
-        assert_eq!(js_string(&json!([{ "a": 1 }]), true), r#"{"a":1}"#);
-        assert_eq!(js_string(&json!(2.0), false), "2");
-        assert_eq!(js_string(&json!(2.5), false), "2.5");
-        assert!(!is_truthy(&json!(0)) && !is_truthy(&json!("")) && !is_truthy(&json!(false)));
+        assert_eq!(js::string(&json!([1, null, "a", [2, 3]])), "1,,a,2,3");
+        assert_eq!(js::string(&json!({ "a": 1 })), "[object Object]");
+        assert_eq!(
+            js::string_with_objects(&json!([{ "a": 1 }]), &Json::to_string),
+            r#"{"a":1}"#
+        );
+        assert_eq!(js::string(&json!(2.0)), "2");
+        assert_eq!(js::string(&json!(2.5)), "2.5");
+        assert!(!js::truthy(&json!(0)) && !js::truthy(&json!("")) && !js::truthy(&json!(false)));
     }
 
     #[test]
