@@ -95,30 +95,12 @@ impl SqlCollection {
         expects: &[Expect],
         needs: &[bool],
     ) -> Result<Vec<Vec<Value>>> {
-        let Statement { sql, binds } = statement;
-        match &self.shared.pool {
-            Pool::Postgres(pool) => {
-                let rows = sqlx::query_with(&sql, pg_args(binds)?)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(|e| db_error(e, Operation::Read))?;
-                decode::pg_rows(&rows, expects, needs)
-            }
-            Pool::MySql(pool) => {
-                let rows = sqlx::query_with(&sql, mysql_args(binds)?)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(|e| db_error(e, Operation::Read))?;
-                decode::mysql_rows(&rows, expects, needs)
-            }
-            Pool::Sqlite(pool) => {
-                let rows = sqlx::query_with(&sql, sqlite_args(binds)?)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(|e| db_error(e, Operation::Read))?;
-                decode::sqlite_rows(&rows, expects, needs)
-            }
-        }
+        let mut rows = Vec::new();
+        self.fetch_each(statement, expects, needs, |values| {
+            rows.push(std::mem::take(values));
+        })
+        .await?;
+        Ok(rows)
     }
 
     /// Runs a SELECT built with a layout and shapes each row into a record as it is decoded
@@ -126,41 +108,47 @@ impl SqlCollection {
     async fn fetch_records(&self, statement: Statement, layout: &Layout) -> Result<Vec<Record>> {
         let assembler = decode::Assembler::new(layout);
         let needs = assembler.needs();
-        let Statement { sql, binds } = statement;
         let mut records = Vec::new();
+        self.fetch_each(statement, &layout.columns, &needs, |values| {
+            records.push(assembler.record(values));
+        })
+        .await?;
+        Ok(records)
+    }
+
+    /// The one driver dispatch of reads: runs the SELECT and hands each decoded row to `each`
+    /// (a reused buffer it may take from).
+    async fn fetch_each(
+        &self,
+        statement: Statement,
+        expects: &[Expect],
+        needs: &[bool],
+        each: impl FnMut(&mut Vec<Value>) + Send,
+    ) -> Result<()> {
+        let Statement { sql, binds } = statement;
         match &self.shared.pool {
             Pool::Postgres(pool) => {
                 let rows = sqlx::query_with(&sql, pg_args(binds)?)
                     .fetch_all(pool)
                     .await
                     .map_err(|e| db_error(e, Operation::Read))?;
-                records.reserve(rows.len());
-                decode::pg_each(&rows, &layout.columns, &needs, |values| {
-                    records.push(assembler.record(values));
-                })?;
+                decode::pg_each(&rows, expects, needs, each)
             }
             Pool::MySql(pool) => {
                 let rows = sqlx::query_with(&sql, mysql_args(binds)?)
                     .fetch_all(pool)
                     .await
                     .map_err(|e| db_error(e, Operation::Read))?;
-                records.reserve(rows.len());
-                decode::mysql_each(&rows, &layout.columns, &needs, |values| {
-                    records.push(assembler.record(values));
-                })?;
+                decode::mysql_each(&rows, expects, needs, each)
             }
             Pool::Sqlite(pool) => {
                 let rows = sqlx::query_with(&sql, sqlite_args(binds)?)
                     .fetch_all(pool)
                     .await
                     .map_err(|e| db_error(e, Operation::Read))?;
-                records.reserve(rows.len());
-                decode::sqlite_each(&rows, &layout.columns, &needs, |values| {
-                    records.push(assembler.record(values));
-                })?;
+                decode::sqlite_each(&rows, expects, needs, each)
             }
         }
-        Ok(records)
     }
 
     /// A tree selecting one row by its primary key values.
