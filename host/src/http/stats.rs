@@ -7,7 +7,8 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
-use super::error::{ApiError, ApiResult};
+use super::collection::served;
+use super::error::ApiResult;
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::chart::{self, ChartRequest};
 use crate::auth::{self, Action};
@@ -27,9 +28,7 @@ async fn collection_chart(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     // The agent registers this route per collection: an unknown one has no route.
-    if !schema.collections.contains_key(&name) {
-        return Err(ApiError::RouteNotFound);
-    }
+    served(schema, &name)?;
     auth::authorize(&context.caller, &name, Action::Chart)?;
     let request = ChartRequest::parse(&body, schema, &name, &context.caller)?;
     // No rendering scope until permissions land; the argument is where it will go.
