@@ -2,7 +2,9 @@
 //! the `Caller`) and the traits every datasource and decorator implements. `sql` is the SQL
 //! implementation over sqlx and the only code that writes SQL for user data.
 
+pub mod action;
 mod caller;
+pub mod chart;
 mod composite;
 mod error;
 pub mod query;
@@ -14,7 +16,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub use action::{ActionResult, ActionSchema, FormElement, FormPhase, FormValues};
 pub use caller::Caller;
+pub use chart::{ChartRequest, ChartResult};
 pub use composite::CompositeDataSource;
 pub use error::{ConstraintViolation, Error, Result};
 pub use query::{
@@ -61,6 +65,40 @@ pub trait Collection: Send + Sync {
 
     /// Deletes every record matching the filter.
     async fn delete(&self, caller: &Caller, filter: &Filter) -> Result<()>;
+
+    /// Runs the action `name` (one of `schema().actions`) on the records of `filter` with the
+    /// submitted form values. Collections without actions refuse every name.
+    async fn execute(
+        &self,
+        _caller: &Caller,
+        name: &str,
+        _filter: &Filter,
+        _values: &FormValues,
+    ) -> Result<ActionResult> {
+        Err(Error::validation(format!("Action '{name}' is not defined")))
+    }
+
+    /// The form of the action `name`, resolved for these values and this phase.
+    async fn get_form(
+        &self,
+        _caller: &Caller,
+        name: &str,
+        _filter: &Filter,
+        _values: &FormValues,
+        _phase: &FormPhase,
+    ) -> Result<Vec<FormElement>> {
+        Err(Error::validation(format!("Action '{name}' is not defined")))
+    }
+
+    /// Renders the collection chart `name` (one of `schema().charts`) for a record.
+    async fn render_chart(
+        &self,
+        _caller: &Caller,
+        name: &str,
+        _request: &ChartRequest,
+    ) -> Result<ChartResult> {
+        Err(Error::validation(format!("Chart '{name}' is not defined")))
+    }
 }
 
 /// A set of collections served together, plus native queries on its connection.
@@ -83,4 +121,14 @@ pub trait DataSource: Send + Sync {
         query: &str,
         variables: &indexmap::IndexMap<String, Value>,
     ) -> Result<Vec<Record>>;
+
+    /// Renders the datasource chart `name` (one of `schema().charts`).
+    async fn render_chart(
+        &self,
+        _caller: &Caller,
+        name: &str,
+        _request: &ChartRequest,
+    ) -> Result<ChartResult> {
+        Err(Error::validation(format!("Chart '{name}' is not defined")))
+    }
 }

@@ -18,5 +18,6 @@ pub mod agent;
 pub mod app;
 pub mod auth;
 pub mod config;
+pub mod customizer;
 pub mod datasource;
 pub mod http;

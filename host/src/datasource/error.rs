@@ -17,6 +17,10 @@ pub enum Error {
     /// primary key, a native query that is not a single SELECT. (agent: `UnprocessableError`, 422)
     #[error("{0}")]
     Unprocessable(String),
+    /// A customization refused the caller (`throwForbiddenError`, extended search on a collection
+    /// with a search handler). (agent: `ForbiddenError`, 403)
+    #[error("{0}")]
+    Forbidden(String),
     /// The collection has no primary key, so records cannot be addressed. (agent: `NoPrimaryKeyError`, 422)
     #[error("This collection has no primary key")]
     NoPrimaryKey,

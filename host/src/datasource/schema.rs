@@ -286,6 +286,10 @@ pub struct CollectionSchema {
     /// Whether counting is allowed (`disableCount` turns it off).
     pub countable: bool,
     pub segments: Vec<String>,
+    /// Actions by name, in declaration order (the order gives their route index).
+    pub actions: IndexMap<String, super::action::ActionSchema>,
+    /// Names of the collection's API charts (`addChart`).
+    pub charts: Vec<String>,
     /// Whether writes are refused (views, tables without a primary key).
     pub is_read_only: bool,
     pub aggregation: AggregationCapabilities,
@@ -306,6 +310,8 @@ impl CollectionSchema {
             searchable: true,
             countable: true,
             segments: Vec::new(),
+            actions: IndexMap::new(),
+            charts: Vec::new(),
             is_read_only: false,
             aggregation: AggregationCapabilities {
                 support_groups: true,
@@ -347,6 +353,8 @@ impl CollectionSchema {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DataSourceSchema {
     pub collections: IndexMap<String, CollectionSchema>,
+    /// Names of the datasource-level (dashboard) API charts.
+    pub charts: Vec<String>,
 }
 
 impl DataSourceSchema {

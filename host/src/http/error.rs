@@ -83,6 +83,7 @@ impl ApiError {
                 D::NoPrimaryKey => {
                     public(StatusCode::UNPROCESSABLE_ENTITY, "NoPrimaryKeyError", true)
                 }
+                D::Forbidden(_) => public(StatusCode::FORBIDDEN, "ForbiddenError", true),
                 D::Database(_) | D::Internal(_) => public(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "InternalServerError",
