@@ -7,6 +7,7 @@ mod js;
 pub mod query_string;
 pub mod schema_file;
 pub mod serialize;
+mod wire;
 
 use crate::datasource;
 

@@ -5,8 +5,9 @@
 //! collection, so every shape rule and every 400 wording is unit-tested here. Attribute values are
 //! type-checked the way the agent's `RecordValidator` does (§14.4 "Writes"): a JSON number or an
 //! integer string for `Number`, an ISO date-time for `Date`, `YYYY-MM-DD` for `Dateonly`, a JSON
-//! boolean for `Boolean`, a listed value for `Enum`, anything for `Json`, a data URI or hex for
-//! `Binary`; `null` fits every column (NOT NULL is the database's call).
+//! boolean for `Boolean`, a listed value for `Enum`, anything for `Json`, for `Binary` the form the
+//! column is served in (a data URI, or hex for keys, §8.12); `null` fits every column (NOT NULL
+//! is the database's call).
 //!
 //! Selection bodies (bulk delete, dissociate) are read by
 //! [`super::query_string::parse_selection`], not here.
@@ -15,6 +16,7 @@ use serde_json::{Map, Value as Json};
 
 use super::query_string::CompositeId;
 use super::{Error, Result};
+use crate::datasource::schema::Wire;
 use crate::datasource::{
     self, CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, FieldSchema, PrimitiveType,
     Record, RelationSchema, Value, unpack_id,
@@ -278,7 +280,8 @@ fn cast_attributes(
 
 /// One attribute value, checked as the agent's `TypeGetter` does and then typed.
 fn cast_attribute(name: &str, column: &ColumnSchema, raw: &Json) -> Result<Value> {
-    let value = cast_json(&column.column_type, raw).ok_or_else(|| wrong_type(name, column, raw))?;
+    let value = cast_json(&column.column_type, column.wire, raw)
+        .ok_or_else(|| wrong_type(name, column, raw))?;
     check_enums(column, &value)?;
     Ok(value)
 }
@@ -292,16 +295,21 @@ fn check_enums(column: &ColumnSchema, value: &Value) -> Result<()> {
     }
 }
 
-fn cast_json(ty: &ColumnType, raw: &Json) -> Option<Value> {
+fn cast_json(ty: &ColumnType, wire: Wire, raw: &Json) -> Option<Value> {
     if raw.is_null() {
         return Some(Value::Null);
     }
     match ty {
+        // Bytes come back in the form they are served in: a data URI, or hex for keys.
+        ColumnType::Primitive(PrimitiveType::Binary) => match raw {
+            Json::String(text) => super::wire::binary_from_wire(text, wire).map(Value::Binary),
+            _ => None,
+        },
         ColumnType::Primitive(p) => cast_primitive(*p, raw),
         ColumnType::Array(inner) => match raw {
             Json::Array(items) => items
                 .iter()
-                .map(|item| cast_json(inner, item))
+                .map(|item| cast_json(inner, wire, item))
                 .collect::<Option<Vec<_>>>()
                 .map(Value::Array),
             _ => None,
@@ -329,8 +337,7 @@ fn cast_primitive(ty: PrimitiveType, raw: &Json) -> Option<Value> {
             | PrimitiveType::Enum
             | PrimitiveType::Date
             | PrimitiveType::Time
-            | PrimitiveType::Uuid
-            | PrimitiveType::Binary,
+            | PrimitiveType::Uuid,
             Json::String(_),
         ) => true,
         _ => false,

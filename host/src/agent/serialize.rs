@@ -8,9 +8,10 @@ use indexmap::IndexMap;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value as Json, json};
 
-use super::{Error, Result, js};
+use super::{Error, Result, js, wire};
+use crate::datasource::schema::Wire;
 use crate::datasource::{
-    self, CollectionSchema, DataSourceSchema, Record, RelationSchema, Value, pack_id,
+    self, CollectionSchema, DataSourceSchema, FieldSchema, Record, RelationSchema, Value, pack_id,
 };
 
 /// What JavaScript's `encodeURIComponent` leaves alone: letters, digits and `-_.!~*'()`.
@@ -119,11 +120,15 @@ fn resource(
     let id = pack_id(collection, record)?;
 
     // Attributes keep the record's (projection) order; relation fields are not attributes.
+    // Foreign key columns are attributes like any other column, as in the agent.
     let mut attributes = Map::new();
     for (name, value) in record.iter() {
-        if collection.relation(name).is_none() {
-            attributes.insert(name.to_owned(), to_json(value)?);
-        }
+        let wire = match collection.fields.get(name) {
+            Some(FieldSchema::Relation(_)) => continue,
+            Some(FieldSchema::Column(column)) => column.wire,
+            None => Wire::Plain,
+        };
+        attributes.insert(name.to_owned(), to_json(value, wire)?);
     }
 
     // Relationships follow the schema's field order, as the agent registers them.
@@ -267,9 +272,10 @@ fn search_decorators(data: &[Json], search: &str) -> Map<String, Json> {
     decorators
 }
 
-/// The wire JSON of a value (dates as UTC ISO with milliseconds, decimals as strings, ...).
-fn to_json(value: &Value) -> Result<Json> {
-    serde_json::to_value(value).map_err(|e| internal(format!("value serialization: {e}")))
+/// The wire JSON of a value of a column with this wire form (dates as UTC ISO with
+/// milliseconds, bigints as strings where the agent's drivers give strings, ...).
+fn to_json(value: &Value, wire: Wire) -> Result<Json> {
+    wire::to_json(value, wire).map_err(|e| internal(format!("value serialization: {e}")))
 }
 
 fn internal(message: impl Into<String>) -> Error {
@@ -290,20 +296,44 @@ pub fn csv_header(header: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The wire form of each path of an export's projection (`a:b` paths through to-one
+/// relations), resolved once per export. Paths that name no column are written plainly.
+pub fn csv_wires<S: AsRef<str>>(
+    schema: &DataSourceSchema,
+    collection: &CollectionSchema,
+    projection: &[S],
+) -> Vec<Wire> {
+    projection
+        .iter()
+        .map(|path| {
+            schema
+                .resolve_column(collection, path.as_ref())
+                .map_or(Wire::Plain, |(_, column)| column.wire)
+        })
+        .collect()
+}
+
 /// Appends one batch of records to `out`: one row per record, the values of `projection` in
 /// order (`a:b` paths read through loaded to-one relations), each row ending with `\n`.
+/// `wires` holds the wire form of each path ([`csv_wires`]).
 ///
 /// Null or missing values are empty; objects are JSON; arrays join their items with `,`; other
-/// values take their wire string form (ISO dates, decimals as written).
+/// values take their wire string form (ISO dates, decimals as the agent's driver gives them,
+/// binary columns as data URIs or hex).
 pub fn write_csv_batch<S: AsRef<str>>(
     out: &mut Vec<u8>,
     projection: &[S],
+    wires: &[Wire],
     records: &[Record],
 ) -> Result<()> {
     let rows = records.iter().map(|record| {
         projection
             .iter()
-            .map(|path| csv_cell(record.get_path(path.as_ref())))
+            .enumerate()
+            .map(|(i, path)| {
+                let wire = wires.get(i).copied().unwrap_or_default();
+                csv_cell(record.get_path(path.as_ref()), wire)
+            })
             .collect::<Result<Vec<String>>>()
     });
     let rows: Vec<Vec<String>> = rows.collect::<Result<_>>()?;
@@ -311,14 +341,20 @@ pub fn write_csv_batch<S: AsRef<str>>(
 }
 
 /// The text of one CSV cell.
-fn csv_cell(value: Option<&Value>) -> Result<String> {
+fn csv_cell(value: Option<&Value>, wire: Wire) -> Result<String> {
+    let Some(value) = value else {
+        return Ok(String::new());
+    };
+    if let Some(text) = wire::csv_text(value, wire) {
+        return Ok(text);
+    }
     Ok(match value {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Int(i)) => i.to_string(),
-        Some(Value::Bool(b)) => b.to_string(),
-        Some(Value::Float(f)) => js::number(*f),
-        Some(other) => match to_json(other)? {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Float(f) => js::number(*f),
+        other => match to_json(other, wire)? {
             Json::Null => String::new(),
             json => js::string_with_objects(&json, &Json::to_string),
         },
@@ -832,7 +868,7 @@ mod tests {
             ]),
         ];
         let mut out = Vec::new();
-        write_csv_batch(&mut out, &["title", "isbn", "author:name"], &books).unwrap();
+        write_csv_batch(&mut out, &["title", "isbn", "author:name"], &[], &books).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "\"Foundation, part \"\"one\"\"\",1,Asimov\n\"multi\nline\",2,\n"
@@ -858,7 +894,7 @@ mod tests {
         ];
         let mut out = Vec::new();
         let projection = ["data", "tags", "price", "n", "ok", "at", "nul"];
-        write_csv_batch(&mut out, &projection, &records).unwrap();
+        write_csv_batch(&mut out, &projection, &[], &records).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             concat!(
@@ -870,13 +906,13 @@ mod tests {
 
         // One column of nulls: empty lines, as the agent writes them.
         let mut out = Vec::new();
-        write_csv_batch(&mut out, &["data"], &records[1..]).unwrap();
+        write_csv_batch(&mut out, &["data"], &[], &records[1..]).unwrap();
         assert_eq!(out, b"\n");
 
         // Batches concatenate: each ends with its own newline.
         let mut out = csv_header("data").unwrap();
-        write_csv_batch(&mut out, &["data"], &records[..1]).unwrap();
-        write_csv_batch(&mut out, &["data"], &records[..1]).unwrap();
+        write_csv_batch(&mut out, &["data"], &[], &records[..1]).unwrap();
+        write_csv_batch(&mut out, &["data"], &[], &records[..1]).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "data\n\"{\"\"name\"\":\"\"ab\"\",\"\"price\"\":5}\"\n\"{\"\"name\"\":\"\"ab\"\",\"\"price\"\":5}\"\n"

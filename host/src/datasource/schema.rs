@@ -125,6 +125,36 @@ pub struct ValidationRule {
     pub value: Option<Value>,
 }
 
+/// How a column's values are written on the agent's wire (and read back from write bodies) when
+/// that is not the value's own JSON form (§14.4, §8.12). Decided once per column when the schema
+/// is built, so that serializing a value costs one match, not a look at the database kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// The value's own JSON form.
+    #[default]
+    Plain,
+    /// Numbers as JSON strings (`"9007199254740993"`, `"12.30"` with its scale): the Node agent's
+    /// drivers return bigint (PostgreSQL, MySQL, MariaDB) and decimal (PostgreSQL, MySQL) so.
+    NumberString,
+    /// Exact decimals as JSON numbers: MariaDB's driver returns DECIMAL as a JavaScript number.
+    Number,
+    /// Bytes as `data:<sniffed mime>;base64,…`, the binary decorator's form for ordinary columns.
+    DataUri,
+    /// Bytes as lowercase hex, the binary decorator's form for primary and foreign keys.
+    Hex,
+}
+
+impl Wire {
+    /// The default form for a column type: data URIs for binary columns (and arrays of them).
+    pub fn for_type(column_type: &ColumnType) -> Self {
+        match column_type {
+            ColumnType::Primitive(PrimitiveType::Binary) => Self::DataUri,
+            ColumnType::Array(inner) => Self::for_type(inner),
+            _ => Self::Plain,
+        }
+    }
+}
+
 /// A column of a collection and everything the agent advertises about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnSchema {
@@ -141,13 +171,17 @@ pub struct ColumnSchema {
     pub default_value: Option<Value>,
     pub enum_values: Vec<String>,
     pub validation: Vec<ValidationRule>,
+    /// The wire form of the column's values.
+    pub wire: Wire,
 }
 
 impl ColumnSchema {
     /// A writable, sortable, nullable column with no operators; callers fill in the rest.
     pub fn new(column_type: impl Into<ColumnType>) -> Self {
+        let column_type = column_type.into();
         Self {
-            column_type: column_type.into(),
+            wire: Wire::for_type(&column_type),
+            column_type,
             filter_operators: BTreeSet::new(),
             is_primary_key: false,
             is_read_only: false,

@@ -291,6 +291,7 @@ pub(super) async fn csv(
     let collection = state.datasource.collection(name)?;
     let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;
     let export = Export {
+        wires: serialize::csv_wires(schema, collection_schema, &projection.0),
         collection,
         caller: context.caller.clone(),
         filter,
@@ -342,6 +343,8 @@ struct Export {
     caller: Caller,
     filter: Filter,
     projection: Projection,
+    /// The wire form of each projected path.
+    wires: Vec<crate::datasource::schema::Wire>,
     /// Records still allowed by `limitExportSize`.
     remaining: Option<u64>,
     skip: u64,
@@ -378,7 +381,9 @@ impl Export {
             return None;
         }
         let mut out = Vec::new();
-        if let Err(error) = serialize::write_csv_batch(&mut out, &self.projection.0, &records) {
+        if let Err(error) =
+            serialize::write_csv_batch(&mut out, &self.projection.0, &self.wires, &records)
+        {
             tracing::error!(%error, "CSV export stopped");
             return None;
         }

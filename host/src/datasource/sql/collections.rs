@@ -10,7 +10,7 @@ use super::naming::{plural, singular};
 use super::operators;
 use crate::datasource::query::Operator;
 use crate::datasource::schema::{
-    CollectionSchema, ColumnSchema, FieldSchema, RelationSchema, ValidationRule,
+    CollectionSchema, ColumnSchema, FieldSchema, RelationSchema, ValidationRule, Wire,
 };
 
 /// One schema per table, in the same order as `tables`. Relations name their foreign and
@@ -91,6 +91,13 @@ fn collection(table: &Table) -> CollectionSchema {
             _ => None,
         };
         field.enum_values = column.enum_values.clone();
+        // The binary decorator shows keys as hex, so that ids stay short and URL-safe.
+        let is_key = column.is_primary_key
+            || table.foreign_keys.iter().any(|fk| fk.column == column.name);
+        field.wire = match column.wire {
+            Wire::DataUri if is_key => Wire::Hex,
+            other => other,
+        };
         if !column.nullable && !read_only && !auto_timestamp {
             field.validation.push(ValidationRule {
                 operator: Operator::Present,
@@ -299,6 +306,7 @@ mod tests {
             is_primary_key: false,
             enum_values: Vec::new(),
             pg_cast: None,
+            wire: Default::default(),
         }
     }
 

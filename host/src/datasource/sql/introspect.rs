@@ -288,6 +288,7 @@ mod tests {
             is_primary_key: false,
             enum_values: Vec::new(),
             pg_cast: None,
+            wire: Default::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! into SQL come only from here.
 
 use crate::datasource::record::Value;
-use crate::datasource::schema::ColumnType;
+use crate::datasource::schema::{ColumnType, Wire};
 
 use super::dialect::Dialect;
 
@@ -69,6 +69,9 @@ pub struct Column {
     /// PostgreSQL: the quoted, schema-qualified type for casts of bound parameters
     /// (`"public"."mood"`, `"public"."mood"[]`, `integer[]`).
     pub pg_cast: Option<String>,
+    /// The wire form of its values, which depends on the server (`types::wire`). Binary keys
+    /// become `Wire::Hex` when the collection schema is built.
+    pub wire: Wire,
 }
 
 /// A single-column foreign key.

@@ -8,7 +8,7 @@ use regex::Regex;
 
 use super::dialect::Dialect;
 use super::model::SqlKind;
-use crate::datasource::schema::{ColumnType, PrimitiveType};
+use crate::datasource::schema::{ColumnType, PrimitiveType, Wire};
 
 /// The converter's intermediate "sub-type" (a Sequelize data type in the reference), kept as a
 /// separate step so that each rule of the table maps to exactly one line below.
@@ -111,6 +111,32 @@ pub fn scalar(dialect: Dialect, type_string: &str) -> Result<(SqlKind, ColumnTyp
         SubType::Inet => return Err(Skip::Inet),
     };
     Ok((kind, ColumnType::Primitive(primitive)))
+}
+
+/// The database server behind a connection. MySQL and MariaDB share a dialect, but the Node
+/// agent reaches them through different drivers, which return decimals differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    Postgres,
+    MySql,
+    MariaDb,
+    Sqlite,
+}
+
+/// The wire form of a column's values from its kind and scalar type string (an array's element
+/// type), as the Node agent's drivers return them (§14.4): bigint as a string on PostgreSQL,
+/// MySQL and MariaDB; decimal as a string keeping its scale on PostgreSQL and MySQL, as a number
+/// on MariaDB; binary as a data URI. SQLite returns numbers.
+pub fn wire(server: Server, kind: &SqlKind, type_string: &str) -> Wire {
+    match (kind, server) {
+        (SqlKind::Array(element), _) => wire(server, element, type_string),
+        (SqlKind::Binary, _) => Wire::DataUri,
+        (_, Server::Sqlite) => Wire::Plain,
+        (SqlKind::Int, _) if sub_type(type_string) == Some(SubType::BigInt) => Wire::NumberString,
+        (SqlKind::Decimal, Server::Postgres | Server::MySql) => Wire::NumberString,
+        (SqlKind::Decimal, Server::MariaDb) => Wire::Number,
+        _ => Wire::Plain,
+    }
 }
 
 /// The kind and type of an enum column (PostgreSQL enum type, MySQL `enum(...)`).
@@ -343,5 +369,45 @@ mod tests {
             mysql_enum_values("enum('a,b','c)')"),
             Some(vec!["a,b".to_owned(), "c)".to_owned()])
         );
+    }
+
+    #[test]
+    fn wire_forms_follow_the_node_drivers() {
+        use Server::*;
+        for (server, ty, expected) in [
+            (Postgres, "bigint", Wire::NumberString),
+            (Postgres, "numeric", Wire::NumberString),
+            (Postgres, "numeric(10,2)", Wire::NumberString),
+            (Postgres, "integer", Wire::Plain),
+            (Postgres, "interval", Wire::Plain),
+            (Postgres, "double precision", Wire::Plain),
+            (Postgres, "bit(1)", Wire::Plain),
+            (Postgres, "bytea", Wire::DataUri),
+            (MySql, "BIGINT(20)", Wire::NumberString),
+            (MySql, "BIGINT UNSIGNED", Wire::NumberString),
+            (MySql, "DECIMAL(10,2)", Wire::NumberString),
+            (MySql, "INT(11)", Wire::Plain),
+            (MariaDb, "BIGINT(20)", Wire::NumberString),
+            (MariaDb, "DECIMAL(10,2)", Wire::Number),
+            (MariaDb, "VARBINARY(16)", Wire::DataUri),
+            (MariaDb, "LONGBLOB", Wire::DataUri),
+            (Sqlite, "BIGINT", Wire::Plain),
+            (Sqlite, "DECIMAL(10,2)", Wire::Plain),
+            (Sqlite, "BLOB", Wire::DataUri),
+            (Sqlite, "TEXT", Wire::Plain),
+        ] {
+            let dialect = match server {
+                Postgres => Dialect::Postgres,
+                MySql | MariaDb => Dialect::MySql,
+                Sqlite => Dialect::Sqlite,
+            };
+            let (kind, _) = scalar(dialect, ty).expect("a supported type");
+            assert_eq!(wire(server, &kind, ty), expected, "{server:?} {ty}");
+        }
+        // Arrays take their element's form; enums never look like numbers.
+        let (kind, _) = array(scalar(Dialect::Postgres, "bigint").expect("bigint"));
+        assert_eq!(wire(Postgres, &kind, "bigint"), Wire::NumberString);
+        let (kind, _) = enumeration();
+        assert_eq!(wire(MySql, &kind, "enum('decimal')"), Wire::Plain);
     }
 }

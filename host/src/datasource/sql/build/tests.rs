@@ -37,6 +37,7 @@ fn column(name: &str, kind: SqlKind, ty: PrimitiveType, pk: bool) -> Column {
         is_primary_key: pk,
         enum_values: Vec::new(),
         pg_cast: None,
+        wire: Default::default(),
     }
 }
 

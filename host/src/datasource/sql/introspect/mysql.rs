@@ -125,8 +125,14 @@ pub(super) async fn introspect(pool: &MySqlPool) -> Result<Vec<Table>> {
             parse_mysql_default(default.as_deref(), &extra, &data_type)
         };
         extras.insert((i, name.clone()), extra);
+        let server = if mariadb {
+            types::Server::MariaDb
+        } else {
+            types::Server::MySql
+        };
         tables[i].columns.push(Column {
             name,
+            wire: types::wire(server, &kind, &raw_type),
             raw_type,
             kind,
             default: type_default(raw_default, &forest_type),

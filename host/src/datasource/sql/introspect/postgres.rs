@@ -294,8 +294,16 @@ fn column(table: &str, name: &str, row: &sqlx::postgres::PgRow) -> Result<Option
         default = Some(DefaultValue::Constant(Value::Bool(false)));
     }
 
+    // An array's values take its element's form (`bigint[]` → strings).
+    let scalar_type = if data_type == "ARRAY" {
+        formatted.strip_suffix("[]").unwrap_or(&formatted)
+    } else {
+        raw_type.as_str()
+    };
+    let wire = types::wire(types::Server::Postgres, &kind, scalar_type);
     Ok(Some(Column {
         name: name.to_owned(),
+        wire,
         raw_type,
         kind,
         column_type,

@@ -94,6 +94,7 @@ async fn table(pool: &SqlitePool, name: String, is_view: bool, sql: &str) -> Res
         }
         table.columns.push(Column {
             name: column_name,
+            wire: types::wire(types::Server::Sqlite, &kind, &declared),
             raw_type: declared,
             kind,
             default: type_default(dflt.as_deref().and_then(parse_default), &column_type),
