@@ -17,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use action::{ActionResult, ActionSchema, FormElement, FormPhase, FormValues};
-pub use caller::Caller;
+pub use caller::{Caller, PermissionLevel};
 pub use chart::{ChartRequest, ChartResult};
 pub use composite::CompositeDataSource;
 pub use error::{ConstraintViolation, Error, Result};

@@ -10,6 +10,7 @@
 //!   code that writes SQL for user data).
 //! - `http`: the axum router of every route family, the shared middleware, and the one place
 //!   errors become responses.
+//! - `logging`: text or JSON log lines on stderr, written by a background thread.
 //!
 //! The agent routes, the customizer stack, plugins, auth, the platform API, workflows and MCP are
 //! added by later issues; `docs/architecture.md` holds the whole map.
@@ -21,3 +22,4 @@ pub mod config;
 pub mod customizer;
 pub mod datasource;
 pub mod http;
+pub mod logging;

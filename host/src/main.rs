@@ -65,7 +65,7 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => {
-            let config = load(args)?;
+            let (config, _log) = load(args)?;
             let listener = tokio::net::TcpListener::bind(config.http.listen)
                 .await
                 .with_context(|| format!("cannot listen on {}", config.http.listen))?;
@@ -76,7 +76,10 @@ async fn main() -> anyhow::Result<()> {
             );
             canopy::app::run(config, listener, shutdown_signal()).await
         }
-        Command::Schema(args) => canopy::app::schema(&load(args)?).await,
+        Command::Schema(args) => {
+            let (config, _log) = load(args)?;
+            canopy::app::schema(&config).await
+        }
         Command::Token {
             email,
             expires,
@@ -89,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
             database_url,
             log_level,
         } => {
-            init_logging(&log_level, LogFormat::Text)?;
+            let _log = canopy::logging::init(&log_level, LogFormat::Text)?;
             canopy::app::inspect(&database_url).await
         }
         Command::Demo {
@@ -97,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
             listen,
             log_level,
         } => {
-            init_logging(&log_level, LogFormat::Text)?;
+            let _log = canopy::logging::init(&log_level, LogFormat::Text)?;
             demo(&path, listen).await
         }
     }
@@ -141,26 +144,15 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
     canopy::app::run(config, listener, shutdown_signal()).await
 }
 
-/// Loads the configuration, starts logging with its settings, and logs its warnings.
-fn load(args: ServeArgs) -> anyhow::Result<Config> {
+/// Loads the configuration, starts logging with its settings, and logs its warnings. The guard
+/// must live until the command ends: dropping it writes out the lines still queued.
+fn load(args: ServeArgs) -> anyhow::Result<(Config, canopy::logging::LogGuard)> {
     let (config, warnings) = Config::load(args)?;
-    init_logging(&config.log.filter, config.log.format)?;
+    let guard = canopy::logging::init(&config.log.filter, config.log.format)?;
     for warning in warnings {
         tracing::warn!("{warning}");
     }
-    Ok(config)
-}
-
-fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter)?)
-        .with_writer(std::io::stderr)
-        .init();
-    if format == LogFormat::Json {
-        // tracing-subscriber's `json` feature is not in the build yet.
-        tracing::warn!("logFormat = json is not available yet; logging as text");
-    }
-    Ok(())
+    Ok((config, guard))
 }
 
 /// Resolves on the first SIGINT (Ctrl-C) or SIGTERM; in-flight requests then finish.

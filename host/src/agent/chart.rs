@@ -58,6 +58,18 @@ impl ContextVariables {
             "fullName".to_owned(),
             json!(format!("{} {}", caller.first_name, caller.last_name)),
         );
+        user.insert(
+            "permissionLevel".to_owned(),
+            json!(caller.permission_level.as_str()),
+        );
+        // The agent reads these two from the Forest server; Canopy knows them only when the
+        // session token carries them, and otherwise leaves the variable unknown.
+        if let Some(role_id) = caller.role_id {
+            user.insert("roleId".to_owned(), json!(role_id));
+        }
+        if let Some(team_id) = caller.team_id {
+            user.insert("team.id".to_owned(), json!(team_id));
+        }
         user.insert("team.name".to_owned(), json!(caller.team));
         for (tag, value) in &caller.tags {
             user.insert(format!("tags.{tag}"), json!(value));
@@ -68,8 +80,8 @@ impl ContextVariables {
         }
     }
 
-    /// Adds a `currentUser.<property>` the caller does not carry (`permissionLevel`, `roleId`,
-    /// `team.id`): the route knows them from the Forest server's user list.
+    /// Adds or replaces a `currentUser.<property>` (`roleId`, `team.id`) that a route knows
+    /// better than the session token, e.g. from the Forest server's user list.
     pub fn insert_user_property(&mut self, property: impl Into<String>, value: Json) {
         self.user.insert(property.into(), value);
     }
@@ -1053,6 +1065,44 @@ mod tests {
         );
         let err = vars.substitute("{{nope}}").expect_err("unknown");
         assert_eq!(err.to_string(), "Unknown context variable \"{{nope}}\"");
+    }
+
+    #[test]
+    fn current_user_level_role_and_team_id_are_variables() {
+        let mut user = caller();
+        user.permission_level = crate::datasource::PermissionLevel::Editor;
+        user.role_id = Some(3);
+        user.team_id = Some(12);
+        let vars = ContextVariables::new(&user, None);
+        assert_eq!(
+            vars.substitute(
+                "{{currentUser.permissionLevel}}/{{currentUser.roleId}}/{{currentUser.team.id}}"
+            )
+            .expect("substituted"),
+            "editor/3/12"
+        );
+        // Typed values in filters and SQL binds: the ids are numbers, as in the agent.
+        assert_eq!(vars.get("currentUser.roleId"), Some(&json!(3)));
+        let (_, binds) = vars
+            .bind_sql("SELECT 1 AS value FROM t WHERE team = {{currentUser.team.id}}")
+            .expect("bound");
+        assert_eq!(binds.get("currentUser_team_id"), Some(&Value::Int(12)));
+        // Without them in the token the variables are unknown rather than guessed.
+        user.role_id = None;
+        user.team_id = None;
+        let vars = ContextVariables::new(&user, None);
+        let err = vars
+            .substitute("{{currentUser.roleId}}")
+            .expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "Unknown context variable \"{{currentUser.roleId}}\""
+        );
+        assert!(vars.substitute("{{currentUser.team.id}}").is_err());
+        // A route that knows better (the Forest server's user list) can still set them.
+        let mut vars = ContextVariables::new(&user, None);
+        vars.insert_user_property("roleId", json!(5));
+        assert_eq!(vars.substitute("{{currentUser.roleId}}").expect("set"), "5");
     }
 
     #[test]

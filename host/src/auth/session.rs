@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::{Error, Result};
 use crate::datasource::Caller;
+pub use crate::datasource::PermissionLevel;
 
 /// The cookie the agent's login flow sets; it wins over the `Authorization` header.
 pub const COOKIE_NAME: &str = "forest_session_token";
@@ -39,8 +40,17 @@ pub struct SessionClaims {
     /// The user's first team.
     #[serde(default, deserialize_with = "null_as_default")]
     pub team: String,
+    /// The id of that team. The agent's tokens do not carry it (it reads it from the rendering
+    /// on the Forest server); Canopy reads it from the token when present, for
+    /// `currentUser.team.id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_id: Option<i64>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub role: String,
+    /// The role's id, for `currentUser.roleId`: the agent's test client puts it in its tokens;
+    /// the agent itself reads it from the Forest server's user list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_id: Option<i64>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub permission_level: PermissionLevel,
     /// Rendering (team × environment) that scopes and charts are looked up for.
@@ -53,18 +63,6 @@ pub struct SessionClaims {
     pub iat: u64,
     /// Expiry, in seconds since the epoch; the token is refused from this second on.
     pub exp: u64,
-}
-
-/// The user's level in the Forest project.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PermissionLevel {
-    Admin,
-    Developer,
-    Editor,
-    /// The default when the claim is absent: the least privileged level.
-    #[default]
-    User,
 }
 
 /// Reads `null` like an absent claim; serde's `default` alone only covers absence.
@@ -86,10 +84,16 @@ impl SessionClaims {
             first_name: self.first_name,
             last_name: self.last_name,
             team: self.team,
+            team_id: self.team_id,
             role: self.role,
+            role_id: self.role_id,
+            permission_level: self.permission_level,
+            rendering_id: self.rendering_id,
             tags: self.tags,
             timezone,
             request_id,
+            project: None,
+            environment: None,
         }
     }
 }
@@ -251,7 +255,9 @@ mod tests {
             first_name: "Ada".to_owned(),
             last_name: "Lovelace".to_owned(),
             team: "Operations".to_owned(),
+            team_id: None,
             role: "Admin".to_owned(),
+            role_id: None,
             permission_level: PermissionLevel::Admin,
             rendering_id: 7,
             tags: BTreeMap::from([("region".to_owned(), "EU".to_owned())]),
@@ -490,9 +496,30 @@ mod tests {
         assert_eq!(caller.last_name, "Lovelace");
         assert_eq!(caller.team, "Operations");
         assert_eq!(caller.role, "Admin");
+        assert_eq!(caller.permission_level, PermissionLevel::Admin);
+        assert_eq!(caller.rendering_id, 7);
+        assert_eq!((caller.role_id, caller.team_id), (None, None));
         assert_eq!(caller.tags.get("region").map(String::as_str), Some("EU"));
         assert_eq!(caller.timezone, chrono_tz::Europe::Paris);
         assert_eq!(caller.request_id, request_id);
+    }
+
+    #[test]
+    fn role_and_team_ids_are_carried_when_the_token_has_them() {
+        let mut payload = agent_payload(now() + 60);
+        payload["roleId"] = json!(3);
+        payload["teamId"] = json!(12);
+        let token = sign(&payload, Algorithm::HS256, SECRET);
+        let claims = SessionKey::new(SECRET).verify(&token).unwrap();
+        assert_eq!((claims.role_id, claims.team_id), (Some(3), Some(12)));
+        let caller = claims.into_caller(chrono_tz::UTC, Uuid::new_v4());
+        assert_eq!((caller.role_id, caller.team_id), (Some(3), Some(12)));
+        // The agent's own tokens have neither; `null` reads as absent too.
+        payload["roleId"] = json!(null);
+        payload.as_object_mut().unwrap().remove("teamId");
+        let token = sign(&payload, Algorithm::HS256, SECRET);
+        let claims = SessionKey::new(SECRET).verify(&token).unwrap();
+        assert_eq!((claims.role_id, claims.team_id), (None, None));
     }
 
     #[test]

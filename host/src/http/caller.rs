@@ -43,7 +43,12 @@ impl FromRequestParts<SharedState> for CallerContext {
             None => Uuid::new_v4(),
         };
         Ok(Self {
-            caller: claims.into_caller(timezone, request_id),
+            caller: claims.into_caller(timezone, request_id).with_context_url(
+                parts
+                    .headers
+                    .get("forest-context-url")
+                    .and_then(|value| value.to_str().ok()),
+            ),
             query,
         })
     }

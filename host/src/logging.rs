@@ -1,0 +1,201 @@
+//! Process logging: one line per event on stderr, as text or as JSON (`logFormat`), filtered by
+//! `loggerLevel`, and written by a background thread so that a request never waits on stderr.
+//!
+//! Why a background thread: with `fmt()`'s default writer every event takes the stderr lock and
+//! makes one `write(2)` on the thread that logged it, a tokio worker in the middle of a request.
+//! Here the formatted line is copied into a channel (no syscall, no shared lock held while
+//! formatting) and a `canopy-log` thread writes what has accumulated through a 64 KiB buffer,
+//! flushing whenever the channel runs dry: one syscall per batch under load, and still no delay
+//! when idle. `benches/log_lines.rs` measures both writers.
+
+use std::io::{BufWriter, IsTerminal as _, Write};
+
+use tracing::Subscriber;
+use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+use crate::config::LogFormat;
+
+/// Bytes gathered before the log thread writes to stderr (it also writes whenever it is idle).
+const BUFFER_BYTES: usize = 64 * 1024;
+
+/// Keeps the log thread running; dropping it writes out every line still queued. Hold it for the
+/// life of the process (`main` drops it last, after the server has shut down).
+#[must_use = "dropping the guard stops the log thread"]
+#[derive(Debug)]
+pub struct LogGuard {
+    _worker: WorkerGuard,
+}
+
+/// Starts logging for the process: `filter` is an `EnvFilter` directive (`info`,
+/// `info,canopy=debug`), `format` the line format. Also routes the `log` crate's records (sqlx
+/// emits some) into the same output.
+pub fn init(filter: &str, format: LogFormat) -> anyhow::Result<LogGuard> {
+    let (writer, worker) = stderr_writer();
+    // Colours only for a person watching a terminal: escape codes in a log file or a collector
+    // are noise (and JSON lines never carry them).
+    let ansi = format == LogFormat::Text && std::io::stderr().is_terminal();
+    subscriber(filter, format, writer, ansi)?.try_init()?;
+    Ok(LogGuard { _worker: worker })
+}
+
+/// The non-blocking, buffered stderr writer and the guard of its thread.
+pub fn stderr_writer() -> (NonBlocking, WorkerGuard) {
+    background_writer(std::io::stderr())
+}
+
+/// Lines handed to a `canopy-log` thread that writes them to `sink` through a buffer.
+fn background_writer<S: Write + Send + 'static>(sink: S) -> (NonBlocking, WorkerGuard) {
+    NonBlockingBuilder::default()
+        // Block the logging thread rather than drop lines when 128k lines are queued: a request
+        // log with holes is worse than backpressure, which is what a plain stderr write gives.
+        .lossy(false)
+        .thread_name("canopy-log")
+        .finish(BufWriter::with_capacity(BUFFER_BYTES, sink))
+}
+
+/// The subscriber `init` installs, writing to `writer`; public so that tests and benchmarks can
+/// capture exactly what the binary writes.
+///
+/// A JSON line is one flat object: `timestamp`, `level`, `target`, then the event's fields at top
+/// level (`message` and, for the request line, `method`, `path`, `status`, `duration_ms`,
+/// `correlation_id`), so that collectors index them without unpacking a nested `fields`.
+pub fn subscriber<W>(
+    filter: &str,
+    format: LogFormat,
+    writer: W,
+    ansi: bool,
+) -> anyhow::Result<Box<dyn Subscriber + Send + Sync>>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_new(filter)?)
+        .with_writer(writer)
+        .with_ansi(ansi);
+    Ok(match format {
+        LogFormat::Text => Box::new(builder.finish()),
+        LogFormat::Json => Box::new(
+            builder
+                .json()
+                .flatten_event(true)
+                .with_current_span(false)
+                .with_span_list(false)
+                .finish(),
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::Value as Json;
+
+    use super::*;
+
+    /// A writer that keeps every byte, for reading the lines back.
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().expect("not poisoned").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'w> MakeWriter<'w> for Capture {
+        type Writer = Self;
+        fn make_writer(&'w self) -> Self {
+            self.clone()
+        }
+    }
+
+    impl Capture {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().expect("not poisoned").clone()).expect("utf-8")
+        }
+    }
+
+    fn request_line() {
+        tracing::info!(
+            target: "canopy::http",
+            method = %"GET",
+            path = %"/forest/orders",
+            status = 200_u16,
+            duration_ms = 1.5,
+            correlation_id = "c0ffee",
+            "request"
+        );
+    }
+
+    #[test]
+    fn json_lines_are_flat_objects_with_the_event_fields() {
+        let capture = Capture::default();
+        let sub = subscriber("info", LogFormat::Json, capture.clone(), false).expect("valid");
+        tracing::subscriber::with_default(sub, request_line);
+        let text = capture.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        let line: Json = serde_json::from_str(lines[0]).expect("one JSON object per line");
+        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["target"], "canopy::http");
+        assert_eq!(line["message"], "request");
+        assert_eq!(line["method"], "GET");
+        assert_eq!(line["path"], "/forest/orders");
+        assert_eq!(line["status"], 200);
+        assert_eq!(line["duration_ms"], 1.5);
+        assert_eq!(line["correlation_id"], "c0ffee");
+        assert!(line["timestamp"].is_string());
+        assert!(line.get("fields").is_none() && line.get("span").is_none());
+    }
+
+    #[test]
+    fn text_lines_carry_the_fields_without_escape_codes() {
+        let capture = Capture::default();
+        let sub = subscriber("info", LogFormat::Text, capture.clone(), false).expect("valid");
+        tracing::subscriber::with_default(sub, request_line);
+        let text = capture.text();
+        assert!(text.contains(" INFO canopy::http: request method=GET path=/forest/orders status=200 duration_ms=1.5 correlation_id=\"c0ffee\""), "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+    }
+
+    #[test]
+    fn the_filter_drops_lines_below_the_level() {
+        let capture = Capture::default();
+        let sub = subscriber("warn", LogFormat::Json, capture.clone(), false).expect("valid");
+        tracing::subscriber::with_default(sub, request_line);
+        assert_eq!(capture.text(), "");
+    }
+
+    #[test]
+    fn an_invalid_filter_is_refused() {
+        assert!(subscriber("canopy=loud", LogFormat::Text, Capture::default(), false).is_err());
+    }
+
+    #[test]
+    fn the_background_writer_delivers_every_queued_line_when_its_guard_drops() {
+        let capture = Capture::default();
+        let (writer, guard) = background_writer(capture.clone());
+        let sub = subscriber("info", LogFormat::Json, writer, false).expect("valid");
+        tracing::subscriber::with_default(sub, || {
+            for _ in 0..10_000 {
+                request_line();
+            }
+        });
+        drop(guard);
+        let text = capture.text();
+        assert_eq!(text.lines().count(), 10_000);
+        assert!(
+            text.lines()
+                .all(|l| serde_json::from_str::<Json>(l).is_ok())
+        );
+    }
+}
