@@ -1,9 +1,78 @@
-//! The guest SDK for Canopy plugins.
+//! `canopy-sdk`: write Canopy collection customizations in Rust, compiled to a WebAssembly
+//! component (`cargo build --target wasm32-wasip2 --release`) that the host loads from its plugin
+//! directory.
 //!
-//! Plugin authors will implement one trait and call one export macro; the WIT contract
-//! (`wit/plugin@0.1.0`) and the builder API land with the plugins issue. Until then this crate only
-//! reserves its place in the workspace so the layout, lints and CI are settled.
-#![deny(missing_docs)]
+//! A plugin is one type implementing [`Plugin`], exported with [`export_plugin!`]:
+//!
+//! ```ignore
+//! use canopy_sdk::prelude::*;
+//!
+//! struct Shop;
+//!
+//! impl Plugin for Shop {
+//!     fn customize(ds: &mut DataSource) -> Result<()> {
+//!         ds.collection("customers").add_field(
+//!             "fullName",
+//!             ComputedField::new(ColumnType::STRING, ["firstName", "lastName"], |rows, _ctx| {
+//!                 let first = rows.strings("firstName")?;
+//!                 let last = rows.strings("lastName")?;
+//!                 Ok(first.iter().zip(last)
+//!                     .map(|(f, l)| Some(format!("{} {}", f.as_deref().unwrap_or(""), l.as_deref().unwrap_or(""))))
+//!                     .collect::<Vec<_>>().into())
+//!             }),
+//!         );
+//!         Ok(())
+//!     }
+//! }
+//!
+//! canopy_sdk::export_plugin!(Shop);
+//! ```
+//!
+//! The contract underneath is `wit/plugin@0.1.0` ([`WIT_VERSION`]); authors never touch it.
+//! See `guest-sdk/README.md` for a guide to each kind of customization.
 
-/// The version of the WIT package this SDK builds against.
+mod action;
+#[doc(hidden)]
+pub mod bindings;
+mod chart;
+mod customize;
+mod data;
+mod error;
+mod hook;
+
+pub use action::{Action, ActionContext, ActionResult, FieldType, FormElement, Scope};
+pub use chart::{ChartContext, ChartResult, TimeRange};
+#[doc(hidden)]
+pub use customize::Exports;
+pub use customize::{
+    CollectionCustomizer, ColumnType, ComputedField, DataSource, Plugin, Search, Segment,
+};
+pub use data::{Caller, CollectionRef, Column, Context, Level, Rows, log};
+pub use error::{Error, Result};
+pub use hook::{HookContext, Operation, Position};
+/// JSON values (condition trees, form values, records) are `serde_json` values.
+pub use serde_json::{Value, json};
+
+/// The version of the WIT package this SDK builds against; the host checks it at load.
 pub const WIT_VERSION: &str = "0.1.0";
+
+/// Everything a plugin usually needs: `use canopy_sdk::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        Action, ActionContext, ActionResult, ChartContext, ChartResult, CollectionCustomizer,
+        Column, ColumnType, ComputedField, Context, DataSource, Error, FieldType, FormElement,
+        HookContext, Level, Operation, Plugin, Position, Result, Rows, Scope, Search, Segment,
+        TimeRange, Value, json, log,
+    };
+}
+
+/// Exports a [`Plugin`] as the component's `customizer` interface. Call it once, at the root of
+/// the plugin crate: `canopy_sdk::export_plugin!(MyPlugin);`.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        #[doc(hidden)]
+        type __CanopyPluginExports = $crate::Exports<$plugin>;
+        $crate::__export_customization!(__CanopyPluginExports with_types_in $crate::bindings);
+    };
+}

@@ -1,0 +1,613 @@
+//! The customizer a plugin writes against: [`DataSource`] and [`CollectionCustomizer`] declare
+//! customizations, and [`Exports`] dispatches the host's handler calls to them.
+//!
+//! Every call runs in a fresh instance, so the handler table is rebuilt on the first call of each
+//! instance by running [`Plugin::customize`] again: handler ids are positions in declaration
+//! order, hence `customize` must be deterministic (same schema and options, same declarations).
+
+use std::cell::{OnceCell, RefCell};
+use std::marker::PhantomData;
+
+use serde_json::{Map, Value, json};
+
+use crate::action::{Action, ActionContext};
+use crate::bindings::canopy::plugin::{environment, types};
+use crate::bindings::exports::canopy::plugin::customizer::Guest;
+use crate::chart::{ChartContext, ChartResult};
+use crate::data::{Column, Context, Rows};
+use crate::error::{Error, Result};
+use crate::hook::{HookContext, Operation, Position};
+
+/// A plugin: one type whose `customize` declares everything, exported with
+/// [`crate::export_plugin!`].
+pub trait Plugin {
+    /// Declares the plugin's customizations on the datasource.
+    fn customize(datasource: &mut DataSource) -> Result<()>;
+}
+
+/// The column type of a computed field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnType {
+    /// A primitive type: `String`, `Number`, `Boolean`, `Date`, `Dateonly`, `Time`, `Enum`,
+    /// `Json`, `Uuid`, `Point`, `File`.
+    Primitive(&'static str),
+    /// A composite type in the agent's JSON form (`["String"]`, `{"street": "String"}`).
+    Composite(Value),
+}
+
+impl ColumnType {
+    /// `String`.
+    pub const STRING: Self = Self::Primitive("String");
+    /// `Number`.
+    pub const NUMBER: Self = Self::Primitive("Number");
+    /// `Boolean`.
+    pub const BOOLEAN: Self = Self::Primitive("Boolean");
+    /// `Date`.
+    pub const DATE: Self = Self::Primitive("Date");
+    /// `Dateonly`.
+    pub const DATEONLY: Self = Self::Primitive("Dateonly");
+    /// `Enum` (set the values with [`ComputedField::enum_values`]).
+    pub const ENUM: Self = Self::Primitive("Enum");
+    /// `Json`.
+    pub const JSON: Self = Self::Primitive("Json");
+
+    fn to_json(&self) -> Value {
+        match self {
+            Self::Primitive(p) => json!(p),
+            Self::Composite(v) => v.clone(),
+        }
+    }
+}
+
+type ComputeFn = Box<dyn Fn(&Rows, &Context) -> Result<Column>>;
+
+/// A computed field (`add_field`): its type, its dependencies (columns or relation paths such as
+/// `customer:firstName`, possibly other computed fields) and the batch function.
+pub struct ComputedField {
+    column_type: ColumnType,
+    dependencies: Vec<String>,
+    default_value: Option<Value>,
+    enum_values: Option<Vec<String>>,
+    compute: ComputeFn,
+}
+
+impl ComputedField {
+    /// A field computed by `f` from its dependencies. `f` receives the de-duplicated dependency
+    /// rows of one request and returns one value per row, in order.
+    pub fn new<S: Into<String>>(
+        column_type: ColumnType,
+        dependencies: impl IntoIterator<Item = S>,
+        f: impl Fn(&Rows, &Context) -> Result<Column> + 'static,
+    ) -> Self {
+        Self {
+            column_type,
+            dependencies: dependencies.into_iter().map(Into::into).collect(),
+            default_value: None,
+            enum_values: None,
+            compute: Box::new(f),
+        }
+    }
+
+    /// The field's default value in the schema.
+    pub fn default_value(mut self, value: Value) -> Self {
+        self.default_value = Some(value);
+        self
+    }
+
+    /// The values of an `Enum` field.
+    pub fn enum_values<S: Into<String>>(mut self, values: impl IntoIterator<Item = S>) -> Self {
+        self.enum_values = Some(values.into_iter().map(Into::into).collect());
+        self
+    }
+}
+
+type SegmentFn = Box<dyn Fn(&Context) -> Result<Value>>;
+
+/// A segment: a static condition tree, or one computed from the context.
+pub enum Segment {
+    /// A condition tree in the agent's JSON shape.
+    Static(Value),
+    /// A function of the context returning a condition tree.
+    Dynamic(SegmentFn),
+}
+
+impl Segment {
+    /// A segment computed on each request.
+    pub fn dynamic(f: impl Fn(&Context) -> Result<Value> + 'static) -> Self {
+        Self::Dynamic(Box::new(f))
+    }
+}
+
+impl From<Value> for Segment {
+    fn from(tree: Value) -> Self {
+        Self::Static(tree)
+    }
+}
+
+type SearchFn = Box<dyn Fn(&str, bool, &Context) -> Result<Option<Value>>>;
+
+/// A search replacement: a field selection (spec rules 1–4) or a handler (rules 5–6).
+pub enum Search {
+    /// `onlyFields`, `includeFields`, `excludeFields` (relation paths with `:`).
+    Fields {
+        /// Replaces the default set.
+        only: Option<Vec<String>>,
+        /// Added to the set.
+        include: Vec<String>,
+        /// Removed from the set.
+        exclude: Vec<String>,
+    },
+    /// `(search text, extended) -> condition tree` (`None`: no condition).
+    Handler(SearchFn),
+}
+
+impl Search {
+    /// An empty field selection, refined with [`Self::only`], [`Self::include`], [`Self::exclude`].
+    pub fn fields() -> Self {
+        Self::Fields {
+            only: None,
+            include: Vec::new(),
+            exclude: Vec::new(),
+        }
+    }
+
+    /// Searches only these fields.
+    pub fn only<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        if let Self::Fields { only, .. } = &mut self {
+            *only = Some(fields.into_iter().map(Into::into).collect());
+        }
+        self
+    }
+
+    /// Adds these fields to the searched set.
+    pub fn include<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        if let Self::Fields { include, .. } = &mut self {
+            include.extend(fields.into_iter().map(Into::into));
+        }
+        self
+    }
+
+    /// Removes these fields from the searched set.
+    pub fn exclude<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        if let Self::Fields { exclude, .. } = &mut self {
+            exclude.extend(fields.into_iter().map(Into::into));
+        }
+        self
+    }
+
+    /// A search computed by `f(text, extended, context)`.
+    pub fn handler(f: impl Fn(&str, bool, &Context) -> Result<Option<Value>> + 'static) -> Self {
+        Self::Handler(Box::new(f))
+    }
+}
+
+type HookFn = Box<dyn Fn(&mut HookContext) -> Result<()>>;
+type ChartFn = Box<dyn Fn(&ChartContext) -> Result<ChartResult>>;
+
+enum Handler {
+    None,
+    Field(ComputeFn),
+    Action(Action),
+    Hook(Position, Operation, HookFn),
+    Segment(SegmentFn),
+    Search(SearchFn),
+    Chart(ChartFn),
+}
+
+struct Declaration {
+    collection: Option<String>,
+    kind: types::Kind,
+    name: String,
+    definition: Value,
+}
+
+/// The datasource being customized: the schema and options, collection customizers, and
+/// datasource charts.
+pub struct DataSource {
+    schema: OnceCell<Value>,
+    options: OnceCell<Value>,
+    declarations: Vec<Declaration>,
+    handlers: Vec<Handler>,
+}
+
+impl DataSource {
+    fn new(schema: Option<Value>, options: Option<Value>) -> Self {
+        let cell = |v: Option<Value>| {
+            let c = OnceCell::new();
+            if let Some(v) = v {
+                let _ = c.set(v);
+            }
+            c
+        };
+        Self {
+            schema: cell(schema),
+            options: cell(options),
+            declarations: Vec::new(),
+            handlers: Vec::new(),
+        }
+    }
+
+    /// The datasource schema: `{"collections": [{"name", "fields": [{"name", "type", ...}]}]}`.
+    /// Fetched from the host on first use.
+    pub fn schema(&self) -> &Value {
+        self.schema
+            .get_or_init(|| serde_json::from_str(&environment::schema()).unwrap_or(Value::Null))
+    }
+
+    /// The plugin's options (the `[options]` table of its `.toml`), `{}` when none.
+    pub fn options(&self) -> &Value {
+        self.options.get_or_init(|| {
+            serde_json::from_str(&environment::options()).unwrap_or_else(|_| json!({}))
+        })
+    }
+
+    /// The names of the datasource's collections.
+    pub fn collection_names(&self) -> Vec<String> {
+        self.schema()
+            .get("collections")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c.get("name").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A customizer for one collection.
+    pub fn collection(&mut self, name: &str) -> CollectionCustomizer<'_> {
+        CollectionCustomizer {
+            datasource: self,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Runs `f` on the customizer of one collection (the spec's `customizeCollection`).
+    pub fn customize_collection(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut CollectionCustomizer<'_>),
+    ) -> &mut Self {
+        f(&mut self.collection(name));
+        self
+    }
+
+    /// A datasource (dashboard) chart.
+    pub fn add_chart(
+        &mut self,
+        name: &str,
+        f: impl Fn(&ChartContext) -> Result<ChartResult> + 'static,
+    ) -> &mut Self {
+        self.declare(
+            None,
+            types::Kind::Chart,
+            name,
+            json!({}),
+            Handler::Chart(Box::new(f)),
+        );
+        self
+    }
+
+    fn declare(
+        &mut self,
+        collection: Option<&str>,
+        kind: types::Kind,
+        name: &str,
+        definition: Value,
+        handler: Handler,
+    ) {
+        self.declarations.push(Declaration {
+            collection: collection.map(str::to_owned),
+            kind,
+            name: name.to_owned(),
+            definition,
+        });
+        self.handlers.push(handler);
+    }
+}
+
+/// Declares customizations on one collection; every method chains.
+pub struct CollectionCustomizer<'a> {
+    datasource: &'a mut DataSource,
+    name: String,
+}
+
+impl CollectionCustomizer<'_> {
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn declare(&mut self, kind: types::Kind, name: &str, definition: Value, handler: Handler) {
+        let collection = self.name.clone();
+        self.datasource
+            .declare(Some(&collection), kind, name, definition, handler);
+    }
+
+    /// Adds a computed field.
+    pub fn add_field(&mut self, name: &str, field: ComputedField) -> &mut Self {
+        let definition = json!({
+            "columnType": field.column_type.to_json(),
+            "dependencies": field.dependencies,
+            "defaultValue": field.default_value,
+            "enumValues": field.enum_values,
+        });
+        self.declare(
+            types::Kind::Field,
+            name,
+            definition,
+            Handler::Field(field.compute),
+        );
+        self
+    }
+
+    /// Adds an action. A definition that cannot be described is logged and skipped.
+    pub fn add_action(&mut self, name: &str, action: Action) -> &mut Self {
+        match action.definition() {
+            Ok(definition) => {
+                self.declare(
+                    types::Kind::Action,
+                    name,
+                    definition,
+                    Handler::Action(action),
+                );
+            }
+            Err(e) => crate::log(
+                crate::Level::Error,
+                &format!("action `{name}` skipped: {e}"),
+            ),
+        }
+        self
+    }
+
+    /// Adds a hook; hooks of one position and operation run in declaration order.
+    pub fn add_hook(
+        &mut self,
+        position: Position,
+        operation: Operation,
+        f: impl Fn(&mut HookContext) -> Result<()> + 'static,
+    ) -> &mut Self {
+        let definition = json!({"position": position.as_str(), "type": operation.as_str()});
+        let name = format!("{} {}", position.as_str(), operation.as_str());
+        self.declare(
+            types::Kind::Hook,
+            &name,
+            definition,
+            Handler::Hook(position, operation, Box::new(f)),
+        );
+        self
+    }
+
+    /// Adds a segment (a condition tree, or [`Segment::dynamic`]).
+    pub fn add_segment(&mut self, name: &str, segment: impl Into<Segment>) -> &mut Self {
+        match segment.into() {
+            Segment::Static(tree) => {
+                self.declare(
+                    types::Kind::Segment,
+                    name,
+                    json!({"tree": tree}),
+                    Handler::None,
+                );
+            }
+            Segment::Dynamic(f) => {
+                self.declare(types::Kind::Segment, name, json!({}), Handler::Segment(f));
+            }
+        }
+        self
+    }
+
+    /// Replaces the collection's search.
+    pub fn replace_search(&mut self, search: Search) -> &mut Self {
+        match search {
+            Search::Fields {
+                only,
+                include,
+                exclude,
+            } => {
+                let definition =
+                    json!({"onlyFields": only, "includeFields": include, "excludeFields": exclude});
+                self.declare(types::Kind::Search, "", definition, Handler::None);
+            }
+            Search::Handler(f) => {
+                self.declare(
+                    types::Kind::Search,
+                    "",
+                    json!({"handler": true}),
+                    Handler::Search(f),
+                );
+            }
+        }
+        self
+    }
+
+    /// Turns search off on the collection (searching answers 400).
+    pub fn disable_search(&mut self) -> &mut Self {
+        self.declare(types::Kind::DisableSearch, "", json!({}), Handler::None);
+        self
+    }
+
+    /// Adds a record chart on the collection.
+    pub fn add_chart(
+        &mut self,
+        name: &str,
+        f: impl Fn(&ChartContext) -> Result<ChartResult> + 'static,
+    ) -> &mut Self {
+        self.declare(
+            types::Kind::Chart,
+            name,
+            json!({}),
+            Handler::Chart(Box::new(f)),
+        );
+        self
+    }
+}
+
+thread_local! {
+    /// The handler table of this instance, built on its first call.
+    static HANDLERS: RefCell<Option<Vec<Handler>>> = const { RefCell::new(None) };
+}
+
+/// The component's exports for plugin `P`; [`crate::export_plugin!`] names it. Not for direct use.
+#[doc(hidden)]
+pub struct Exports<P>(PhantomData<P>);
+
+impl<P: Plugin> Exports<P> {
+    /// Runs `f` with handler `id`, building the table first if this instance has none.
+    fn with_handler<T>(id: u32, f: impl FnOnce(&Handler) -> Result<T>) -> Result<T> {
+        HANDLERS.with(|cell| {
+            if cell.borrow().is_none() {
+                let mut ds = DataSource::new(None, None);
+                P::customize(&mut ds)?;
+                *cell.borrow_mut() = Some(ds.handlers);
+            }
+            let table = cell.borrow();
+            let handler = table
+                .as_ref()
+                .and_then(|t| t.get(id as usize))
+                .ok_or_else(|| Error::internal(format!("no handler {id}")))?;
+            f(handler)
+        })
+    }
+}
+
+fn parse(text: &str) -> Result<Value> {
+    Ok(serde_json::from_str(text)?)
+}
+
+fn wrong_kind(id: u32) -> Error {
+    Error::internal(format!("handler {id} is not of the called kind"))
+}
+
+impl<P: Plugin> Guest for Exports<P> {
+    fn declare(
+        schema_json: String,
+        options_json: String,
+    ) -> Result<Vec<types::Customization>, types::Error> {
+        let mut ds = DataSource::new(Some(parse(&schema_json)?), Some(parse(&options_json)?));
+        P::customize(&mut ds)?;
+        let out = ds
+            .declarations
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| types::Customization {
+                collection: d.collection,
+                kind: d.kind,
+                name: d.name,
+                definition: d.definition.to_string(),
+                handler: i as u32,
+            })
+            .collect();
+        HANDLERS.with(|cell| *cell.borrow_mut() = Some(ds.handlers));
+        Ok(out)
+    }
+
+    fn compute(
+        handler: u32,
+        ctx: types::CallContext,
+        rows: types::Batch,
+    ) -> Result<types::Column, types::Error> {
+        let ctx = Context::from(ctx);
+        let rows = Rows::from(rows);
+        let column = Self::with_handler(handler, |h| match h {
+            Handler::Field(f) => f(&rows, &ctx),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        if column.len() != rows.len() {
+            return Err(Error::internal(format!(
+                "computed field returned {} values for {} rows",
+                column.len(),
+                rows.len()
+            ))
+            .into());
+        }
+        Ok(column.into())
+    }
+
+    fn action_form(
+        handler: u32,
+        ctx: types::CallContext,
+        action_json: String,
+    ) -> Result<String, types::Error> {
+        let ctx = ActionContext::from_json(ctx.into(), &parse(&action_json)?);
+        let form = Self::with_handler(handler, |h| match h {
+            Handler::Action(a) => a.evaluate_form(&ctx),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        Ok(form.to_string())
+    }
+
+    fn action_execute(
+        handler: u32,
+        ctx: types::CallContext,
+        action_json: String,
+    ) -> Result<types::ActionOutcome, types::Error> {
+        let ctx = ActionContext::from_json(ctx.into(), &parse(&action_json)?);
+        let result = Self::with_handler(handler, |h| match h {
+            Handler::Action(a) => a.execute(&ctx),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        let (result, file) = result.into_parts();
+        Ok(types::ActionOutcome {
+            result: result.to_string(),
+            file,
+        })
+    }
+
+    fn hook(
+        handler: u32,
+        ctx: types::CallContext,
+        hook_json: String,
+    ) -> Result<Option<String>, types::Error> {
+        let payload = match parse(&hook_json)? {
+            Value::Object(o) => o,
+            _ => Map::new(),
+        };
+        let ctx = Context::from(ctx);
+        let change = Self::with_handler(handler, |h| match h {
+            Handler::Hook(position, operation, f) => {
+                let mut hc = HookContext::new(ctx, *position, *operation, payload);
+                f(&mut hc)?;
+                Ok(hc.into_change())
+            }
+            _ => Err(wrong_kind(handler)),
+        })?;
+        Ok(change.map(|v| v.to_string()))
+    }
+
+    fn segment(handler: u32, ctx: types::CallContext) -> Result<String, types::Error> {
+        let ctx = Context::from(ctx);
+        let tree = Self::with_handler(handler, |h| match h {
+            Handler::Segment(f) => f(&ctx),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        Ok(tree.to_string())
+    }
+
+    fn search(
+        handler: u32,
+        ctx: types::CallContext,
+        search: String,
+        extended: bool,
+    ) -> Result<Option<String>, types::Error> {
+        let ctx = Context::from(ctx);
+        let tree = Self::with_handler(handler, |h| match h {
+            Handler::Search(f) => f(&search, extended, &ctx),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        Ok(tree.map(|t| t.to_string()))
+    }
+
+    fn chart(
+        handler: u32,
+        ctx: types::CallContext,
+        chart_json: String,
+    ) -> Result<String, types::Error> {
+        let ctx = ChartContext::from_json(ctx.into(), &parse(&chart_json)?);
+        let result = Self::with_handler(handler, |h| match h {
+            Handler::Chart(f) => f(&ctx),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        Ok(result.into_json().to_string())
+    }
+}

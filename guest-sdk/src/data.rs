@@ -1,0 +1,417 @@
+//! Data crossing the boundary: columnar [`Rows`] and [`Column`]s, the [`Caller`], the handler
+//! [`Context`], and [`CollectionRef`] for reading and writing through the host.
+
+use serde_json::Value;
+
+use crate::bindings::canopy::plugin::{collections, logging, types};
+use crate::error::{Error, Result};
+
+/// One column of values, one cell per row (`None` is null). Numbers are `f64`; dates, times,
+/// uuids and enums are strings; anything else (objects, arrays, points) is JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Column {
+    /// Number cells.
+    Numbers(Vec<Option<f64>>),
+    /// String, date, time, uuid and enum cells.
+    Strings(Vec<Option<String>>),
+    /// Boolean cells.
+    Booleans(Vec<Option<bool>>),
+    /// JSON text cells (objects, arrays, points, anything else).
+    Json(Vec<Option<String>>),
+}
+
+impl Column {
+    /// The number of cells.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Numbers(v) => v.len(),
+            Self::Strings(v) | Self::Json(v) => v.len(),
+            Self::Booleans(v) => v.len(),
+        }
+    }
+
+    /// Whether the column has no cell.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A JSON column from values (`Value::Null` becomes a null cell).
+    pub fn json(values: impl IntoIterator<Item = Value>) -> Self {
+        Self::Json(
+            values
+                .into_iter()
+                .map(|v| (!v.is_null()).then(|| v.to_string()))
+                .collect(),
+        )
+    }
+
+    /// The cell at `row` as a JSON value (`Null` when absent).
+    pub fn value(&self, row: usize) -> Value {
+        match self {
+            Self::Numbers(v) => v
+                .get(row)
+                .copied()
+                .flatten()
+                .and_then(serde_json::Number::from_f64)
+                .map_or(Value::Null, Value::Number),
+            Self::Strings(v) => v
+                .get(row)
+                .cloned()
+                .flatten()
+                .map_or(Value::Null, Value::String),
+            Self::Booleans(v) => v
+                .get(row)
+                .copied()
+                .flatten()
+                .map_or(Value::Null, Value::Bool),
+            Self::Json(v) => v
+                .get(row)
+                .and_then(Option::as_deref)
+                .and_then(|s| serde_json::from_str(s).ok())
+                .unwrap_or(Value::Null),
+        }
+    }
+}
+
+impl From<Vec<Option<f64>>> for Column {
+    fn from(v: Vec<Option<f64>>) -> Self {
+        Self::Numbers(v)
+    }
+}
+
+impl From<Vec<f64>> for Column {
+    fn from(v: Vec<f64>) -> Self {
+        Self::Numbers(v.into_iter().map(Some).collect())
+    }
+}
+
+impl From<Vec<Option<String>>> for Column {
+    fn from(v: Vec<Option<String>>) -> Self {
+        Self::Strings(v)
+    }
+}
+
+impl From<Vec<String>> for Column {
+    fn from(v: Vec<String>) -> Self {
+        Self::Strings(v.into_iter().map(Some).collect())
+    }
+}
+
+impl From<Vec<Option<bool>>> for Column {
+    fn from(v: Vec<Option<bool>>) -> Self {
+        Self::Booleans(v)
+    }
+}
+
+impl From<Vec<bool>> for Column {
+    fn from(v: Vec<bool>) -> Self {
+        Self::Booleans(v.into_iter().map(Some).collect())
+    }
+}
+
+impl From<types::Column> for Column {
+    fn from(c: types::Column) -> Self {
+        match c {
+            types::Column::Numbers(v) => Self::Numbers(v),
+            types::Column::Strings(v) => Self::Strings(v),
+            types::Column::Booleans(v) => Self::Booleans(v),
+            types::Column::Json(v) => Self::Json(v),
+        }
+    }
+}
+
+impl From<Column> for types::Column {
+    fn from(c: Column) -> Self {
+        match c {
+            Column::Numbers(v) => Self::Numbers(v),
+            Column::Strings(v) => Self::Strings(v),
+            Column::Booleans(v) => Self::Booleans(v),
+            Column::Json(v) => Self::Json(v),
+        }
+    }
+}
+
+/// Rows in columnar form: what a computed field receives (its dependencies, de-duplicated) and
+/// what [`CollectionRef::list`] returns. Columns are named by field or relation path
+/// (`customer:firstName`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rows {
+    len: usize,
+    columns: Vec<(String, Column)>,
+}
+
+impl Rows {
+    /// Rows from named columns; every column must have `len` cells.
+    pub fn new(len: usize, columns: Vec<(String, Column)>) -> Result<Self> {
+        if let Some((name, c)) = columns.iter().find(|(_, c)| c.len() != len) {
+            return Err(Error::internal(format!(
+                "column `{name}` has {} cells for {len} rows",
+                c.len()
+            )));
+        }
+        Ok(Self { len, columns })
+    }
+
+    /// The number of rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The names of the columns, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.columns.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The column with this name.
+    pub fn column(&self, name: &str) -> Result<&Column> {
+        self.columns
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c)
+            .ok_or_else(|| Error::internal(format!("no column `{name}` in the rows")))
+    }
+
+    /// A string-like column (strings, dates, uuids, enums). JSON columns are accepted too.
+    pub fn strings(&self, name: &str) -> Result<&[Option<String>]> {
+        match self.column(name)? {
+            Column::Strings(v) | Column::Json(v) => Ok(v),
+            _ => Err(Error::internal(format!(
+                "column `{name}` does not hold strings"
+            ))),
+        }
+    }
+
+    /// A number column.
+    pub fn numbers(&self, name: &str) -> Result<&[Option<f64>]> {
+        match self.column(name)? {
+            Column::Numbers(v) => Ok(v),
+            _ => Err(Error::internal(format!(
+                "column `{name}` does not hold numbers"
+            ))),
+        }
+    }
+
+    /// A boolean column.
+    pub fn booleans(&self, name: &str) -> Result<&[Option<bool>]> {
+        match self.column(name)? {
+            Column::Booleans(v) => Ok(v),
+            _ => Err(Error::internal(format!(
+                "column `{name}` does not hold booleans"
+            ))),
+        }
+    }
+
+    /// One cell as a JSON value (`Null` for a null cell or an unknown column).
+    pub fn value(&self, row: usize, name: &str) -> Value {
+        self.column(name).map_or(Value::Null, |c| c.value(row))
+    }
+
+    /// Row `row` as a JSON object of every column.
+    pub fn record(&self, row: usize) -> Value {
+        Value::Object(
+            self.columns
+                .iter()
+                .map(|(n, c)| (n.clone(), c.value(row)))
+                .collect(),
+        )
+    }
+
+    /// Every row as a JSON object.
+    pub fn records(&self) -> Vec<Value> {
+        (0..self.len).map(|i| self.record(i)).collect()
+    }
+}
+
+impl From<types::Batch> for Rows {
+    fn from(b: types::Batch) -> Self {
+        Self {
+            len: b.len as usize,
+            columns: b
+                .columns
+                .into_iter()
+                .map(|c| (c.name, c.data.into()))
+                .collect(),
+        }
+    }
+}
+
+/// The user on whose behalf a handler runs (the spec's Caller).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Caller {
+    /// The user id.
+    pub id: i64,
+    /// The user's email.
+    pub email: String,
+    /// First name.
+    pub first_name: String,
+    /// Last name.
+    pub last_name: String,
+    /// Team name.
+    pub team: String,
+    /// Role name.
+    pub role: String,
+    /// User tags (key, value).
+    pub tags: Vec<(String, String)>,
+    /// IANA timezone of the request (`Europe/Paris`).
+    pub timezone: String,
+}
+
+impl From<types::Caller> for Caller {
+    fn from(c: types::Caller) -> Self {
+        Self {
+            id: c.id,
+            email: c.email,
+            first_name: c.first_name,
+            last_name: c.last_name,
+            team: c.team,
+            role: c.role,
+            tags: c.tags,
+            timezone: c.timezone,
+        }
+    }
+}
+
+/// What every handler receives: who calls, and on which collection.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Context {
+    /// The request's caller.
+    pub caller: Caller,
+    /// The customized collection (`None` for datasource charts).
+    pub collection: Option<String>,
+}
+
+impl Context {
+    /// A handle on any collection, going through the host's customized stack with this caller.
+    pub fn collection(&self, name: &str) -> CollectionRef {
+        CollectionRef {
+            name: name.to_owned(),
+        }
+    }
+
+    /// A handle on the customized collection itself.
+    pub fn this(&self) -> Result<CollectionRef> {
+        self.collection
+            .as_deref()
+            .map(|n| self.collection(n))
+            .ok_or_else(|| Error::internal("this handler has no collection"))
+    }
+}
+
+impl From<types::CallContext> for Context {
+    fn from(c: types::CallContext) -> Self {
+        Self {
+            caller: c.caller.into(),
+            collection: c.collection,
+        }
+    }
+}
+
+/// A collection seen through the host's customized stack, with the caller of the request that
+/// invoked the handler. Filters are condition trees in the agent's JSON shape
+/// (`{"field": "id", "operator": "Equal", "value": 1}`, `{"aggregator": "And", "conditions": []}`),
+/// or `Value::Null` for none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionRef {
+    name: String,
+}
+
+impl CollectionRef {
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Records matching `filter`, with the fields of `projection` (relation paths allowed).
+    pub fn list(&self, filter: &Value, projection: &[&str]) -> Result<Rows> {
+        self.list_page(filter, projection, &Value::Null, None)
+    }
+
+    /// Like [`Self::list`], sorted (`[{"field": "id", "ascending": true}]`) and paged
+    /// (`(skip, limit)`).
+    pub fn list_page(
+        &self,
+        filter: &Value,
+        projection: &[&str],
+        sort: &Value,
+        page: Option<(u32, u32)>,
+    ) -> Result<Rows> {
+        let projection: Vec<String> = projection.iter().map(|s| (*s).to_owned()).collect();
+        let batch = collections::list(
+            &self.name,
+            &filter.to_string(),
+            &projection,
+            &sort.to_string(),
+            page,
+        )?;
+        Ok(batch.into())
+    }
+
+    /// An aggregation (`{"operation": "Sum", "field": "amount", "groups": []}`); returns the
+    /// `[{"value": .., "group": {..}}]` array.
+    pub fn aggregate(
+        &self,
+        filter: &Value,
+        aggregation: &Value,
+        limit: Option<u32>,
+    ) -> Result<Value> {
+        let out = collections::aggregate(
+            &self.name,
+            &filter.to_string(),
+            &aggregation.to_string(),
+            limit,
+        )?;
+        Ok(serde_json::from_str(&out)?)
+    }
+
+    /// Creates records (JSON objects); returns them as stored.
+    pub fn create(&self, records: &[Value]) -> Result<Vec<Value>> {
+        let out = collections::create(&self.name, &Value::from(records.to_vec()).to_string())?;
+        Ok(serde_json::from_str(&out)?)
+    }
+
+    /// Applies `patch` (a JSON object) to every record matching `filter`.
+    pub fn update(&self, filter: &Value, patch: &Value) -> Result<()> {
+        Ok(collections::update(
+            &self.name,
+            &filter.to_string(),
+            &patch.to_string(),
+        )?)
+    }
+
+    /// Deletes every record matching `filter`.
+    pub fn delete(&self, filter: &Value) -> Result<()> {
+        Ok(collections::delete(&self.name, &filter.to_string())?)
+    }
+}
+
+/// Log levels for [`log`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Very verbose.
+    Trace,
+    /// Debugging detail.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something unexpected but handled.
+    Warn,
+    /// A failure.
+    Error,
+}
+
+/// Writes a line to the host's log, prefixed with the plugin's name.
+pub fn log(level: Level, message: &str) {
+    let level = match level {
+        Level::Trace => logging::Level::Trace,
+        Level::Debug => logging::Level::Debug,
+        Level::Info => logging::Level::Info,
+        Level::Warn => logging::Level::Warn,
+        Level::Error => logging::Level::Error,
+    };
+    logging::log(level, message);
+}
