@@ -17,4 +17,5 @@ mod list;
 mod operators;
 mod properties;
 mod safety;
+mod wire_values;
 mod write;

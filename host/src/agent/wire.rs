@@ -39,11 +39,15 @@ pub(crate) fn csv_text(value: &Value, wire: Wire) -> Option<String> {
     }
 }
 
-/// A decimal as the JavaScript number MariaDB's driver makes of it (`12.30` → `12.3`).
+/// A decimal as the JavaScript number MariaDB's driver makes of it (`12.30` → `12.3`,
+/// `5.00` → `5`): integral values are written without a fraction, as `JSON.stringify` does.
 fn decimal_number(d: &bigdecimal::BigDecimal) -> Json {
-    d.to_f64()
-        .and_then(serde_json::Number::from_f64)
-        .map_or(Json::Null, Json::Number)
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    match d.to_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() <= EXACT => Json::from(f as i64),
+        Some(f) => serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number),
+        None => Json::Null,
+    }
 }
 
 /// Reads a binary value of a write body in its column's wire form: a data URI for ordinary
@@ -407,6 +411,12 @@ mod tests {
         let price = Value::Decimal("12.30".parse().unwrap());
         assert_eq!(json(&price, Wire::NumberString), Json::from("12.30"));
         assert_eq!(json(&price, Wire::Number), serde_json::json!(12.3));
+        let whole = Value::Decimal("5.00".parse().unwrap());
+        assert_eq!(to_json(&whole, Wire::Number).unwrap().to_string(), "5");
+        assert_eq!(
+            to_json(&whole, Wire::NumberString).unwrap(),
+            Json::from("5.00")
+        );
         assert_eq!(csv_text(&price, Wire::Number).as_deref(), Some("12.3"));
         assert_eq!(csv_text(&price, Wire::NumberString), None);
         let bytes = Value::Binary(vec![0xCA, 0xFE]);

@@ -3,7 +3,7 @@
 use bigdecimal::BigDecimal;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use sqlx::postgres::types::PgInterval;
-use sqlx::postgres::{PgRow, PgValueRef, Postgres};
+use sqlx::postgres::{PgRow, PgValueFormat, PgValueRef, Postgres};
 use sqlx::{Column as _, Decode, Row, TypeInfo, ValueRef};
 use uuid::Uuid;
 
@@ -163,6 +163,24 @@ fn get<'r, T: Decode<'r, Postgres>>(
     T::decode(raw)
 }
 
+/// A numeric with its display scale, as PostgreSQL prints it (`12.30`, `10000`): the driver
+/// gives the scale of the base-10000 digits (`12.3000`, `1E+4`), so the scale is set again from
+/// the value's header (`dscale`, bytes 6 and 7 of the binary form).
+fn numeric(raw: PgValueRef<'_>) -> std::result::Result<BigDecimal, sqlx::error::BoxDynError> {
+    let dscale = match raw.format() {
+        PgValueFormat::Binary => raw
+            .as_bytes()?
+            .get(6..8)
+            .map(|b| i64::from(u16::from_be_bytes([b[0], b[1]]))),
+        PgValueFormat::Text => None,
+    };
+    let decimal = get::<BigDecimal>(raw)?;
+    Ok(match dscale {
+        Some(scale) => decimal.with_scale(scale),
+        None => decimal,
+    })
+}
+
 /// Decodes a non-NULL value.
 pub(super) fn decode(raw: PgValueRef<'_>, dec: Dec, number: bool) -> DecodeResult {
     Ok(match dec {
@@ -177,7 +195,7 @@ pub(super) fn decode(raw: PgValueRef<'_>, dec: Dec, number: bool) -> DecodeResul
         Dec::F64 if number => number_from_f64(get::<f64>(raw)?),
         Dec::F64 => Value::Float(get::<f64>(raw)?),
         Dec::Numeric if number => number_from_decimal(&get::<BigDecimal>(raw)?),
-        Dec::Numeric => Value::Decimal(get::<BigDecimal>(raw)?),
+        Dec::Numeric => Value::Decimal(numeric(raw)?),
         Dec::Text => Value::String(get::<&str>(raw)?.to_owned()),
         Dec::Uuid => Value::Uuid(get::<Uuid>(raw)?),
         Dec::Json => Value::Json(get::<serde_json::Value>(raw)?),
