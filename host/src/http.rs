@@ -57,6 +57,19 @@ impl AppState {
     }
 }
 
+/// A `200 application/json` response of bytes already written (JSON:API documents).
+fn json_bytes(body: Vec<u8>) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
 /// Shared handle to the state, as handlers receive it.
 pub type SharedState = Arc<AppState>;
 

@@ -6,6 +6,11 @@ use anyhow::Context as _;
 use canopy::config::{Config, LogFormat, ServeArgs};
 use clap::{Parser, Subcommand};
 
+// Many small, short-lived allocations per request (records, JSON) across tokio workers: mimalloc
+// serves them from per-thread pages where glibc malloc spent a third of a list request's CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Canopy turns any SQL database into a secure admin back end.
 #[derive(Debug, Parser)]
 #[command(name = "canopy", version, about)]

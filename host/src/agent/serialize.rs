@@ -6,9 +6,12 @@
 
 use indexmap::IndexMap;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value as Json, json};
 
-use super::{Error, Result, js, wire};
+use super::wire::{self, WireValue};
+use super::{Error, Result, js};
 use crate::datasource::schema::Wire;
 use crate::datasource::{
     self, CollectionSchema, DataSourceSchema, FieldSchema, Record, RelationSchema, Value, pack_id,
@@ -40,35 +43,43 @@ const ATTR_CHAR: &AsciiSet = &NON_ALPHANUMERIC
 ///
 /// `search` is the request's search text: when it is not blank, `meta.decorators` lists, for
 /// each record with a matching attribute, which attributes matched.
-pub fn serialize_list(
-    schema: &DataSourceSchema,
+pub fn serialize_list<'a>(
+    schema: &'a DataSourceSchema,
     collection: &str,
-    records: &[Record],
+    records: &'a [Record],
     search: Option<&str>,
-) -> Result<Json> {
+) -> Result<Document<'a>> {
     let collection = schema.collection(collection)?;
     let mut included = Included::default();
     let data = records
         .iter()
-        .map(|record| resource(schema, collection, record, &mut included))
+        .map(|record| Resource::new(schema, collection, record, &mut included))
         .collect::<Result<Vec<_>>>()?;
-    let decorators = search
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| search_decorators(&data, s))
-        .filter(|d| !d.is_empty());
-    let mut document = document(Json::Array(data), included);
-    if let Some(decorators) = decorators {
-        document.insert("meta".to_owned(), json!({ "decorators": decorators }));
-    }
-    Ok(Json::Object(document))
+    let decorators = match search.filter(|s| !s.trim().is_empty()) {
+        Some(search) => Some(search_decorators(&data, search)?).filter(|d| !d.is_empty()),
+        None => None,
+    };
+    Ok(Document {
+        data: Data::Many(data),
+        included: included.resources,
+        decorators,
+    })
 }
 
 /// The JSON:API document of one record (get, create, update).
-pub fn serialize_one(schema: &DataSourceSchema, collection: &str, record: &Record) -> Result<Json> {
+pub fn serialize_one<'a>(
+    schema: &'a DataSourceSchema,
+    collection: &str,
+    record: &'a Record,
+) -> Result<Document<'a>> {
     let collection = schema.collection(collection)?;
     let mut included = Included::default();
-    let data = resource(schema, collection, record, &mut included)?;
-    Ok(Json::Object(document(data, included)))
+    let data = Resource::new(schema, collection, record, &mut included)?;
+    Ok(Document {
+        data: Data::One(data),
+        included: included.resources,
+        decorators: None,
+    })
 }
 
 /// The body of a count route: `{"count": n}`.
@@ -90,186 +101,312 @@ pub fn count_body_for(collection: &CollectionSchema, count: u64) -> Json {
     }
 }
 
-/// Assembles the top level: `data`, `included` when some to-one relation was loaded, `jsonapi`.
-fn document(data: Json, included: Included) -> Map<String, Json> {
-    let mut document = Map::new();
-    document.insert("data".to_owned(), data);
-    // The agent's serializer omits `included` when it is empty (no loaded, non-null to-one).
-    if !included.resources.is_empty() {
-        let resources = included.resources.into_values().map(Json::Object).collect();
-        document.insert("included".to_owned(), Json::Array(resources));
-    }
-    document.insert("jsonapi".to_owned(), json!({ "version": "1.0" }));
-    document
+/// A JSON:API document ready to be written: `data`, `included` when some to-one relation was
+/// loaded, `jsonapi`, and `meta.decorators` on searches.
+///
+/// Everything that can fail (ids, relation lookups) is resolved when the document is built;
+/// writing it borrows the records and goes straight to the output buffer. Building a
+/// `serde_json::Value` tree first cost more than the database query on a list of 100 rows.
+pub struct Document<'a> {
+    data: Data<'a>,
+    included: IndexMap<(&'a str, String), Resource<'a>>,
+    decorators: Option<Map<String, Json>>,
 }
 
-/// Related records met while serializing, by `(type, id)`, in first-seen order.
+impl Document<'_> {
+    /// The document as JSON bytes. The buffer is sized from the number of resources up front:
+    /// growing it from a small start copied a list of 100 rows about six times.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let resources = match &self.data {
+            Data::One(_) => 1,
+            Data::Many(resources) => resources.len(),
+        } + self.included.len();
+        let mut out = Vec::with_capacity(128 + 384 * resources);
+        serde_json::to_writer(&mut out, self)
+            .map_err(|e| internal(format!("document serialization: {e}")))?;
+        Ok(out)
+    }
+}
+
+enum Data<'a> {
+    One(Resource<'a>),
+    Many(Vec<Resource<'a>>),
+}
+
+impl Serialize for Document<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut document = s.serialize_map(None)?;
+        match &self.data {
+            Data::One(resource) => document.serialize_entry("data", resource)?,
+            Data::Many(resources) => document.serialize_entry("data", resources)?,
+        }
+        // The agent's serializer omits `included` when it is empty (no loaded, non-null to-one).
+        if !self.included.is_empty() {
+            document.serialize_entry("included", &Values(&self.included))?;
+        }
+        document.serialize_entry("jsonapi", &JsonApi { version: "1.0" })?;
+        if let Some(decorators) = &self.decorators {
+            document.serialize_entry("meta", &Meta { decorators })?;
+        }
+        document.end()
+    }
+}
+
+#[derive(Serialize)]
+struct JsonApi {
+    version: &'static str,
+}
+
+#[derive(Serialize)]
+struct Meta<'a> {
+    decorators: &'a Map<String, Json>,
+}
+
+/// The values of a map, written as a JSON array.
+struct Values<'m, K, V>(&'m IndexMap<K, V>);
+
+impl<K, V: Serialize> Serialize for Values<'_, K, V> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.values())
+    }
+}
+
+/// Related records met while building a document, by `(type, id)`, in first-seen order.
 #[derive(Default)]
-struct Included {
-    resources: IndexMap<(String, String), Map<String, Json>>,
+struct Included<'a> {
+    resources: IndexMap<(&'a str, String), Resource<'a>>,
 }
 
-/// One resource object: `{type, id, attributes, relationships}`. To-one records it refers to
-/// are added to `included`.
-fn resource(
-    schema: &DataSourceSchema,
-    collection: &CollectionSchema,
-    record: &Record,
-    included: &mut Included,
-) -> Result<Json> {
-    let id = pack_id(collection, record)?;
+/// One resource object: `{type, id, attributes, relationships}`.
+///
+/// An included resource can be reached through several rows or relations, each time with the
+/// fields its own projection loaded: it then holds every such record, and writes each attribute
+/// and relationship from the first record that has it, so that two projections of the same
+/// record merge instead of one hiding the other.
+struct Resource<'a> {
+    collection: &'a CollectionSchema,
+    id: String,
+    records: Vec<&'a Record>,
+    relationships: Vec<(&'a str, Linkage<'a>)>,
+}
 
-    // Attributes keep the record's (projection) order; relation fields are not attributes.
-    // Foreign key columns are attributes like any other column, as in the agent.
-    let mut attributes = Map::new();
-    for (name, value) in record.iter() {
-        let wire = match collection.fields.get(name) {
-            Some(FieldSchema::Relation(_)) => continue,
-            Some(FieldSchema::Column(column)) => column.wire,
-            None => Wire::Plain,
-        };
-        attributes.insert(name.to_owned(), to_json(value, wire)?);
-    }
+/// What a relationship says of its relation.
+enum Linkage<'a> {
+    /// To-many: `{"links":{"related":{"href": …}}}`.
+    Related(String),
+    /// To-one without a related record: `{"data": null}`.
+    Null,
+    /// To-one: `{"data":{"type","id"}}`.
+    To(&'a str, String),
+}
 
-    // Relationships follow the schema's field order, as the agent registers them.
-    let mut relationships = Map::new();
-    for (name, relation) in collection.relations() {
-        let foreign = relation.foreign_collection();
-        let linkage = match relation {
-            RelationSchema::OneToMany { .. } | RelationSchema::ManyToMany { .. } => {
-                let href = format!(
-                    "/forest/{}/{}/relationships/{}",
-                    collection.name,
-                    utf8_percent_encode(&id, URI_COMPONENT),
-                    name
-                );
-                json!({ "links": { "related": { "href": href } } })
-            }
-            RelationSchema::ManyToOne { foreign_key, .. } => {
-                match to_one_linkage(schema, foreign, record.get(name), included)? {
-                    Some(linkage) => linkage,
-                    // Not loaded: the agent's serializer falls back on the foreign key column
-                    // (json-api-serializer `alternativeKey`) when it was projected.
-                    None => match record.get(foreign_key) {
-                        Some(Value::Null) => json!({ "data": null }),
-                        Some(fk) => json!({ "data": { "type": foreign, "id": fk.to_id_string() } }),
+impl<'a> Resource<'a> {
+    /// Resolves the id and relationships of `record`. To-one records it refers to are added to
+    /// `included`, recursively.
+    fn new(
+        schema: &'a DataSourceSchema,
+        collection: &'a CollectionSchema,
+        record: &'a Record,
+        included: &mut Included<'a>,
+    ) -> Result<Self> {
+        let id = pack_id(collection, record)?;
+        let mut relationships = Vec::new();
+        // Relationships follow the schema's field order, as the agent registers them.
+        for (name, relation) in collection.relations() {
+            let foreign = relation.foreign_collection();
+            let linkage = match relation {
+                RelationSchema::OneToMany { .. } | RelationSchema::ManyToMany { .. } => {
+                    Linkage::Related(format!(
+                        "/forest/{}/{}/relationships/{}",
+                        collection.name,
+                        utf8_percent_encode(&id, URI_COMPONENT),
+                        name
+                    ))
+                }
+                RelationSchema::ManyToOne { foreign_key, .. } => {
+                    match to_one_linkage(schema, foreign, record.get(name), included)? {
+                        Some(linkage) => linkage,
+                        // Not loaded: the agent's serializer falls back on the foreign key
+                        // column (json-api-serializer `alternativeKey`) when it was projected.
+                        None => match record.get(foreign_key) {
+                            Some(Value::Null) => Linkage::Null,
+                            Some(fk) => Linkage::To(foreign, fk.to_id_string()),
+                            None => continue,
+                        },
+                    }
+                }
+                RelationSchema::OneToOne { .. } => {
+                    match to_one_linkage(schema, foreign, record.get(name), included)? {
+                        Some(linkage) => linkage,
                         None => continue,
-                    },
+                    }
                 }
-            }
-            RelationSchema::OneToOne { .. } => {
-                match to_one_linkage(schema, foreign, record.get(name), included)? {
-                    Some(linkage) => linkage,
-                    None => continue,
-                }
-            }
-        };
-        relationships.insert(name.clone(), linkage);
+            };
+            relationships.push((name.as_str(), linkage));
+        }
+        Ok(Self {
+            collection,
+            id,
+            records: vec![record],
+            relationships,
+        })
     }
 
-    let mut object = Map::new();
-    object.insert("type".to_owned(), Json::String(collection.name.clone()));
-    object.insert("id".to_owned(), Json::String(id));
-    object.insert("attributes".to_owned(), Json::Object(attributes));
-    if !relationships.is_empty() {
-        object.insert("relationships".to_owned(), Json::Object(relationships));
+    /// The attributes with their wire forms, in the first record's (projection) order, then
+    /// those only later records have. Relation fields are not attributes; foreign key columns
+    /// are attributes like any other column, as in the agent.
+    fn attributes(&self) -> impl Iterator<Item = (&'a str, &'a Value, Wire)> + '_ {
+        let collection = self.collection;
+        self.records
+            .iter()
+            .enumerate()
+            .flat_map(move |(index, record)| {
+                record.iter().filter_map(move |(name, value)| {
+                    let wire = match collection.fields.get(name) {
+                        Some(FieldSchema::Relation(_)) => return None,
+                        Some(FieldSchema::Column(column)) => column.wire,
+                        None => Wire::Plain,
+                    };
+                    let earlier = &self.records[..index];
+                    (!earlier.iter().any(|r| r.get(name).is_some())).then_some((name, value, wire))
+                })
+            })
     }
-    Ok(Json::Object(object))
+}
+
+impl Serialize for Resource<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut object = s.serialize_map(None)?;
+        object.serialize_entry("type", &self.collection.name)?;
+        object.serialize_entry("id", &self.id)?;
+        object.serialize_entry("attributes", &Attributes(self))?;
+        if !self.relationships.is_empty() {
+            object.serialize_entry("relationships", &Relationships(&self.relationships))?;
+        }
+        object.end()
+    }
+}
+
+struct Attributes<'r, 'a>(&'r Resource<'a>);
+
+impl Serialize for Attributes<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_map(
+            self.0
+                .attributes()
+                .map(|(name, value, wire)| (name, WireValue(value, wire))),
+        )
+    }
+}
+
+struct Relationships<'r, 'a>(&'r [(&'a str, Linkage<'a>)]);
+
+impl Serialize for Relationships<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(name, linkage)| (name, linkage)))
+    }
+}
+
+impl Serialize for Linkage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Href<'h> {
+            href: &'h str,
+        }
+        #[derive(Serialize)]
+        struct Links<'h> {
+            related: Href<'h>,
+        }
+        #[derive(Serialize)]
+        struct Identifier<'h> {
+            r#type: &'h str,
+            id: &'h str,
+        }
+        let mut object = s.serialize_map(Some(1))?;
+        match self {
+            Linkage::Related(href) => object.serialize_entry(
+                "links",
+                &Links {
+                    related: Href { href },
+                },
+            )?,
+            Linkage::Null => object.serialize_entry("data", &())?,
+            Linkage::To(r#type, id) => {
+                object.serialize_entry("data", &Identifier { r#type, id })?;
+            }
+        }
+        object.end()
+    }
 }
 
 /// The linkage of a to-one relation from its value in the record; `None` when it is absent.
 /// A loaded record goes to `included`.
-fn to_one_linkage(
-    schema: &DataSourceSchema,
-    foreign: &str,
-    value: Option<&Value>,
-    included: &mut Included,
-) -> Result<Option<Json>> {
+fn to_one_linkage<'a>(
+    schema: &'a DataSourceSchema,
+    foreign: &'a str,
+    value: Option<&'a Value>,
+    included: &mut Included<'a>,
+) -> Result<Option<Linkage<'a>>> {
     let linkage = match value {
         None => return Ok(None),
-        Some(Value::Null) => json!({ "data": null }),
+        Some(Value::Null) => Linkage::Null,
         Some(Value::Record(related)) => {
             let foreign_schema = schema.collection(foreign)?;
-            let id = pack_id(foreign_schema, related)?;
-            include(schema, foreign_schema, related, included)?;
-            json!({ "data": { "type": foreign, "id": id } })
+            let resource = Resource::new(schema, foreign_schema, related, included)?;
+            let id = resource.id.clone();
+            include(included, resource);
+            Linkage::To(foreign, id)
         }
         // A bare key instead of a record: the agent's serializer takes it as the id.
-        Some(other) => json!({ "data": { "type": foreign, "id": other.to_id_string() } }),
+        Some(other) => Linkage::To(foreign, other.to_id_string()),
     };
     Ok(Some(linkage))
 }
 
-/// Adds a related record to `included`. A record already there (reached through another
-/// relation or another row) gains the fields it lacked, so that two projections of the same
-/// record merge instead of one hiding the other.
-fn include(
-    schema: &DataSourceSchema,
-    collection: &CollectionSchema,
-    record: &Record,
-    included: &mut Included,
-) -> Result<()> {
-    let Json::Object(serialized) = resource(schema, collection, record, included)? else {
-        return Err(internal("a resource is always a JSON object"));
-    };
-    let id = serialized
-        .get("id")
-        .and_then(Json::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    match included.resources.entry((collection.name.clone(), id)) {
+/// Adds a related record to `included`, or merges it into the one already there (reached through
+/// another relation or another row): relationships it lacked are appended.
+fn include<'a>(included: &mut Included<'a>, resource: Resource<'a>) {
+    match included
+        .resources
+        .entry((resource.collection.name.as_str(), resource.id.clone()))
+    {
         indexmap::map::Entry::Vacant(slot) => {
-            slot.insert(serialized);
+            slot.insert(resource);
         }
-        indexmap::map::Entry::Occupied(mut slot) => merge_missing(slot.get_mut(), serialized),
-    }
-    Ok(())
-}
-
-/// Copies into `target` the attributes and relationships of `source` that it lacks.
-fn merge_missing(target: &mut Map<String, Json>, source: Map<String, Json>) {
-    for (section, value) in source {
-        let Json::Object(fields) = value else {
-            continue;
-        };
-        match target.get_mut(&section) {
-            Some(Json::Object(existing)) => {
-                for (key, field) in fields {
-                    existing.entry(key).or_insert(field);
+        indexmap::map::Entry::Occupied(mut slot) => {
+            let existing = slot.get_mut();
+            existing.records.extend(resource.records);
+            for (name, linkage) in resource.relationships {
+                if !existing.relationships.iter().any(|(n, _)| *n == name) {
+                    existing.relationships.push((name, linkage));
                 }
             }
-            _ => {
-                target.insert(section, Json::Object(fields));
-            }
         }
     }
 }
 
-/// `meta.decorators`: for each serialized resource with an attribute whose string form contains
-/// `search` case-insensitively, its id and those attribute names, keyed by sequential index.
+/// `meta.decorators`: for each resource with an attribute whose string form contains `search`
+/// case-insensitively, its id and those attribute names, keyed by sequential index.
 /// Falsy values (null, `false`, `0`, `""`) never match, as in the agent.
-fn search_decorators(data: &[Json], search: &str) -> Map<String, Json> {
+fn search_decorators(data: &[Resource<'_>], search: &str) -> Result<Map<String, Json>> {
     let needle = search.to_lowercase();
     let mut decorators = Map::new();
     for resource in data {
-        let Some(attributes) = resource.get("attributes").and_then(Json::as_object) else {
-            continue;
-        };
-        let matches: Vec<Json> = attributes
-            .iter()
-            .filter(|(_, value)| js::truthy(value))
-            .filter(|(_, value)| js::string(value).to_lowercase().contains(&needle))
-            .map(|(name, _)| Json::String(name.clone()))
-            .collect();
+        let mut matches = Vec::new();
+        for (name, value, wire) in resource.attributes() {
+            let value = to_json(value, wire)?;
+            if js::truthy(&value) && js::string(&value).to_lowercase().contains(&needle) {
+                matches.push(Json::String(name.to_owned()));
+            }
+        }
         if !matches.is_empty() {
-            let id = resource.get("id").cloned().unwrap_or(Json::Null);
             decorators.insert(
                 decorators.len().to_string(),
-                json!({ "id": id, "search": matches }),
+                json!({ "id": resource.id, "search": matches }),
             );
         }
     }
-    decorators
+    Ok(decorators)
 }
 
 /// The wire JSON of a value of a column with this wire form (dates as UTC ISO with
@@ -451,6 +588,22 @@ fn has_percent_escape(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The document as a JSON value, through the same `Serialize` the routes write with.
+    fn list_json(
+        schema: &DataSourceSchema,
+        collection: &str,
+        records: &[Record],
+        search: Option<&str>,
+    ) -> Result<Json> {
+        let document = serialize_list(schema, collection, records, search)?;
+        Ok(serde_json::to_value(document).expect("a document serializes"))
+    }
+
+    fn one_json(schema: &DataSourceSchema, collection: &str, record: &Record) -> Result<Json> {
+        let document = serialize_one(schema, collection, record)?;
+        Ok(serde_json::to_value(document).expect("a document serializes"))
+    }
     use crate::datasource::schema::{ColumnSchema, FieldSchema, PrimitiveType};
 
     fn column(pk: bool, ty: PrimitiveType) -> FieldSchema {
@@ -524,7 +677,7 @@ mod tests {
             ("title", "Foundation".into()),
             ("author", person("asim00", "Asimov")),
         ]);
-        let doc = serialize_one(&library(), "book", &book).unwrap();
+        let doc = one_json(&library(), "book", &book).unwrap();
         assert_eq!(
             doc,
             json!({
@@ -574,7 +727,7 @@ mod tests {
             ("lastName", "Asimov".into()),
         ]);
         assert_eq!(
-            serialize_one(&schema, "person", &record).unwrap(),
+            one_json(&schema, "person", &record).unwrap(),
             json!({
                 "data": {
                     "type": "person",
@@ -599,7 +752,7 @@ mod tests {
                 ("author", person("asim00", "Asimov")),
             ]),
         ];
-        let doc = serialize_list(&library(), "book", &books, None).unwrap();
+        let doc = list_json(&library(), "book", &books, None).unwrap();
         let books_link = json!({ "links": { "related": {
             "href": "/forest/person/asim00/relationships/books"
         } } });
@@ -631,7 +784,7 @@ mod tests {
             rec(vec![("isbn", "2".into()), ("authorId", "x|y".into())]),
             rec(vec![("isbn", "3".into()), ("authorId", Value::Null)]),
         ];
-        let doc = serialize_list(&library(), "book", &books, None).unwrap();
+        let doc = list_json(&library(), "book", &books, None).unwrap();
         assert_eq!(
             doc,
             json!({
@@ -647,7 +800,7 @@ mod tests {
         );
         // An empty list: just the frame.
         assert_eq!(
-            serialize_list(&library(), "book", &[], Some("x")).unwrap(),
+            list_json(&library(), "book", &[], Some("x")).unwrap(),
             json!({ "data": [], "jsonapi": { "version": "1.0" } })
         );
     }
@@ -678,7 +831,7 @@ mod tests {
             ("a", "sci fi/é?&#%'()*!~".into()),
             ("b", Value::Int(7)),
         ]);
-        let doc = serialize_one(&schema, "tag", &record).unwrap();
+        let doc = one_json(&schema, "tag", &record).unwrap();
         assert_eq!(
             doc,
             json!({
@@ -719,7 +872,7 @@ mod tests {
             ("isbn", "1".into()),
             ("author", Value::Record(Box::new(author))),
         ]);
-        let doc = serialize_one(&schema, "book", &book).unwrap();
+        let doc = one_json(&schema, "book", &book).unwrap();
         let link = |id: &str| json!({ "links": { "related": { "href": format!("/forest/person/{id}/relationships/books") } } });
         assert_eq!(
             doc["included"],
@@ -759,7 +912,7 @@ mod tests {
             ("at", Value::Date(at)),
         ]);
         assert_eq!(
-            serialize_one(&schema, "c", &record).unwrap()["data"]["attributes"],
+            one_json(&schema, "c", &record).unwrap()["data"]["attributes"],
             json!({
                 "id": 1,
                 "data": { "a": [1, { "b": null }] },
@@ -780,7 +933,7 @@ mod tests {
             ]),
             rec(vec![("isbn", "444".into()), ("title", Value::Null)]),
         ];
-        let doc = serialize_list(&library(), "book", &books, Some("fOUnd")).unwrap();
+        let doc = list_json(&library(), "book", &books, Some("fOUnd")).unwrap();
         assert_eq!(
             doc["meta"],
             json!({ "decorators": {
@@ -794,7 +947,7 @@ mod tests {
 
         // No hit, blank search, no search: no meta. Null never matches "null".
         for search in [Some("zzz"), Some("  "), None, Some("null")] {
-            let doc = serialize_list(&library(), "book", &books, search).unwrap();
+            let doc = list_json(&library(), "book", &books, search).unwrap();
             assert!(doc.get("meta").is_none(), "{search:?}");
         }
     }
@@ -814,13 +967,13 @@ mod tests {
 
     #[test]
     fn unknown_collection_and_missing_primary_key_are_errors() {
-        assert!(serialize_list(&library(), "nope", &[], None).is_err());
+        assert!(list_json(&library(), "nope", &[], None).is_err());
         let mut schema = DataSourceSchema::default();
         schema.collections.insert(
             "v".into(),
             collection("v", vec![("x", column(false, PrimitiveType::String))]),
         );
-        let err = serialize_one(&schema, "v", &rec(vec![("x", "1".into())])).unwrap_err();
+        let err = one_json(&schema, "v", &rec(vec![("x", "1".into())])).unwrap_err();
         assert!(matches!(
             err,
             Error::Datasource(datasource::Error::NoPrimaryKey)

@@ -6,6 +6,7 @@
 use std::sync::LazyLock;
 
 use bigdecimal::ToPrimitive;
+use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
 
 use super::js;
@@ -14,19 +15,27 @@ use crate::datasource::{Value, decode_binary};
 
 /// The JSON of a value of a column with this wire form.
 pub(crate) fn to_json(value: &Value, wire: Wire) -> serde_json::Result<Json> {
-    Ok(match (value, wire) {
-        (Value::Int(i), Wire::NumberString) => Json::String(i.to_string()),
-        (Value::Decimal(d), Wire::NumberString) => Json::String(d.to_string()),
-        (Value::Decimal(d), Wire::Number) => decimal_number(d),
-        (Value::Binary(bytes), Wire::DataUri) => Json::String(data_uri(bytes)),
-        (Value::Array(items), _) if wire != Wire::Plain => Json::Array(
-            items
-                .iter()
-                .map(|item| to_json(item, wire))
-                .collect::<serde_json::Result<_>>()?,
-        ),
-        (other, _) => serde_json::to_value(other)?,
-    })
+    serde_json::to_value(WireValue(value, wire))
+}
+
+/// A value with its column's wire form, written straight to the output by serde (documents are
+/// not built as `serde_json::Value` trees first).
+pub(crate) struct WireValue<'a>(pub &'a Value, pub Wire);
+
+impl Serialize for WireValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Self(value, wire) = *self;
+        match (value, wire) {
+            (Value::Int(i), Wire::NumberString) => s.collect_str(i),
+            (Value::Decimal(d), Wire::NumberString) => s.collect_str(d),
+            (Value::Decimal(d), Wire::Number) => decimal_number(d).serialize(s),
+            (Value::Binary(bytes), Wire::DataUri) => s.serialize_str(&data_uri(bytes)),
+            (Value::Array(items), _) if wire != Wire::Plain => {
+                s.collect_seq(items.iter().map(|item| WireValue(item, wire)))
+            }
+            (other, _) => other.serialize(s),
+        }
+    }
 }
 
 /// The text of a CSV cell for a scalar value whose wire form is not its own JSON form; `None`

@@ -241,12 +241,13 @@ impl Serialize for Value {
             Value::Bool(b) => s.serialize_bool(*b),
             Value::Int(i) => s.serialize_i64(*i),
             Value::Float(f) => s.serialize_f64(*f),
-            Value::Decimal(d) => s.serialize_str(&d.to_string()),
+            Value::Decimal(d) => s.collect_str(d),
             Value::String(v) => s.serialize_str(v),
             Value::Date(d) => s.serialize_str(&format_datetime(d)),
-            Value::Dateonly(d) => s.serialize_str(&d.format("%Y-%m-%d").to_string()),
+            // `NaiveDate`'s Display is `%Y-%m-%d`, written without parsing a format string.
+            Value::Dateonly(d) => s.collect_str(d),
             Value::Time(t) => s.serialize_str(&t.format("%H:%M:%S%.f").to_string()),
-            Value::Uuid(u) => s.serialize_str(&u.to_string()),
+            Value::Uuid(u) => s.collect_str(u),
             Value::Json(j) => j.serialize(s),
             Value::Binary(b) => {
                 let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();

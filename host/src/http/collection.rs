@@ -133,7 +133,7 @@ async fn list(
         .list(&context.caller, &filter, &projection)
         .await?;
     let body = serialize::serialize_list(schema, &name, &records, filter.search.as_deref())?;
-    Ok(axum::Json(body).into_response())
+    Ok(super::json_bytes(body.to_bytes()?))
 }
 
 /// `GET /{c}/count`: `{"count": n}`, or the deactivated body without querying.
@@ -197,7 +197,7 @@ async fn get_one(
         .first()
         .ok_or_else(|| agent::Error::NotFound("Record does not exists".to_owned()))?;
     let body = serialize::serialize_one(schema, &name, record)?;
-    Ok(axum::Json(body).into_response())
+    Ok(super::json_bytes(body.to_bytes()?))
 }
 
 /// `DELETE /{c}/{id}`: 204.

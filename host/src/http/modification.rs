@@ -3,7 +3,7 @@
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{post, put};
 
 use super::collection::served;
@@ -120,7 +120,7 @@ async fn create(
         response.insert(relation, value.clone());
     }
     let body = serialize::serialize_one(schema, &name, &response)?;
-    Ok(axum::Json(body).into_response())
+    Ok(super::json_bytes(body.to_bytes()?))
 }
 
 /// `PUT /{c}/{id}`: 200 with the record re-read with every column and every to-one relation's
@@ -163,7 +163,7 @@ async fn update(
         .first()
         .ok_or_else(|| agent::Error::NotFound("Record does not exists".to_owned()))?;
     let body = serialize::serialize_one(schema, &name, record)?;
-    Ok(axum::Json(body).into_response())
+    Ok(super::json_bytes(body.to_bytes()?))
 }
 
 /// A to-one link as the serializer expects it: the target's primary keys as a nested record.

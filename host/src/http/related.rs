@@ -258,7 +258,7 @@ async fn list_related(
         .list(&context.caller, &filter, &projection)
         .await?;
     let body = serialize::serialize_list(schema, foreign_name, &records, filter.search.as_deref())?;
-    Ok(axum::Json(body).into_response())
+    Ok(super::json_bytes(body.to_bytes()?))
 }
 
 /// `GET /{c}/{id}/relationships/{r}.csv` (a path segment cannot be split by the router): the
