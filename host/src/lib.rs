@@ -23,3 +23,4 @@ pub mod customizer;
 pub mod datasource;
 pub mod http;
 pub mod logging;
+pub mod plugins;

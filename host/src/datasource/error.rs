@@ -31,6 +31,10 @@ pub enum Error {
     /// logged, never sent to clients.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// A plugin failed (trap: time or memory limit, panic; or malformed output). Answered as a
+    /// 500 whose message names the plugin, so the admin knows which one to fix.
+    #[error("{0}")]
+    Plugin(String),
     /// A programming error inside Canopy; logged, answered as a 500.
     #[error("internal error: {0}")]
     Internal(String),

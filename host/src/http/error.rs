@@ -84,6 +84,11 @@ impl ApiError {
                     public(StatusCode::UNPROCESSABLE_ENTITY, "NoPrimaryKeyError", true)
                 }
                 D::Forbidden(_) => public(StatusCode::FORBIDDEN, "ForbiddenError", true),
+                D::Plugin(_) => public(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalServerError",
+                    true,
+                ),
                 D::Database(_) | D::Internal(_) => public(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "InternalServerError",

@@ -1,0 +1,223 @@
+//! The host side of `wit/plugin@0.1.0`: generated bindings, and the imports plugins call
+//! (`collections`, `logging`, `environment`) implemented over the calling request's context.
+
+use std::sync::Arc;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, StoreLimits};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::convert;
+use super::loader::PluginInfo;
+use crate::customizer::Context;
+use crate::datasource::{Caller, Error as DsError};
+
+wasmtime::component::bindgen!({
+    world: "customization",
+    path: "../wit/plugin@0.1.0",
+    imports: { default: async | trappable },
+    exports: { default: async },
+});
+
+pub use canopy::plugin::types::{
+    ActionOutcome, Batch, CallContext, Caller as WitCaller, Column, Customization as Declaration,
+    Error as GuestError, Kind, NamedColumn,
+};
+
+/// The request a handler runs for: whose permissions apply to its callbacks, and where they go.
+pub struct Scope {
+    pub caller: Caller,
+    pub ctx: Context,
+}
+
+/// What one store holds: an empty WASI context with stderr captured, the memory limits, the
+/// plugin's identity and the request's scope.
+pub struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub limits: StoreLimits,
+    pub stderr: MemoryOutputPipe,
+    pub plugin: Arc<PluginInfo>,
+    pub scope: Option<Scope>,
+    /// Epoch ticks seen by this call, against its budget.
+    pub ticks: u64,
+}
+
+impl State {
+    pub fn new(plugin: Arc<PluginInfo>, scope: Option<Scope>, memory_bytes: usize) -> Self {
+        // Panics and prints land here, attached to the error of a failed call.
+        let stderr = MemoryOutputPipe::new(16 * 1024);
+        let wasi = wasmtime_wasi::WasiCtxBuilder::new()
+            .stderr(stderr.clone())
+            .build();
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            limits: wasmtime::StoreLimitsBuilder::new()
+                .memory_size(memory_bytes)
+                .instances(16)
+                .tables(16)
+                .memories(4)
+                .trap_on_grow_failure(true)
+                .build(),
+            stderr,
+            plugin,
+            scope,
+            ticks: 0,
+        }
+    }
+
+    pub fn limiter(&mut self) -> &mut dyn ResourceLimiter {
+        &mut self.limits
+    }
+
+    fn scope(&self) -> Result<&Scope, GuestError> {
+        self.scope.as_ref().ok_or_else(|| {
+            GuestError::Internal("collections are not available while declaring".to_owned())
+        })
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// A datasource error as the guest sees it; the guest usually propagates it unchanged, so the
+/// request ends with the same status it would have had without the plugin.
+pub fn guest_error(e: DsError) -> GuestError {
+    match e {
+        DsError::Validation(m) => GuestError::Validation(m),
+        DsError::MissingCollection(_) | DsError::NoPrimaryKey => {
+            GuestError::Validation(e.to_string())
+        }
+        DsError::Forbidden(m) => GuestError::Forbidden(m),
+        DsError::Unprocessable(m) => GuestError::Unprocessable(m),
+        other => GuestError::Internal(other.to_string()),
+    }
+}
+
+impl canopy::plugin::types::Host for State {}
+
+impl canopy::plugin::collections::Host for State {
+    async fn list(
+        &mut self,
+        collection: String,
+        filter_json: String,
+        projection: Vec<String>,
+        sort_json: String,
+        page: Option<(u32, u32)>,
+    ) -> wasmtime::Result<Result<Batch, GuestError>> {
+        let scope = match self.scope() {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(convert::host_list(
+            scope,
+            &collection,
+            &filter_json,
+            projection,
+            &sort_json,
+            page,
+        )
+        .await
+        .map_err(guest_error))
+    }
+
+    async fn aggregate(
+        &mut self,
+        collection: String,
+        filter_json: String,
+        aggregation_json: String,
+        limit: Option<u32>,
+    ) -> wasmtime::Result<Result<String, GuestError>> {
+        let scope = match self.scope() {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(
+            convert::host_aggregate(scope, &collection, &filter_json, &aggregation_json, limit)
+                .await
+                .map_err(guest_error),
+        )
+    }
+
+    async fn create(
+        &mut self,
+        collection: String,
+        records_json: String,
+    ) -> wasmtime::Result<Result<String, GuestError>> {
+        let scope = match self.scope() {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(convert::host_create(scope, &collection, &records_json)
+            .await
+            .map_err(guest_error))
+    }
+
+    async fn update(
+        &mut self,
+        collection: String,
+        filter_json: String,
+        patch_json: String,
+    ) -> wasmtime::Result<Result<(), GuestError>> {
+        let scope = match self.scope() {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(
+            convert::host_update(scope, &collection, &filter_json, &patch_json)
+                .await
+                .map_err(guest_error),
+        )
+    }
+
+    async fn delete(
+        &mut self,
+        collection: String,
+        filter_json: String,
+    ) -> wasmtime::Result<Result<(), GuestError>> {
+        let scope = match self.scope() {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(convert::host_delete(scope, &collection, &filter_json)
+            .await
+            .map_err(guest_error))
+    }
+}
+
+impl canopy::plugin::logging::Host for State {
+    async fn log(
+        &mut self,
+        level: canopy::plugin::logging::Level,
+        message: String,
+    ) -> wasmtime::Result<()> {
+        use canopy::plugin::logging::Level as L;
+        let plugin = self.plugin.name.as_str();
+        match level {
+            L::Trace => tracing::trace!(plugin, "{message}"),
+            L::Debug => tracing::debug!(plugin, "{message}"),
+            L::Info => tracing::info!(plugin, "{message}"),
+            L::Warn => tracing::warn!(plugin, "{message}"),
+            L::Error => tracing::error!(plugin, "{message}"),
+        }
+        Ok(())
+    }
+}
+
+impl canopy::plugin::environment::Host for State {
+    async fn schema(&mut self) -> wasmtime::Result<String> {
+        Ok(self.plugin.schema_json.clone())
+    }
+
+    async fn options(&mut self) -> wasmtime::Result<String> {
+        Ok(self.plugin.options_json.clone())
+    }
+}

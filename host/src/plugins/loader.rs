@@ -1,0 +1,220 @@
+//! The plugin directory: each `<name>.wasm` with an optional `<name>.toml` beside it (options
+//! and limits), loaded in file-name order so declarations and their conflicts are deterministic.
+//! Also the ABI check that runs before linking.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The WIT package this host implements; plugins built against another 0.x minor are refused.
+pub const WIT_PACKAGE: &str = "canopy:plugin";
+/// The version of [`WIT_PACKAGE`] (`wit/plugin@0.1.0`).
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// A plugin's identity and what it may read through `environment`.
+#[derive(Debug)]
+pub struct PluginInfo {
+    /// The file stem (`shop` for `shop.wasm`).
+    pub name: String,
+    pub path: PathBuf,
+    pub limits: Limits,
+    pub schema_json: String,
+    pub options_json: String,
+}
+
+/// The kinds of calls, each with its own default time budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Declare,
+    Compute,
+    Action,
+    Hook,
+    Segment,
+    Search,
+    Chart,
+}
+
+impl CallKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Declare => "declare",
+            Self::Compute => "compute",
+            Self::Action => "action",
+            Self::Hook => "hook",
+            Self::Segment => "segment",
+            Self::Search => "search",
+            Self::Chart => "chart",
+        }
+    }
+}
+
+/// Per-call limits. Defaults follow wasm-host.md §3 (computed fields under a second, actions
+/// longer since they may write, hooks and search short since they sit on every request).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Linear memory of one call, in MiB (capped by the engine's pool slot).
+    pub memory_mb: u64,
+    pub declare_ms: u64,
+    pub compute_ms: u64,
+    pub action_ms: u64,
+    pub hook_ms: u64,
+    pub segment_ms: u64,
+    pub search_ms: u64,
+    pub chart_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_mb: 64,
+            declare_ms: 5_000,
+            compute_ms: 1_000,
+            action_ms: 10_000,
+            hook_ms: 500,
+            segment_ms: 500,
+            search_ms: 500,
+            chart_ms: 5_000,
+        }
+    }
+}
+
+/// The largest memory a call may be given; the pooling allocator's slot size.
+pub const MAX_MEMORY_MB: u64 = 256;
+
+impl Limits {
+    pub fn time(&self, kind: CallKind) -> Duration {
+        Duration::from_millis(match kind {
+            CallKind::Declare => self.declare_ms,
+            CallKind::Compute => self.compute_ms,
+            CallKind::Action => self.action_ms,
+            CallKind::Hook => self.hook_ms,
+            CallKind::Segment => self.segment_ms,
+            CallKind::Search => self.search_ms,
+            CallKind::Chart => self.chart_ms,
+        })
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        usize::try_from(self.memory_mb.min(MAX_MEMORY_MB) << 20).unwrap_or(usize::MAX)
+    }
+}
+
+/// `<name>.toml` beside a plugin.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginToml {
+    /// Handed to the plugin as a JSON object (`environment.options`, `declare`).
+    pub options: toml::Table,
+    pub limits: Limits,
+}
+
+/// One `.wasm` file of the directory with its settings.
+#[derive(Debug)]
+pub struct Entry {
+    pub name: String,
+    pub path: PathBuf,
+    pub settings: PluginToml,
+}
+
+/// The `.wasm` files of `dir` in name order, each with its parsed `.toml` (if any).
+pub fn scan(dir: &Path) -> Result<Vec<Entry>, String> {
+    let read = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read the plugin directory {}: {e}", dir.display()))?;
+    let mut paths: Vec<PathBuf> = read
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let toml_path = path.with_extension("toml");
+            let settings = if toml_path.is_file() {
+                let text = std::fs::read_to_string(&toml_path)
+                    .map_err(|e| format!("{}: {e}", toml_path.display()))?;
+                toml::from_str(&text).map_err(|e| format!("{}: {e}", toml_path.display()))?
+            } else {
+                PluginToml::default()
+            };
+            Ok(Entry {
+                name,
+                path,
+                settings,
+            })
+        })
+        .collect()
+}
+
+/// Refuses a component built against another version of the contract, before linking, with a
+/// message naming both versions (the linker's own error would only say a function is missing).
+pub fn check_abi(name: &str, component: &Component, engine: &Engine) -> Result<(), String> {
+    let ty = component.component_type();
+    let names: Vec<String> = ty
+        .imports(engine)
+        .map(|(n, _)| n.to_owned())
+        .chain(ty.exports(engine).map(|(n, _)| n.to_owned()))
+        .collect();
+    let ours: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with(&format!("{WIT_PACKAGE}/")))
+        .collect();
+    if ours.is_empty() {
+        return Err(format!(
+            "plugin `{name}` does not import or export any {WIT_PACKAGE} interface; build it \
+             with canopy-sdk (which targets {WIT_PACKAGE}@{WIT_VERSION})"
+        ));
+    }
+    for interface in ours {
+        let version = interface.rsplit_once('@').map_or("", |(_, v)| v);
+        if !compatible(version) {
+            return Err(format!(
+                "plugin `{name}` was built against {WIT_PACKAGE}@{version} (`{interface}`), but \
+                 this host implements {WIT_PACKAGE}@{WIT_VERSION}; rebuild the plugin against a \
+                 compatible SDK"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Semver for 0.x: the minor is the breaking boundary, patches are compatible both ways.
+fn compatible(version: &str) -> bool {
+    let major_minor = |v: &str| {
+        let mut it = v.split('.');
+        (it.next().map(str::to_owned), it.next().map(str::to_owned))
+    };
+    let (a, b) = (major_minor(version), major_minor(WIT_VERSION));
+    a.0.is_some() && a == b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_same_zero_minor_is_compatible() {
+        assert!(compatible("0.1.0"));
+        assert!(compatible("0.1.7"));
+        assert!(!compatible("0.2.0"));
+        assert!(!compatible("1.1.0"));
+        assert!(!compatible(""));
+    }
+
+    #[test]
+    fn a_plugin_toml_sets_options_and_overrides_only_the_limits_it_names() {
+        let t: PluginToml =
+            toml::from_str("[options]\nvip = 1000\n[limits]\ncompute_ms = 50\n").unwrap();
+        assert_eq!(t.limits.compute_ms, 50);
+        assert_eq!(t.limits.action_ms, Limits::default().action_ms);
+        assert_eq!(t.options["vip"].as_integer(), Some(1000));
+        assert!(toml::from_str::<PluginToml>("[limits]\nbogus = 1\n").is_err());
+    }
+}
