@@ -17,6 +17,5 @@ mod list;
 mod operators;
 mod properties;
 mod safety;
-mod snapshots;
 mod wire_values;
 mod write;
