@@ -17,5 +17,6 @@ mod list;
 mod operators;
 mod properties;
 mod safety;
+mod snapshots;
 mod wire_values;
 mod write;
