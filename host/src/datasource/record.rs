@@ -580,15 +580,20 @@ impl From<Record> for IndexMap<String, Value> {
 
 /// Packs a record's primary key as the agent does: values in schema order joined with `|`.
 pub fn pack_id(schema: &CollectionSchema, record: &Record) -> Result<String> {
-    let pks = schema.primary_keys();
-    if pks.is_empty() {
-        return Err(Error::NoPrimaryKey);
+    // Written in place: this runs for every record of every response (and its to-one records).
+    let mut pks = schema
+        .columns()
+        .filter(|(_, column)| column.is_primary_key)
+        .map(|(name, _)| name);
+    let first = pks.next().ok_or(Error::NoPrimaryKey)?;
+    let mut id = record.get(first).map(Value::to_id_string).unwrap_or_default();
+    for pk in pks {
+        id.push('|');
+        if let Some(value) = record.get(pk) {
+            id.push_str(&value.to_id_string());
+        }
     }
-    let parts: Vec<String> = pks
-        .iter()
-        .map(|pk| record.get(pk).map(Value::to_id_string).unwrap_or_default())
-        .collect();
-    Ok(parts.join("|"))
+    Ok(id)
 }
 
 /// Unpacks an id into typed primary-key values; wrong arity or a value of the wrong type is a
