@@ -1,6 +1,8 @@
 //! The Forest agent's wire protocol: query-string parsing, JSON:API serialization and the
 //! schema file. Routes (the next step) call these; nothing here touches sqlx or HTTP types.
 
+pub mod action;
+pub mod api_chart;
 pub mod body;
 pub mod chart;
 mod js;

@@ -69,6 +69,8 @@ pub enum Action {
     Export,
     /// Compute a chart over the collection.
     Chart,
+    /// Run an action of the collection, or compute its form.
+    Trigger,
 }
 
 /// The permission check: every route calls this once, after authentication and before touching

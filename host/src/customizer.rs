@@ -5,8 +5,15 @@
 //! Nothing here names wasmtime: `plugins` implements the handler traits over components, and the
 //! tests implement them with closures ([`closures`]).
 
+mod action;
+mod chart;
 pub mod closures;
+mod computed;
 pub mod handlers;
+mod hook;
+mod search;
+mod segment;
+mod stack;
 
 use std::fmt;
 use std::sync::Arc;
@@ -19,6 +26,7 @@ pub use handlers::{
     ActionContext, ActionHandler, Batch, ChartHandler, Column, ComputeHandler, Context, HookData,
     HookHandler, HookOperation, HookPosition, SearchHandler, SegmentHandler,
 };
+pub use stack::build_stack;
 
 /// One customization declared by a plugin (or a test).
 #[derive(Clone)]
@@ -163,3 +171,6 @@ pub struct FieldSelection {
     pub include: Vec<String>,
     pub exclude: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,6 +4,8 @@
 //!
 //! `router(state)` serves both `canopy serve` and the tests (`tower::ServiceExt::oneshot`).
 
+mod action;
+mod api_chart;
 mod caller;
 mod capabilities;
 mod collection;
@@ -40,6 +42,8 @@ pub struct AppState {
     pub limit_export_size: Option<u64>,
     /// `customizeErrorMessage`: the detail of unexpected errors.
     pub customize_error_message: Option<ErrorMessageTemplate>,
+    /// `useUnsafeActionEndpoint`: action routes without the `{index}` segment.
+    pub use_unsafe_action_endpoint: bool,
 }
 
 impl AppState {
@@ -53,6 +57,7 @@ impl AppState {
             json_limit: usize::try_from(http.json_limit).unwrap_or(usize::MAX),
             limit_export_size: http.limit_export_size,
             customize_error_message: http.customize_error_message.clone(),
+            use_unsafe_action_endpoint: false,
         }
     }
 }
@@ -85,6 +90,8 @@ pub fn router(state: SharedState) -> Router {
         .merge(related::router())
         .merge(stats::router())
         .merge(capabilities::router())
+        .merge(action::router(state.use_unsafe_action_endpoint))
+        .merge(api_chart::router())
         .fallback(error::not_found)
         .with_state(Arc::clone(&state));
     Router::new()

@@ -243,6 +243,10 @@ impl FormField {
 }
 
 /// An element of a form: a field or a layout element (already filtered by `if`).
+#[expect(
+    clippy::large_enum_variant,
+    reason = "forms are short lists built once per request: boxing every field buys nothing"
+)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum FormElement {
     Field(FormField),

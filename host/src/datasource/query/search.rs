@@ -70,6 +70,60 @@ pub fn build_tree(
     })
 }
 
+/// The search tree of `replaceSearch` with a field selection (spec search rules 1–4, the
+/// customizer's `generateSearchFilter`): `only` replaces the default fields and the fields named
+/// in `field:value` terms, `include` adds to them, `exclude` removes from them. Paths cross to-one
+/// relations with `:` and are matched leniently; unknown paths are dropped.
+pub fn build_tree_with_fields(
+    search: &str,
+    extended: bool,
+    selection: (Option<&[String]>, &[String], &[String]),
+    collection: &CollectionSchema,
+    schema: &DataSourceSchema,
+    tz: Tz,
+) -> Result<ConditionTree> {
+    let (only, include, exclude) = selection;
+    let text = search.trim();
+    if text.is_empty() {
+        return Ok(match_all());
+    }
+    let parsed = parse(text);
+    let mut named: Vec<String> = Vec::new();
+    let mut fields = Vec::new();
+    if only.is_none() {
+        fields = default_fields(collection, schema, extended);
+        if let Some(query) = &parsed {
+            query.field_names(&mut named);
+        }
+    }
+    let wanted = named
+        .iter()
+        .map(|n| n.replace('.', ":"))
+        .chain(only.unwrap_or_default().iter().cloned())
+        .chain(include.iter().cloned());
+    for path in wanted {
+        if let Some((path, column)) = lenient_field(collection, schema, &path)
+            && !fields.iter().any(|(p, _)| *p == path)
+        {
+            fields.push((path, column));
+        }
+    }
+    fields.retain(|(path, _)| !exclude.contains(path));
+    let builder = Builder {
+        fields,
+        tz,
+        max_year: Utc::now().with_timezone(&tz).year() + 100,
+    };
+    Ok(match parsed {
+        Some(query) => builder.query(&query),
+        None => builder.term(&Term {
+            negated: false,
+            field: None,
+            text: text.to_owned(),
+        }),
+    })
+}
+
 /// A tree that matches every record (an empty AND).
 fn match_all() -> ConditionTree {
     ConditionTree::and(Vec::new())

@@ -1,0 +1,487 @@
+//! Computed fields (`addField`, §8.2): read-only columns whose values a handler computes from
+//! other fields of the record (its dependencies: columns, `relation:column` paths through to-one
+//! relations, other computed fields, here or across a relation).
+//!
+//! A list asking for computed fields is rewritten to ask the layer below for their dependencies
+//! instead; the records come back once; then each computed field is computed with **one** handler
+//! call for the whole page, on the de-duplicated dependency rows, dependencies first (so a field
+//! computed from a computed field sees its values). Rows under a null relation are skipped and
+//! keep their null. An aggregation over a computed field lists the records and aggregates them in
+//! memory, as the agent does.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use indexmap::IndexMap;
+
+use super::handlers::{Batch, Column, ComputeHandler, Context};
+use super::stack::{Decorator, Layer, by_collection, decorated};
+use super::{Customization, Kind};
+use crate::datasource::query::evaluate;
+use crate::datasource::schema::FieldSchema;
+use crate::datasource::{
+    AggregateResult, Aggregation, Caller, Collection, CollectionSchema, ColumnSchema, ColumnType,
+    DataSource, DataSourceSchema, Error, Filter, Projection, Record, Result, Sort, Value,
+};
+
+/// One declared computed field.
+struct Field {
+    origin: String,
+    name: String,
+    column_type: ColumnType,
+    dependencies: Vec<String>,
+    handler: Arc<dyn ComputeHandler>,
+}
+
+/// Every computed field of the layer: collection → field name → field.
+type Registry = HashMap<String, IndexMap<String, Arc<Field>>>;
+
+/// The computed-fields layer over `child`.
+pub(super) fn layer(
+    child: &Arc<dyn DataSource>,
+    customizations: Vec<Customization>,
+) -> Result<Arc<dyn DataSource>> {
+    let mut schema = child.schema().clone();
+    let mut registry: Registry = HashMap::new();
+    for (collection, list) in by_collection(customizations) {
+        for customization in list {
+            let Kind::ComputedField {
+                name,
+                column_type,
+                dependencies,
+                default_value,
+                enum_values,
+                handler,
+            } = customization.kind
+            else {
+                continue;
+            };
+            let origin = customization.origin;
+            let target = schema.collections.get_mut(&collection).ok_or_else(|| {
+                Error::validation(format!("{origin}: collection '{collection}' not found"))
+            })?;
+            if target.fields.contains_key(&name) {
+                return Err(Error::validation(format!(
+                    "{origin}: the field '{collection}.{name}' already exists"
+                )));
+            }
+            if dependencies.is_empty() {
+                return Err(Error::validation(format!(
+                    "{origin}: the computed field '{collection}.{name}' has no dependency"
+                )));
+            }
+            let mut column = ColumnSchema::new(column_type.clone());
+            // Read-only, not sortable, no operator: filtering, sorting and writing need the
+            // emulation and write-replacement customizations of the next issue.
+            column.is_read_only = true;
+            column.is_sortable = false;
+            column.enum_values = enum_values.unwrap_or_default();
+            column.default_value = default_value.map(|json| match column_type.primitive() {
+                Some(p) => Value::from_json_typed(&json, p).unwrap_or(Value::Json(json)),
+                None => Value::Json(json),
+            });
+            target
+                .fields
+                .insert(name.clone(), FieldSchema::Column(column));
+            registry.entry(collection.clone()).or_default().insert(
+                name.clone(),
+                Arc::new(Field {
+                    origin,
+                    name,
+                    column_type,
+                    dependencies,
+                    handler,
+                }),
+            );
+        }
+    }
+    validate(&schema, &registry)?;
+    let schema = Arc::new(schema);
+    let registry = Arc::new(registry);
+    let layer = Layer::new(Arc::clone(child), |collection| {
+        let name = collection.schema().name.clone();
+        let own = schema.collection(&name)?.clone();
+        Ok(Some(decorated(Computed {
+            child: collection,
+            datasource: Arc::clone(child),
+            schema: own,
+            datasource_schema: Arc::clone(&schema),
+            registry: Arc::clone(&registry),
+        })))
+    })?;
+    Ok(Arc::new(layer))
+}
+
+/// Every dependency resolves to a column (maybe computed) through to-one relations, and no
+/// computed field depends on itself, directly or not.
+fn validate(schema: &DataSourceSchema, registry: &Registry) -> Result<()> {
+    // (collection, field) → the computed fields it depends on.
+    let mut edges: HashMap<(String, String), Vec<(String, String)>> = HashMap::new();
+    for (collection, fields) in registry {
+        let own = schema.collection(collection)?;
+        for field in fields.values() {
+            let mut targets = Vec::new();
+            for dep in &field.dependencies {
+                let (holder, _) = schema.resolve_column(own, dep).map_err(|e| {
+                    Error::validation(format!(
+                        "{}: the computed field '{collection}.{}' depends on '{dep}': {e}",
+                        field.origin, field.name
+                    ))
+                })?;
+                let column = dep.rsplit(':').next().unwrap_or(dep);
+                if registry
+                    .get(&holder.name)
+                    .is_some_and(|f| f.contains_key(column))
+                {
+                    targets.push((holder.name.clone(), column.to_owned()));
+                }
+            }
+            edges.insert((collection.clone(), field.name.clone()), targets);
+        }
+    }
+    // Depth-first search; a node met again while on the path closes a cycle.
+    fn visit(
+        node: &(String, String),
+        edges: &HashMap<(String, String), Vec<(String, String)>>,
+        path: &mut Vec<(String, String)>,
+        done: &mut HashSet<(String, String)>,
+    ) -> Result<()> {
+        if done.contains(node) {
+            return Ok(());
+        }
+        if path.contains(node) {
+            return Err(Error::validation(format!(
+                "the computed field '{}.{}' depends on itself",
+                node.0, node.1
+            )));
+        }
+        path.push(node.clone());
+        for next in edges.get(node).into_iter().flatten() {
+            visit(next, edges, path, done)?;
+        }
+        path.pop();
+        done.insert(node.clone());
+        Ok(())
+    }
+    let mut done = HashSet::new();
+    for node in edges.keys() {
+        visit(node, &edges, &mut Vec::new(), &mut done)?;
+    }
+    Ok(())
+}
+
+/// A collection of the computed layer (every collection is one: a projection may reach another
+/// collection's computed fields through a relation).
+struct Computed {
+    child: Arc<dyn Collection>,
+    /// The layer below, for the handlers' callbacks.
+    datasource: Arc<dyn DataSource>,
+    schema: CollectionSchema,
+    datasource_schema: Arc<DataSourceSchema>,
+    registry: Arc<Registry>,
+}
+
+/// One computation of a list: a computed field of `collection`, reached from the listed records
+/// through the relations of `prefix`.
+struct Step {
+    prefix: Vec<String>,
+    collection: String,
+    field: Arc<Field>,
+}
+
+/// What a list asks the layer below for, and what it computes afterwards (dependencies first).
+#[derive(Default)]
+struct Plan {
+    child: Projection,
+    steps: Vec<Step>,
+    seen: HashSet<String>,
+}
+
+impl Computed {
+    fn plan(&self, projection: &Projection) -> Result<Plan> {
+        let mut plan = Plan::default();
+        for path in projection.iter() {
+            self.expand(&self.schema.name, &mut Vec::new(), path, &mut plan)?;
+        }
+        Ok(plan)
+    }
+
+    /// Adds `path` (relative to `collection`, reached through `prefix`) to the plan: a computed
+    /// field becomes its dependencies plus a step; anything else is asked for as is.
+    fn expand(
+        &self,
+        collection: &str,
+        prefix: &mut Vec<String>,
+        path: &str,
+        plan: &mut Plan,
+    ) -> Result<()> {
+        let full = |p: &[String], tail: &str| {
+            let mut s = p.join(":");
+            if !s.is_empty() {
+                s.push(':');
+            }
+            s.push_str(tail);
+            s
+        };
+        match path.split_once(':') {
+            None => match self.registry.get(collection).and_then(|f| f.get(path)) {
+                Some(field) => {
+                    if plan.seen.insert(full(prefix, path)) {
+                        for dep in &field.dependencies {
+                            self.expand(collection, prefix, dep, plan)?;
+                        }
+                        plan.steps.push(Step {
+                            prefix: prefix.clone(),
+                            collection: collection.to_owned(),
+                            field: Arc::clone(field),
+                        });
+                    }
+                }
+                None => plan.child.push(full(prefix, path)),
+            },
+            Some((head, rest)) => {
+                let relation = self
+                    .datasource_schema
+                    .collection(collection)
+                    .ok()
+                    .and_then(|c| c.relation(head));
+                match relation {
+                    Some(relation) => {
+                        prefix.push(head.to_owned());
+                        let result = self.expand(relation.foreign_collection(), prefix, rest, plan);
+                        prefix.pop();
+                        result?;
+                    }
+                    // Not a relation: the layer below reports the bad path.
+                    None => plan.child.push(full(prefix, path)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one step on every record: one handler call on the de-duplicated rows.
+    async fn compute(&self, caller: &Caller, step: &Step, records: &mut [Record]) -> Result<()> {
+        let field = &step.field;
+        let holder = self.datasource_schema.collection(&step.collection)?;
+        let mut columns: Vec<Column> = field
+            .dependencies
+            .iter()
+            .map(|dep| {
+                let (_, column) = self.datasource_schema.resolve_column(holder, dep)?;
+                Ok(Column {
+                    path: dep.clone(),
+                    column_type: column.column_type.clone(),
+                    values: Vec::new(),
+                })
+            })
+            .collect::<Result<_>>()?;
+        let mut rows: HashMap<String, usize> = HashMap::new();
+        let mut row_of: Vec<Option<usize>> = Vec::with_capacity(records.len());
+        for record in records.iter() {
+            let Some(sub) = descend(record, &step.prefix) else {
+                row_of.push(None);
+                continue;
+            };
+            let values: Vec<Value> = field
+                .dependencies
+                .iter()
+                .map(|dep| sub.get_path(dep).cloned().unwrap_or(Value::Null))
+                .collect();
+            // Debug output is exact for every value variant (floats included), so it is a
+            // faithful key for "same dependency values".
+            let key = format!("{values:?}");
+            let next = rows.len();
+            let row = *rows.entry(key).or_insert_with(|| {
+                for (column, value) in columns.iter_mut().zip(values) {
+                    column.values.push(value);
+                }
+                next
+            });
+            row_of.push(Some(row));
+        }
+        let len = rows.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let batch = Batch { len, columns };
+        let ctx = Context {
+            collection: Some(step.collection.clone()),
+            datasource: Arc::clone(&self.datasource),
+        };
+        let values = field.handler.compute(caller, &ctx, &batch).await?;
+        if values.len() != len {
+            return Err(Error::Internal(format!(
+                "{}: the computed field '{}.{}' returned {} values for {len} rows",
+                field.origin,
+                step.collection,
+                field.name,
+                values.len()
+            )));
+        }
+        if let Some(bad) = values.iter().find(|v| !field.column_type.accepts(v)) {
+            return Err(Error::Internal(format!(
+                "{}: the computed field '{}.{}' returned {bad:?}, which is not a {}",
+                field.origin,
+                step.collection,
+                field.name,
+                field.column_type.to_json()
+            )));
+        }
+        for (record, row) in records.iter_mut().zip(row_of) {
+            if let Some(row) = row
+                && let Some(sub) = descend_mut(record, &step.prefix)
+            {
+                sub.insert(field.name.as_str(), values[row].clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists with the computed fields of `projection` filled in.
+    async fn list_computed(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        projection: &Projection,
+        plan: Plan,
+    ) -> Result<Vec<Record>> {
+        let mut records = self.child.list(caller, filter, &plan.child).await?;
+        for step in &plan.steps {
+            self.compute(caller, step, &mut records).await?;
+        }
+        // Dependencies nobody asked for are dropped, unless there were none.
+        if plan
+            .child
+            .iter()
+            .all(|p| projection.0.iter().any(|q| q == p))
+        {
+            return Ok(records);
+        }
+        let shape = Shape::of(projection);
+        Ok(records.iter().map(|r| shape.apply(r)).collect())
+    }
+}
+
+/// The record under the relations of `prefix`; `None` when one of them is null.
+fn descend<'a>(record: &'a Record, prefix: &[String]) -> Option<&'a Record> {
+    let mut current = record;
+    for relation in prefix {
+        match current.get(relation) {
+            Some(Value::Record(r)) => current = r,
+            _ => return None,
+        }
+    }
+    Some(current)
+}
+
+fn descend_mut<'a>(record: &'a mut Record, prefix: &[String]) -> Option<&'a mut Record> {
+    let mut current = record;
+    for relation in prefix {
+        match current.get_mut(relation) {
+            Some(Value::Record(r)) => current = r,
+            _ => return None,
+        }
+    }
+    Some(current)
+}
+
+/// The shape of a projection (columns, then relations with their own shapes), to cut records
+/// back to what was asked.
+struct Shape {
+    columns: Vec<String>,
+    relations: Vec<(String, Shape)>,
+}
+
+impl Shape {
+    fn of(projection: &Projection) -> Self {
+        Self {
+            columns: projection.columns_only().map(str::to_owned).collect(),
+            relations: projection
+                .relations()
+                .into_iter()
+                .map(|r| (r.to_owned(), Self::of(&projection.under(r))))
+                .collect(),
+        }
+    }
+
+    fn apply(&self, record: &Record) -> Record {
+        let mut out = Record::with_capacity(self.columns.len() + self.relations.len());
+        for column in &self.columns {
+            out.insert(
+                column.as_str(),
+                record.get(column).cloned().unwrap_or(Value::Null),
+            );
+        }
+        for (relation, shape) in &self.relations {
+            let value = match record.get(relation) {
+                Some(Value::Record(r)) => Value::Record(Box::new(shape.apply(r))),
+                _ => Value::Null,
+            };
+            out.insert(relation.as_str(), value);
+        }
+        out
+    }
+}
+
+#[async_trait]
+impl Decorator for Computed {
+    fn child(&self) -> &Arc<dyn Collection> {
+        &self.child
+    }
+
+    fn schema(&self) -> &CollectionSchema {
+        &self.schema
+    }
+
+    async fn list(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        projection: &Projection,
+    ) -> Result<Vec<Record>> {
+        let plan = self.plan(projection)?;
+        if plan.steps.is_empty() {
+            return self.child.list(caller, filter, projection).await;
+        }
+        self.list_computed(caller, filter, projection, plan).await
+    }
+
+    async fn aggregate(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        aggregation: &Aggregation,
+        limit: Option<u64>,
+    ) -> Result<Vec<AggregateResult>> {
+        let fields = Projection::new(
+            aggregation
+                .field
+                .iter()
+                .cloned()
+                .chain(aggregation.groups.iter().map(|g| g.field.clone())),
+        );
+        let plan = self.plan(&fields)?;
+        if plan.steps.is_empty() {
+            return self
+                .child
+                .aggregate(caller, filter, aggregation, limit)
+                .await;
+        }
+        // The layer below cannot aggregate what it does not have: every matching record is
+        // listed and aggregated here, as the agent's computed decorator does.
+        let all = Filter {
+            sort: Sort::default(),
+            page: None,
+            ..filter.clone()
+        };
+        let records = self.list_computed(caller, &all, &fields, plan).await?;
+        Ok(evaluate::aggregate(
+            &records,
+            aggregation,
+            caller.timezone,
+            limit,
+        ))
+    }
+}

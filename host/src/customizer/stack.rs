@@ -1,0 +1,362 @@
+//! The decorator stack: the base datasource, then one layer per kind of customization, in the
+//! Node agent's order (protocol §8.1). Each layer wraps every collection of the layer below and
+//! overrides only what its customizations change.
+//!
+//! Bottom to top (the numbers are the Node agent's positions):
+//! 1. `computed` (4 and 9, early and late computed): computed fields sit lowest so that every
+//!    layer above (search, segments, actions, hooks) sees them as ordinary read-only columns, and
+//!    a hook's `projection` or an action's `getRecords` can ask for them. The Node agent splits it
+//!    around the relation layer; Canopy adds no relations yet, so every dependency exists below
+//!    and one layer serves both.
+//! 2. `search` (12): above computed fields, so a field selection may name them (they contribute
+//!    no condition, having no operators, exactly as in the agent), and below segments so that a
+//!    segment handler's own queries are not searched.
+//! 3. `segment` (13): turns the segment name into a condition tree before anything below sees
+//!    the filter (the SQL collection only knows its own, empty, list of segments).
+//! 4. `chart` (15): charts, then actions, as in the agent; both only add entry points, so their
+//!    relative order only matters for what their handlers' `datasource` sees.
+//! 5. `action` (17): below hooks, so the writes an action makes through its context do not run
+//!    the public hooks (§8.6).
+//! 6. `hook` (20): near the top, so hooks see the requests as the agent sends them, and run
+//!    around everything below (computed values are in an After List hook's records).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use indexmap::IndexMap;
+
+use super::handlers::{ChartHandler, Context};
+use super::{Customization, Kind, action, chart, computed, hook, search, segment};
+use crate::datasource::action::{ActionResult, FormElement, FormPhase, FormValues};
+use crate::datasource::chart::{ChartRequest, ChartResult};
+use crate::datasource::{
+    AggregateResult, Aggregation, Caller, Collection, CollectionSchema, DataSource,
+    DataSourceSchema, Error, Filter, Projection, Record, Result, Value,
+};
+
+/// The customized datasource: `base` under every layer that `customizations` need. An invalid
+/// customization (missing collection or field, duplicate name, dependency cycle) is refused
+/// with a message naming the plugin that declared it; the stack is then not built.
+pub fn build_stack(
+    base: Arc<dyn DataSource>,
+    customizations: Vec<Customization>,
+) -> Result<Arc<dyn DataSource>> {
+    let mut groups = Groups::default();
+    for customization in customizations {
+        if let Some(collection) = &customization.collection
+            && base.schema().collection(collection).is_err()
+        {
+            return Err(Error::validation(format!(
+                "{}: {:?} targets the collection '{collection}', which does not exist",
+                customization.origin, customization.kind
+            )));
+        }
+        match customization.kind {
+            Kind::ComputedField { .. } => groups.computed.push(customization),
+            Kind::Search(_) => groups.search.push(customization),
+            Kind::Segment { .. } => groups.segment.push(customization),
+            Kind::Chart { .. } => groups.chart.push(customization),
+            Kind::Action { .. } => groups.action.push(customization),
+            Kind::Hook { .. } => groups.hook.push(customization),
+        }
+    }
+    let mut stack = base;
+    // Layers without customizations are left out: a request then crosses only the layers it needs.
+    if !groups.computed.is_empty() {
+        stack = computed::layer(&stack, groups.computed)?;
+    }
+    if !groups.search.is_empty() {
+        stack = search::layer(&stack, groups.search)?;
+    }
+    if !groups.segment.is_empty() {
+        stack = segment::layer(&stack, groups.segment)?;
+    }
+    if !groups.chart.is_empty() {
+        stack = chart::layer(&stack, groups.chart)?;
+    }
+    if !groups.action.is_empty() {
+        stack = action::layer(&stack, groups.action)?;
+    }
+    if !groups.hook.is_empty() {
+        stack = hook::layer(&stack, groups.hook)?;
+    }
+    Ok(stack)
+}
+
+/// The customizations of each layer, in declaration order.
+#[derive(Default)]
+struct Groups {
+    computed: Vec<Customization>,
+    search: Vec<Customization>,
+    segment: Vec<Customization>,
+    chart: Vec<Customization>,
+    action: Vec<Customization>,
+    hook: Vec<Customization>,
+}
+
+/// Customizations grouped by collection name, in declaration order.
+pub(super) fn by_collection(
+    customizations: Vec<Customization>,
+) -> IndexMap<String, Vec<Customization>> {
+    let mut out: IndexMap<String, Vec<Customization>> = IndexMap::new();
+    for c in customizations {
+        if let Some(name) = c.collection.clone() {
+            out.entry(name).or_default().push(c);
+        }
+    }
+    out
+}
+
+/// One layer of the stack: the decorated collections over the layer below. Collections without
+/// customizations are the child's own.
+pub(super) struct Layer {
+    child: Arc<dyn DataSource>,
+    schema: DataSourceSchema,
+    collections: HashMap<String, Arc<dyn Collection>>,
+    /// Datasource-level charts of this layer.
+    charts: IndexMap<String, Arc<dyn ChartHandler>>,
+}
+
+impl Layer {
+    /// A layer whose collections are `decorate(child collection)`; `decorate` answers `None` to
+    /// keep the child's collection as it is.
+    pub(super) fn new(
+        child: Arc<dyn DataSource>,
+        mut decorate: impl FnMut(Arc<dyn Collection>) -> Result<Option<Arc<dyn Collection>>>,
+    ) -> Result<Self> {
+        let mut schema = child.schema().clone();
+        let mut collections = HashMap::new();
+        for name in child.schema().collections.keys() {
+            let original = child.collection(name)?;
+            let collection = decorate(Arc::clone(&original))?.unwrap_or(original);
+            schema
+                .collections
+                .insert(name.clone(), collection.schema().clone());
+            collections.insert(name.clone(), collection);
+        }
+        Ok(Self {
+            child,
+            schema,
+            collections,
+            charts: IndexMap::new(),
+        })
+    }
+
+    /// Adds a datasource-level chart; a name already used below or in this layer is refused.
+    pub(super) fn add_chart(
+        &mut self,
+        origin: &str,
+        name: String,
+        handler: Arc<dyn ChartHandler>,
+    ) -> Result<()> {
+        if self.schema.charts.contains(&name) {
+            return Err(Error::validation(format!(
+                "{origin}: the chart '{name}' is defined twice"
+            )));
+        }
+        self.schema.charts.push(name.clone());
+        self.charts.insert(name, handler);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl DataSource for Layer {
+    fn schema(&self) -> &DataSourceSchema {
+        &self.schema
+    }
+
+    fn collection(&self, name: &str) -> Result<Arc<dyn Collection>> {
+        self.collections
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::MissingCollection(name.to_owned()))
+    }
+
+    fn native_query_connections(&self) -> Vec<String> {
+        self.child.native_query_connections()
+    }
+
+    async fn native_query(
+        &self,
+        caller: &Caller,
+        connection: &str,
+        query: &str,
+        variables: &IndexMap<String, Value>,
+    ) -> Result<Vec<Record>> {
+        self.child
+            .native_query(caller, connection, query, variables)
+            .await
+    }
+
+    async fn render_chart(
+        &self,
+        caller: &Caller,
+        name: &str,
+        request: &ChartRequest,
+    ) -> Result<ChartResult> {
+        match self.charts.get(name) {
+            Some(handler) => {
+                let ctx = Context {
+                    collection: None,
+                    datasource: Arc::clone(&self.child),
+                };
+                handler.render(caller, &ctx, request).await
+            }
+            None => self.child.render_chart(caller, name, request).await,
+        }
+    }
+}
+
+/// A collection decorator: the child it wraps, its schema, and the operations it changes. Every
+/// method it does not override is forwarded to the child, the defaulted ones (actions, forms,
+/// charts) included, so that a layer never hides what the layers below it serve.
+#[async_trait]
+pub(super) trait Decorator: Send + Sync + 'static {
+    fn child(&self) -> &Arc<dyn Collection>;
+
+    fn schema(&self) -> &CollectionSchema {
+        self.child().schema()
+    }
+
+    async fn list(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        projection: &Projection,
+    ) -> Result<Vec<Record>> {
+        self.child().list(caller, filter, projection).await
+    }
+
+    async fn aggregate(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        aggregation: &Aggregation,
+        limit: Option<u64>,
+    ) -> Result<Vec<AggregateResult>> {
+        self.child()
+            .aggregate(caller, filter, aggregation, limit)
+            .await
+    }
+
+    async fn create(&self, caller: &Caller, records: Vec<Record>) -> Result<Vec<Record>> {
+        self.child().create(caller, records).await
+    }
+
+    async fn update(&self, caller: &Caller, filter: &Filter, patch: &Record) -> Result<()> {
+        self.child().update(caller, filter, patch).await
+    }
+
+    async fn delete(&self, caller: &Caller, filter: &Filter) -> Result<()> {
+        self.child().delete(caller, filter).await
+    }
+
+    async fn execute(
+        &self,
+        caller: &Caller,
+        name: &str,
+        filter: &Filter,
+        values: &FormValues,
+    ) -> Result<ActionResult> {
+        self.child().execute(caller, name, filter, values).await
+    }
+
+    async fn get_form(
+        &self,
+        caller: &Caller,
+        name: &str,
+        filter: &Filter,
+        values: &FormValues,
+        phase: &FormPhase,
+    ) -> Result<Vec<FormElement>> {
+        self.child()
+            .get_form(caller, name, filter, values, phase)
+            .await
+    }
+
+    async fn render_chart(
+        &self,
+        caller: &Caller,
+        name: &str,
+        request: &ChartRequest,
+    ) -> Result<ChartResult> {
+        self.child().render_chart(caller, name, request).await
+    }
+}
+
+/// A decorator served as a collection.
+pub(super) fn decorated(decorator: impl Decorator) -> Arc<dyn Collection> {
+    Arc::new(Decorated(decorator))
+}
+
+struct Decorated<D>(D);
+
+#[async_trait]
+impl<D: Decorator> Collection for Decorated<D> {
+    fn schema(&self) -> &CollectionSchema {
+        self.0.schema()
+    }
+
+    async fn list(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        projection: &Projection,
+    ) -> Result<Vec<Record>> {
+        self.0.list(caller, filter, projection).await
+    }
+
+    async fn aggregate(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        aggregation: &Aggregation,
+        limit: Option<u64>,
+    ) -> Result<Vec<AggregateResult>> {
+        self.0.aggregate(caller, filter, aggregation, limit).await
+    }
+
+    async fn create(&self, caller: &Caller, records: Vec<Record>) -> Result<Vec<Record>> {
+        self.0.create(caller, records).await
+    }
+
+    async fn update(&self, caller: &Caller, filter: &Filter, patch: &Record) -> Result<()> {
+        self.0.update(caller, filter, patch).await
+    }
+
+    async fn delete(&self, caller: &Caller, filter: &Filter) -> Result<()> {
+        self.0.delete(caller, filter).await
+    }
+
+    async fn execute(
+        &self,
+        caller: &Caller,
+        name: &str,
+        filter: &Filter,
+        values: &FormValues,
+    ) -> Result<ActionResult> {
+        self.0.execute(caller, name, filter, values).await
+    }
+
+    async fn get_form(
+        &self,
+        caller: &Caller,
+        name: &str,
+        filter: &Filter,
+        values: &FormValues,
+        phase: &FormPhase,
+    ) -> Result<Vec<FormElement>> {
+        self.0.get_form(caller, name, filter, values, phase).await
+    }
+
+    async fn render_chart(
+        &self,
+        caller: &Caller,
+        name: &str,
+        request: &ChartRequest,
+    ) -> Result<ChartResult> {
+        self.0.render_chart(caller, name, request).await
+    }
+}

@@ -1,0 +1,229 @@
+//! Action routes (§1.2, §2.7): `POST /_actions/{c}/{index}/{slug}` executes,
+//! `…/hooks/load|change|search` compute the form; with `useUnsafeActionEndpoint` the `{index}`
+//! segment is left out. Also the spec's `POST /actions/{action}/values` (the form's values).
+
+use std::collections::HashMap;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::Value as Json;
+
+use super::collection::{resolve, served};
+use super::error::{ApiError, ApiResult};
+use super::{CallerContext, JsonBody, SharedState};
+use crate::agent::action::{
+    ResultBody, check_files, content_disposition, find, form_json, parse_hook, parse_values,
+    result_body, slug, values_json,
+};
+use crate::agent::query_string::{Params, parse_filter, parse_selection};
+use crate::auth::{self, Action};
+use crate::datasource::action::{ActionResult, ActionScope, FormPhase};
+use crate::datasource::{CollectionSchema, Error as DsError, Filter};
+
+/// The action routes; the path shape depends on `useUnsafeActionEndpoint` (both cannot be
+/// registered together: they differ only by a parameter's name).
+pub fn router(unsafe_endpoint: bool) -> Router<SharedState> {
+    let base = if unsafe_endpoint {
+        "/_actions/{collection}/{slug}"
+    } else {
+        "/_actions/{collection}/{index}/{slug}"
+    };
+    Router::new()
+        .route(base, post(execute))
+        .route(&format!("{base}/hooks/{{hook}}"), post(hook))
+        .route("/actions/{action}/values", post(values))
+}
+
+/// The collection and action of a route, or a 404 (the agent registers one route per action).
+fn locate<'a>(
+    state: &'a SharedState,
+    params: &HashMap<String, String>,
+) -> ApiResult<(&'a CollectionSchema, String, ActionScope)> {
+    let collection = params.get("collection").ok_or(ApiError::RouteNotFound)?;
+    let schema = served(state.datasource.schema(), collection)?;
+    let action_slug = params.get("slug").ok_or(ApiError::RouteNotFound)?;
+    let (name, action) = find(schema, params.get("index").map(String::as_str), action_slug)
+        .ok_or(ApiError::RouteNotFound)?;
+    Ok((schema, name.clone(), action.scope))
+}
+
+/// The records an action targets: the selection's ids (all but the excluded ones with
+/// `all_records`) ∧ the subset query's filters, search and segment. Global actions ignore ids;
+/// a hook body without ids restricts nothing.
+async fn selection(
+    state: &SharedState,
+    context: &CallerContext,
+    collection: &CollectionSchema,
+    scope: ActionScope,
+    body: &Json,
+) -> ApiResult<Filter> {
+    let schema = state.datasource.schema();
+    let attributes = body.pointer("/data/attributes");
+    let has_ids = attributes.is_some_and(|a| {
+        a.get("ids").is_some_and(|ids| !ids.is_null())
+            || a.get("all_records").is_some_and(|v| v == true)
+    }) || body.get("data").is_some_and(Json::is_array);
+    let request = if scope == ActionScope::Global || !has_ids {
+        let subset = attributes
+            .and_then(|a| a.get("all_records_subset_query"))
+            .and_then(Json::as_object);
+        parse_filter(
+            &Params::with_subset_query(&context.query, subset),
+            schema,
+            collection,
+        )?
+    } else {
+        parse_selection(body, collection)?.filter(&context.query, schema, collection)?
+    };
+    resolve(state, &context.caller, collection, request).await
+}
+
+/// `POST /_actions/{c}/{index}/{slug}`: runs the action and answers its result.
+async fn execute(
+    State(state): State<SharedState>,
+    Path(params): Path<HashMap<String, String>>,
+    context: CallerContext,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Response> {
+    let (schema, name, scope) = locate(&state, &params)?;
+    auth::authorize(&context.caller, &schema.name, Action::Trigger)?;
+    let values = parse_values(&body)?;
+    let filter = selection(&state, &context, schema, scope, &body).await?;
+    let collection = state.datasource.collection(&schema.name)?;
+    // The form tells how to read the values (files must be data URIs), so it is computed first,
+    // hidden fields included, as the agent does.
+    let form = collection
+        .get_form(
+            &context.caller,
+            &name,
+            &filter,
+            &values,
+            &FormPhase::Execute,
+        )
+        .await?;
+    check_files(&form, &values)?;
+    let result = collection
+        .execute(&context.caller, &name, &filter, &values)
+        .await?;
+    respond(result)
+}
+
+/// The response of a result, with the headers it set.
+fn respond(result: ActionResult) -> ApiResult<Response> {
+    let mut response = match result_body(result.outcome) {
+        ResultBody::Json { status, body } => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+            axum::Json(body),
+        )
+            .into_response(),
+        ResultBody::File {
+            name,
+            mime_type,
+            bytes,
+        } => {
+            let mut response = bytes.into_response();
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, header_value(&mime_type)?);
+            headers.insert(
+                header::CONTENT_DISPOSITION,
+                header_value(&content_disposition(&name))?,
+            );
+            headers.insert(
+                header::ACCESS_CONTROL_EXPOSE_HEADERS,
+                HeaderValue::from_static("Content-Disposition"),
+            );
+            response
+        }
+    };
+    for (name, value) in result.headers {
+        let name = HeaderName::try_from(name.as_str()).map_err(|_| {
+            DsError::Internal(format!("an action set the invalid header name {name:?}"))
+        })?;
+        response.headers_mut().insert(name, header_value(&value)?);
+    }
+    Ok(response)
+}
+
+fn header_value(value: &str) -> ApiResult<HeaderValue> {
+    HeaderValue::from_str(value).map_err(|_| {
+        ApiError::from(DsError::Internal(format!(
+            "an action set the invalid header value {value:?}"
+        )))
+    })
+}
+
+/// `POST …/hooks/load|change|search`: the form `{fields, layout}` for the current values.
+async fn hook(
+    State(state): State<SharedState>,
+    Path(params): Path<HashMap<String, String>>,
+    context: CallerContext,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Response> {
+    let (schema, name, scope) = locate(&state, &params)?;
+    let request = parse_hook(&body);
+    let phase = match params.get("hook").map(String::as_str) {
+        Some("load") => FormPhase::Load,
+        Some("change") => FormPhase::Change {
+            changed_field: request.changed_field.clone().unwrap_or_default(),
+        },
+        Some("search") => FormPhase::Search {
+            field: request.search_field.clone().unwrap_or_default(),
+            search_value: request.search_value.clone(),
+        },
+        _ => return Err(ApiError::RouteNotFound),
+    };
+    auth::authorize(&context.caller, &schema.name, Action::Trigger)?;
+    let filter = selection(&state, &context, schema, scope, &body).await?;
+    let form = state
+        .datasource
+        .collection(&schema.name)?
+        .get_form(&context.caller, &name, &filter, &request.values, &phase)
+        .await?;
+    Ok(axum::Json(form_json(state.datasource.schema(), &form)?).into_response())
+}
+
+/// `POST /actions/{action}/values` (spec): the values of the action's form as it opens, by field
+/// id. `{action}` is the action's name or slug; `data.attributes.collection_name` says whose
+/// action it is when several collections have one with that name.
+async fn values(
+    State(state): State<SharedState>,
+    Path(action): Path<String>,
+    context: CallerContext,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Response> {
+    let wanted = body
+        .pointer("/data/attributes/collection_name")
+        .and_then(Json::as_str);
+    let schema = state.datasource.schema();
+    let found = schema
+        .collections
+        .values()
+        .filter(|c| wanted.is_none_or(|w| w == c.name))
+        .find_map(|c| {
+            c.actions
+                .iter()
+                .find(|(name, _)| **name == action || slug(name) == action)
+                .map(|(name, a)| (c, name.clone(), a.scope))
+        });
+    let Some((collection, name, scope)) = found else {
+        return Err(ApiError::RouteNotFound);
+    };
+    auth::authorize(&context.caller, &collection.name, Action::Trigger)?;
+    let filter = selection(&state, &context, collection, scope, &body).await?;
+    let request = parse_hook(&body);
+    let form = state
+        .datasource
+        .collection(&collection.name)?
+        .get_form(
+            &context.caller,
+            &name,
+            &filter,
+            &request.values,
+            &FormPhase::Load,
+        )
+        .await?;
+    Ok(axum::Json(values_json(&form)).into_response())
+}
