@@ -1,19 +1,37 @@
-//! Cost of the per-request log line (the event `http::middleware::request_log` emits), with the
-//! writer `canopy` used before (`fmt()` straight to stderr, ANSI on) and the one it uses now
-//! (`canopy::logging`: a background thread writing through a buffer), in text and JSON.
+//! Cost of the per-request log line (the event `http::middleware::request_log` emits) with: the
+//! writer `canopy` used before (`fmt()` straight to stderr, ANSI on), the same without ANSI,
+//! `tracing-appender`'s `non_blocking` channel to a writer thread, and `canopy::logging`'s batch
+//! writer (text and JSON).
 //!
 //! Run with stderr sent to a file, as a server's is: `cargo bench -p canopy --bench log_lines
 //! 2>/tmp/log_lines.out`. For each set-up it prints, per line: the wall time on the logging
-//! thread (what a request waits) and the CPU time of the whole process, log thread included
-//! (what throughput pays), with `THREADS` threads logging at once like tokio workers.
+//! thread and the CPU time of the whole process (flush thread included: what throughput pays),
+//! with `THREADS` threads logging at once like tokio workers, first back to back, then paced
+//! like a server whose workers park between requests.
 
 use std::time::{Duration, Instant};
 
 use canopy::config::LogFormat;
 use tracing::Dispatch;
 
-const LINES_PER_THREAD: usize = 100_000;
 const THREADS: usize = 2;
+
+/// Back to back (a flood), or one line per `pause` on each thread (a server whose workers park
+/// between requests: the case where a background writer's thread has to be woken per line).
+#[derive(Clone, Copy)]
+enum Pace {
+    Burst,
+    Paced(Duration),
+}
+
+impl Pace {
+    fn lines_per_thread(self) -> usize {
+        match self {
+            Self::Burst => 100_000,
+            Self::Paced(_) => 10_000,
+        }
+    }
+}
 
 fn request_line(i: usize) {
     tracing::info!(
@@ -40,7 +58,8 @@ fn process_cpu() -> Option<Duration> {
 
 /// Logs `LINES_PER_THREAD` lines on each of `THREADS` threads through `dispatch`; `finish` runs
 /// after (it drops the writer's guard, so queued lines are written inside the measurement).
-fn measure(name: &str, dispatch: &Dispatch, finish: impl FnOnce()) {
+fn measure(pace: Pace, name: &str, dispatch: &Dispatch, finish: impl FnOnce()) {
+    let lines_per_thread = pace.lines_per_thread();
     let cpu_before = process_cpu();
     let started = Instant::now();
     let waits: Vec<Duration> = std::thread::scope(|scope| {
@@ -50,8 +69,11 @@ fn measure(name: &str, dispatch: &Dispatch, finish: impl FnOnce()) {
                 scope.spawn(move || {
                     tracing::dispatcher::with_default(&dispatch, || {
                         let started = Instant::now();
-                        for i in 0..LINES_PER_THREAD {
+                        for i in 0..lines_per_thread {
                             request_line(i);
+                            if let Pace::Paced(pause) = pace {
+                                std::thread::sleep(pause);
+                            }
                         }
                         started.elapsed()
                     })
@@ -65,7 +87,7 @@ fn measure(name: &str, dispatch: &Dispatch, finish: impl FnOnce()) {
     });
     finish();
     let wall = started.elapsed();
-    let lines = (LINES_PER_THREAD * THREADS) as f64;
+    let lines = (lines_per_thread * THREADS) as f64;
     let wait_per_line = waits.iter().map(Duration::as_secs_f64).sum::<f64>() / lines * 1e6;
     let cpu_per_line = match (cpu_before, process_cpu()) {
         (Some(before), Some(after)) => {
@@ -81,14 +103,31 @@ fn measure(name: &str, dispatch: &Dispatch, finish: impl FnOnce()) {
 
 fn main() -> anyhow::Result<()> {
     println!(
-        "{THREADS} threads × {LINES_PER_THREAD} request lines; stderr is {}",
+        "{THREADS} threads logging the request line; stderr is {}",
         std::fs::read_link("/proc/self/fd/2")
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| "?".to_owned())
     );
+    for pace in [Pace::Burst, Pace::Paced(Duration::from_micros(100))] {
+        match pace {
+            Pace::Burst => println!(
+                "\nburst: {} lines per thread back to back",
+                pace.lines_per_thread()
+            ),
+            Pace::Paced(pause) => println!(
+                "\npaced: {} lines per thread, one per {pause:?} (subtract the filtered-out CPU)",
+                pace.lines_per_thread()
+            ),
+        }
+        scenarios(pace)?;
+    }
+    Ok(())
+}
 
+fn scenarios(pace: Pace) -> anyhow::Result<()> {
     let filtered = canopy::logging::subscriber("warn", LogFormat::Text, std::io::stderr, false)?;
     measure(
+        pace,
         "filtered out (loggerLevel = warn)",
         &Dispatch::new(filtered),
         || {},
@@ -100,19 +139,35 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .finish();
     measure(
+        pace,
         "before: fmt() to stderr, ANSI",
         &Dispatch::new(before),
         || {},
     );
 
     let plain = canopy::logging::subscriber("info", LogFormat::Text, std::io::stderr, false)?;
-    measure("text to stderr, no ANSI", &Dispatch::new(plain), || {});
+    measure(
+        pace,
+        "text to stderr, no ANSI",
+        &Dispatch::new(plain),
+        || {},
+    );
+
+    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    let sub = canopy::logging::subscriber("info", LogFormat::Text, writer, false)?;
+    measure(
+        pace,
+        "text via tracing-appender non_blocking",
+        &Dispatch::new(sub),
+        move || drop(guard),
+    );
 
     for format in [LogFormat::Text, LogFormat::Json] {
-        let (writer, guard) = canopy::logging::stderr_writer();
+        let (writer, guard) = canopy::logging::stderr_writer()?;
         let sub = canopy::logging::subscriber("info", format, writer, false)?;
         measure(
-            &format!("now: {format:?} via the background writer"),
+            pace,
+            &format!("now: {format:?} via canopy::logging"),
             &Dispatch::new(sub),
             move || drop(guard),
         );

@@ -42,7 +42,7 @@ pub async fn run(
 /// `canopy schema`: writes the schema file without serving (`generateSchemaOnly`).
 pub async fn schema(config: &Config) -> anyhow::Result<()> {
     let datasource = connect(config).await?;
-    build_schema_file(datasource.schema())?
+    build_schema_file(config, datasource.schema())?
         .write(&config.schema.path)
         .map_err(anyhow::Error::from)?;
     eprintln!("Schema written to {}", config.schema.path.display());
@@ -78,19 +78,29 @@ pub async fn connect(config: &Config) -> anyhow::Result<CompositeDataSource> {
 }
 
 /// The schema file as the agent would generate it for this schema.
-fn build_schema_file(schema: &DataSourceSchema) -> anyhow::Result<SchemaFile> {
-    SchemaFile::build(schema, &NoActions, Meta::default()).context("building the schema file")
+fn build_schema_file(config: &Config, schema: &DataSourceSchema) -> anyhow::Result<SchemaFile> {
+    SchemaFile::build(schema, &NoActions, schema_meta(config)).context("building the schema file")
+}
+
+/// The schema file's `meta`: `liana_features` lists the enabled `experimental` features.
+fn schema_meta(config: &Config) -> Meta {
+    let experimental = &config.experimental;
+    Meta::with_experimental(
+        experimental.webhook_custom_actions,
+        experimental.update_record_custom_actions,
+    )
 }
 
 /// Outside production the schema file is written at every start; in production it is read, and
-/// a missing or invalid file stops the start with a message naming its path.
+/// a missing or invalid file stops the start with a message naming its path. As in the agent,
+/// `experimental.webhookCustomActions` makes production rebuild and write it too.
 fn prepare_schema(config: &Config, schema: &DataSourceSchema) -> anyhow::Result<()> {
     let path = &config.schema.path;
-    if config.is_production {
-        SchemaFile::read(path, Meta::default())?;
+    if config.is_production && !config.experimental.webhook_custom_actions {
+        SchemaFile::read(path, schema_meta(config))?;
         tracing::info!(path = %path.display(), "schema file read");
     } else {
-        build_schema_file(schema)?.write(path)?;
+        build_schema_file(config, schema)?.write(path)?;
         tracing::info!(path = %path.display(), "schema file written");
     }
     Ok(())

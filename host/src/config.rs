@@ -45,7 +45,7 @@ pub struct Config {
     pub workflow_executor_url: Option<String>,
     /// `auditTrail` (not landed yet).
     pub audit_trail: Option<AuditTrailConfig>,
-    /// `experimental` (not landed yet).
+    /// `experimental`: only `meta.liana_features` of the schema file so far.
     pub experimental: ExperimentalConfig,
 }
 
@@ -193,7 +193,9 @@ impl fmt::Debug for AuditTrailConfig {
     }
 }
 
-/// `experimental` (not landed yet); any of them is incompatible with `skipSchemaUpdate`.
+/// `experimental`: the no-code features declared in the schema file's `meta.liana_features`
+/// (the features themselves have not landed yet); any of them is incompatible with
+/// `skipSchemaUpdate`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExperimentalConfig {
     pub webhook_custom_actions: bool,

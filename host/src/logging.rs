@@ -1,59 +1,47 @@
 //! Process logging: one line per event on stderr, as text or as JSON (`logFormat`), filtered by
-//! `loggerLevel`, and written by a background thread so that a request never waits on stderr.
+//! `loggerLevel`, and written in batches so that a request never makes a syscall to log.
 //!
-//! Why a background thread: with `fmt()`'s default writer every event takes the stderr lock and
-//! makes one `write(2)` on the thread that logged it, a tokio worker in the middle of a request.
-//! Here the formatted line is copied into a channel (no syscall, no shared lock held while
-//! formatting) and a `canopy-log` thread writes what has accumulated through a 64 KiB buffer,
-//! flushing whenever the channel runs dry: one syscall per batch under load, and still no delay
-//! when idle. `benches/log_lines.rs` measures both writers.
+//! Why batches: with `fmt()`'s default writer every event takes the stderr lock and makes one
+//! `write(2)` on the thread that logged it, a tokio worker in the middle of a request. Here the
+//! formatted line is appended to a buffer in memory and a `canopy-log` thread writes the buffer
+//! out every 50 ms (a full 64 KiB batch is written at once). See [`batch`] for why this is not a
+//! channel to a writer thread, and `benches/log_lines.rs` for the measurements.
 
-use std::io::{BufWriter, IsTerminal as _, Write};
+mod batch;
 
+use std::io::IsTerminal as _;
+
+pub use batch::{BatchGuard, BatchWriter};
 use tracing::Subscriber;
-use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::config::LogFormat;
 
-/// Bytes gathered before the log thread writes to stderr (it also writes whenever it is idle).
-const BUFFER_BYTES: usize = 64 * 1024;
-
-/// Keeps the log thread running; dropping it writes out every line still queued. Hold it for the
+/// Keeps the flush thread running; dropping it writes out every pending line. Hold it for the
 /// life of the process (`main` drops it last, after the server has shut down).
-#[must_use = "dropping the guard stops the log thread"]
+#[must_use = "dropping the guard stops the flush thread"]
 #[derive(Debug)]
 pub struct LogGuard {
-    _worker: WorkerGuard,
+    _batch: BatchGuard,
 }
 
 /// Starts logging for the process: `filter` is an `EnvFilter` directive (`info`,
 /// `info,canopy=debug`), `format` the line format. Also routes the `log` crate's records (sqlx
 /// emits some) into the same output.
 pub fn init(filter: &str, format: LogFormat) -> anyhow::Result<LogGuard> {
-    let (writer, worker) = stderr_writer();
+    let (writer, guard) = stderr_writer()?;
     // Colours only for a person watching a terminal: escape codes in a log file or a collector
     // are noise (and JSON lines never carry them).
     let ansi = format == LogFormat::Text && std::io::stderr().is_terminal();
     subscriber(filter, format, writer, ansi)?.try_init()?;
-    Ok(LogGuard { _worker: worker })
+    Ok(LogGuard { _batch: guard })
 }
 
-/// The non-blocking, buffered stderr writer and the guard of its thread.
-pub fn stderr_writer() -> (NonBlocking, WorkerGuard) {
-    background_writer(std::io::stderr())
-}
-
-/// Lines handed to a `canopy-log` thread that writes them to `sink` through a buffer.
-fn background_writer<S: Write + Send + 'static>(sink: S) -> (NonBlocking, WorkerGuard) {
-    NonBlockingBuilder::default()
-        // Block the logging thread rather than drop lines when 128k lines are queued: a request
-        // log with holes is worse than backpressure, which is what a plain stderr write gives.
-        .lossy(false)
-        .thread_name("canopy-log")
-        .finish(BufWriter::with_capacity(BUFFER_BYTES, sink))
+/// The batched stderr writer and the guard of its flush thread.
+pub fn stderr_writer() -> std::io::Result<(BatchWriter<std::io::Stderr>, BatchGuard)> {
+    batch::batch_writer(std::io::stderr())
 }
 
 /// The subscriber `init` installs, writing to `writer`; public so that tests and benchmarks can
@@ -181,9 +169,9 @@ mod tests {
     }
 
     #[test]
-    fn the_background_writer_delivers_every_queued_line_when_its_guard_drops() {
+    fn the_batch_writer_delivers_every_line_when_its_guard_drops() {
         let capture = Capture::default();
-        let (writer, guard) = background_writer(capture.clone());
+        let (writer, guard) = batch::batch_writer(capture.clone()).expect("thread");
         let sub = subscriber("info", LogFormat::Json, writer, false).expect("valid");
         tracing::subscriber::with_default(sub, || {
             for _ in 0..10_000 {

@@ -47,6 +47,12 @@ pub const LIANA_VERSION: &str = "1.96.0";
 /// `meta.stack.engine`: where the Node agent says `nodejs`.
 pub const ENGINE: &str = "canopy";
 
+/// `liana_features` entry of `experimental.webhookCustomActions`: the feature and its version.
+pub const WEBHOOK_CUSTOM_ACTIONS: (&str, &str) = ("webhook-custom-actions", "1.0.0");
+
+/// `liana_features` entry of `experimental.updateRecordCustomActions`.
+pub const UPDATE_RECORD_ACTIONS: (&str, &str) = ("update-record-actions", "1.0.0");
+
 /// The `meta` object of the document. Its keys are exactly the agent's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
@@ -69,6 +75,23 @@ impl Meta {
             engine: ENGINE.to_owned(),
             engine_version: env!("CARGO_PKG_VERSION").to_owned(),
         }
+    }
+
+    /// Canopy's meta with the enabled experimental no-code features in `liana_features`, in the
+    /// agent's order (`CustomizationPluginService.buildFeatures`); `null` when none is enabled.
+    pub fn with_experimental(
+        webhook_custom_actions: bool,
+        update_record_custom_actions: bool,
+    ) -> Self {
+        let features: IndexMap<String, String> = [
+            (webhook_custom_actions, WEBHOOK_CUSTOM_ACTIONS),
+            (update_record_custom_actions, UPDATE_RECORD_ACTIONS),
+        ]
+        .into_iter()
+        .filter(|(enabled, _)| *enabled)
+        .map(|(_, (feature, version))| (feature.to_owned(), version.to_owned()))
+        .collect();
+        Self::canopy((!features.is_empty()).then_some(features))
     }
 
     /// `{"liana", "liana_version", "liana_features", "stack": {"engine", "engine_version"}}`, in

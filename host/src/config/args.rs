@@ -75,8 +75,10 @@ pub struct ServeArgs {
     #[arg(long, env = "CANOPY_LOG_LEVEL", value_name = "LEVEL")]
     pub log_level: Option<String>,
 
-    /// Log line format: `text` or `json`. Stands in for the agent's `logger` function.
-    /// [default: text] [file key: logFormat]
+    /// Log line format on stderr: `text`, or `json` for one flat JSON object per line
+    /// (`timestamp`, `level`, `target`, `message` and the event's fields, e.g. `method`, `path`,
+    /// `status`, `duration_ms`, `correlation_id` for each request). Stands in for the agent's
+    /// `logger` function. [default: text] [file key: logFormat]
     #[arg(long, env = "CANOPY_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<String>,
 
@@ -173,15 +175,18 @@ pub struct ServeArgs {
     #[arg(long, env = "CANOPY_AUDIT_TRAIL_DATABASE_URL", value_name = "URL")]
     pub audit_trail_database_url: Option<String>,
 
-    /// Experimental no-code webhook actions; incompatible with skipSchemaUpdate. Accepted; not
-    /// landed yet. [default: false] [file key: experimental.webhookCustomActions]
+    /// Experimental no-code webhook actions; incompatible with skipSchemaUpdate. Declares
+    /// `webhook-custom-actions` in the schema file's `meta.liana_features` and, as in the agent,
+    /// makes production rebuild the schema file instead of reading it; the actions themselves
+    /// have not landed yet. [default: false] [file key: experimental.webhookCustomActions]
     #[arg(long, env = "CANOPY_EXPERIMENTAL_WEBHOOK_CUSTOM_ACTIONS", value_name = "BOOL",
           num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = BoolishValueParser::new())]
     pub experimental_webhook_custom_actions: Option<bool>,
 
-    /// Experimental no-code update-record actions; incompatible with skipSchemaUpdate. Accepted;
-    /// not landed yet. [default: false] [file key: experimental.updateRecordCustomActions]
+    /// Experimental no-code update-record actions; incompatible with skipSchemaUpdate. Declares
+    /// `update-record-actions` in the schema file's `meta.liana_features`; the actions themselves
+    /// have not landed yet. [default: false] [file key: experimental.updateRecordCustomActions]
     #[arg(long, env = "CANOPY_EXPERIMENTAL_UPDATE_RECORD_CUSTOM_ACTIONS", value_name = "BOOL",
           num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = BoolishValueParser::new())]

@@ -657,3 +657,37 @@ fn canopy_meta_keeps_the_agent_keys() {
         })
     );
 }
+
+#[test]
+fn liana_features_list_the_enabled_experimental_features_in_the_agents_order() {
+    let features = |webhook, update| {
+        Meta::with_experimental(webhook, update).to_json()["liana_features"].clone()
+    };
+    assert_eq!(features(false, false), Json::Null);
+    assert_eq!(
+        features(true, false),
+        json!({"webhook-custom-actions": "1.0.0"})
+    );
+    assert_eq!(
+        features(false, true),
+        json!({"update-record-actions": "1.0.0"})
+    );
+    let both = Meta::with_experimental(true, true);
+    assert_eq!(
+        both.liana_features
+            .as_ref()
+            .map(|f| f.keys().cloned().collect::<Vec<_>>()),
+        Some(vec![
+            "webhook-custom-actions".to_owned(),
+            "update-record-actions".to_owned()
+        ])
+    );
+    // The rest of the meta is Canopy's usual identification.
+    assert_eq!(
+        Meta {
+            liana_features: None,
+            ..both
+        },
+        Meta::default()
+    );
+}
