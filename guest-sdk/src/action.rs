@@ -382,7 +382,9 @@ impl Action {
             {
                 continue;
             }
+            // At execute, fields hidden by `if` stay in so their values can be read.
             if let Some(f) = &element.visible_if
+                && ctx.hook.as_deref() != Some("execute")
                 && !f(ctx)?
             {
                 continue;
@@ -418,6 +420,8 @@ pub struct ActionContext {
     changed_field: Option<String>,
     search_field: Option<String>,
     search_value: Option<String>,
+    /// `load`, `change`, `search` or `execute`.
+    hook: Option<String>,
     reads: RefCell<BTreeSet<String>>,
 }
 
@@ -446,6 +450,7 @@ impl ActionContext {
             changed_field: text("changedField"),
             search_field: text("searchField"),
             search_value: text("searchValue"),
+            hook: text("hook"),
             reads: RefCell::new(BTreeSet::new()),
         }
     }

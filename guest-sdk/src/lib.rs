@@ -73,6 +73,6 @@ macro_rules! export_plugin {
     ($plugin:ty) => {
         #[doc(hidden)]
         type __CanopyPluginExports = $crate::Exports<$plugin>;
-        $crate::__export_customization!(__CanopyPluginExports with_types_in $crate::bindings);
+        $crate::bindings::__export_customization!(__CanopyPluginExports with_types_in $crate::bindings);
     };
 }

@@ -16,6 +16,7 @@ mod http_write;
 mod introspection;
 mod list;
 mod operators;
+mod plugins;
 mod properties;
 mod safety;
 mod snapshots;

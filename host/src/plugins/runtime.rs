@@ -294,11 +294,18 @@ fn describe_trap(e: &wasmtime::Error, budget: Duration, memory_mb: u64, stderr: 
     {
         return format!("exceeded its memory limit of {memory_mb} MiB");
     }
-    let panic = stderr
-        .lines()
-        .find(|l| l.contains("panicked"))
-        .map(str::trim)
-        .unwrap_or("");
+    // Rust guests print `thread '…' panicked at file:line:` and the message on the next line.
+    let lines: Vec<&str> = stderr.lines().collect();
+    let panic = lines
+        .iter()
+        .position(|l| l.contains("panicked"))
+        .map(|i| {
+            let at = lines[i].trim();
+            let at = at.split_once("panicked at ").map_or(at, |(_, rest)| rest);
+            let message = lines.get(i + 1).map_or("", |l| l.trim());
+            format!("panicked at {at} {message}")
+        })
+        .unwrap_or_default();
     match e.downcast_ref::<Trap>() {
         Some(trap) if panic.is_empty() => format!("crashed ({trap})"),
         Some(trap) => format!("crashed ({trap}): {panic}"),

@@ -1,0 +1,235 @@
+//! Real plugins (tests/plugins, built by tests/build.rs) through the runtime and the customizer's
+//! handler traits: a misbehaving handler fails its own call with a clear error while the others,
+//! concurrent or later, keep succeeding; a plugin built against another WIT version is refused by
+//! name.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use canopy::customizer::{Batch, Column, ComputeHandler, Context, Customization, Kind};
+use canopy::datasource::{ColumnType, DataSource, Error, PrimitiveType, Value};
+use canopy::plugins::{PluginSet, Runtime};
+use canopy_e2e::{Backend, TestDb, caller};
+
+fn built(name: &str) -> PathBuf {
+    Path::new(env!("CANOPY_TEST_PLUGINS")).join(format!("{name}.wasm"))
+}
+
+/// A plugin directory holding the given built plugins, each with an optional `.toml`.
+fn plugin_dir(plugins: &[(&str, Option<&str>)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("canopy-plugins-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, toml) in plugins {
+        std::fs::copy(
+            built(&name.replace('-', "_")),
+            dir.join(format!("{name}.wasm")),
+        )
+        .unwrap();
+        if let Some(toml) = toml {
+            std::fs::write(dir.join(format!("{name}.toml")), toml).unwrap();
+        }
+    }
+    dir
+}
+
+async fn datasource() -> (TestDb, Arc<dyn DataSource>) {
+    let db = TestDb::new(Backend::Sqlite).await;
+    db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        .await;
+    let ds = db.datasource(Default::default()).await;
+    (db, Arc::new(ds))
+}
+
+fn field(customizations: &[Customization], wanted: &str) -> Arc<dyn ComputeHandler> {
+    customizations
+        .iter()
+        .find_map(|c| match &c.kind {
+            Kind::ComputedField { name, handler, .. } if name == wanted => Some(handler.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no computed field {wanted}"))
+}
+
+fn ids(n: usize) -> Batch {
+    Batch {
+        len: n,
+        columns: vec![Column {
+            path: "id".into(),
+            column_type: ColumnType::Primitive(PrimitiveType::Number),
+            values: (1..=n as i64).map(Value::Int).collect(),
+        }],
+    }
+}
+
+const LIMITS: &str =
+    "[options]\ncollection = \"customers\"\n[limits]\ncompute_ms = 300\nmemory_mb = 32\n";
+
+async fn hostile() -> (TestDb, Context, Vec<Customization>, PluginSet) {
+    let (db, ds) = datasource().await;
+    let runtime = Runtime::new(None).unwrap();
+    let dir = plugin_dir(&[("hostile", Some(LIMITS))]);
+    let set = PluginSet::load(&runtime, &dir, ds.schema()).await.unwrap();
+    let customizations = set.customizations(ds.schema()).unwrap();
+    let ctx = Context {
+        collection: Some("customers".into()),
+        datasource: ds,
+    };
+    (db, ctx, customizations, set)
+}
+
+fn plugin_message(e: &Error) -> String {
+    match e {
+        Error::Plugin(m) => m.clone(),
+        other => panic!("expected a plugin error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_well_behaved_computed_field_gets_one_value_per_row_through_a_columnar_batch() {
+    let (_db, ctx, c, _set) = hostile().await;
+    let values = field(&c, "ok")
+        .compute(&caller(), &ctx, &ids(3))
+        .await
+        .unwrap();
+    assert_eq!(values, vec![Value::Int(2), Value::Int(4), Value::Int(6)]);
+}
+
+#[tokio::test]
+async fn an_infinite_loop_is_interrupted_at_its_time_limit_while_concurrent_calls_succeed() {
+    let (_db, ctx, c, set) = hostile().await;
+    let (looping, ok) = (field(&c, "loops"), field(&c, "ok"));
+    let started = Instant::now();
+    let caller = caller();
+    let one = ids(1);
+    let stuck = looping.compute(&caller, &ctx, &one);
+    let others = async {
+        for _ in 0..20 {
+            assert_eq!(ok.compute(&caller, &ctx, &ids(2)).await.unwrap().len(), 2);
+        }
+    };
+    let (stuck, ()) = tokio::join!(stuck, others);
+    let message = plugin_message(&stuck.unwrap_err());
+    assert!(
+        message.contains("hostile") && message.contains("time limit of 300 ms"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    // The host keeps serving the same plugin afterwards.
+    assert_eq!(
+        ok.compute(&caller, &ctx, &ids(1)).await.unwrap(),
+        vec![Value::Int(2)]
+    );
+    assert!(
+        set.plugins[0]
+            .stats
+            .traps
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_its_memory_limit_and_names_the_plugin() {
+    let (_db, ctx, c, _set) = hostile().await;
+    let e = field(&c, "bomb")
+        .compute(&caller(), &ctx, &ids(1))
+        .await
+        .unwrap_err();
+    let message = plugin_message(&e);
+    assert!(
+        message.contains("hostile") && message.contains("memory limit of 32 MiB"),
+        "{message}"
+    );
+    assert_eq!(
+        field(&c, "ok")
+            .compute(&caller(), &ctx, &ids(1))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_panic_fails_its_call_with_the_panic_message() {
+    let (_db, ctx, c, _set) = hostile().await;
+    let e = field(&c, "panics")
+        .compute(&caller(), &ctx, &ids(1))
+        .await
+        .unwrap_err();
+    let message = plugin_message(&e);
+    assert!(
+        message.contains("hostile") && message.contains("panicked on purpose"),
+        "{message}"
+    );
+    assert_eq!(
+        field(&c, "ok")
+            .compute(&caller(), &ctx, &ids(1))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn malformed_output_is_refused_and_a_guest_error_is_the_requests_own_error() {
+    let (_db, ctx, c, _set) = hostile().await;
+    let e = field(&c, "malformed")
+        .compute(&caller(), &ctx, &ids(2))
+        .await
+        .unwrap_err();
+    let message = plugin_message(&e);
+    assert!(
+        message.contains("malformed data") && message.contains("booleans"),
+        "{message}"
+    );
+    let e = field(&c, "refuses")
+        .compute(&caller(), &ctx, &ids(1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Validation(ref m) if m == "refused by the plugin"),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_built_against_another_wit_version_is_refused_naming_both_versions() {
+    let (_db, ds) = datasource().await;
+    let runtime = Runtime::new(None).unwrap();
+    let dir = plugin_dir(&[("other-wit", None)]);
+    let Err(message) = PluginSet::load(&runtime, &dir, ds.schema()).await else {
+        panic!("the 0.2.0 plugin loaded")
+    };
+    assert!(
+        message.contains("`other-wit`")
+            && message.contains("canopy:plugin@0.2.0")
+            && message.contains("canopy:plugin@0.1.0"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn cached_plugins_load_from_the_compile_cache() {
+    let (_db, ds) = datasource().await;
+    let cache = std::env::temp_dir().join(format!("canopy-cache-{}", uuid::Uuid::new_v4()));
+    let runtime = Runtime::new(Some(&cache)).unwrap();
+    let dir = plugin_dir(&[("hostile", Some(LIMITS))]);
+    let cold = Instant::now();
+    PluginSet::load(&runtime, &dir, ds.schema()).await.unwrap();
+    let cold = cold.elapsed();
+    let warm_runtime = Runtime::new(Some(&cache)).unwrap();
+    let warm = Instant::now();
+    PluginSet::load(&warm_runtime, &dir, ds.schema())
+        .await
+        .unwrap();
+    let warm = warm.elapsed();
+    println!("plugin load: cold {cold:?}, cached {warm:?}");
+    assert!(warm < cold, "cached {warm:?} vs cold {cold:?}");
+}
