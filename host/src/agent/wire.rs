@@ -5,6 +5,8 @@
 
 use std::sync::LazyLock;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use bigdecimal::ToPrimitive;
 use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
@@ -78,26 +80,9 @@ pub(crate) fn data_uri(bytes: &[u8]) -> String {
     out.push_str("data:");
     out.push_str(mime);
     out.push_str(";base64,");
-    base64_encode(bytes, &mut out);
+    // Node's `buffer.toString('base64')`: the standard alphabet, padded.
+    STANDARD.encode_string(bytes, &mut out);
     out
-}
-
-/// Standard base64 with padding.
-fn base64_encode(bytes: &[u8], out: &mut String) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let symbol = |n: u32| char::from(ALPHABET[(n & 63) as usize]);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        out.push(symbol(n >> 18));
-        out.push(symbol(n >> 12));
-        out.push(if chunk.len() > 1 { symbol(n >> 6) } else { '=' });
-        out.push(if chunk.len() > 2 { symbol(n) } else { '=' });
-    }
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -403,6 +388,23 @@ mod tests {
         // Every byte value survives the round trip.
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(decode_binary(&data_uri(&all)), Some(all));
+    }
+
+    #[test]
+    fn data_uris_are_read_leniently() {
+        let read = |payload: &str| decode_binary(&format!("data:text/plain;base64,{payload}"));
+        assert_eq!(read("aGk="), Some(b"hi".to_vec()));
+        // Missing or extra padding, whitespace, a dangling symbol and non-zero trailing bits.
+        assert_eq!(read("aGk"), Some(b"hi".to_vec()));
+        assert_eq!(read("aG\nk=="), Some(b"hi".to_vec()));
+        assert_eq!(read("aGVsbA"), Some(b"hell".to_vec()));
+        assert_eq!(read("aGV5Q"), Some(b"hey".to_vec()));
+        assert_eq!(read("aGl="), Some(b"hi".to_vec()));
+        assert_eq!(read(""), Some(Vec::new()));
+        // Characters outside the standard alphabet.
+        assert_eq!(read("aG!k"), None);
+        assert_eq!(read("aGV5!"), None);
+        assert_eq!(read("aGk_"), None);
     }
 
     #[test]

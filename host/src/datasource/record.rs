@@ -211,22 +211,39 @@ pub fn decode_binary(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// Standard base64, read leniently as Node's `Buffer.from(s, 'base64')` does: padding and
+/// whitespace anywhere are skipped and a dangling last symbol (less than a byte) is dropped;
+/// other characters are refused.
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut buffer = 0u32;
-    let mut bits = 0;
-    for byte in s.bytes().filter(|b| *b != b'=' && !b.is_ascii_whitespace()) {
-        let index = ALPHABET.iter().position(|c| *c == byte)? as u32;
-        buffer = (buffer << 6) | index;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((buffer >> bits) as u8);
-            buffer &= (1 << bits) - 1;
+    use base64::Engine as _;
+    use base64::alphabet::STANDARD;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_padding_mode(DecodePaddingMode::RequireNone)
+            .with_decode_allow_trailing_bits(true),
+    );
+    let skipped = |b: u8| b == b'=' || b.is_ascii_whitespace();
+    let symbols: std::borrow::Cow<'_, [u8]> = if s.bytes().any(skipped) {
+        s.bytes()
+            .filter(|b| !skipped(*b))
+            .collect::<Vec<_>>()
+            .into()
+    } else {
+        s.as_bytes().into()
+    };
+    // A last symbol alone carries less than a byte: dropped, as long as it is a symbol.
+    let whole = match symbols.split_last() {
+        Some((last, rest)) if symbols.len() % 4 == 1 => {
+            if !(last.is_ascii_alphanumeric() || *last == b'+' || *last == b'/') {
+                return None;
+            }
+            rest
         }
-    }
-    Some(out)
+        _ => &symbols[..],
+    };
+    LENIENT.decode(whole).ok()
 }
 
 /// Formats a date the way the agent emits it: UTC, milliseconds, `Z`.
@@ -586,7 +603,10 @@ pub fn pack_id(schema: &CollectionSchema, record: &Record) -> Result<String> {
         .filter(|(_, column)| column.is_primary_key)
         .map(|(name, _)| name);
     let first = pks.next().ok_or(Error::NoPrimaryKey)?;
-    let mut id = record.get(first).map(Value::to_id_string).unwrap_or_default();
+    let mut id = record
+        .get(first)
+        .map(Value::to_id_string)
+        .unwrap_or_default();
     for pk in pks {
         id.push('|');
         if let Some(value) = record.get(pk) {
