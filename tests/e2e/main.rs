@@ -9,6 +9,7 @@
 mod aggregate;
 mod charts;
 mod composite;
+mod customizer;
 mod context;
 mod http;
 mod http_stats;
