@@ -9,9 +9,11 @@ use anyhow::Context as _;
 use serde_json::{Value as Json, json};
 use tokio::net::TcpListener;
 
-use crate::agent::schema_file::{Meta, NoActions, SchemaFile};
+use crate::agent::action::SchemaActions;
+use crate::agent::schema_file::{Meta, SchemaFile};
 use crate::auth::{PermissionLevel, SessionClaims, SessionKey};
 use crate::config::Config;
+use crate::customizer::{Customization, build_stack};
 use crate::datasource::sql::{Options, Pool, SqlDataSource};
 use crate::datasource::{
     CompositeDataSource, DataSource, DataSourceSchema, FieldSchema, RelationSchema,
@@ -26,13 +28,15 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let datasource = connect(&config).await?;
+    // No customization is loaded yet: the plugin loader will hand its declarations here.
+    let datasource = customize(&config, Arc::new(connect(&config).await?), Vec::new())?;
     prepare_schema(&config, datasource.schema())?;
-    let state = AppState::new(
-        Arc::new(datasource),
+    let mut state = AppState::new(
+        datasource,
         SessionKey::new(config.auth.auth_secret.expose()),
         &config.http,
     );
+    state.use_unsafe_action_endpoint = config.actions.use_unsafe_action_endpoint;
     axum::serve(listener, http::router(Arc::new(state)))
         .with_graceful_shutdown(shutdown)
         .await
@@ -41,7 +45,7 @@ pub async fn run(
 
 /// `canopy schema`: writes the schema file without serving (`generateSchemaOnly`).
 pub async fn schema(config: &Config) -> anyhow::Result<()> {
-    let datasource = connect(config).await?;
+    let datasource = customize(config, Arc::new(connect(config).await?), Vec::new())?;
     build_schema_file(config, datasource.schema())?
         .write(&config.schema.path)
         .map_err(anyhow::Error::from)?;
@@ -77,9 +81,28 @@ pub async fn connect(config: &Config) -> anyhow::Result<CompositeDataSource> {
     CompositeDataSource::new(sources).context("combining the datasources")
 }
 
+/// The customized datasource the agent serves: `base` under the decorator stack of
+/// `customizations`. An invalid customization stops the start (or a reload) with its plugin's
+/// name; so do two actions with one slug under `useUnsafeActionEndpoint`.
+pub fn customize(
+    config: &Config,
+    base: Arc<dyn DataSource>,
+    customizations: Vec<Customization>,
+) -> anyhow::Result<Arc<dyn DataSource>> {
+    let stack = build_stack(base, customizations).context("applying the customizations")?;
+    if config.actions.use_unsafe_action_endpoint {
+        crate::agent::action::check_unique_slugs(stack.schema())?;
+    }
+    Ok(stack)
+}
+
 /// The schema file as the agent would generate it for this schema.
 fn build_schema_file(config: &Config, schema: &DataSourceSchema) -> anyhow::Result<SchemaFile> {
-    SchemaFile::build(schema, &NoActions, schema_meta(config)).context("building the schema file")
+    let actions = SchemaActions {
+        schema,
+        unsafe_endpoint: config.actions.use_unsafe_action_endpoint,
+    };
+    SchemaFile::build(schema, &actions, schema_meta(config)).context("building the schema file")
 }
 
 /// The schema file's `meta`: `liana_features` lists the enabled `experimental` features.

@@ -779,6 +779,49 @@ mod tests {
     }
 
     #[test]
+    fn the_schema_file_sorts_actions_by_name_and_keeps_their_declaration_index() {
+        use crate::agent::schema_file::{Meta, SchemaFile};
+        use crate::datasource::schema::{ColumnSchema, FieldSchema, PrimitiveType};
+        let mut books = CollectionSchema::new("books");
+        let mut id = ColumnSchema::new(PrimitiveType::Number);
+        id.is_primary_key = true;
+        books.fields.insert("id".into(), FieldSchema::Column(id));
+        books.segments = vec!["Recent".into()];
+        for name in ["Zeta", "Alpha"] {
+            books.actions.insert(
+                name.into(),
+                ActionSchema {
+                    scope: ActionScope::Global,
+                    generate_file: false,
+                    description: None,
+                    submit_button_label: None,
+                    static_form: Some(Vec::new()),
+                },
+            );
+        }
+        let mut schema = DataSourceSchema::default();
+        schema.collections.insert("books".into(), books);
+        let actions = SchemaActions {
+            schema: &schema,
+            unsafe_endpoint: false,
+        };
+        let file = SchemaFile::build(&schema, &actions, Meta::default()).unwrap();
+        let collection = &file.collections[0];
+        let ids: Vec<&Json> = collection["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| &a["id"])
+            .collect();
+        assert_eq!(ids, [&json!("books-1-alpha"), &json!("books-0-zeta")]);
+        assert_eq!(collection["actions"][0]["fields"], json!([]));
+        assert_eq!(
+            collection["segments"],
+            json!([{"id": "books.Recent", "name": "Recent"}])
+        );
+    }
+
+    #[test]
     fn results_map_to_the_agents_responses() {
         assert_eq!(
             result_body(ActionOutcome::Error {
