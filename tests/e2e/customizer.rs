@@ -694,6 +694,21 @@ async fn actions_and_forms(backend: Backend) {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["success"], "3 mails");
+    // Launched from a country's related customers: restricted to France's (Ann and dora).
+    let related = json!({"data": {"attributes": {"collection_name": "customers",
+        "all_records": true, "all_records_ids_excluded": [], "values": {},
+        "parent_collection_name": "countries", "parent_collection_id": "1",
+        "parent_association_name": "customers"}}});
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/forest/_actions/customers/1/send-mail?timezone=UTC",
+            &related,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["success"], "2 mails");
     // A wrong index or slug has no route.
     all["data"]["attributes"]["values"] = json!({});
     let (status, _, _) = send(

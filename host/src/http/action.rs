@@ -13,6 +13,7 @@ use serde_json::Value as Json;
 
 use super::collection::{resolve, served};
 use super::error::{ApiError, ApiResult};
+use super::related::related_tree;
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::action::{
     ResultBody, check_files, content_disposition, find, form_json, parse_hook, parse_values,
@@ -21,7 +22,7 @@ use crate::agent::action::{
 use crate::agent::query_string::{Params, parse_filter, parse_selection};
 use crate::auth::{self, Action};
 use crate::datasource::action::{ActionResult, ActionScope, FormPhase};
-use crate::datasource::{CollectionSchema, Error as DsError, Filter};
+use crate::datasource::{CollectionSchema, Error as DsError, Filter, unpack_id};
 
 /// The action routes; the path shape depends on `useUnsafeActionEndpoint` (both cannot be
 /// registered together: they differ only by a parameter's name).
@@ -78,7 +79,42 @@ async fn selection(
     } else {
         parse_selection(body, collection)?.filter(&context.query, schema, collection)?
     };
-    resolve(state, &context.caller, collection, request).await
+    let filter = resolve(state, &context.caller, collection, request).await?;
+    restrict_to_parent(state, context, attributes, filter).await
+}
+
+/// An action launched from a record's related data runs on the selection restricted to that
+/// parent's relation (`parent_collection_name`, `parent_collection_id`,
+/// `parent_association_name`).
+async fn restrict_to_parent(
+    state: &SharedState,
+    context: &CallerContext,
+    attributes: Option<&Json>,
+    filter: Filter,
+) -> ApiResult<Filter> {
+    let text = |key: &str| {
+        attributes
+            .and_then(|a| a.get(key))
+            .and_then(Json::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let (Some(parent), Some(parent_id), Some(relation)) = (
+        text("parent_collection_name"),
+        text("parent_collection_id"),
+        text("parent_association_name"),
+    ) else {
+        return Ok(filter);
+    };
+    let parent = served(state.datasource.schema(), parent)?;
+    let parent_id = unpack_id(parent, parent_id)?;
+    let relation = parent.relation(relation).ok_or_else(|| {
+        DsError::validation(format!(
+            "Relation '{relation}' not found on '{}'",
+            parent.name
+        ))
+    })?;
+    let tree = related_tree(state, &context.caller, parent, &parent_id, relation).await?;
+    Ok(filter.and(Some(tree)))
 }
 
 /// `POST /_actions/{c}/{index}/{slug}`: runs the action and answers its result.
