@@ -12,6 +12,7 @@ mod composite;
 mod customizer;
 mod context;
 mod http;
+mod http_props;
 mod http_stats;
 mod http_write;
 mod introspection;

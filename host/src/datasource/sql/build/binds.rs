@@ -91,7 +91,24 @@ pub(crate) fn push_value(w: &mut Writer, column: &Column, value: &Value) -> Resu
                 w.push(cast);
             }
         }
-        kind => w.bind(scalar_bind(dialect, kind, value).ok_or_else(wrong)?),
+        kind => {
+            let bind = scalar_bind(dialect, kind, value).ok_or_else(wrong)?;
+            // sqlx caches one PostgreSQL statement per SQL text, typed by its first call's binds:
+            // a later float or numeric bind where an int8 was (or the reverse) is misread (float
+            // bits as an integer) or refused. A cast puts the bind's type into the text.
+            let cast = match (&bind, kind) {
+                (Bind::Float(_), SqlKind::Float) | (Bind::Decimal(_), SqlKind::Decimal) => None,
+                (Bind::Float(_), _) => Some("float8"),
+                (Bind::Decimal(_), _) => Some("numeric"),
+                (Bind::Int(_), SqlKind::Float | SqlKind::Decimal) => Some("int8"),
+                _ => None,
+            };
+            w.bind(bind);
+            if let (Dialect::Postgres, Some(cast)) = (dialect, cast) {
+                w.push("::");
+                w.push(cast);
+            }
+        }
     }
     Ok(())
 }
