@@ -18,7 +18,17 @@ use crate::datasource::sql::{Options, Pool, SqlDataSource};
 use crate::datasource::{
     CompositeDataSource, DataSource, DataSourceSchema, FieldSchema, RelationSchema,
 };
-use crate::http::{self, AppState};
+
+mod reload;
+
+pub use reload::{Served, request_reload, shop_plugin};
+
+/// Options of `canopy serve` that are not agent settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServeOptions {
+    /// `--watch`: reload the plugins when the plugin directory changes (development).
+    pub watch: bool,
+}
 
 /// `canopy serve`: connects every datasource, writes (or, in production, reads) the schema file,
 /// and serves the `/forest` routes on `listener` until `shutdown` resolves; requests in flight
@@ -28,24 +38,48 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    // No customization is loaded yet: the plugin loader will hand its declarations here.
-    let datasource = customize(&config, Arc::new(connect(&config).await?), Vec::new())?;
-    prepare_schema(&config, datasource.schema())?;
-    let mut state = AppState::new(
-        datasource,
-        SessionKey::new(config.auth.auth_secret.expose()),
-        &config.http,
-    );
-    state.use_unsafe_action_endpoint = config.actions.use_unsafe_action_endpoint;
-    axum::serve(listener, http::router(Arc::new(state)))
+    serve(config, listener, shutdown, ServeOptions::default()).await
+}
+
+/// [`run`] with the serve options: loads the plugin directory (a plugin that fails to load stops
+/// the start, named in the error), serves the customized stack, and reloads it on SIGHUP, on the
+/// admin route (`canopy reload`) and, with `watch`, when the directory changes.
+pub async fn serve(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    options: ServeOptions,
+) -> anyhow::Result<()> {
+    let base: Arc<dyn DataSource> = Arc::new(connect(&config).await?);
+    let served = Arc::new(Served::start(config, base).await?);
+    // Signals are the binary's business, but SIGHUP only means something to the served stack.
+    served.reload_on_sighup();
+    if options.watch {
+        served.reload_on_change();
+    }
+    let result = axum::serve(listener, served.router())
         .with_graceful_shutdown(shutdown)
         .await
-        .context("serving HTTP")
+        .context("serving HTTP");
+    served.log_stats();
+    result
 }
 
 /// `canopy schema`: writes the schema file without serving (`generateSchemaOnly`).
 pub async fn schema(config: &Config) -> anyhow::Result<()> {
-    let datasource = customize(config, Arc::new(connect(config).await?), Vec::new())?;
+    let base: Arc<dyn DataSource> = Arc::new(connect(config).await?);
+    let customizations = match &config.plugin_dir {
+        Some(dir) => {
+            let runtime = crate::plugins::Runtime::new(None).map_err(anyhow::Error::msg)?;
+            crate::plugins::PluginSet::load(&runtime, dir, base.schema())
+                .await
+                .and_then(|set| set.customizations(base.schema()))
+                .map_err(anyhow::Error::msg)
+                .context("loading the plugins")?
+        }
+        None => Vec::new(),
+    };
+    let datasource = customize(config, base, customizations)?;
     build_schema_file(config, datasource.schema())?
         .write(&config.schema.path)
         .map_err(anyhow::Error::from)?;

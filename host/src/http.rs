@@ -2,7 +2,8 @@
 //! path, the shared middleware (request log and correlation id, CORS, panics, body limit), and
 //! the one place errors become responses (`error`).
 //!
-//! `router(state)` serves both `canopy serve` and the tests (`tower::ServiceExt::oneshot`).
+//! `router(state)` serves both `canopy serve` and the tests (`tower::ServiceExt::oneshot`);
+//! `canopy serve` puts it behind `reload::router`, which swaps whole generations of it.
 
 mod action;
 mod api_chart;
@@ -14,6 +15,7 @@ mod healthcheck;
 mod middleware;
 mod modification;
 mod related;
+pub mod reload;
 mod stats;
 
 use std::sync::Arc;
@@ -28,9 +30,11 @@ use crate::auth::SessionKey;
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
 
-/// What every request handler shares: the served datasource and the settings routes read.
+/// What every request handler shares: the served datasource and the settings routes read. One
+/// state is one generation of the served stack: a plugin reload builds a new state (and router)
+/// and swaps it in whole (`reload`), so a handler's `state.datasource` never changes under it.
 pub struct AppState {
-    /// The composite of every configured datasource (later: the customized stack over it).
+    /// The customized stack over the composite of every configured datasource.
     pub datasource: Arc<dyn DataSource>,
     /// Verifies the end users' session tokens.
     pub session: SessionKey,

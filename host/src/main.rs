@@ -22,9 +22,33 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the `/forest` routes over the configured databases.
-    Serve(ServeArgs),
+    Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+        /// Development: reload the plugins when a file of the plugin directory changes.
+        #[arg(long)]
+        watch: bool,
+    },
     /// Write the schema file (`.forestadmin-schema.json`) and exit, without serving.
     Schema(ServeArgs),
+    /// Ask a running `canopy serve` to reload its plugins (`POST /{prefix}/_canopy/reload` with
+    /// the env secret as a bearer token). The server keeps its current plugins if any fails.
+    Reload {
+        /// Address the server listens on.
+        #[arg(long, env = "CANOPY_LISTEN", default_value = "127.0.0.1:3351")]
+        listen: String,
+        /// The server's route prefix.
+        #[arg(long, env = "CANOPY_PREFIX", default_value = "")]
+        prefix: String,
+        /// The server's environment secret.
+        #[arg(
+            long,
+            env = "CANOPY_ENV_SECRET",
+            value_name = "HEX",
+            hide_env_values = true
+        )]
+        env_secret: String,
+    },
     /// Mint a session token for local use (an admin user with the given email).
     Token {
         /// Email of the user the token is for.
@@ -69,7 +93,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Serve(args) => {
+        Command::Serve { args, watch } => {
             let (config, _log) = load(args)?;
             let listener = tokio::net::TcpListener::bind(config.http.listen)
                 .await
@@ -79,7 +103,19 @@ async fn main() -> anyhow::Result<()> {
                 "Canopy is serving on http://{address}{}",
                 config.http.mount_path()
             );
-            canopy::app::run(config, listener, shutdown_signal()).await
+            let options = canopy::app::ServeOptions { watch };
+            canopy::app::serve(config, listener, shutdown_signal(), options).await
+        }
+        Command::Reload {
+            listen,
+            prefix,
+            env_secret,
+        } => {
+            println!(
+                "{}",
+                canopy::app::request_reload(&listen, &prefix, &env_secret).await?
+            );
+            Ok(())
         }
         Command::Schema(args) => {
             let (config, _log) = load(args)?;
@@ -116,15 +152,28 @@ async fn main() -> anyhow::Result<()> {
 const DEMO_AUTH_SECRET: &str = "canopy-demo-auth-secret-do-not-use-in-production";
 const DEMO_ENV_SECRET: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// Seeds the shop database, then serves it like `canopy serve` would.
+/// Seeds the shop database, builds the shop plugin when it can, then serves both like
+/// `canopy serve --plugins` would.
 async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
     let database_url = canopy::app::seed_demo(path).await?;
+    let plugin_dir = path.with_file_name("plugins");
+    let plugin_dir = match canopy::app::shop_plugin(&plugin_dir) {
+        Ok(()) => {
+            eprintln!("Loading the shop plugin from {}", plugin_dir.display());
+            Some(plugin_dir)
+        }
+        Err(why) => {
+            eprintln!("Serving without plugins: {why}");
+            None
+        }
+    };
     let args = ServeArgs {
         database_url: Some(database_url),
         auth_secret: Some(DEMO_AUTH_SECRET.to_owned()),
         env_secret: Some(DEMO_ENV_SECRET.to_owned()),
         listen: Some(listen),
         schema_path: Some(path.with_file_name(".forestadmin-schema.json")),
+        plugin_dir,
         ..ServeArgs::default()
     };
     let (config, warnings) = Config::load(args)?;

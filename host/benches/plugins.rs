@@ -1,0 +1,2 @@
+//! Placeholder while the plugin benchmark is written.
+fn main() {}

@@ -1,0 +1,330 @@
+//! The served generation and its hot swap: loads the plugin set, builds the customized stack
+//! over the base datasource and the router over that, and rebuilds all three beside the served
+//! ones on a reload (SIGHUP, `canopy reload` through the admin route, or `--watch`), swapping
+//! them in only when every plugin loaded and the stack was built.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use axum::Router;
+
+use super::{customize, prepare_schema};
+use crate::auth::SessionKey;
+use crate::config::Config;
+use crate::datasource::DataSource;
+use crate::http::reload::{Generation, Reload, ReloadReport};
+use crate::http::{self, AppState};
+use crate::plugins::{PluginSet, Runtime};
+
+/// The served stack and what rebuilds it.
+pub struct Served {
+    config: Config,
+    base: Arc<dyn DataSource>,
+    /// `None` without a plugin directory: reloads then only rebuild the stack.
+    runtime: Option<Runtime>,
+    current: Generation,
+    /// The plugins of the served generation, for their stats at swap and shutdown.
+    plugins: Mutex<Arc<PluginSet>>,
+    /// One reload at a time: two concurrent ones would race to swap.
+    reloading: tokio::sync::Mutex<()>,
+}
+
+impl Served {
+    /// Loads the plugins of `config.plugin_dir` (a failure names the plugin and stops the start)
+    /// and builds the first generation over `base`.
+    pub async fn start(config: Config, base: Arc<dyn DataSource>) -> anyhow::Result<Self> {
+        let runtime = match &config.plugin_dir {
+            Some(_) => Some(runtime()?),
+            None => None,
+        };
+        let (router, plugins, _) = build(&config, &base, runtime.as_ref()).await?;
+        Ok(Self {
+            config,
+            base,
+            runtime,
+            current: Arc::new(ArcSwap::from_pointee(router)),
+            plugins: Mutex::new(Arc::new(plugins)),
+            reloading: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The service to serve: the admin reload route, and every other request handed to the
+    /// generation current at its arrival.
+    pub fn router(self: &Arc<Self>) -> Router {
+        http::reload::router(
+            Arc::clone(&self.current),
+            &self.config.http.prefix,
+            self.config.auth.env_secret.expose(),
+            Arc::clone(self) as Arc<dyn Reload>,
+        )
+    }
+
+    /// The plugins of the served generation.
+    pub fn plugins(&self) -> Arc<PluginSet> {
+        Arc::clone(&self.plugins.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Logs each plugin's calls, errors and time (at shutdown).
+    pub fn log_stats(&self) {
+        self.plugins().log_stats();
+    }
+
+    /// Reloads when SIGHUP arrives, until the process ends.
+    pub fn reload_on_sighup(self: &Arc<Self>) {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            match signal(SignalKind::hangup()) {
+                Ok(mut hangup) => {
+                    let served = Arc::clone(self);
+                    tokio::spawn(async move {
+                        while hangup.recv().await.is_some() {
+                            tracing::info!("SIGHUP: reloading the plugins");
+                            // The outcome is logged by `reload`.
+                            let _ = served.reload().await;
+                        }
+                    });
+                }
+                Err(error) => tracing::error!(%error, "cannot listen for SIGHUP"),
+            }
+        }
+    }
+
+    /// `--watch`: polls the plugin directory and reloads once a change has settled.
+    pub fn reload_on_change(self: &Arc<Self>) {
+        let Some(dir) = self.config.plugin_dir.clone() else {
+            tracing::warn!("--watch without a plugin directory: nothing to watch");
+            return;
+        };
+        let served = Arc::clone(self);
+        tracing::info!(dir = %dir.display(), "watching the plugin directory");
+        tokio::spawn(async move {
+            let mut seen = fingerprint(&dir);
+            loop {
+                tokio::time::sleep(POLL).await;
+                let mut now = fingerprint(&dir);
+                if now == seen {
+                    continue;
+                }
+                // Debounce: a copy or a build writes in several steps; wait until two readings
+                // in a row agree before loading.
+                loop {
+                    tokio::time::sleep(SETTLE).await;
+                    let again = fingerprint(&dir);
+                    if again == now {
+                        break;
+                    }
+                    now = again;
+                }
+                seen = now;
+                tracing::info!(dir = %dir.display(), "plugin directory changed: reloading");
+                let _ = served.reload().await;
+            }
+        });
+    }
+}
+
+/// How often `--watch` looks at the directory, and how long a change must stay unchanged.
+const POLL: Duration = Duration::from_millis(500);
+const SETTLE: Duration = Duration::from_millis(250);
+
+#[async_trait]
+impl Reload for Served {
+    async fn reload(&self) -> Result<ReloadReport, String> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let started = Instant::now();
+        match build(&self.config, &self.base, self.runtime.as_ref()).await {
+            Ok((router, plugins, customizations)) => {
+                self.current.store(Arc::new(router));
+                let count = plugins.plugins.len();
+                let old = std::mem::replace(
+                    &mut *self.plugins.lock().unwrap_or_else(|p| p.into_inner()),
+                    Arc::new(plugins),
+                );
+                // The old plugins' totals, before their last requests drop them.
+                old.log_stats();
+                let millis = started.elapsed().as_millis() as u64;
+                tracing::info!(
+                    plugins = count,
+                    customizations,
+                    duration_ms = millis,
+                    "plugins reloaded: new requests use the new stack"
+                );
+                Ok(ReloadReport {
+                    plugins: count,
+                    customizations,
+                    millis,
+                })
+            }
+            Err(error) => {
+                let message = format!("{error:#}");
+                tracing::error!(
+                    duration_ms = started.elapsed().as_millis() as u64,
+                    "reload failed, still serving the previous plugins: {message}"
+                );
+                Err(message)
+            }
+        }
+    }
+}
+
+/// The engine, with compiled components cached under the user's cache directory; without a
+/// usable cache directory plugins are compiled at every start (slower, still correct).
+fn runtime() -> anyhow::Result<Runtime> {
+    let dir = cache_dir();
+    if let Some(dir) = &dir {
+        match Runtime::new(Some(dir)) {
+            Ok(runtime) => return Ok(runtime),
+            Err(error) => tracing::warn!("plugin compile cache disabled: {error}"),
+        }
+    }
+    Runtime::new(None).map_err(anyhow::Error::msg)
+}
+
+/// `$CANOPY_PLUGIN_CACHE_DIR`, else `$XDG_CACHE_HOME/canopy/plugins`, else
+/// `~/.cache/canopy/plugins`.
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CANOPY_PLUGIN_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let dir = base.join("canopy").join("plugins");
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
+}
+
+/// One generation: the plugin set, the stack over `base` with its customizations, the schema
+/// file, and the router over the stack; with the number of customizations.
+async fn build(
+    config: &Config,
+    base: &Arc<dyn DataSource>,
+    runtime: Option<&Runtime>,
+) -> anyhow::Result<(Router, PluginSet, usize)> {
+    let plugins = match (runtime, &config.plugin_dir) {
+        (Some(runtime), Some(dir)) => PluginSet::load(runtime, dir, base.schema())
+            .await
+            .map_err(anyhow::Error::msg)
+            .context("loading the plugins")?,
+        _ => PluginSet::empty(),
+    };
+    let customizations = plugins
+        .customizations(base.schema())
+        .map_err(anyhow::Error::msg)
+        .context("reading the plugins' customizations")?;
+    let count = customizations.len();
+    let stack = customize(config, Arc::clone(base), customizations)?;
+    prepare_schema(config, stack.schema())?;
+    let mut state = AppState::new(
+        stack,
+        SessionKey::new(config.auth.auth_secret.expose()),
+        &config.http,
+    );
+    state.use_unsafe_action_endpoint = config.actions.use_unsafe_action_endpoint;
+    Ok((http::router(Arc::new(state)), plugins, count))
+}
+
+/// What `--watch` compares: each plugin file and its settings, by size and modification time.
+fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.path()
+                .extension()
+                .is_some_and(|x| x == "wasm" || x == "toml")
+        })
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            Some((e.path(), meta.len(), meta.modified().ok()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `canopy reload`: asks the server listening on `address` to reload its plugins, through the
+/// admin route with the env secret. Returns the server's answer (a JSON body).
+pub async fn request_reload(
+    address: &str,
+    prefix: &str,
+    env_secret: &str,
+) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let path = http::reload::admin_path(prefix);
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .with_context(|| format!("cannot reach Canopy on {address}"))?;
+    // A bare HTTP/1.1 request: the route is local administration, no client library is needed.
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {env_secret}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await?;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .unwrap_or(0);
+    if status == 200 {
+        Ok(body.trim().to_owned())
+    } else {
+        anyhow::bail!("reload refused ({status}): {}", body.trim())
+    }
+}
+
+/// The shop demo's plugin, built from `examples/shop/plugin` when cargo can (a no-op when it is
+/// up to date) and copied into `plugin_dir` as `shop.wasm`. `Err` says why the demo runs without
+/// it (no wasm32-wasip2 target, no sources beside the binary).
+pub fn shop_plugin(plugin_dir: &Path) -> Result<(), String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let example = root.join("examples").join("shop").join("plugin");
+    let built = example.join("target/wasm32-wasip2/release/shop_plugin.wasm");
+    if example.join("Cargo.toml").is_file() {
+        eprintln!("Building the shop plugin ({}) …", example.display());
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = std::process::Command::new(cargo)
+            .current_dir(&example)
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .status();
+        if !matches!(status, Ok(s) if s.success()) && !built.is_file() {
+            return Err(
+                "the shop plugin could not be built (`rustup target add wasm32-wasip2`, then \
+                 `cargo build --target wasm32-wasip2 --release` in examples/shop/plugin)"
+                    .to_owned(),
+            );
+        }
+    }
+    if !built.is_file() {
+        return Err(format!(
+            "the shop plugin is not built ({})",
+            built.display()
+        ));
+    }
+    std::fs::create_dir_all(plugin_dir)
+        .and_then(|()| std::fs::copy(&built, plugin_dir.join("shop.wasm")))
+        .map_err(|e| {
+            format!(
+                "cannot copy the shop plugin into {}: {e}",
+                plugin_dir.display()
+            )
+        })?;
+    Ok(())
+}
