@@ -1,7 +1,9 @@
 //! Builds the test plugins (tests/plugins, a wasm32-wasip2 workspace of its own) so the
 //! end-to-end tests load real components. The nested cargo uses its own target directory: sharing
 //! the outer one would wait forever on the build lock the outer cargo holds.
-//! The plugins' directory is handed to the tests as `CANOPY_TEST_PLUGINS`.
+//! The shop example's plugin (examples/shop/plugin, a workspace of its own too) is built into the
+//! same directory after them. The plugins' directory is handed to the tests as
+//! `CANOPY_TEST_PLUGINS`.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -18,14 +20,27 @@ fn main() {
         root.join("guest-sdk").display()
     );
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    let example = root.join("examples").join("shop").join("plugin");
+    for path in ["Cargo.toml", "Cargo.lock", "src"] {
+        println!("cargo:rerun-if-changed={}", example.join(path).display());
+    }
 
     let target_dir = root.join("target").join("plugins");
+    for workspace in [&plugins, &example] {
+        build(workspace, &target_dir);
+    }
+    let out = target_dir.join("wasm32-wasip2").join("release");
+    println!("cargo:rustc-env=CANOPY_TEST_PLUGINS={}", out.display());
+}
+
+/// `cargo build --release --target wasm32-wasip2` of the workspace in `dir`.
+fn build(dir: &std::path::Path, target_dir: &std::path::Path) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut command = Command::new(cargo);
     command
-        .current_dir(&plugins)
+        .current_dir(dir)
         .args(["build", "--release", "--target", "wasm32-wasip2"])
-        .env("CARGO_TARGET_DIR", &target_dir);
+        .env("CARGO_TARGET_DIR", target_dir);
     if std::env::var_os("CARGO_NET_OFFLINE").is_some() {
         command.arg("--offline");
     }
@@ -42,9 +57,8 @@ fn main() {
     let status = command.status().expect("run cargo for the test plugins");
     assert!(
         status.success(),
-        "building tests/plugins for wasm32-wasip2 failed (is the target installed? \
-         `rustup target add wasm32-wasip2`)"
+        "building {} for wasm32-wasip2 failed (is the target installed? \
+         `rustup target add wasm32-wasip2`)",
+        dir.display()
     );
-    let out = target_dir.join("wasm32-wasip2").join("release");
-    println!("cargo:rustc-env=CANOPY_TEST_PLUGINS={}", out.display());
 }

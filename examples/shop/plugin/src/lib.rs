@@ -1,0 +1,201 @@
+//! The shop demo's plugin: one customization of every kind on the demo data (`seed.sql`), each
+//! explained in `examples/shop/README.md`.
+//!
+//! - computed fields: `customers.full_name`, and `orders.customer_name` through the `customer`
+//!   relation (which reads `full_name`, a computed field of another collection);
+//! - actions: `Offer a coupon` (Single, with a form), `Mark as VIP` (Bulk), `Export orders`
+//!   (Global, a generated file);
+//! - a hook: Before Create on customers refuses an email without `@` and lower-cases it;
+//! - segments: `VIP customers` (static) and `Above average` orders (dynamic, from an aggregate);
+//! - search: customers by email and names only; orders by a handler (a number is an id, a word a
+//!   status);
+//! - charts: `lifetime_value` on a customer, `orders_by_status` on the dashboard.
+
+use canopy_sdk::prelude::*;
+
+struct Shop;
+
+/// The statuses of `orders.status` in the seed.
+const STATUSES: [&str; 5] = ["pending", "paid", "shipped", "delivered", "cancelled"];
+
+fn text(v: Option<&String>) -> &str {
+    v.map_or("", String::as_str)
+}
+
+impl Plugin for Shop {
+    fn customize(ds: &mut DataSource) -> Result<()> {
+        // A coupon above this amount needs a reason (the form shows the field only then).
+        let coupon_reason_above = ds
+            .options()
+            .get("couponReasonAbove")
+            .and_then(Value::as_f64)
+            .unwrap_or(50.0);
+
+        ds.customize_collection("customers", |c| {
+            c.add_field(
+                "full_name",
+                ComputedField::new(
+                    ColumnType::STRING,
+                    ["first_name", "last_name"],
+                    |rows, _| {
+                        let (first, last) = (rows.strings("first_name")?, rows.strings("last_name")?);
+                        Ok(first
+                            .iter()
+                            .zip(last)
+                            .map(|(f, l)| Some(format!("{} {}", text(f.as_ref()), text(l.as_ref()))))
+                            .collect::<Vec<_>>()
+                            .into())
+                    },
+                ),
+            )
+            .add_hook(Position::Before, Operation::Create, |ctx| {
+                for record in ctx.data_mut().into_iter().flatten() {
+                    let Some(email) = record.get("email").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    if !email.contains('@') {
+                        return Err(Error::validation(format!("`{email}` is not an email address")));
+                    }
+                    let lower = email.to_lowercase();
+                    record["email"] = json!(lower);
+                }
+                Ok(())
+            })
+            .add_segment(
+                "VIP customers",
+                json!({"field": "is_vip", "operator": "Equal", "value": true}),
+            )
+            .replace_search(Search::fields().only(["email", "first_name", "last_name"]))
+            .add_action(
+                "Offer a coupon",
+                Action::new(Scope::Single, |ctx| {
+                    let customer = ctx.get_record(&["full_name", "email"])?;
+                    let amount = ctx.form_value("Amount").and_then(Value::as_f64).unwrap_or(0.0);
+                    let kind = ctx.form_value("Kind").and_then(Value::as_str).unwrap_or("Fixed");
+                    let name = customer["full_name"].as_str().unwrap_or("the customer");
+                    Ok(ActionResult::success(format!("Coupon of {amount} ({kind}) sent to {name}"))
+                        .html(format!("<p>Sent to <b>{}</b></p>", customer["email"].as_str().unwrap_or(""))))
+                })
+                .description("Sends the customer a coupon code")
+                .submit_button_label("Send the coupon")
+                .form(vec![
+                    FormElement::new("Amount", FieldType::Number)
+                        .required()
+                        .default_value(json!(10))
+                        .widget("NumberInput")
+                        .property("min", json!(1))
+                        .property("step", json!(1)),
+                    FormElement::new("Kind", FieldType::Enum).enum_values(["Fixed", "Percent"]),
+                    FormElement::new("Message", FieldType::String)
+                        .widget("TextArea")
+                        // A dynamic value: greets the selected customer by name.
+                        .value(|ctx| {
+                            let name = ctx.get_field("first_name")?;
+                            Ok(json!(format!("Hello {}, here is a gift.", name.as_str().unwrap_or(""))))
+                        }),
+                    FormElement::new("Reason", FieldType::String)
+                        .visible_if(move |ctx| {
+                            Ok(ctx.form_value("Amount").and_then(Value::as_f64).unwrap_or(0.0)
+                                > coupon_reason_above)
+                        }),
+                ]),
+            )
+            .add_action(
+                "Mark as VIP",
+                Action::new(Scope::Bulk, |ctx| {
+                    let ids = ctx.get_record_ids()?;
+                    let filter = json!({"field": "id", "operator": "In", "value": ids});
+                    ctx.collection()?.update(&filter, &json!({"is_vip": true}))?;
+                    Ok(ActionResult::success(format!("{} customers are now VIP", ids.len()))
+                        .invalidated(["orders"]))
+                }),
+            )
+            .add_chart("lifetime_value", |ctx| {
+                let id = ctx.record_id().cloned().unwrap_or(Value::Null);
+                let id = id.as_str().and_then(|s| s.parse::<f64>().ok()).map_or(id, |n| json!(n));
+                let filter = json!({"field": "customer_id", "operator": "Equal", "value": id});
+                let rows = ctx.context().collection("orders").aggregate(
+                    &filter,
+                    &json!({"operation": "Sum", "field": "total"}),
+                    None,
+                )?;
+                let total = rows[0]["value"].as_f64().unwrap_or(0.0);
+                Ok(ChartResult::value(total, None))
+            });
+        });
+
+        ds.customize_collection("orders", |c| {
+            // Depends on a computed field of another collection, through a to-one relation.
+            c.add_field(
+                "customer_name",
+                ComputedField::new(ColumnType::STRING, ["customer:full_name"], |rows, _| {
+                    Ok(rows.strings("customer:full_name")?.to_vec().into())
+                }),
+            )
+            .add_segment(
+                "Above average",
+                Segment::dynamic(|ctx| {
+                    let rows = ctx.this()?.aggregate(
+                        &Value::Null,
+                        &json!({"operation": "Avg", "field": "total"}),
+                        None,
+                    )?;
+                    let average = rows[0]["value"].as_f64().unwrap_or(0.0);
+                    Ok(json!({"field": "total", "operator": "GreaterThan", "value": average}))
+                }),
+            )
+            .replace_search(Search::handler(|text, _extended, _ctx| {
+                let text = text.trim();
+                if let Ok(id) = text.parse::<i64>() {
+                    return Ok(Some(json!({"field": "id", "operator": "Equal", "value": id})));
+                }
+                let status = text.to_lowercase();
+                Ok(Some(if STATUSES.contains(&status.as_str()) {
+                    json!({"field": "status", "operator": "Equal", "value": status})
+                } else {
+                    // Matches nothing: an id is never negative.
+                    json!({"field": "id", "operator": "Equal", "value": -1})
+                }))
+            }))
+            .add_action(
+                "Export orders",
+                Action::new(Scope::Global, |ctx| {
+                    let rows = ctx.collection()?.list_page(
+                        &Value::Null,
+                        &["id", "status", "total"],
+                        &json!([{"field": "id", "ascending": true}]),
+                        Some((0, 100)),
+                    )?;
+                    let mut csv = String::from("id,status,total\n");
+                    for record in rows.records() {
+                        csv.push_str(&format!(
+                            "{},{},{}\n",
+                            record["id"], record["status"].as_str().unwrap_or(""), record["total"]
+                        ));
+                    }
+                    Ok(ActionResult::file(csv.into_bytes(), "orders.csv", "text/csv"))
+                })
+                .generate_file()
+                .description("The first 100 orders as CSV"),
+            );
+        });
+
+        ds.add_chart("orders_by_status", |ctx| {
+            let rows = ctx.context().collection("orders").aggregate(
+                &Value::Null,
+                &json!({"operation": "Count", "groups": [{"field": "status"}]}),
+                None,
+            )?;
+            let entries = rows.as_array().into_iter().flatten().map(|r| {
+                (
+                    r["group"]["status"].as_str().unwrap_or("").to_owned(),
+                    r["value"].as_f64().unwrap_or(0.0),
+                )
+            });
+            Ok(ChartResult::distribution(entries))
+        });
+        Ok(())
+    }
+}
+
+canopy_sdk::export_plugin!(Shop);
