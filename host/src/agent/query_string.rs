@@ -144,16 +144,29 @@ pub fn parse_timezone(query: &QueryString) -> Result<Tz> {
     Caller::parse_timezone(&name).map_err(|e| Error::Validation(e.to_string()))
 }
 
-/// The projection of list, get, list-related and CSV: the `Forest-Projection` header when it is
-/// non-blank, else `fields[…]` (see [`parse_fields_projection`]); primary keys are added to the
-/// root and to every loaded relation, since ids are packed from them.
+/// The projection of list, get and list-related: the requested one
+/// ([`parse_requested_projection`]) with primary keys added to the root and to every loaded
+/// relation, since ids are packed from them.
 pub fn parse_projection(
     query: &QueryString,
     header: Option<&str>,
     schema: &DataSourceSchema,
     collection: &CollectionSchema,
 ) -> Result<Projection> {
-    let projection = match header.map(str::trim).filter(|h| !h.is_empty()) {
+    let projection = parse_requested_projection(query, header, schema, collection)?;
+    Ok(with_primary_keys(&projection, schema, collection))
+}
+
+/// The fields a client asked for: the `Forest-Projection` header when it is non-blank, else
+/// `fields[…]` (see [`parse_fields_projection`]). A CSV export writes exactly these columns, as
+/// the agent does; the keys added for ids are fetched but not written.
+pub fn parse_requested_projection(
+    query: &QueryString,
+    header: Option<&str>,
+    schema: &DataSourceSchema,
+    collection: &CollectionSchema,
+) -> Result<Projection> {
+    Ok(match header.map(str::trim).filter(|h| !h.is_empty()) {
         Some(header) => {
             let projection = Projection::new(header.split(',').map(str::trim));
             check_paths(&projection, schema, collection)
@@ -161,8 +174,7 @@ pub fn parse_projection(
             projection
         }
         None => parse_fields_projection(query, schema, collection)?,
-    };
-    Ok(with_primary_keys(&projection, schema, collection))
+    })
 }
 
 /// `fields[{c}]`: absent or empty → every column plus every column of each to-one relation;

@@ -15,7 +15,7 @@ use super::error::{ApiError, ApiResult};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::query_string::{
     Params, RequestFilter, match_ids, parse_csv_params, parse_filter, parse_paginated_filter,
-    parse_projection, parse_selection,
+    parse_projection, parse_requested_projection, parse_selection, with_primary_keys,
 };
 use crate::agent::{self, serialize};
 use crate::auth::{self, Action};
@@ -281,7 +281,7 @@ pub(super) async fn csv(
                 .collect(),
         );
     }
-    let projection = parse_projection(
+    let columns = parse_requested_projection(
         &context.query,
         projection_header(headers),
         schema,
@@ -291,11 +291,12 @@ pub(super) async fn csv(
     let collection = state.datasource.collection(name)?;
     let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;
     let export = Export {
-        wires: serialize::csv_wires(schema, collection_schema, &projection.0),
+        wires: serialize::csv_wires(schema, collection_schema, &columns.0),
         collection,
         caller: context.caller.clone(),
         filter,
-        projection,
+        projection: with_primary_keys(&columns, schema, collection_schema),
+        columns,
         remaining: state.limit_export_size,
         skip: 0,
         done: false,
@@ -342,8 +343,11 @@ struct Export {
     collection: Arc<dyn Collection>,
     caller: Caller,
     filter: Filter,
+    /// What is fetched: the written columns and the keys ids need.
     projection: Projection,
-    /// The wire form of each projected path.
+    /// What is written, in order: the fields the client asked for.
+    columns: Projection,
+    /// The wire form of each written column.
     wires: Vec<crate::datasource::schema::Wire>,
     /// Records still allowed by `limitExportSize`.
     remaining: Option<u64>,
@@ -382,7 +386,7 @@ impl Export {
         }
         let mut out = Vec::new();
         if let Err(error) =
-            serialize::write_csv_batch(&mut out, &self.projection.0, &self.wires, &records)
+            serialize::write_csv_batch(&mut out, &self.columns.0, &self.wires, &records)
         {
             tracing::error!(%error, "CSV export stopped");
             return None;

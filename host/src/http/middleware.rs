@@ -66,15 +66,28 @@ pub async fn request_log(
     } else {
         "-".to_owned()
     };
-    tracing::info!(
-        target: "canopy::http",
-        %method,
-        %path,
-        status = response.status().as_u16(),
-        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-        correlation_id,
-        "request"
-    );
+    let status = response.status().as_u16();
+    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    // As the agent's logger: client errors at warn and server errors at error, so that a
+    // `loggerLevel` of warn still shows failing requests.
+    macro_rules! request_line {
+        ($level:ident) => {
+            tracing::$level!(
+                target: "canopy::http",
+                %method,
+                %path,
+                status,
+                duration_ms,
+                correlation_id,
+                "request"
+            )
+        };
+    }
+    match status {
+        500.. => request_line!(error),
+        400..=499 => request_line!(warn),
+        _ => request_line!(info),
+    }
     response
 }
 
