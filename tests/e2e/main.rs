@@ -19,6 +19,7 @@ mod introspection;
 mod list;
 mod operators;
 mod plugins;
+mod plugins_http;
 mod properties;
 mod safety;
 mod snapshots;

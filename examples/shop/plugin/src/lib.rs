@@ -22,6 +22,15 @@ fn text(v: Option<&String>) -> &str {
     v.map_or("", String::as_str)
 }
 
+/// A number as a person writes it: numbers cross the boundary as `f64`, so an id is `1.0`.
+fn number(v: &Value) -> String {
+    match v.as_f64() {
+        Some(n) if n.fract() == 0.0 && n.abs() < 1e15 => format!("{}", n as i64),
+        Some(n) => n.to_string(),
+        None => String::new(),
+    }
+}
+
 impl Plugin for Shop {
     fn customize(ds: &mut DataSource) -> Result<()> {
         // A coupon above this amount needs a reason (the form shows the field only then).
@@ -38,11 +47,14 @@ impl Plugin for Shop {
                     ColumnType::STRING,
                     ["first_name", "last_name"],
                     |rows, _| {
-                        let (first, last) = (rows.strings("first_name")?, rows.strings("last_name")?);
+                        let (first, last) =
+                            (rows.strings("first_name")?, rows.strings("last_name")?);
                         Ok(first
                             .iter()
                             .zip(last)
-                            .map(|(f, l)| Some(format!("{} {}", text(f.as_ref()), text(l.as_ref()))))
+                            .map(|(f, l)| {
+                                Some(format!("{} {}", text(f.as_ref()), text(l.as_ref())))
+                            })
                             .collect::<Vec<_>>()
                             .into())
                     },
@@ -54,7 +66,9 @@ impl Plugin for Shop {
                         continue;
                     };
                     if !email.contains('@') {
-                        return Err(Error::validation(format!("`{email}` is not an email address")));
+                        return Err(Error::validation(format!(
+                            "`{email}` is not an email address"
+                        )));
                     }
                     let lower = email.to_lowercase();
                     record["email"] = json!(lower);
@@ -70,11 +84,24 @@ impl Plugin for Shop {
                 "Offer a coupon",
                 Action::new(Scope::Single, |ctx| {
                     let customer = ctx.get_record(&["full_name", "email"])?;
-                    let amount = ctx.form_value("Amount").and_then(Value::as_f64).unwrap_or(0.0);
-                    let kind = ctx.form_value("Kind").and_then(Value::as_str).unwrap_or("Fixed");
+                    let amount = ctx
+                        .form_value("Amount")
+                        .and_then(Value::as_f64)
+                        .unwrap_or(0.0);
+                    let kind = ctx
+                        .form_value("Kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Fixed");
                     let name = customer["full_name"].as_str().unwrap_or("the customer");
-                    Ok(ActionResult::success(format!("Coupon of {amount} ({kind}) sent to {name}"))
-                        .html(format!("<p>Sent to <b>{}</b></p>", customer["email"].as_str().unwrap_or(""))))
+                    Ok(
+                        ActionResult::success(format!(
+                            "Coupon of {amount} ({kind}) sent to {name}"
+                        ))
+                        .html(format!(
+                            "<p>Sent to <b>{}</b></p>",
+                            customer["email"].as_str().unwrap_or("")
+                        )),
+                    )
                 })
                 .description("Sends the customer a coupon code")
                 .submit_button_label("Send the coupon")
@@ -91,13 +118,18 @@ impl Plugin for Shop {
                         // A dynamic value: greets the selected customer by name.
                         .value(|ctx| {
                             let name = ctx.get_field("first_name")?;
-                            Ok(json!(format!("Hello {}, here is a gift.", name.as_str().unwrap_or(""))))
+                            Ok(json!(format!(
+                                "Hello {}, here is a gift.",
+                                name.as_str().unwrap_or("")
+                            )))
                         }),
-                    FormElement::new("Reason", FieldType::String)
-                        .visible_if(move |ctx| {
-                            Ok(ctx.form_value("Amount").and_then(Value::as_f64).unwrap_or(0.0)
-                                > coupon_reason_above)
-                        }),
+                    FormElement::new("Reason", FieldType::String).visible_if(move |ctx| {
+                        Ok(ctx
+                            .form_value("Amount")
+                            .and_then(Value::as_f64)
+                            .unwrap_or(0.0)
+                            > coupon_reason_above)
+                    }),
                 ]),
             )
             .add_action(
@@ -105,14 +137,20 @@ impl Plugin for Shop {
                 Action::new(Scope::Bulk, |ctx| {
                     let ids = ctx.get_record_ids()?;
                     let filter = json!({"field": "id", "operator": "In", "value": ids});
-                    ctx.collection()?.update(&filter, &json!({"is_vip": true}))?;
-                    Ok(ActionResult::success(format!("{} customers are now VIP", ids.len()))
-                        .invalidated(["orders"]))
+                    ctx.collection()?
+                        .update(&filter, &json!({"is_vip": true}))?;
+                    Ok(
+                        ActionResult::success(format!("{} customers are now VIP", ids.len()))
+                            .invalidated(["orders"]),
+                    )
                 }),
             )
             .add_chart("lifetime_value", |ctx| {
                 let id = ctx.record_id().cloned().unwrap_or(Value::Null);
-                let id = id.as_str().and_then(|s| s.parse::<f64>().ok()).map_or(id, |n| json!(n));
+                let id = id
+                    .as_str()
+                    .and_then(|s| s.parse::<f64>().ok())
+                    .map_or(id, |n| json!(n));
                 let filter = json!({"field": "customer_id", "operator": "Equal", "value": id});
                 let rows = ctx.context().collection("orders").aggregate(
                     &filter,
@@ -147,7 +185,9 @@ impl Plugin for Shop {
             .replace_search(Search::handler(|text, _extended, _ctx| {
                 let text = text.trim();
                 if let Ok(id) = text.parse::<i64>() {
-                    return Ok(Some(json!({"field": "id", "operator": "Equal", "value": id})));
+                    return Ok(Some(
+                        json!({"field": "id", "operator": "Equal", "value": id}),
+                    ));
                 }
                 let status = text.to_lowercase();
                 Ok(Some(if STATUSES.contains(&status.as_str()) {
@@ -170,10 +210,16 @@ impl Plugin for Shop {
                     for record in rows.records() {
                         csv.push_str(&format!(
                             "{},{},{}\n",
-                            record["id"], record["status"].as_str().unwrap_or(""), record["total"]
+                            number(&record["id"]),
+                            record["status"].as_str().unwrap_or(""),
+                            number(&record["total"])
                         ));
                     }
-                    Ok(ActionResult::file(csv.into_bytes(), "orders.csv", "text/csv"))
+                    Ok(ActionResult::file(
+                        csv.into_bytes(),
+                        "orders.csv",
+                        "text/csv",
+                    ))
                 })
                 .generate_file()
                 .description("The first 100 orders as CSV"),

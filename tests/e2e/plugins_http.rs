@@ -1,0 +1,571 @@
+//! The real compiled plugins served the way `canopy serve --plugins` serves them (`app::Served`):
+//! every customization kind of the shop example driven through the `/forest` routes, the admin
+//! reload route, a hot swap under 16 concurrent request loops, failed reloads that keep the
+//! served stack, and `--watch`.
+//!
+//! SQLite only: the seed is the demo's (`examples/shop/seed.sql`, SQLite SQL) and the plugin layer
+//! is above the datasource; `customizer` runs the same stack on all three databases.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use canopy::app::Served;
+use canopy::config::{Config, ServeArgs};
+use canopy::datasource::DataSource;
+use canopy::http::reload::Reload as _;
+use serde_json::{Value as Json, json};
+
+use crate::http::{get, send, token};
+
+/// The auth secret `crate::http::token` signs with.
+const AUTH_SECRET: &str = "a-test-auth-secret";
+const ENV_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn built(name: &str) -> PathBuf {
+    Path::new(env!("CANOPY_TEST_PLUGINS")).join(format!("{name}.wasm"))
+}
+
+/// A temporary directory for one test: the database, the schema file and the plugin directory.
+struct Shop {
+    dir: PathBuf,
+    plugins: PathBuf,
+    url: String,
+}
+
+impl Drop for Shop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Shop {
+    /// The demo database, and a plugin directory holding `shop.wasm` (the example).
+    async fn new() -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("canopy-plugins-http-{}", uuid::Uuid::new_v4()));
+        let plugins = dir.join("plugins");
+        std::fs::create_dir_all(&plugins).unwrap();
+        let url = canopy::app::seed_demo(&dir.join("shop.sqlite"))
+            .await
+            .unwrap();
+        let shop = Self { dir, plugins, url };
+        shop.install("shop_plugin", "shop");
+        shop
+    }
+
+    /// Copies a built plugin into the directory as `<as_name>.wasm`, replacing it atomically (a
+    /// rename, as a deployment would).
+    fn install(&self, built_name: &str, as_name: &str) {
+        let staging = self.dir.join(format!("{as_name}.wasm.new"));
+        std::fs::copy(built(built_name), &staging).unwrap();
+        std::fs::rename(&staging, self.plugins.join(format!("{as_name}.wasm"))).unwrap();
+    }
+
+    fn schema_path(&self) -> PathBuf {
+        self.dir.join(".forestadmin-schema.json")
+    }
+
+    fn config(&self) -> Config {
+        let args = ServeArgs {
+            database_url: Some(self.url.clone()),
+            auth_secret: Some(AUTH_SECRET.to_owned()),
+            env_secret: Some(ENV_SECRET.to_owned()),
+            schema_path: Some(self.schema_path()),
+            plugin_dir: Some(self.plugins.clone()),
+            ..ServeArgs::default()
+        };
+        Config::load(args).unwrap().0
+    }
+
+    /// What `canopy serve --plugins` serves.
+    async fn serve(&self) -> Result<(Arc<Served>, Router), String> {
+        let config = self.config();
+        let base: Arc<dyn DataSource> = Arc::new(canopy::app::connect(&config).await.unwrap());
+        let served = Served::start(config, base)
+            .await
+            .map_err(|e| format!("{e:#}"))?;
+        let served = Arc::new(served);
+        let router = served.router();
+        Ok((served, router))
+    }
+
+    /// One number from the database itself, to compare with what the routes answer.
+    async fn scalar(&self, sql: &str) -> f64 {
+        let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
+        let value: f64 = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        value
+    }
+}
+
+fn post(uri: &str, body: &Json) -> Request<Body> {
+    Request::post(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn attributes<'a>(body: &'a Json, field: &str) -> Vec<&'a Json> {
+    body["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .map(|r| &r["attributes"][field])
+        .collect()
+}
+
+fn selection(collection: &str, ids: &[&str], values: &Json) -> Json {
+    json!({"data": {"attributes": {"collection_name": collection, "ids": ids, "values": values}}})
+}
+
+#[tokio::test]
+async fn computed_fields_of_the_shop_plugin_are_served_through_relations() {
+    let shop = Shop::new().await;
+    let (_served, app) = shop.serve().await.unwrap();
+    let (status, _, body) = send(
+        &app,
+        get("/forest/customers?timezone=UTC&fields[customers]=id,full_name&sort=id&page[size]=3"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        attributes(&body, "full_name"),
+        ["Boris Customer1", "Cleo Customer2", "Dave Customer3"]
+    );
+    // orders.customer_name depends on customer:full_name, a computed field through a relation.
+    let (status, _, body) = send(
+        &app,
+        get("/forest/orders?timezone=UTC&fields[orders]=id,customer_name&sort=id&page[size]=2"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        attributes(&body, "customer_name"),
+        ["Cleo Customer32", "Dave Customer63"]
+    );
+    // And the schema file describes them, with the actions and segments.
+    let file: Json =
+        serde_json::from_str(&std::fs::read_to_string(shop.schema_path()).unwrap()).unwrap();
+    let customers = file["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "customers")
+        .unwrap();
+    let full_name = customers["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == "full_name")
+        .unwrap_or_else(|| panic!("{customers}"));
+    assert_eq!(full_name["type"], "String");
+    assert_eq!(full_name["isReadOnly"], true);
+    let names = |key: &str| -> Vec<Json> {
+        customers[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["name"].clone())
+            .collect()
+    };
+    assert_eq!(
+        names("actions"),
+        [json!("Mark as VIP"), json!("Offer a coupon")]
+    );
+    assert_eq!(names("segments"), [json!("VIP customers")]);
+}
+
+#[tokio::test]
+async fn the_shop_plugin_hook_refuses_bad_emails_and_lowercases_good_ones() {
+    let shop = Shop::new().await;
+    let (_served, app) = shop.serve().await.unwrap();
+    let create = |email: &str| {
+        post(
+            "/forest/customers?timezone=UTC",
+            &json!({"data": {"type": "customers", "attributes": {"first_name": "Zoe",
+                "last_name": "Hook", "email": email, "created_at": "2024-01-02T03:04:05.000Z"}}}),
+        )
+    };
+    let (status, _, body) = send(&app, create("not-an-email")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        body["errors"][0]["detail"],
+        "`not-an-email` is not an email address"
+    );
+    let (status, _, body) = send(&app, create("Zoe.HOOK@Example.COM")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["attributes"]["email"], "zoe.hook@example.com");
+}
+
+#[tokio::test]
+async fn the_shop_plugin_segments_and_searches_filter_the_lists() {
+    let shop = Shop::new().await;
+    let (_served, app) = shop.serve().await.unwrap();
+    let count = |uri: &str| {
+        let app = app.clone();
+        let uri = uri.to_owned();
+        async move {
+            let (status, _, body) = send(&app, get(&uri)).await;
+            assert_eq!(status, StatusCode::OK, "{uri}: {body}");
+            body["count"].as_f64().unwrap_or_else(|| panic!("{body}"))
+        }
+    };
+    // Static segment.
+    assert_eq!(
+        count("/forest/customers/count?timezone=UTC&segment=VIP%20customers").await,
+        shop.scalar("SELECT CAST(COUNT(*) AS REAL) FROM customers WHERE is_vip")
+            .await
+    );
+    // Dynamic segment: computed from an aggregate the plugin asks the host for.
+    assert_eq!(
+        count("/forest/orders/count?timezone=UTC&segment=Above%20average").await,
+        shop.scalar(
+            "SELECT CAST(COUNT(*) AS REAL) FROM orders WHERE total > (SELECT AVG(total) FROM orders)"
+        )
+        .await
+    );
+    // Field selection: names and email only.
+    let (status, _, body) = send(
+        &app,
+        get("/forest/customers?timezone=UTC&search=Customer10&fields[customers]=id,last_name&page[size]=50"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let names = attributes(&body, "last_name");
+    assert_eq!(names.len(), 12, "Customer10, 100–109, 1000: {body}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.as_str().unwrap().contains("Customer10"))
+    );
+    // Search handler: an id, a status, anything else nothing.
+    let (status, _, body) = send(
+        &app,
+        get("/forest/orders?timezone=UTC&search=42&fields[orders]=id"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(attributes(&body, "id"), [&json!(42)]);
+    assert_eq!(
+        count("/forest/orders/count?timezone=UTC&search=PAID").await,
+        shop.scalar("SELECT CAST(COUNT(*) AS REAL) FROM orders WHERE status = 'paid'")
+            .await
+    );
+    assert_eq!(
+        count("/forest/orders/count?timezone=UTC&search=nothing").await,
+        0.0
+    );
+    // Extended search is refused on a collection with a search handler.
+    let (status, _, body) = send(
+        &app,
+        get("/forest/orders?timezone=UTC&search=paid&searchExtended=true&fields[orders]=id"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+}
+
+#[tokio::test]
+async fn the_shop_plugin_actions_run_with_their_forms_for_each_scope() {
+    let shop = Shop::new().await;
+    let (_served, app) = shop.serve().await.unwrap();
+    // Single, form load: a dynamic value from the selected record; Reason hidden at Amount 10.
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/forest/_actions/customers/0/offer-a-coupon/hooks/load?timezone=UTC",
+            &selection("customers", &["1"], &json!({})),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let fields: Vec<&Json> = body["fields"].as_array().unwrap().iter().collect();
+    let labels: Vec<&Json> = fields.iter().map(|f| &f["field"]).collect();
+    assert_eq!(
+        labels,
+        [&json!("Amount"), &json!("Kind"), &json!("Message")],
+        "{body}"
+    );
+    assert_eq!(fields[0]["value"], 10, "{body}");
+    assert_eq!(fields[0]["isRequired"], true);
+    assert_eq!(fields[1]["enums"], json!(["Fixed", "Percent"]), "{body}");
+    assert_eq!(fields[2]["value"], "Hello Boris, here is a gift.");
+    // Change: above the threshold, Reason appears.
+    let change = json!({"data": {"attributes": {"collection_name": "customers", "ids": ["1"],
+        "changed_field": "Amount",
+        "fields": [{"field": "Amount", "value": 80}, {"field": "Kind", "value": "Fixed"},
+                   {"field": "Message", "value": "Hi"}]}}});
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/forest/_actions/customers/0/offer-a-coupon/hooks/change?timezone=UTC",
+            &change,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["field"] == "Reason"),
+        "{body}"
+    );
+    // Execute: success with HTML.
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/forest/_actions/customers/0/offer-a-coupon?timezone=UTC",
+            &selection("customers", &["1"], &json!({"Amount": 20, "Kind": "Fixed"})),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["success"],
+        "Coupon of 20 (Fixed) sent to Boris Customer1"
+    );
+    let email = shop_email(&shop, 1).await;
+    assert_eq!(body["html"], format!("<p>Sent to <b>{email}</b></p>"));
+    // Bulk: writes through the host, invalidates a relation.
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/forest/_actions/customers/1/mark-as-vip?timezone=UTC",
+            &selection("customers", &["3", "4"], &json!({})),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"success": "2 customers are now VIP", "refresh": {"relationships": ["orders"]}})
+    );
+    assert_eq!(
+        shop.scalar("SELECT CAST(COUNT(*) AS REAL) FROM customers WHERE id IN (3, 4) AND is_vip")
+            .await,
+        2.0
+    );
+    // Global with a generated file.
+    let request = post(
+        "/forest/_actions/orders/0/export-orders?timezone=UTC",
+        &selection("orders", &[], &json!({})),
+    );
+    let response = tower::ServiceExt::oneshot(app.clone(), request)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()[header::CONTENT_TYPE], "text/csv");
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let csv = String::from_utf8(bytes.to_vec()).unwrap();
+    assert!(csv.starts_with("id,status,total\n1,paid,"), "{csv}");
+    assert_eq!(csv.lines().count(), 101, "{csv}");
+}
+
+async fn shop_email(shop: &Shop, id: i64) -> String {
+    let pool = sqlx::SqlitePool::connect(&shop.url).await.unwrap();
+    let email: String = sqlx::query_scalar("SELECT email FROM customers WHERE id = ?")
+        .bind(id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    email
+}
+
+#[tokio::test]
+async fn the_shop_plugin_charts_answer_on_the_chart_routes() {
+    let shop = Shop::new().await;
+    let (_served, app) = shop.serve().await.unwrap();
+    let (status, _, body) = send(
+        &app,
+        get("/forest/_charts/customers/lifetime_value?timezone=UTC&record_id=1"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let expected = shop
+        .scalar("SELECT CAST(SUM(total) AS REAL) FROM orders WHERE customer_id = 1")
+        .await;
+    let got = body["countCurrent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!((got - expected).abs() < 1e-6, "{got} vs {expected}");
+    let (status, _, body) = send(&app, get("/forest/_charts/orders_by_status?timezone=UTC")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let entries = body.as_array().unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(entries.len(), 5, "{body}");
+    let total: f64 = entries.iter().map(|e| e["value"].as_f64().unwrap()).sum();
+    assert_eq!(total, 5000.0);
+}
+
+#[tokio::test]
+async fn a_plugin_that_fails_to_load_stops_the_start_with_its_name() {
+    let shop = Shop::new().await;
+    std::fs::write(shop.plugins.join("broken.wasm"), b"not a component").unwrap();
+    let Err(error) = shop.serve().await else {
+        panic!("a broken plugin must stop the start");
+    };
+    assert!(error.contains("plugin `broken`"), "{error}");
+}
+
+fn admin_reload(secret: Option<&str>) -> Request<Body> {
+    let mut request = Request::post("/_canopy/reload");
+    if let Some(secret) = secret {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {secret}"));
+    }
+    request.body(Body::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn a_failed_reload_keeps_serving_the_old_stack() {
+    let shop = Shop::new().await;
+    let (served, app) = shop.serve().await.unwrap();
+    let full_names =
+        "/forest/customers?timezone=UTC&fields[customers]=id,full_name&sort=id&page[size]=1";
+    // The admin route wants the env secret.
+    let (status, _, _) = send(&app, admin_reload(None)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = send(&app, admin_reload(Some("wrong"))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // A broken plugin beside the good one: the reload is refused, the old stack still served.
+    std::fs::write(shop.plugins.join("broken.wasm"), b"not a component").unwrap();
+    let (status, _, body) = send(&app, admin_reload(Some(ENV_SECRET))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["reloaded"], false);
+    assert!(
+        body["error"].as_str().unwrap().contains("plugin `broken`"),
+        "{body}"
+    );
+    let (status, _, body) = send(&app, get(full_names)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(attributes(&body, "full_name"), ["Boris Customer1"]);
+
+    // A plugin whose customizations do not apply (another collection's field) is refused too.
+    std::fs::remove_file(shop.plugins.join("broken.wasm")).unwrap();
+    shop.install("hostile", "zz_hostile");
+    std::fs::write(
+        shop.plugins.join("zz_hostile.toml"),
+        "[options]\ncollection = \"no_such_collection\"\n",
+    )
+    .unwrap();
+    let error = served.reload().await.unwrap_err();
+    assert!(error.contains("no_such_collection"), "{error}");
+    let (status, _, body) = send(&app, get(full_names)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // Fixed: the reload goes through.
+    std::fs::remove_file(shop.plugins.join("zz_hostile.toml")).unwrap();
+    let (status, _, body) = send(&app, admin_reload(Some(ENV_SECRET))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["reloaded"], true);
+    assert_eq!(body["plugins"], 2);
+    let (status, _, body) = send(
+        &app,
+        get(
+            "/forest/customers?timezone=UTC&fields[customers]=id,full_name,ok&sort=id&page[size]=1",
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(attributes(&body, "ok"), [&json!(2)]);
+    assert_eq!(attributes(&body, "full_name"), ["Boris Customer1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hot_swap_under_sixteen_concurrent_request_loops_loses_no_request() {
+    let shop = Shop::new().await;
+    let (served, app) = shop.serve().await.unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (done, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut loops = Vec::new();
+    for _ in 0..16 {
+        let (app, stop, done, failed) = (app.clone(), stop.clone(), done.clone(), failed.clone());
+        loops.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                // Fields both plugin generations serve.
+                let (status, _, body) = send(
+                    &app,
+                    get("/forest/customers?timezone=UTC&fields[customers]=id,email&page[size]=5"),
+                )
+                .await;
+                if status == StatusCode::OK && body["data"].as_array().is_some_and(|d| d.len() == 5)
+                {
+                    done.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    eprintln!("failed request: {status} {body}");
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Three swaps: the shop example, then `hostile`, then the example, then `hostile` again, each
+    // replacing shop.wasm in place.
+    let mut durations = Vec::new();
+    for (i, next) in ["hostile", "shop_plugin", "hostile"]
+        .into_iter()
+        .enumerate()
+    {
+        shop.install(next, "shop");
+        let started = Instant::now();
+        let report = served.reload().await.unwrap();
+        durations.push(started.elapsed());
+        assert_eq!(report.plugins, 1, "swap {i}");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for l in loops {
+        l.await.unwrap();
+    }
+    let (done, failed) = (done.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    eprintln!("hot swap: {done} requests, {failed} failed, reloads took {durations:?}");
+    assert_eq!(failed, 0);
+    assert!(done > 16, "the loops ran: {done}");
+    // The new plugin's behaviour is visible, the old one's gone.
+    let (status, _, body) = send(
+        &app,
+        get("/forest/customers?timezone=UTC&fields[customers]=id,ok&sort=id&page[size]=2"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(attributes(&body, "ok"), [&json!(2), &json!(4)]);
+    let (status, _, body) = send(
+        &app,
+        get("/forest/customers?timezone=UTC&fields[customers]=id,full_name&page[size]=2"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+#[tokio::test]
+async fn watch_reloads_when_the_plugin_directory_changes() {
+    let shop = Shop::new().await;
+    let (served, app) = shop.serve().await.unwrap();
+    served.reload_on_change();
+    // Give the watcher its first look, then replace the plugin.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    shop.install("hostile", "shop");
+    let uri = "/forest/customers?timezone=UTC&fields[customers]=id,ok&sort=id&page[size]=1";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _, body) = send(&app, get(uri)).await;
+        if status == StatusCode::OK {
+            assert_eq!(attributes(&body, "ok"), [&json!(2)]);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no reload after the change: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
