@@ -9,7 +9,7 @@ mod js;
 pub mod query_string;
 pub mod schema_file;
 pub mod serialize;
-mod wire;
+pub(crate) mod wire;
 
 use crate::datasource;
 

@@ -26,7 +26,7 @@ pub use query::{
     Filter, Group, Leaf, Operator, Page, Projection, Sort, SortClause,
 };
 pub use record::{
-    Record, Value, decode_binary, format_datetime, pack_id, parse_datetime, unpack_id,
+    Record, Value, decode_binary, format_datetime, pack_id, pack_id_with, parse_datetime, unpack_id,
 };
 pub use schema::{
     CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, FieldSchema, PrimitiveType,

@@ -360,6 +360,195 @@ async fn csv_cells_use_the_wire_forms(backend: Backend) {
     );
 }
 
+/// Binary columns are served as strings, as the Node agent's binary decorator serves them: the
+/// schema file says `String` with the rules of the served form (a data URI, or hex for keys),
+/// and so do capabilities, whose operators stay those of the bytes.
+async fn binary_columns_are_strings_in_the_schema_and_capabilities(backend: Backend) {
+    use canopy::agent::schema_file::{Meta, NoActions, SchemaFile};
+    use canopy::datasource::DataSource as _;
+    let (db, app) = bank(backend).await;
+    let datasource = db.datasource(Options::default()).await;
+    let file = SchemaFile::build(datasource.schema(), &NoActions, Meta::default()).unwrap();
+    let collection = |name: &str| {
+        file.collections
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    let field = |c: &str, f: &str| {
+        collection(c)["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["field"] == f)
+            .unwrap_or_else(|| panic!("{c}.{f}"))
+            .clone()
+    };
+    let like = |pattern: &str| json!({"type": "is like", "value": pattern, "message": format!("Value must match {pattern}")});
+    let present = json!({"type": "is present", "message": "Field is required"});
+    let avatar = field("accounts", "avatar");
+    assert_eq!(avatar["type"], "String");
+    assert_eq!(avatar["validations"], json!([like("/^data:.*;base64,.*/")]));
+    // The binary key: hex, required (NOT NULL, not generated).
+    let id = field("blobs", "id");
+    assert_eq!(
+        (&id["type"], &id["isRequired"], &id["validations"]),
+        (
+            &json!("String"),
+            &json!(true),
+            &json!([like("/^[0-9a-f]+$/"), present])
+        )
+    );
+    // The relation through the binary foreign key takes its served type and rules.
+    let blob = field("blob_tags", "blob");
+    assert_eq!(blob["type"], "String");
+    assert_eq!(blob["validations"], json!([like("/^[0-9a-f]+$/")]));
+
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "POST",
+            "/forest/_internal/capabilities",
+            &json!({"collectionNames": ["accounts", "blob_tags"]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let fields = |name: &str| {
+        body["collections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()["fields"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let capability = |c: &str, f: &str| {
+        fields(c)
+            .into_iter()
+            .find(|x| x["name"] == f)
+            .unwrap_or_else(|| panic!("{c}.{f}"))
+    };
+    let bytes_operators = json!([
+        "blank",
+        "equal",
+        "in",
+        "missing",
+        "not_equal",
+        "not_in",
+        "present"
+    ]);
+    for (c, f) in [("accounts", "avatar"), ("blob_tags", "blob_id")] {
+        let column = capability(c, f);
+        assert_eq!(column["type"], "String", "{c}.{f}");
+        let mut operators: Vec<String> = column["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap().to_owned())
+            .collect();
+        operators.sort();
+        assert_eq!(json!(operators), bytes_operators, "{c}.{f}");
+    }
+    assert_eq!(capability("accounts", "balance")["type"], "Number");
+}
+
+/// A decimal primary key is packed as `String(value)` of what the Node agent's driver returns:
+/// the text with its scale on PostgreSQL, a JavaScript number on MariaDB and SQLite. The id is
+/// the same in the record, its to-many links, the linkage of records pointing at it and the
+/// included record, and it reads the record back.
+async fn decimal_keys_are_packed_as_the_driver_prints_them(backend: Backend) {
+    let (db, app) = bank(backend).await;
+    let money = match backend {
+        Backend::Postgres => "NUMERIC(10,2)",
+        Backend::MySql | Backend::Sqlite => "DECIMAL(10,2)",
+    };
+    db.execute(&format!(
+        "CREATE TABLE prices (code {money} NOT NULL PRIMARY KEY, label VARCHAR(10));
+         CREATE TABLE quotes (id INTEGER NOT NULL PRIMARY KEY, price_code {money},
+            FOREIGN KEY (price_code) REFERENCES prices(code));
+         INSERT INTO prices (code, label) VALUES (12.30, 'a'), (5.00, 'b');
+         INSERT INTO quotes (id, price_code) VALUES (1, 12.30), (2, 5.00);"
+    ))
+    .await;
+    drop(app);
+    let app = app_over(&db).await;
+    let (dozen, five) = match backend {
+        Backend::Postgres => ("12.30", "5.00"),
+        Backend::MySql | Backend::Sqlite => ("12.3", "5"),
+    };
+    let body = ok(&app, get("/forest/prices?timezone=UTC&sort=label")).await;
+    let ids: Vec<&Json> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["id"])
+        .collect();
+    assert_eq!(ids, [&json!(dozen), &json!(five)], "{body}");
+    assert_eq!(
+        body["data"][0]["relationships"]["quotes"]["links"]["related"]["href"],
+        json!(format!("/forest/prices/{dozen}/relationships/quotes"))
+    );
+    for id in [dozen, five] {
+        let one = ok(&app, get(&format!("/forest/prices/{id}?timezone=UTC"))).await;
+        assert_eq!(one["data"]["id"], json!(id), "{one}");
+    }
+    // The linkage of a record pointing at the key, with and without the related record loaded.
+    let body = ok(&app, get("/forest/quotes?timezone=UTC&sort=id")).await;
+    assert_eq!(
+        body["data"][0]["relationships"]["price"]["data"],
+        json!({ "type": "prices", "id": dozen }),
+        "{body}"
+    );
+    assert_eq!(body["included"][0]["id"], json!(dozen), "{body}");
+    let uri = "/forest/quotes?timezone=UTC&sort=id&fields[quotes]=id,price_code";
+    let body = ok(&app, get(uri)).await;
+    assert_eq!(
+        body["data"][1]["relationships"]["price"]["data"],
+        json!({ "type": "prices", "id": five }),
+        "{body}"
+    );
+}
+
+/// Chart group keys are values of their column and travel in its wire form: binary columns as
+/// data URIs, binary keys as hex, in Pie and Leaderboard charts.
+async fn binary_chart_keys_take_the_wire_form(backend: Backend) {
+    let (_db, app) = bank(backend).await;
+    let chart = |collection: &str, body: Json| {
+        let app = app.clone();
+        let uri = format!("/forest/stats/{collection}?timezone=UTC");
+        async move {
+            let body = ok(&app, with_body("POST", &uri, &body)).await;
+            body["data"]["attributes"]["value"].clone()
+        }
+    };
+    let pie = chart(
+        "accounts",
+        json!({"type": "Pie", "sourceCollectionName": "accounts", "aggregator": "Count",
+            "groupByFieldName": "avatar"}),
+    )
+    .await;
+    assert_eq!(pie, json!([{ "key": PNG_URI, "value": 1 }]));
+    let pie = chart(
+        "blob_tags",
+        json!({"type": "Pie", "sourceCollectionName": "blob_tags", "aggregator": "Count",
+            "groupByFieldName": "blob_id"}),
+    )
+    .await;
+    assert_eq!(pie, json!([{ "key": "cafe", "value": 1 }]));
+    for (label, key) in [("body", json!(PNG_URI)), ("id", json!("cafe"))] {
+        let leaderboard = chart(
+            "blobs",
+            json!({"type": "Leaderboard", "sourceCollectionName": "blobs", "aggregator": "Count",
+                "relationshipFieldName": "blob_tags", "labelFieldName": label, "limit": 5}),
+        )
+        .await;
+        assert_eq!(leaderboard, json!([{ "key": key, "value": 1 }]), "{label}");
+    }
+}
+
 /// Percent-encodes everything but ASCII letters and digits.
 fn urlencode(s: &str) -> String {
     s.bytes()
@@ -379,7 +568,40 @@ on_all_backends!(
     writes_round_trip_exactly,
     binary_keys_are_hex_in_writes_and_filters,
     csv_cells_use_the_wire_forms,
+    binary_columns_are_strings_in_the_schema_and_capabilities,
+    decimal_keys_are_packed_as_the_driver_prints_them,
+    binary_chart_keys_take_the_wire_form,
 );
+
+/// The elements of a PostgreSQL `numeric[]` keep their display scale, as the scalars do (the
+/// driver gives the scale of the base-10000 digits: `12.3000`), and every numeric is written as
+/// PostgreSQL prints it (`0.00`, `0.0000001`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_numeric_arrays_keep_their_scale() {
+    let (db, app) = bank(Backend::Postgres).await;
+    db.execute(
+        "CREATE TABLE baskets (id SERIAL PRIMARY KEY, prices NUMERIC(10,2)[], raw NUMERIC[],
+            total NUMERIC(10,2), tiny NUMERIC);
+         INSERT INTO baskets (prices, raw, total, tiny) VALUES
+            ('{12.30, 5, NULL, 10000}', '{1.50, 0.000, 10000, -2.5}', 0, 0.0000001);",
+    )
+    .await;
+    drop(app);
+    let app = app_over(&db).await;
+    let body = ok(&app, get("/forest/baskets?timezone=UTC")).await;
+    assert_eq!(
+        body["data"][0]["attributes"],
+        json!({
+            "id": 1,
+            "prices": ["12.30", "5.00", null, "10000.00"],
+            "raw": ["1.50", "0.000", "10000", "-2.5"],
+            // Zero keeps its scale and small values their digits, as PostgreSQL prints them.
+            "total": "0.00",
+            "tiny": "0.0000001",
+        }),
+        "{body}"
+    );
+}
 
 /// PostgreSQL `bit(1)` is typed Boolean and served as one (the Node agent passes the driver's
 /// `"1"`/`"0"` through: a deliberate difference, docs/compatibility.md).

@@ -23,8 +23,9 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 
-use super::{Error, Result};
+use super::{Error, Result, wire};
 use crate::datasource::query::equivalence::start_of_day;
+use crate::datasource::schema::Wire;
 use crate::datasource::{
     AggregateResult, Aggregation, AggregationOperation, Caller, CollectionSchema, ConditionTree,
     DataSource, DataSourceSchema, DateOperation, Filter, Leaf, Operator, PrimitiveType,
@@ -690,16 +691,29 @@ async fn pie_chart(
         .collection(collection)?
         .aggregate(caller, &Filter::new(tree), &aggregation, None)
         .await?;
-    Ok(key_values(&rows, &group))
+    let wire = group_wire(ds.schema(), collection, &group);
+    Ok(key_values(&rows, &group, wire))
 }
 
-fn key_values(rows: &[AggregateResult], group: &str) -> Json {
+/// The wire form of the column a group path (`field` or `relation:field`) reaches from
+/// `collection`: group keys are values of that column and travel as its values do (binary keys
+/// as data URIs or hex, bigints as strings), as the Node agent's binary decorator and drivers
+/// hand them to the chart.
+fn group_wire(schema: &DataSourceSchema, collection: &str, path: &str) -> Wire {
+    schema
+        .collection(collection)
+        .and_then(|c| schema.resolve_column(c, path))
+        .map_or(Wire::Plain, |(_, column)| column.wire)
+}
+
+fn key_values(rows: &[AggregateResult], group: &str, wire: Wire) -> Json {
     Json::Array(
         rows.iter()
             .map(|row| {
-                let key = row.group.get(group).map_or(Json::Null, |k| {
-                    serde_json::to_value(k).unwrap_or(Json::Null)
-                });
+                let key = row
+                    .group
+                    .get(group)
+                    .map_or(Json::Null, |k| wire::to_json(k, wire).unwrap_or(Json::Null));
                 json!({ "key": key, "value": number_json(&row.value) })
             })
             .collect(),
@@ -866,7 +880,7 @@ async fn leaderboard_chart(
     // Datasources order groups by value already; sorting again keeps the contract whatever the
     // datasource (stable, so ties keep the datasource's order).
     rows.sort_by(|a, b| b.value.compare(&a.value));
-    Ok(key_values(&rows, &group))
+    Ok(key_values(&rows, &group, group_wire(schema, on, &group)))
 }
 
 /// A chart number: integers stay integers, decimals become JSON numbers (never strings), and an
@@ -1425,5 +1439,51 @@ mod tests {
         assert_eq!(number_json(&Value::Null), json!(0));
         let decimal: bigdecimal::BigDecimal = "12.50".parse().expect("decimal");
         assert_eq!(number_json(&Value::Decimal(decimal)), json!(12.5));
+    }
+
+    #[test]
+    fn group_keys_take_the_wire_form_of_their_column() {
+        use crate::datasource::schema::RelationSchema;
+        let mut schema = schema();
+        let mut files = CollectionSchema::new("files");
+        let mut key = ColumnSchema::new(PrimitiveType::Binary);
+        key.wire = Wire::Hex;
+        files.fields.insert("id".into(), FieldSchema::Column(key));
+        let body = ColumnSchema::new(PrimitiveType::Binary);
+        files
+            .fields
+            .insert("body".into(), FieldSchema::Column(body));
+        schema.collections.insert("files".into(), files);
+        let orders = schema.collections.get_mut("orders").expect("orders");
+        orders.fields.insert(
+            "file".into(),
+            FieldSchema::Relation(RelationSchema::ManyToOne {
+                foreign_collection: "files".into(),
+                foreign_key: "file_id".into(),
+                foreign_key_target: "id".into(),
+            }),
+        );
+        assert_eq!(group_wire(&schema, "files", "body"), Wire::DataUri);
+        assert_eq!(group_wire(&schema, "files", "id"), Wire::Hex);
+        assert_eq!(group_wire(&schema, "orders", "file:body"), Wire::DataUri);
+        assert_eq!(group_wire(&schema, "orders", "status"), Wire::Plain);
+        assert_eq!(group_wire(&schema, "orders", "nowhere"), Wire::Plain);
+
+        let row = |key: Value, value: i64| AggregateResult {
+            value: Value::Int(value),
+            group: [("file:body".to_owned(), key)].into_iter().collect(),
+        };
+        let rows = [row(Value::Binary(b"%PDF".to_vec()), 2), row(Value::Null, 1)];
+        assert_eq!(
+            key_values(&rows, "file:body", Wire::DataUri),
+            json!([
+                {"key": "data:application/pdf;base64,JVBERg==", "value": 2},
+                {"key": null, "value": 1}
+            ])
+        );
+        assert_eq!(
+            key_values(&rows[..1], "file:body", Wire::Hex),
+            json!([{"key": "25504446", "value": 2}])
+        );
     }
 }

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use serde_json::{Map, Value as Json};
 
+use super::wire::{served_primitive, served_validation};
 use super::{Result, js};
 use crate::datasource::schema::ValidationRule;
 use crate::datasource::{
@@ -357,7 +358,7 @@ fn column_json(collection: &CollectionSchema, name: &str, column: &ColumnSchema)
         ("isVirtual", false.into()),
         ("reference", Json::Null),
         ("type", type_json(&column.column_type)),
-        ("validations", validations_json(&column.validation)),
+        ("validations", validations_json(&served_validation(column))),
     ])
 }
 
@@ -389,7 +390,7 @@ fn relation_json(
                     key.is_required(),
                     key.is_sortable,
                     reference(foreign_key_target),
-                    validations_json(&key.validation),
+                    validations_json(&served_validation(key)),
                 )
             }
             RelationSchema::OneToOne {
@@ -551,10 +552,11 @@ fn default_json(column: &ColumnSchema) -> Json {
         .unwrap_or(Json::Null)
 }
 
-/// `"Number"`, `["String"]`, or `{"fields": [{"field", "type"}]}` for composite types.
+/// `"Number"`, `["String"]`, or `{"fields": [{"field", "type"}]}` for composite types. Every type
+/// is written as served, so `Binary` is `String` (keys of relations included).
 fn type_json(column_type: &ColumnType) -> Json {
     match column_type {
-        ColumnType::Primitive(p) => Json::String(p.as_str().to_owned()),
+        ColumnType::Primitive(p) => Json::String(served_primitive(*p).as_str().to_owned()),
         ColumnType::Array(inner) => Json::Array(vec![type_json(inner)]),
         ColumnType::Composite(fields) => object([(
             "fields",

@@ -14,7 +14,7 @@ use super::wire::{self, WireValue};
 use super::{Error, Result, js};
 use crate::datasource::schema::Wire;
 use crate::datasource::{
-    self, CollectionSchema, DataSourceSchema, FieldSchema, Record, RelationSchema, Value, pack_id,
+    self, CollectionSchema, DataSourceSchema, FieldSchema, Record, RelationSchema, Value,
 };
 
 /// What JavaScript's `encodeURIComponent` leaves alone: letters, digits and `-_.!~*'()`.
@@ -209,7 +209,8 @@ impl<'a> Resource<'a> {
         record: &'a Record,
         included: &mut Included<'a>,
     ) -> Result<Self> {
-        let id = pack_id(collection, record)?;
+        // The id as the Node agent packs it, from the keys' wire forms (MariaDB `12.3`).
+        let id = wire::pack_id(collection, record)?;
         let mut relationships = Vec::new();
         // Relationships follow the schema's field order, as the agent registers them.
         for (name, relation) in collection.relations() {
@@ -230,7 +231,10 @@ impl<'a> Resource<'a> {
                         // column (json-api-serializer `alternativeKey`) when it was projected.
                         None => match record.get(foreign_key) {
                             Some(Value::Null) => Linkage::Null,
-                            Some(fk) => Linkage::To(foreign, fk.to_id_string()),
+                            Some(fk) => {
+                                let wire = collection.column(foreign_key).map(|c| c.wire);
+                                Linkage::To(foreign, wire::id_string(fk, wire.unwrap_or_default()))
+                            }
                             None => continue,
                         },
                     }

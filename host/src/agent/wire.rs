@@ -3,6 +3,7 @@
 //! URIs with a sniffed MIME type and binary keys as hex. The column's [`Wire`] is decided when
 //! the schema is built; here it only picks a branch, so serializing stays one match per value.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use base64::Engine as _;
@@ -12,8 +13,11 @@ use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
 
 use super::js;
-use crate::datasource::schema::Wire;
-use crate::datasource::{Value, decode_binary};
+use crate::datasource::schema::{ValidationRule, Wire};
+use crate::datasource::{
+    CollectionSchema, ColumnSchema, ColumnType, Operator, PrimitiveType, Record, Result, Value,
+    decode_binary, pack_id_with,
+};
 
 /// The JSON of a value of a column with this wire form.
 pub(crate) fn to_json(value: &Value, wire: Wire) -> serde_json::Result<Json> {
@@ -29,7 +33,7 @@ impl Serialize for WireValue<'_> {
         let Self(value, wire) = *self;
         match (value, wire) {
             (Value::Int(i), Wire::NumberString) => s.collect_str(i),
-            (Value::Decimal(d), Wire::NumberString) => s.collect_str(d),
+            (Value::Decimal(d), Wire::NumberString) => s.collect_str(&Plain(d)),
             (Value::Decimal(d), Wire::Number) => decimal_number(d).serialize(s),
             (Value::Binary(bytes), Wire::DataUri) => s.serialize_str(&data_uri(bytes)),
             (Value::Array(items), _) if wire != Wire::Plain => {
@@ -50,6 +54,16 @@ pub(crate) fn csv_text(value: &Value, wire: Wire) -> Option<String> {
     }
 }
 
+/// A decimal as the database prints it: all digits, the scale kept, zero included (`0.00`), and
+/// never an exponent (`0.0000001`), where `BigDecimal`'s `Display` writes `0` and `1E-7`.
+struct Plain<'a>(&'a bigdecimal::BigDecimal);
+
+impl std::fmt::Display for Plain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.write_plain_string(f)
+    }
+}
+
 /// A decimal as the JavaScript number MariaDB's driver makes of it (`12.30` → `12.3`,
 /// `5.00` → `5`): integral values are written without a fraction, as `JSON.stringify` does.
 fn decimal_number(d: &bigdecimal::BigDecimal) -> Json {
@@ -59,6 +73,52 @@ fn decimal_number(d: &bigdecimal::BigDecimal) -> Json {
         Some(f) => serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number),
         None => Json::Null,
     }
+}
+
+/// The packed id of a record as the Node agent packs it: `String(value)` of each key as its
+/// driver returns it, so a MariaDB decimal key `12.30` is `12.3`, joined with `|`.
+pub(crate) fn pack_id(collection: &CollectionSchema, record: &Record) -> Result<String> {
+    pack_id_with(collection, record, |value, column, id| {
+        push_id(value, column.wire, id)
+    })
+}
+
+/// The id of a record a foreign key value points at (a to-one linkage), as [`pack_id`] writes it.
+pub(crate) fn id_string(value: &Value, wire: Wire) -> String {
+    let mut id = String::new();
+    push_id(value, wire, &mut id);
+    id
+}
+
+/// Appends `String(value)` of a key value in its wire form: numbers as JavaScript prints them
+/// where the driver returns numbers (MariaDB decimals, floats), bigints and PostgreSQL/MySQL
+/// decimals as their text (scale kept), bytes as hex. Written in place, without a string per
+/// value.
+fn push_id(value: &Value, wire: Wire, id: &mut String) {
+    use std::fmt::Write as _;
+    // Writing into a String cannot fail.
+    let _ = match value {
+        Value::String(s) => {
+            id.push_str(s);
+            Ok(())
+        }
+        Value::Int(i) => write!(id, "{i}"),
+        Value::Decimal(d) if wire == Wire::Number => {
+            id.push_str(&js::number(d.to_f64().unwrap_or(f64::NAN)));
+            Ok(())
+        }
+        Value::Decimal(d) => write!(id, "{}", Plain(d)),
+        Value::Float(f) => {
+            id.push_str(&js::number(*f));
+            Ok(())
+        }
+        Value::Uuid(u) => write!(id, "{u}"),
+        Value::Binary(bytes) => bytes.iter().try_for_each(|b| write!(id, "{b:02x}")),
+        other => {
+            id.push_str(&other.to_id_string());
+            Ok(())
+        }
+    };
 }
 
 /// Reads a binary value of a write body in its column's wire form: a data URI for ordinary
@@ -83,6 +143,88 @@ pub(crate) fn data_uri(bytes: &[u8]) -> String {
     // Node's `buffer.toString('base64')`: the standard alphabet, padded.
     STANDARD.encode_string(bytes, &mut out);
     out
+}
+
+// ----------------------------------------------------------------------------------------------
+// The schema as the binary decorator serves it (§8.12)
+//
+// Neither JSON:API nor the frontend carry bytes, so the decorator (the last but renaming in the
+// Node agent's stack) serves binary columns as strings and advertises the rules of their string
+// form. Their filter operators are left as they are: the decorator passes them through.
+
+/// `Binary` served as `String`; other primitives as they are.
+pub(crate) fn served_primitive(primitive: PrimitiveType) -> PrimitiveType {
+    match primitive {
+        PrimitiveType::Binary => PrimitiveType::String,
+        other => other,
+    }
+}
+
+/// A column type as served: `Binary` is `String` at any depth (arrays, composite fields).
+pub(crate) fn served_type(column_type: &ColumnType) -> ColumnType {
+    match column_type {
+        ColumnType::Primitive(p) => ColumnType::Primitive(served_primitive(*p)),
+        ColumnType::Array(inner) => ColumnType::Array(Box::new(served_type(inner))),
+        ColumnType::Composite(fields) => ColumnType::Composite(
+            fields
+                .iter()
+                .map(|(name, ty)| (name.clone(), served_type(ty)))
+                .collect(),
+        ),
+    }
+}
+
+/// The rules served for a binary column replace its own: its string form as a `Match` pattern
+/// (a data URI, or lowercase hex for keys), for hex the byte lengths as character lengths
+/// (`LongerThan n` → `2n + 1`, `ShorterThan n` → `2n - 1`, when `n` is not 0), then `Present`
+/// when the column has it. Other columns (arrays of bytes too) keep their rules.
+pub(crate) fn served_validation(column: &ColumnSchema) -> Cow<'_, [ValidationRule]> {
+    if column.column_type != ColumnType::Primitive(PrimitiveType::Binary) {
+        return Cow::Borrowed(&column.validation);
+    }
+    let rule = |operator, value: Option<Value>| ValidationRule { operator, value };
+    // The pattern as the agent sends a `RegExp`: its `toString()`, slashes included.
+    let pattern = |source: &str| Some(Value::String(source.to_owned()));
+    let bound = |operator| {
+        column
+            .validation
+            .iter()
+            .find(|r| r.operator == operator)
+            .and_then(|r| r.value.as_ref())
+            .and_then(Value::as_f64)
+            .filter(|n| *n != 0.0 && !n.is_nan())
+    };
+    let mut rules = Vec::with_capacity(4);
+    if column.wire == Wire::Hex {
+        rules.push(rule(Operator::Match, pattern("/^[0-9a-f]+$/")));
+        if let Some(min) = bound(Operator::LongerThan) {
+            rules.push(rule(
+                Operator::LongerThan,
+                Some(js_integer(min * 2.0 + 1.0)),
+            ));
+        }
+        if let Some(max) = bound(Operator::ShorterThan) {
+            rules.push(rule(
+                Operator::ShorterThan,
+                Some(js_integer(max * 2.0 - 1.0)),
+            ));
+        }
+    } else {
+        rules.push(rule(Operator::Match, pattern("/^data:.*;base64,.*/")));
+    }
+    if column.is_required() {
+        rules.push(rule(Operator::Present, None));
+    }
+    Cow::Owned(rules)
+}
+
+/// A JavaScript number as a value: integral ones as integers (they print without `.0`).
+fn js_integer(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
+        Value::Int(n as i64)
+    } else {
+        Value::Float(n)
+    }
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -410,6 +552,7 @@ mod tests {
     #[test]
     fn values_take_their_column_wire_form() {
         let json = |v: &Value, w: Wire| to_json(v, w).unwrap();
+        const BIG_TEXT: &str = "9007199254740993";
         let big = Value::Int(9_007_199_254_740_993);
         assert_eq!(
             json(&big, Wire::NumberString),
@@ -430,6 +573,20 @@ mod tests {
         );
         assert_eq!(csv_text(&price, Wire::Number).as_deref(), Some("12.3"));
         assert_eq!(csv_text(&price, Wire::NumberString), None);
+        // Zero keeps its scale and small values their digits, as the database prints them.
+        for text in ["0.00", "0.0000001", "-0.000012", "10000"] {
+            let value = Value::Decimal(text.parse().unwrap());
+            assert_eq!(json(&value, Wire::NumberString), Json::from(text));
+            assert_eq!(id_string(&value, Wire::NumberString), text);
+        }
+        assert_eq!(id_string(&price, Wire::Number), "12.3");
+        assert_eq!(id_string(&whole, Wire::Number), "5");
+        assert_eq!(id_string(&Value::Float(2.0), Wire::Plain), "2");
+        assert_eq!(
+            id_string(&Value::Binary(vec![0xCA, 0xFE]), Wire::Hex),
+            "cafe"
+        );
+        assert_eq!(id_string(&big, Wire::NumberString), BIG_TEXT);
         let bytes = Value::Binary(vec![0xCA, 0xFE]);
         assert_eq!(json(&bytes, Wire::Hex), Json::from("cafe"));
         assert_eq!(

@@ -12,7 +12,7 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use uuid::Uuid;
 
 use super::error::{Error, Result};
-use super::schema::{CollectionSchema, PrimitiveType};
+use super::schema::{CollectionSchema, ColumnSchema, PrimitiveType};
 
 /// One value of a record or of a condition. Typed, so that comparisons, bindings and the
 /// in-memory evaluator agree on every database.
@@ -597,20 +597,34 @@ impl From<Record> for IndexMap<String, Value> {
 
 /// Packs a record's primary key as the agent does: values in schema order joined with `|`.
 pub fn pack_id(schema: &CollectionSchema, record: &Record) -> Result<String> {
+    pack_id_with(schema, record, |value, _, id| {
+        // The first value's string becomes the id itself: one allocation for a single key.
+        if id.is_empty() {
+            *id = value.to_id_string();
+        } else {
+            id.push_str(&value.to_id_string());
+        }
+    })
+}
+
+/// [`pack_id`] with each key value appended by `write`, given its column: the agent layer writes
+/// the values as the Node agent's drivers return them (`agent::wire`).
+pub fn pack_id_with(
+    schema: &CollectionSchema,
+    record: &Record,
+    mut write: impl FnMut(&Value, &ColumnSchema, &mut String),
+) -> Result<String> {
     // Written in place: this runs for every record of every response (and its to-one records).
-    let mut pks = schema
-        .columns()
-        .filter(|(_, column)| column.is_primary_key)
-        .map(|(name, _)| name);
-    let first = pks.next().ok_or(Error::NoPrimaryKey)?;
-    let mut id = record
-        .get(first)
-        .map(Value::to_id_string)
-        .unwrap_or_default();
-    for pk in pks {
+    let mut pks = schema.columns().filter(|(_, column)| column.is_primary_key);
+    let (first, column) = pks.next().ok_or(Error::NoPrimaryKey)?;
+    let mut id = String::new();
+    if let Some(value) = record.get(first) {
+        write(value, column, &mut id);
+    }
+    for (pk, column) in pks {
         id.push('|');
         if let Some(value) = record.get(pk) {
-            id.push_str(&value.to_id_string());
+            write(value, column, &mut id);
         }
     }
     Ok(id)

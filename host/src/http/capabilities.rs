@@ -11,6 +11,7 @@ use serde_json::{Value as Json, json};
 use super::caller::Authenticated;
 use super::error::ApiResult;
 use super::{JsonBody, SharedState};
+use crate::agent::wire::served_type;
 use crate::datasource::schema::AggregationCapabilities;
 use crate::datasource::{CollectionSchema, ColumnType, DateOperation, FieldSchema, RelationSchema};
 
@@ -66,7 +67,8 @@ fn collection_capabilities(collection: &CollectionSchema) -> Json {
         .filter_map(|(name, field)| match field {
             FieldSchema::Column(column) if is_listed(&column.column_type) => Some(json!({
                 "name": name,
-                "type": column.column_type.to_json(),
+                // As served: binary columns are strings (§8.12).
+                "type": served_type(&column.column_type).to_json(),
                 "operators": column
                     .filter_operators
                     .iter()

@@ -691,3 +691,134 @@ fn liana_features_list_the_enabled_experimental_features_in_the_agents_order() {
         Meta::default()
     );
 }
+
+/// files (binary key with byte lengths, data URI body, arrays and composites of bytes) ← file_tags
+/// (binary foreign key), served as the Node agent's binary decorator serves them.
+fn files() -> DataSourceSchema {
+    use crate::datasource::schema::Wire;
+    let rule = |operator, value: Option<Value>| ValidationRule { operator, value };
+    let mut files = CollectionSchema::new("files");
+    let mut id = required(column(P::Binary));
+    id.is_primary_key = true;
+    id.wire = Wire::Hex;
+    id.validation
+        .push(rule(Operator::LongerThan, Some(Value::Int(1))));
+    id.validation
+        .push(rule(Operator::ShorterThan, Some(Value::Int(16))));
+    add(&mut files, "id", FieldSchema::Column(id));
+    let mut body = required(column(P::Binary));
+    // Rules of the bytes give way to the data URI pattern.
+    body.validation
+        .push(rule(Operator::LongerThan, Some(Value::Int(4))));
+    add(&mut files, "body", FieldSchema::Column(body));
+    add(
+        &mut files,
+        "thumbs",
+        FieldSchema::Column(column(ColumnType::Array(Box::new(P::Binary.into())))),
+    );
+    let mut parts = IndexMap::new();
+    parts.insert("raw".to_owned(), ColumnType::from(P::Binary));
+    parts.insert("size".to_owned(), ColumnType::from(P::Number));
+    add(
+        &mut files,
+        "parts",
+        FieldSchema::Column(column(ColumnType::Composite(parts))),
+    );
+    let mut tags = CollectionSchema::new("file_tags");
+    add(&mut tags, "id", FieldSchema::Column(pk()));
+    let mut fk = column(P::Binary);
+    fk.wire = Wire::Hex;
+    add(&mut tags, "file_id", FieldSchema::Column(fk));
+    add(&mut tags, "file", many_to_one("files", "file_id"));
+    let mut ds = DataSourceSchema::default();
+    for c in [files, tags] {
+        ds.collections.insert(c.name.clone(), c);
+    }
+    ds
+}
+
+fn like(pattern: &str) -> Json {
+    json!({"type": "is like", "value": pattern, "message": format!("Value must match {pattern}")})
+}
+
+#[test]
+fn binary_columns_are_served_as_strings_with_the_binary_decorators_rules() {
+    let file = SchemaFile::build(&files(), &NoActions, meta()).expect("build");
+    let [tags, files] = &file.collections[..] else {
+        panic!("two collections: {:?}", file.collections);
+    };
+    let present = json!({"type": "is present", "message": "Field is required"});
+    let hex = like("/^[0-9a-f]+$/");
+    assert_eq!(
+        files["fields"],
+        json!([
+            col(
+                "body",
+                json!("String"),
+                json!({
+                    "isRequired": true,
+                    "validations": [like("/^data:.*;base64,.*/"), present.clone()]
+                })
+            ),
+            col(
+                "id",
+                json!("String"),
+                json!({
+                    "isPrimaryKey": true,
+                    "isRequired": true,
+                    // 1 to 16 bytes: 3 to 31 hex digits, as the decorator computes them.
+                    "validations": [
+                        hex.clone(),
+                        {"type": "is longer than", "value": 3, "message": "Value must be longer than 3 characters"},
+                        {"type": "is shorter than", "value": 31, "message": "Value must be shorter than 31 characters"},
+                        present
+                    ]
+                })
+            ),
+            col(
+                "parts",
+                json!({"fields": [{"field": "raw", "type": "String"}, {"field": "size", "type": "Number"}]}),
+                json!({})
+            ),
+            // Arrays of bytes are strings too, with their rules kept.
+            col("thumbs", json!(["String"]), json!({})),
+        ])
+    );
+    // The relation takes the served type and rules of its foreign key: hex, not required.
+    assert_eq!(
+        tags["fields"][0],
+        rel(
+            "file",
+            "BelongsTo",
+            json!("String"),
+            "files.id",
+            json!({"isFilterable": true, "validations": [hex]})
+        )
+    );
+}
+
+#[test]
+fn binary_length_rules_follow_javascript_arithmetic() {
+    use crate::datasource::schema::Wire;
+    let rule = |operator, value: Option<Value>| ValidationRule { operator, value };
+    let mut key = column(P::Binary);
+    key.wire = Wire::Hex;
+    // A zero bound is falsy in the decorator: no rule; a fractional one keeps its fraction.
+    key.validation = vec![
+        rule(Operator::LongerThan, Some(Value::Int(0))),
+        rule(Operator::ShorterThan, Some(Value::Float(2.25))),
+    ];
+    assert_eq!(
+        validations_json(&served_validation(&key)),
+        json!([
+            like("/^[0-9a-f]+$/"),
+            {"type": "is shorter than", "value": 3.5, "message": "Value must be shorter than 3.5 characters"}
+        ])
+    );
+    // Not a binary column: the rules are the column's own.
+    let text = required(column(P::String));
+    assert_eq!(
+        served_validation(&text).as_ref(),
+        text.validation.as_slice()
+    );
+}

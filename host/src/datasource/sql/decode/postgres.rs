@@ -181,6 +181,26 @@ fn numeric(raw: PgValueRef<'_>) -> std::result::Result<BigDecimal, sqlx::error::
     })
 }
 
+/// A `numeric[]` element with its display scale: the array decoder hands each element to this
+/// type's decoder, which reads the element's own header as [`numeric`] does for scalars.
+struct ScaledNumeric(BigDecimal);
+
+impl sqlx::Type<Postgres> for ScaledNumeric {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <BigDecimal as sqlx::Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <BigDecimal as sqlx::Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for ScaledNumeric {
+    fn decode(raw: PgValueRef<'r>) -> std::result::Result<Self, sqlx::error::BoxDynError> {
+        numeric(raw).map(Self)
+    }
+}
+
 /// Decodes a non-NULL value.
 pub(super) fn decode(raw: PgValueRef<'_>, dec: Dec, number: bool) -> DecodeResult {
     Ok(match dec {
@@ -238,7 +258,9 @@ fn array(
             Value::Float(f64::from(v))
         }),
         Elem::F64 => map(get::<Vec<Option<f64>>>(raw)?, Value::Float),
-        Elem::Numeric => map(get::<Vec<Option<BigDecimal>>>(raw)?, Value::Decimal),
+        Elem::Numeric => map(get::<Vec<Option<ScaledNumeric>>>(raw)?, |v| {
+            Value::Decimal(v.0)
+        }),
         Elem::Text => map(get::<Vec<Option<String>>>(raw)?, Value::String),
         Elem::Uuid => map(get::<Vec<Option<Uuid>>>(raw)?, Value::Uuid),
         Elem::Json => map(get::<Vec<Option<serde_json::Value>>>(raw)?, Value::Json),
