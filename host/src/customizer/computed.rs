@@ -9,7 +9,9 @@
 //! keep their null. An aggregation over a computed field lists the records and aggregates them in
 //! memory, as the agent does.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -277,31 +279,62 @@ impl Computed {
                 })
             })
             .collect::<Result<_>>()?;
-        let mut rows: HashMap<String, usize> = HashMap::new();
+        // Rows by the hash of their dependency values (the first row of each hash; rows whose
+        // hash collides with a different row's go to `overflow`), compared value by value.
+        let mut rows: HashMap<u64, usize> = HashMap::with_capacity(records.len());
+        let mut overflow: Vec<(u64, usize)> = Vec::new();
+        let mut len = 0;
         let mut row_of: Vec<Option<usize>> = Vec::with_capacity(records.len());
+        let mut values: Vec<&Value> = Vec::with_capacity(field.dependencies.len());
         for record in records.iter() {
             let Some(sub) = descend(record, &step.prefix) else {
                 row_of.push(None);
                 continue;
             };
-            let values: Vec<Value> = field
-                .dependencies
-                .iter()
-                .map(|dep| sub.get_path(dep).cloned().unwrap_or(Value::Null))
-                .collect();
-            // Debug output is exact for every value variant (floats included), so it is a
-            // faithful key for "same dependency values".
-            let key = format!("{values:?}");
-            let next = rows.len();
-            let row = *rows.entry(key).or_insert_with(|| {
-                for (column, value) in columns.iter_mut().zip(values) {
-                    column.values.push(value);
+            values.clear();
+            values.extend(
+                field
+                    .dependencies
+                    .iter()
+                    .map(|dep| sub.get_path(dep).unwrap_or(&Value::Null)),
+            );
+            let mut hasher = std::hash::DefaultHasher::new();
+            for value in &values {
+                hash_value(value, &mut hasher);
+            }
+            let hash = hasher.finish();
+            let same = |row: usize| {
+                columns
+                    .iter()
+                    .zip(&values)
+                    .all(|(column, value)| column.values[row] == **value)
+            };
+            let found = match rows.get(&hash) {
+                Some(&row) if same(row) => Some(row),
+                Some(_) => overflow
+                    .iter()
+                    .find(|(h, row)| *h == hash && same(*row))
+                    .map(|(_, row)| *row),
+                None => None,
+            };
+            let row = match found {
+                Some(row) => row,
+                None => {
+                    for (column, value) in columns.iter_mut().zip(&values) {
+                        column.values.push((*value).clone());
+                    }
+                    match rows.entry(hash) {
+                        Entry::Occupied(_) => overflow.push((hash, len)),
+                        Entry::Vacant(slot) => {
+                            slot.insert(len);
+                        }
+                    }
+                    len += 1;
+                    len - 1
                 }
-                next
-            });
+            };
             row_of.push(Some(row));
         }
-        let len = rows.len();
         if len == 0 {
             return Ok(());
         }
@@ -329,11 +362,31 @@ impl Computed {
                 field.column_type.to_json()
             )));
         }
-        for (record, row) in records.iter_mut().zip(row_of) {
-            if let Some(row) = row
-                && let Some(sub) = descend_mut(record, &step.prefix)
-            {
-                sub.insert(field.name.as_str(), values[row].clone());
+        // The last record of a row takes its value; the others get a copy.
+        let mut uses = vec![0usize; len];
+        for row in row_of.iter().flatten() {
+            uses[*row] += 1;
+        }
+        let mut values = values;
+        let mut take = |row: usize| {
+            uses[row] -= 1;
+            if uses[row] == 0 {
+                std::mem::replace(&mut values[row], Value::Null)
+            } else {
+                values[row].clone()
+            }
+        };
+        if step.prefix.is_empty() {
+            // Every record gets the field: one pass that keeps the records' names shared.
+            let rows: Vec<usize> = row_of.iter().map(|r| r.unwrap_or(0)).collect();
+            Record::set_column(records.iter_mut(), &field.name, |i| take(rows[i]));
+        } else {
+            for (record, row) in records.iter_mut().zip(row_of) {
+                if let Some(row) = row
+                    && let Some(sub) = descend_mut(record, &step.prefix)
+                {
+                    sub.insert(field.name.as_str(), take(row));
+                }
             }
         }
         Ok(())
@@ -361,6 +414,34 @@ impl Computed {
         }
         let shape = Shape::of(projection);
         Ok(records.iter().map(|r| shape.apply(r)).collect())
+    }
+}
+
+/// Feeds a value to a hasher: equal values (as `==` sees them) hash equally.
+fn hash_value(value: &Value, hasher: &mut impl Hasher) {
+    std::mem::discriminant(value).hash(hasher);
+    match value {
+        Value::Null => {}
+        Value::Bool(b) => b.hash(hasher),
+        Value::Int(i) => i.hash(hasher),
+        Value::Float(f) => f.to_bits().hash(hasher),
+        Value::Decimal(d) => d.hash(hasher),
+        Value::String(s) => s.hash(hasher),
+        Value::Date(d) => d.hash(hasher),
+        Value::Dateonly(d) => d.hash(hasher),
+        Value::Time(t) => t.hash(hasher),
+        Value::Uuid(u) => u.hash(hasher),
+        Value::Json(j) => j.to_string().hash(hasher),
+        Value::Binary(b) => b.hash(hasher),
+        Value::Point(x, y) => {
+            x.to_bits().hash(hasher);
+            y.to_bits().hash(hasher);
+        }
+        Value::Array(items) => items.iter().for_each(|v| hash_value(v, hasher)),
+        Value::Record(r) => r.iter().for_each(|(k, v)| {
+            k.hash(hasher);
+            hash_value(v, hasher);
+        }),
     }
 }
 

@@ -483,6 +483,40 @@ impl Record {
         &mut self.values[i]
     }
 
+    /// Sets `field` on every record, to `value(i)` for the i-th. Records that shared their names
+    /// still share them afterwards: the names are copied once per distinct list, not once per
+    /// record as inserting into each would (a computed column over a page of records).
+    pub fn set_column<'a>(
+        records: impl IntoIterator<Item = &'a mut Record>,
+        field: &str,
+        mut value: impl FnMut(usize) -> Value,
+    ) {
+        let field: Arc<str> = Arc::from(field);
+        // The last names extended (held, so that no other list can take their address), and
+        // what they became.
+        let mut extended: Option<(Arc<Names>, Arc<Names>)> = None;
+        for (i, record) in records.into_iter().enumerate() {
+            let v = value(i);
+            if let Some(position) = record.names.position(&field) {
+                record.values[position] = v;
+                continue;
+            }
+            match &extended {
+                Some((from, to)) if Arc::ptr_eq(from, &record.names) => {
+                    record.names = Arc::clone(to);
+                }
+                _ => {
+                    let mut names = (*record.names).clone();
+                    names.push(Arc::clone(&field));
+                    let names = Arc::new(names);
+                    let old = std::mem::replace(&mut record.names, Arc::clone(&names));
+                    extended = Some((old, names));
+                }
+            }
+            record.values.push(v);
+        }
+    }
+
     /// Reads a `:` path through nested relation records; `None` when a segment is absent,
     /// `Some(Null)` when a relation on the way is null.
     pub fn get_path(&self, path: &str) -> Option<&Value> {
