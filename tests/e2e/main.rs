@@ -9,8 +9,8 @@
 mod aggregate;
 mod charts;
 mod composite;
-mod customizer;
 mod context;
+mod customizer;
 mod http;
 mod http_props;
 mod http_stats;

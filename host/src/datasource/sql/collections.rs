@@ -92,8 +92,8 @@ fn collection(table: &Table) -> CollectionSchema {
         };
         field.enum_values = column.enum_values.clone();
         // The binary decorator shows keys as hex, so that ids stay short and URL-safe.
-        let is_key = column.is_primary_key
-            || table.foreign_keys.iter().any(|fk| fk.column == column.name);
+        let is_key =
+            column.is_primary_key || table.foreign_keys.iter().any(|fk| fk.column == column.name);
         field.wire = match column.wire {
             Wire::DataUri if is_key => Wire::Hex,
             other => other,
