@@ -50,7 +50,11 @@ impl Runtime {
             .max_component_instance_size(1 << 20)
             .max_core_instances_per_component(32)
             .max_memories_per_component(4)
-            .max_tables_per_component(16);
+            .max_tables_per_component(16)
+            // A freed slot's first MiBs are zeroed in place instead of returned to the kernel:
+            // the next call then starts without page faults (wasm-host.md §2: +15% throughput).
+            .linear_memory_keep_resident(4 << 20)
+            .table_keep_resident(64 << 10);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         if let Some(dir) = cache_dir {
             let mut cache = CacheConfig::new();
