@@ -8,12 +8,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::handlers::Context;
-use super::stack::{Decorator, Layer, by_collection, decorated};
+use super::stack::{FilterRefiner, Layer, by_collection, refining};
 use super::{Customization, Kind, SearchMode};
 use crate::datasource::query::search;
 use crate::datasource::{
-    AggregateResult, Aggregation, Caller, Collection, CollectionSchema, ConditionTree, DataSource,
-    Error, Filter, Projection, Record, Result,
+    Caller, Collection, CollectionSchema, ConditionTree, DataSource, Error, Filter, Result,
 };
 
 /// The search layer over `child`. The last declaration for a collection wins, as a second
@@ -40,7 +39,7 @@ pub(super) fn layer(
         };
         let mut schema = collection.schema().clone();
         schema.searchable = !matches!(mode, SearchMode::Disabled);
-        Ok(Some(decorated(Search {
+        Ok(Some(refining(Search {
             child: collection,
             datasource: Arc::clone(child),
             schema,
@@ -57,7 +56,16 @@ struct Search {
     mode: SearchMode,
 }
 
-impl Search {
+#[async_trait]
+impl FilterRefiner for Search {
+    fn child(&self) -> &Arc<dyn Collection> {
+        &self.child
+    }
+
+    fn schema(&self) -> &CollectionSchema {
+        &self.schema
+    }
+
     /// The filter with its search replaced by a condition tree.
     async fn refine(&self, caller: &Caller, filter: &Filter) -> Result<Filter> {
         let Some(text) = filter.search_text() else {
@@ -105,49 +113,5 @@ impl Search {
             search_extended: false,
             ..filter.clone()
         })
-    }
-}
-
-#[async_trait]
-impl Decorator for Search {
-    fn child(&self) -> &Arc<dyn Collection> {
-        &self.child
-    }
-
-    fn schema(&self) -> &CollectionSchema {
-        &self.schema
-    }
-
-    async fn list(
-        &self,
-        caller: &Caller,
-        filter: &Filter,
-        projection: &Projection,
-    ) -> Result<Vec<Record>> {
-        let filter = self.refine(caller, filter).await?;
-        self.child.list(caller, &filter, projection).await
-    }
-
-    async fn aggregate(
-        &self,
-        caller: &Caller,
-        filter: &Filter,
-        aggregation: &Aggregation,
-        limit: Option<u64>,
-    ) -> Result<Vec<AggregateResult>> {
-        let filter = self.refine(caller, filter).await?;
-        self.child
-            .aggregate(caller, &filter, aggregation, limit)
-            .await
-    }
-
-    async fn update(&self, caller: &Caller, filter: &Filter, patch: &Record) -> Result<()> {
-        let filter = self.refine(caller, filter).await?;
-        self.child.update(caller, &filter, patch).await
-    }
-
-    async fn delete(&self, caller: &Caller, filter: &Filter) -> Result<()> {
-        let filter = self.refine(caller, filter).await?;
-        self.child.delete(caller, &filter).await
     }
 }

@@ -9,11 +9,10 @@ use async_trait::async_trait;
 use indexmap::IndexMap;
 
 use super::handlers::Context;
-use super::stack::{Decorator, Layer, by_collection, decorated};
+use super::stack::{FilterRefiner, Layer, by_collection, refining};
 use super::{Customization, Kind, SegmentSource};
 use crate::datasource::{
-    AggregateResult, Aggregation, Caller, Collection, CollectionSchema, ConditionTree, DataSource,
-    Error, Filter, Projection, Record, Result,
+    Caller, Collection, CollectionSchema, ConditionTree, DataSource, Error, Filter, Result,
 };
 
 /// The segment layer over `child`. A segment name used twice on a collection is refused.
@@ -52,7 +51,7 @@ pub(super) fn layer(
         };
         let mut schema = collection.schema().clone();
         schema.segments.extend(segments.keys().cloned());
-        Ok(Some(decorated(Segments {
+        Ok(Some(refining(Segments {
             child: collection,
             datasource: Arc::clone(child),
             schema,
@@ -69,7 +68,16 @@ struct Segments {
     segments: IndexMap<String, SegmentSource>,
 }
 
-impl Segments {
+#[async_trait]
+impl FilterRefiner for Segments {
+    fn child(&self) -> &Arc<dyn Collection> {
+        &self.child
+    }
+
+    fn schema(&self) -> &CollectionSchema {
+        &self.schema
+    }
+
     /// The filter with this layer's segment turned into its condition tree.
     async fn refine(&self, caller: &Caller, filter: &Filter) -> Result<Filter> {
         let Some(source) = filter.segment.as_ref().and_then(|s| self.segments.get(s)) else {
@@ -94,49 +102,5 @@ impl Segments {
             segment: None,
             ..filter.clone()
         })
-    }
-}
-
-#[async_trait]
-impl Decorator for Segments {
-    fn child(&self) -> &Arc<dyn Collection> {
-        &self.child
-    }
-
-    fn schema(&self) -> &CollectionSchema {
-        &self.schema
-    }
-
-    async fn list(
-        &self,
-        caller: &Caller,
-        filter: &Filter,
-        projection: &Projection,
-    ) -> Result<Vec<Record>> {
-        let filter = self.refine(caller, filter).await?;
-        self.child.list(caller, &filter, projection).await
-    }
-
-    async fn aggregate(
-        &self,
-        caller: &Caller,
-        filter: &Filter,
-        aggregation: &Aggregation,
-        limit: Option<u64>,
-    ) -> Result<Vec<AggregateResult>> {
-        let filter = self.refine(caller, filter).await?;
-        self.child
-            .aggregate(caller, &filter, aggregation, limit)
-            .await
-    }
-
-    async fn update(&self, caller: &Caller, filter: &Filter, patch: &Record) -> Result<()> {
-        let filter = self.refine(caller, filter).await?;
-        self.child.update(caller, &filter, patch).await
-    }
-
-    async fn delete(&self, caller: &Caller, filter: &Filter) -> Result<()> {
-        let filter = self.refine(caller, filter).await?;
-        self.child.delete(caller, &filter).await
     }
 }

@@ -286,6 +286,69 @@ pub(super) trait Decorator: Send + Sync + 'static {
     }
 }
 
+/// A decorator that only rewrites the filter of the operations that take one (search, segments):
+/// list, aggregate, update and delete see the refined filter; everything else is forwarded.
+#[async_trait]
+pub(super) trait FilterRefiner: Send + Sync + 'static {
+    fn child(&self) -> &Arc<dyn Collection>;
+
+    fn schema(&self) -> &CollectionSchema;
+
+    /// The filter the child receives instead of `filter`.
+    async fn refine(&self, caller: &Caller, filter: &Filter) -> Result<Filter>;
+}
+
+/// A filter refiner served as a collection.
+pub(super) fn refining(refiner: impl FilterRefiner) -> Arc<dyn Collection> {
+    decorated(Refining(refiner))
+}
+
+struct Refining<R>(R);
+
+#[async_trait]
+impl<R: FilterRefiner> Decorator for Refining<R> {
+    fn child(&self) -> &Arc<dyn Collection> {
+        self.0.child()
+    }
+
+    fn schema(&self) -> &CollectionSchema {
+        self.0.schema()
+    }
+
+    async fn list(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        projection: &Projection,
+    ) -> Result<Vec<Record>> {
+        let filter = self.0.refine(caller, filter).await?;
+        self.child().list(caller, &filter, projection).await
+    }
+
+    async fn aggregate(
+        &self,
+        caller: &Caller,
+        filter: &Filter,
+        aggregation: &Aggregation,
+        limit: Option<u64>,
+    ) -> Result<Vec<AggregateResult>> {
+        let filter = self.0.refine(caller, filter).await?;
+        self.child()
+            .aggregate(caller, &filter, aggregation, limit)
+            .await
+    }
+
+    async fn update(&self, caller: &Caller, filter: &Filter, patch: &Record) -> Result<()> {
+        let filter = self.0.refine(caller, filter).await?;
+        self.child().update(caller, &filter, patch).await
+    }
+
+    async fn delete(&self, caller: &Caller, filter: &Filter) -> Result<()> {
+        let filter = self.0.refine(caller, filter).await?;
+        self.child().delete(caller, &filter).await
+    }
+}
+
 /// A decorator served as a collection.
 pub(super) fn decorated(decorator: impl Decorator) -> Arc<dyn Collection> {
     Arc::new(Decorated(decorator))
