@@ -87,9 +87,26 @@ enum Options {
     Dynamic(OptionsFn),
 }
 
-/// One field of an action form. Every property is static except the ones set with a closure
-/// (`value`, `enum_values_with`, `options_with`, `visible_if`), which the SDK evaluates on the
-/// form's load, change and search hooks.
+/// A layout element: what a [`FormElement`] is when it is not a field.
+enum Layout {
+    Separator,
+    HtmlBlock(Prop<String>),
+    Row(Vec<FormElement>),
+    Page {
+        elements: Vec<FormElement>,
+        next_button_label: Option<String>,
+        previous_button_label: Option<String>,
+    },
+}
+
+/// One element of an action form: a field ([`FormElement::new`]) or a layout element
+/// ([`separator`](FormElement::separator), [`html_block`](FormElement::html_block),
+/// [`row`](FormElement::row), [`page`](FormElement::page)). Every property is static except the
+/// ones set with a closure (`value`, `enum_values_with`, `options_with`, `html_block_with`,
+/// `visible_if`), which the SDK evaluates on the form's load, change and search hooks.
+///
+/// Field properties set on a layout element are ignored; `visible_if` applies to both (a row or
+/// a page whose fields are all hidden is hidden too).
 pub struct FormElement {
     id: String,
     label: String,
@@ -107,6 +124,7 @@ pub struct FormElement {
     search: Option<String>,
     visible_if: Option<DynFn<bool>>,
     extra: Map<String, Value>,
+    layout: Option<Layout>,
 }
 
 impl FormElement {
@@ -130,6 +148,84 @@ impl FormElement {
             search: None,
             visible_if: None,
             extra: Map::new(),
+            layout: None,
+        }
+    }
+
+    fn layout(layout: Layout) -> Self {
+        Self {
+            layout: Some(layout),
+            ..Self::new("", FieldType::String)
+        }
+    }
+
+    /// A horizontal line between elements.
+    pub fn separator() -> Self {
+        Self::layout(Layout::Separator)
+    }
+
+    /// A block of HTML shown in the form.
+    pub fn html_block(content: impl Into<String>) -> Self {
+        Self::layout(Layout::HtmlBlock(Prop::Static(content.into())))
+    }
+
+    /// A block of HTML computed from the context on every form hook (the spec's `content`
+    /// function); reading form values in `f` makes the form watch them.
+    pub fn html_block_with(f: impl Fn(&ActionContext) -> Result<String> + 'static) -> Self {
+        Self::layout(Layout::HtmlBlock(Prop::Dynamic(Box::new(f))))
+    }
+
+    /// Fields shown side by side (the front end shows two per row). Only fields belong in a row.
+    pub fn row(fields: Vec<FormElement>) -> Self {
+        Self::layout(Layout::Row(fields))
+    }
+
+    /// One page of a multi-page form. A form made of pages holds nothing else at its top level.
+    pub fn page(elements: Vec<FormElement>) -> Self {
+        Self::layout(Layout::Page {
+            elements,
+            next_button_label: None,
+            previous_button_label: None,
+        })
+    }
+
+    /// The label of a page's "next" button.
+    pub fn next_button_label(mut self, label: impl Into<String>) -> Self {
+        if let Some(Layout::Page {
+            next_button_label, ..
+        }) = &mut self.layout
+        {
+            *next_button_label = Some(label.into());
+        }
+        self
+    }
+
+    /// The label of a page's "previous" button.
+    pub fn previous_button_label(mut self, label: impl Into<String>) -> Self {
+        if let Some(Layout::Page {
+            previous_button_label,
+            ..
+        }) = &mut self.layout
+        {
+            *previous_button_label = Some(label.into());
+        }
+        self
+    }
+
+    fn is_page(&self) -> bool {
+        matches!(self.layout, Some(Layout::Page { .. }))
+    }
+
+    /// The elements a row or a page holds.
+    fn children(&self) -> &[FormElement] {
+        match &self.layout {
+            Some(
+                Layout::Row(children)
+                | Layout::Page {
+                    elements: children, ..
+                },
+            ) => children,
+            _ => &[],
         }
     }
 
@@ -248,10 +344,66 @@ impl FormElement {
             || self.visible_if.is_some()
             || matches!(self.enum_values, Some(Prop::Dynamic(_)))
             || matches!(self.options, Some(Options::Dynamic(_)))
+            || matches!(self.layout, Some(Layout::HtmlBlock(Prop::Dynamic(_))))
+            || self.children().iter().any(FormElement::is_dynamic)
+    }
+
+    /// A layout element as JSON, in the toolkit's shape (`{"type": "Layout", "component", ..}`);
+    /// `children` are the row's fields or the page's elements, already in JSON.
+    fn layout_json(
+        layout: &Layout,
+        ctx: Option<&ActionContext>,
+        children: Vec<Value>,
+    ) -> Result<Value> {
+        let mut o = Map::new();
+        o.insert("type".into(), json!("Layout"));
+        match layout {
+            Layout::Separator => {
+                o.insert("component".into(), json!("Separator"));
+            }
+            Layout::HtmlBlock(content) => {
+                o.insert("component".into(), json!("HtmlBlock"));
+                let content = match (content, ctx) {
+                    (Prop::Static(c), _) => Some(c.clone()),
+                    (Prop::Dynamic(f), Some(ctx)) => Some(f(ctx)?),
+                    (Prop::Dynamic(_), None) => None,
+                };
+                if let Some(content) = content {
+                    o.insert("content".into(), json!(content));
+                }
+            }
+            Layout::Row(_) => {
+                o.insert("component".into(), json!("Row"));
+                o.insert("fields".into(), Value::Array(children));
+            }
+            Layout::Page {
+                next_button_label,
+                previous_button_label,
+                ..
+            } => {
+                o.insert("component".into(), json!("Page"));
+                if let Some(label) = next_button_label {
+                    o.insert("nextButtonLabel".into(), json!(label));
+                }
+                if let Some(label) = previous_button_label {
+                    o.insert("previousButtonLabel".into(), json!(label));
+                }
+                o.insert("elements".into(), Value::Array(children));
+            }
+        }
+        Ok(Value::Object(o))
     }
 
     /// The element as JSON; `ctx` evaluates the dynamic properties (static shape when `None`).
     fn to_json(&self, ctx: Option<&ActionContext>, search_value: Option<&str>) -> Result<Value> {
+        if let Some(layout) = &self.layout {
+            let children = self
+                .children()
+                .iter()
+                .map(|e| e.to_json(ctx, search_value))
+                .collect::<Result<_>>()?;
+            return Self::layout_json(layout, ctx, children);
+        }
         let mut o = Map::new();
         o.insert("id".into(), json!(self.id));
         o.insert("label".into(), json!(self.label));
@@ -296,6 +448,77 @@ impl FormElement {
         }
         Ok(Value::Object(o))
     }
+}
+
+/// The element and every row below it (rows sit at the top level or in pages).
+fn rows(element: &FormElement) -> Vec<&FormElement> {
+    match &element.layout {
+        Some(Layout::Row(_)) => vec![element],
+        Some(Layout::Page { elements, .. }) => elements.iter().flat_map(rows).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The field with this id (or label), inside rows and pages too.
+fn find_field<'a>(elements: &'a [FormElement], wanted: &str) -> Option<&'a FormElement> {
+    elements.iter().find_map(|e| match e.layout {
+        None => (e.id == wanted || e.label == wanted).then_some(e),
+        Some(_) => find_field(e.children(), wanted),
+    })
+}
+
+/// Whether the element's `if` lets it show; at execute every field stays so its value is read.
+fn visible(element: &FormElement, ctx: &ActionContext) -> Result<bool> {
+    match &element.visible_if {
+        Some(f) if ctx.hook.as_deref() != Some("execute") => f(ctx),
+        _ => Ok(true),
+    }
+}
+
+/// The elements shown for this context, evaluated: hidden ones dropped, and a row or a page
+/// left without elements dropped too (the toolkit's `dropIfs`).
+fn evaluate(elements: &[FormElement], ctx: &ActionContext) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for element in elements {
+        if !visible(element, ctx)? {
+            continue;
+        }
+        match &element.layout {
+            None => out.push(element.to_json(Some(ctx), None)?),
+            Some(
+                layout @ (Layout::Row(children)
+                | Layout::Page {
+                    elements: children, ..
+                }),
+            ) => {
+                let children = evaluate(children, ctx)?;
+                if children.is_empty() && ctx.hook.as_deref() != Some("execute") {
+                    continue;
+                }
+                out.push(FormElement::layout_json(layout, Some(ctx), children)?);
+            }
+            Some(layout) => out.push(FormElement::layout_json(layout, Some(ctx), Vec::new())?),
+        }
+    }
+    Ok(out)
+}
+
+/// Sets `watchChanges` on every field of an evaluated element (inside rows and pages too).
+fn mark_watched(v: &mut Value, reads: &BTreeSet<String>) {
+    let Value::Object(o) = v else { return };
+    if o.get("type").and_then(Value::as_str) == Some("Layout") {
+        for key in ["fields", "elements"] {
+            if let Some(Value::Array(children)) = o.get_mut(key) {
+                children.iter_mut().for_each(|c| mark_watched(c, reads));
+            }
+        }
+        return;
+    }
+    let watched = o
+        .get("id")
+        .and_then(Value::as_str)
+        .is_some_and(|id| reads.contains(id));
+    o.insert("watchChanges".into(), json!(watched));
 }
 
 fn options_json(options: &[(String, Value)]) -> Value {
@@ -355,6 +578,19 @@ impl Action {
     }
 
     pub(crate) fn definition(&self) -> Result<Value> {
+        // The toolkit refuses a form that mixes pages with other top-level elements.
+        let pages = self.form.iter().filter(|e| e.is_page()).count();
+        if pages > 0 && pages < self.form.len() {
+            return Err(Error::validation(
+                "You cannot mix pages and other form elements in an action form",
+            ));
+        }
+        let nested = |row: &FormElement| row.children().iter().any(|c| c.layout.is_some());
+        if self.form.iter().flat_map(rows).any(nested) {
+            return Err(Error::validation(
+                "A row of an action form holds fields only",
+            ));
+        }
         let dynamic = self.form.iter().any(FormElement::is_dynamic);
         let form: Vec<Value> = self
             .form
@@ -372,36 +608,22 @@ impl Action {
     }
 
     /// The evaluated form: `if` applied, dynamic properties computed, values filled in.
-    /// On the search hook only the searched field is rebuilt (and returned).
+    /// On the search hook only the searched field is rebuilt (and returned, out of its row or
+    /// page, as the agent does).
     pub(crate) fn evaluate_form(&self, ctx: &ActionContext) -> Result<Value> {
-        let mut out = Vec::new();
-        for element in &self.form {
-            if let Some(field) = ctx.search_field.as_deref()
-                && element.id != field
-                && element.label != field
-            {
-                continue;
-            }
-            // At execute, fields hidden by `if` stay in so their values can be read.
-            if let Some(f) = &element.visible_if
-                && ctx.hook.as_deref() != Some("execute")
-                && !f(ctx)?
-            {
-                continue;
-            }
-            out.push(element.to_json(Some(ctx), ctx.search_value.as_deref())?);
-        }
+        let mut out = match ctx.search_field.as_deref() {
+            Some(field) => match find_field(&self.form, field) {
+                Some(element) if visible(element, ctx)? => {
+                    vec![element.to_json(Some(ctx), ctx.search_value.as_deref())?]
+                }
+                _ => Vec::new(),
+            },
+            None => evaluate(&self.form, ctx)?,
+        };
         // A field read by any handler makes the front end send change hooks for it.
         let reads = ctx.reads.borrow();
         for v in &mut out {
-            let id = v
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            if let Value::Object(o) = v {
-                o.insert("watchChanges".into(), json!(reads.contains(&id)));
-            }
+            mark_watched(v, &reads);
         }
         Ok(Value::Array(out))
     }
@@ -410,6 +632,9 @@ impl Action {
         (self.execute)(ctx)
     }
 }
+
+/// The toolkit's error when a Single action's selection matches no record.
+const NO_RECORD: &str = "Query with filter did not match any records";
 
 /// What action handlers (execute and the dynamic form properties) receive.
 pub struct ActionContext {
@@ -522,9 +747,7 @@ impl ActionContext {
     pub fn get_record(&self, fields: &[&str]) -> Result<Value> {
         let rows = self.get_records(fields)?;
         if rows.is_empty() {
-            return Err(Error::NotFound(
-                "No record matches the selection".to_owned(),
-            ));
+            return Err(Error::NotFound(NO_RECORD.to_owned()));
         }
         Ok(rows.record(0))
     }
@@ -534,7 +757,7 @@ impl ActionContext {
         self.get_record_ids()?
             .into_iter()
             .next()
-            .ok_or_else(|| Error::NotFound("No record matches the selection".to_owned()))
+            .ok_or_else(|| Error::NotFound(NO_RECORD.to_owned()))
     }
 
     /// The single selected record's composite id (Single scope).
@@ -542,7 +765,7 @@ impl ActionContext {
         self.get_composite_record_ids()?
             .into_iter()
             .next()
-            .ok_or_else(|| Error::NotFound("No record matches the selection".to_owned()))
+            .ok_or_else(|| Error::NotFound(NO_RECORD.to_owned()))
     }
 
     /// One field (or relation path) of the single selected record.
@@ -774,6 +997,93 @@ mod tests {
             "isReadOnly": false, "widget": "Dropdown", "search": "dynamic",
             "options": [{"label": "ab", "value": 1}], "watchChanges": false}])
         );
+    }
+
+    #[test]
+    fn layout_elements_keep_the_toolkit_shape_and_a_static_layout_stays_static() {
+        let a = Action::new(Scope::Single, |_| Ok(ActionResult::success("ok"))).form(vec![
+            FormElement::html_block("<b>Hi</b>"),
+            FormElement::separator(),
+            FormElement::row(vec![
+                FormElement::new("First", FieldType::String),
+                FormElement::new("Last", FieldType::String),
+            ]),
+        ]);
+        let d = a.definition().unwrap();
+        assert_eq!(d["dynamicForm"], json!(false));
+        assert_eq!(
+            d["form"],
+            json!([
+                {"type": "Layout", "component": "HtmlBlock", "content": "<b>Hi</b>"},
+                {"type": "Layout", "component": "Separator"},
+                {"type": "Layout", "component": "Row", "fields": [
+                    {"id": "First", "label": "First", "type": "String", "isRequired": false,
+                     "isReadOnly": false},
+                    {"id": "Last", "label": "Last", "type": "String", "isRequired": false,
+                     "isReadOnly": false},
+                ]},
+            ])
+        );
+    }
+
+    #[test]
+    fn pages_evaluate_dynamic_html_drop_emptied_rows_and_watch_fields_inside_them() {
+        let a = Action::new(Scope::Global, |_| Ok(ActionResult::success("ok"))).form(vec![
+            FormElement::page(vec![
+                FormElement::new("Kind", FieldType::String),
+                FormElement::html_block_with(|c| {
+                    Ok(format!(
+                        "<p>{}</p>",
+                        c.form_value("Kind").unwrap_or(&json!(""))
+                    ))
+                }),
+            ])
+            .next_button_label("Go on"),
+            FormElement::page(vec![FormElement::row(vec![
+                FormElement::new("Note", FieldType::String).visible_if(|_| Ok(false)),
+            ])])
+            .previous_button_label("Back"),
+            FormElement::page(vec![FormElement::new("Last", FieldType::Number)]),
+        ]);
+        assert_eq!(a.definition().unwrap()["dynamicForm"], json!(true));
+        let f = a
+            .evaluate_form(&ctx(
+                &json!({"hook": "load", "formValues": {"Kind": "gift"}}),
+            ))
+            .unwrap();
+        let pages = f.as_array().unwrap();
+        assert_eq!(pages.len(), 2, "the page of hidden fields is dropped: {f}");
+        assert_eq!(pages[0]["component"], json!("Page"));
+        assert_eq!(pages[0]["nextButtonLabel"], json!("Go on"));
+        assert_eq!(pages[0]["elements"][0]["watchChanges"], json!(true));
+        assert_eq!(pages[0]["elements"][1]["content"], json!("<p>\"gift\"</p>"));
+        assert_eq!(pages[1]["elements"][0]["id"], json!("Last"));
+        // At execute hidden fields stay, inside their row.
+        let f = a.evaluate_form(&ctx(&json!({"hook": "execute"}))).unwrap();
+        assert_eq!(f[1]["elements"][0]["fields"][0]["id"], json!("Note"));
+    }
+
+    #[test]
+    fn the_search_hook_finds_its_field_inside_a_row_and_pages_are_not_mixed() {
+        let a = Action::new(Scope::Global, |_| Ok(ActionResult::success("ok"))).form(vec![
+            FormElement::row(vec![
+                FormElement::new("A", FieldType::String),
+                FormElement::new("B", FieldType::String)
+                    .widget("Dropdown")
+                    .options_with(|_, s| Ok(vec![(s.unwrap_or("").to_owned(), json!(1))])),
+            ]),
+        ]);
+        let f = a
+            .evaluate_form(&ctx(&json!({"searchField": "B", "searchValue": "x"})))
+            .unwrap();
+        assert_eq!(f.as_array().unwrap().len(), 1);
+        assert_eq!(f[0]["options"], json!([{"label": "x", "value": 1}]));
+        let mixed = Action::new(Scope::Global, |_| Ok(ActionResult::success("ok")))
+            .form(vec![FormElement::page(vec![]), FormElement::separator()]);
+        assert!(mixed.definition().is_err());
+        let nested = Action::new(Scope::Global, |_| Ok(ActionResult::success("ok")))
+            .form(vec![FormElement::row(vec![FormElement::separator()])]);
+        assert!(nested.definition().is_err());
     }
 
     #[test]

@@ -370,6 +370,106 @@ async fn the_shop_plugin_actions_run_with_their_forms_for_each_scope() {
     assert_eq!(csv.lines().count(), 101, "{csv}");
 }
 
+#[tokio::test]
+async fn action_forms_carry_separators_html_blocks_rows_and_pages() {
+    let shop = Shop::new().await;
+    shop.install("forms", "forms");
+    let (_served, app) = shop.serve().await.unwrap();
+    // A static form: its layout is in the schema file, values moved to defaults.
+    let file: Json =
+        serde_json::from_str(&std::fs::read_to_string(shop.schema_path()).unwrap()).unwrap();
+    let products = file["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "products")
+        .unwrap();
+    let restock = products["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "Restock")
+        .unwrap();
+    assert_eq!(
+        restock["layout"],
+        json!([
+            {"component": "htmlBlock", "content": "<p>Restock the selected products</p>"},
+            {"component": "separator"},
+            {"component": "row", "fields": [
+                {"component": "input", "fieldId": "Count"},
+                {"component": "input", "fieldId": "Supplier"},
+            ]},
+        ]),
+        "{restock}"
+    );
+    let fields: Vec<&Json> = restock["fields"].as_array().unwrap().iter().collect();
+    assert_eq!(fields.len(), 2, "{restock}");
+    assert_eq!(fields[0]["field"], "Count");
+    assert_eq!(fields[0]["defaultValue"], 5);
+    assert_eq!(restock["hooks"]["load"], false);
+    // The same static form from hooks/load, without calling the plugin.
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/forest/_actions/products/0/restock/hooks/load?timezone=UTC",
+            &selection("products", &["1"], &json!({})),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["layout"], restock["layout"]);
+    assert_eq!(body["fields"][0]["value"], 5, "{body}");
+    // A dynamic multi-page form: pages with their button labels, an HTML block computed from a
+    // form value (whose field is then watched), a row inside a page.
+    let change = json!({"data": {"attributes": {"collection_name": "products", "ids": ["1"],
+        "changed_field": "New name",
+        "fields": [{"field": "New name", "value": "Lamp"}]}}});
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/forest/_actions/products/1/rename/hooks/change?timezone=UTC",
+            &change,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["layout"],
+        json!([
+            {"component": "page", "nextButtonLabel": "Continue", "elements": [
+                {"component": "input", "fieldId": "New name"},
+                {"component": "htmlBlock", "content": "<p>New name: Lamp</p>"},
+            ]},
+            {"component": "page", "nextButtonLabel": "Done", "previousButtonLabel": "Back",
+             "elements": [{"component": "row", "fields": [
+                {"component": "input", "fieldId": "Reason"},
+                {"component": "input", "fieldId": "Notify"},
+            ]}]},
+        ]),
+        "{body}"
+    );
+    let ids: Vec<&Json> = body["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| &f["field"])
+        .collect();
+    assert_eq!(ids, [&json!("New name"), &json!("Reason"), &json!("Notify")]);
+    assert_eq!(body["fields"][0]["hook"], "changeHook", "{body}");
+    assert_eq!(body["fields"][0]["value"], "Lamp");
+    // Execute reads the values of every page.
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/forest/_actions/products/1/rename?timezone=UTC",
+            &selection("products", &["2"], &json!({"New name": "Lamp", "Notify": true})),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["success"], "\"Product 2\" renamed to \"Lamp\"");
+}
+
 async fn shop_email(shop: &Shop, id: i64) -> String {
     let pool = sqlx::SqlitePool::connect(&shop.url).await.unwrap();
     let email: String = sqlx::query_scalar("SELECT email FROM customers WHERE id = ?")

@@ -265,8 +265,51 @@ fn f64_of(j: &Json, key: &str) -> Option<f64> {
     j.get(key).and_then(Json::as_f64)
 }
 
-/// A form element from the SDK's JSON (`id`, `label`, `type`, `widget` and its parameters, …).
+/// A form element from the SDK's JSON: a layout element (`{"type": "Layout", "component", ..}`,
+/// the toolkit's shape) or a field (`id`, `label`, `type`, `widget` and its parameters, …).
 fn form_element(j: &Json) -> std::result::Result<FormElement, String> {
+    if j.get("type").and_then(Json::as_str) == Some("Layout") {
+        return layout_element(j);
+    }
+    form_field(j).map(FormElement::Field)
+}
+
+/// A layout element: `Separator`, `HtmlBlock` (`content`), `Row` (`fields`, fields only) or
+/// `Page` (`elements`, `nextButtonLabel`, `previousButtonLabel`).
+fn layout_element(j: &Json) -> std::result::Result<FormElement, String> {
+    let children = |key: &str| {
+        j.get(key)
+            .and_then(Json::as_array)
+            .ok_or_else(|| format!("a layout element without `{key}`"))
+    };
+    Ok(match j.get("component").and_then(Json::as_str) {
+        Some("Separator") => FormElement::Separator,
+        Some("HtmlBlock") => FormElement::HtmlBlock {
+            content: text(j, "content").unwrap_or_default(),
+        },
+        Some("Row") => FormElement::Row {
+            fields: children("fields")?
+                .iter()
+                .map(|f| match f.get("type").and_then(Json::as_str) {
+                    Some("Layout") => Err("a row holding a layout element".to_owned()),
+                    _ => form_field(f),
+                })
+                .collect::<std::result::Result<_, _>>()?,
+        },
+        Some("Page") => FormElement::Page {
+            next_button_label: text(j, "nextButtonLabel"),
+            previous_button_label: text(j, "previousButtonLabel"),
+            elements: children("elements")?
+                .iter()
+                .map(form_element)
+                .collect::<std::result::Result<_, _>>()?,
+        },
+        other => return Err(format!("unknown layout component {other:?}")),
+    })
+}
+
+/// A form field from the SDK's JSON.
+fn form_field(j: &Json) -> std::result::Result<FormField, String> {
     let label = text(j, "label").ok_or("a form field without label")?;
     let type_name = text(j, "type").unwrap_or_default();
     let field_type = FieldType::parse(&type_name)
@@ -390,7 +433,7 @@ fn form_element(j: &Json) -> std::result::Result<FormElement, String> {
         Some("JsonEditor") => Some(Widget::JsonEditor),
         Some(other) => return Err(format!("unknown widget {other:?}")),
     };
-    Ok(FormElement::Field(f))
+    Ok(f)
 }
 
 fn hook_json(data: &HookData) -> Json {
@@ -799,6 +842,41 @@ mod tests {
             })
         ));
         assert!(form_element(&json!({"label": "x", "type": "Nope"})).is_err());
+    }
+
+    #[test]
+    fn layout_elements_are_read_from_the_toolkit_shape() {
+        let field = json!({"id": "a", "label": "A", "type": "String"});
+        let page = form_element(&json!({"type": "Layout", "component": "Page",
+        "nextButtonLabel": "Next", "elements": [
+            {"type": "Layout", "component": "HtmlBlock", "content": "<p>x</p>"},
+            {"type": "Layout", "component": "Separator"},
+            {"type": "Layout", "component": "Row", "fields": [field.clone()]},
+        ]}))
+        .unwrap();
+        let FormElement::Page {
+            next_button_label,
+            previous_button_label,
+            elements,
+        } = &page
+        else {
+            panic!("{page:?}")
+        };
+        assert_eq!(next_button_label.as_deref(), Some("Next"));
+        assert_eq!(previous_button_label, &None);
+        assert_eq!(
+            elements[0],
+            FormElement::HtmlBlock {
+                content: "<p>x</p>".into()
+            }
+        );
+        assert_eq!(elements[1], FormElement::Separator);
+        assert!(matches!(&elements[2], FormElement::Row { fields } if fields[0].id == "a"));
+        assert_eq!(page.fields().len(), 1);
+        let nested = json!({"type": "Layout", "component": "Row", "fields": [
+            {"type": "Layout", "component": "Separator"}]});
+        assert!(form_element(&nested).is_err());
+        assert!(form_element(&json!({"type": "Layout", "component": "Tabs"})).is_err());
     }
 
     #[test]
