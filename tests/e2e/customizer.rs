@@ -210,6 +210,7 @@ fn customizations(log: &Arc<Log>) -> Vec<Customization> {
         Kind::Search(SearchMode::Disabled),
     ));
     out.extend(actions());
+    out.push(who_ordered());
     out.push(Customization::collection(
         "test-plugin",
         "customers",
@@ -365,6 +366,33 @@ fn actions() -> Vec<Customization> {
         .into_iter()
         .map(|kind| Customization::collection("test-plugin", "customers", kind))
         .collect()
+}
+
+/// orders: `Who ordered` (Single): reads the record through `getField` on a relation path and
+/// `getCompositeRecordId`.
+fn who_ordered() -> Customization {
+    let handler = closures::action(
+        |_, _| Ok(Vec::new()),
+        |caller, ctx| async move {
+            let email = ctx.get_field(&caller, "customer:email").await?;
+            let id = ctx.get_composite_record_id(&caller).await?;
+            Ok(ActionResult::success(format!(
+                "order {} by {}",
+                text(&id[0]),
+                text(&email)
+            )))
+        },
+    );
+    Customization::collection(
+        "test-plugin",
+        "orders",
+        action(
+            "Who ordered",
+            ActionScope::Single,
+            Some(Vec::new()),
+            handler,
+        ),
+    )
 }
 
 fn http_config() -> HttpConfig {
@@ -850,7 +878,42 @@ async fn duplicate_slugs_with_the_unsafe_endpoint_refuse_to_start() {
     assert!(error.to_string().contains("send-mail"), "{error}");
 }
 
+/// A Single action runs on exactly one record: `getField` reads it (through a relation here), and
+/// a selection of none or several is refused before the handler runs.
+async fn single_actions(backend: Backend) {
+    let (_db, app, _) = app(backend, false).await;
+    let (_, _, order) = send(
+        &app,
+        get("/forest/orders/1?timezone=UTC&fields[orders]=id,customer&fields[customer]=email"),
+    )
+    .await;
+    let email = order["included"][0]["attributes"]["email"].clone();
+    assert!(email.is_string(), "{order}");
+    let run = |ids: &[&str]| {
+        let body = json!({"data": {"attributes": {"collection_name": "orders", "ids": ids,
+            "values": {}}}});
+        post("/forest/_actions/orders/0/who-ordered?timezone=UTC", &body)
+    };
+    let (status, _, body) = send(&app, run(&["1"])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["success"],
+        format!("order 1 by {}", email.as_str().unwrap())
+    );
+    for ids in [&["1", "2"][..], &["99999"]] {
+        let (status, _, body) = send(&app, run(ids)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{ids:?}: {body}");
+        assert_eq!(body["errors"][0]["name"], "ValidationError", "{body}");
+    }
+    let (_, _, body) = send(&app, run(&["99999"])).await;
+    assert_eq!(
+        body["errors"][0]["detail"],
+        "Query with filter did not match any records"
+    );
+}
+
 on_all_backends!(
+    single_actions,
     computed_fields,
     hooks,
     segments_and_search,

@@ -454,7 +454,10 @@ async fn action_forms_carry_separators_html_blocks_rows_and_pages() {
         .iter()
         .map(|f| &f["field"])
         .collect();
-    assert_eq!(ids, [&json!("New name"), &json!("Reason"), &json!("Notify")]);
+    assert_eq!(
+        ids,
+        [&json!("New name"), &json!("Reason"), &json!("Notify")]
+    );
     assert_eq!(body["fields"][0]["hook"], "changeHook", "{body}");
     assert_eq!(body["fields"][0]["value"], "Lamp");
     // Execute reads the values of every page.
@@ -462,12 +465,27 @@ async fn action_forms_carry_separators_html_blocks_rows_and_pages() {
         &app,
         post(
             "/forest/_actions/products/1/rename?timezone=UTC",
-            &selection("products", &["2"], &json!({"New name": "Lamp", "Notify": true})),
+            &selection(
+                "products",
+                &["2"],
+                &json!({"New name": "Lamp", "Notify": true}),
+            ),
         ),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["success"], "\"Product 2\" renamed to \"Lamp\"");
+    // A Single action given two records is refused before the plugin runs.
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/forest/_actions/products/1/rename?timezone=UTC",
+            &selection("products", &["2", "3"], &json!({"New name": "Lamp"})),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["errors"][0]["name"], "ValidationError", "{body}");
 }
 
 async fn shop_email(shop: &Shop, id: i64) -> String {

@@ -12,9 +12,11 @@ use super::handlers::{ActionContext, ActionHandler, Context};
 use super::stack::{Decorator, Layer, by_collection, decorated};
 use super::{Customization, Kind};
 use crate::datasource::action::{
-    ActionResult, ActionSchema, FormElement, FormField, FormPhase, FormValues,
+    ActionResult, ActionSchema, ActionScope, FormElement, FormField, FormPhase, FormValues,
 };
-use crate::datasource::{Caller, Collection, CollectionSchema, DataSource, Error, Filter, Result};
+use crate::datasource::{
+    Caller, Collection, CollectionSchema, DataSource, Error, Filter, Page, Projection, Result,
+};
 
 /// The actions of one collection, by name, with their handlers.
 type Declared = IndexMap<String, (ActionSchema, Arc<dyn ActionHandler>)>;
@@ -105,6 +107,32 @@ impl Actions {
     }
 }
 
+/// The toolkit's message when a Single action's selection matches no record (`getRecord`).
+pub(super) const NO_RECORD: &str = "Query with filter did not match any records";
+
+/// A Single action runs on exactly one record: its selection is counted (two at most are read)
+/// before the handler runs, so a selection of none or several is refused rather than executed on
+/// whichever record comes first.
+async fn check_single(child: &dyn Collection, caller: &Caller, filter: &Filter) -> Result<()> {
+    let keys = child.schema().primary_keys();
+    let probe = Filter {
+        page: Some(Page::new(0, 2)),
+        sort: Default::default(),
+        ..filter.clone()
+    };
+    let found = child
+        .list(caller, &probe, &Projection::new(keys.iter().copied()))
+        .await?
+        .len();
+    match found {
+        1 => Ok(()),
+        0 => Err(Error::validation(NO_RECORD)),
+        _ => Err(Error::validation(
+            "A Single action runs on one record, and the selection holds several",
+        )),
+    }
+}
+
 /// A static form with the submitted values in place of the defaults.
 fn fill(elements: &[FormElement], values: &FormValues) -> Vec<FormElement> {
     let field = |f: &FormField| {
@@ -165,6 +193,9 @@ impl Decorator for Actions {
         let Some((action, handler)) = self.actions.get(name) else {
             return self.child.execute(caller, name, filter, values).await;
         };
+        if action.scope == ActionScope::Single {
+            check_single(self.child.as_ref(), caller, filter).await?;
+        }
         let ctx = self.context(name, action, filter, values, None);
         handler.execute(caller, &ctx).await
     }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::action::NO_RECORD;
 use crate::datasource::action::{ActionResult, ActionScope, FormElement, FormPhase, FormValues};
 use crate::datasource::chart::{ChartRequest, ChartResult};
 use crate::datasource::{
@@ -181,7 +182,7 @@ impl ActionContext {
             .await?
             .into_iter()
             .next()
-            .ok_or_else(|| Error::Unprocessable("The record of this action does not exist".into()))
+            .ok_or_else(|| Error::validation(NO_RECORD))
     }
 
     /// `getRecordId()` (Single scope).
@@ -190,7 +191,23 @@ impl ActionContext {
             .await?
             .into_iter()
             .next()
-            .ok_or_else(|| Error::Unprocessable("The record of this action does not exist".into()))
+            .ok_or_else(|| Error::validation(NO_RECORD))
+    }
+
+    /// `getCompositeRecordId()` (Single scope): the key values of the one selected record.
+    pub async fn get_composite_record_id(&self, caller: &Caller) -> Result<Vec<Value>> {
+        self.get_composite_record_ids(caller)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::validation(NO_RECORD))
+    }
+
+    /// `getField(path)` (Single scope): one field (or `relation:field` path) of the one selected
+    /// record; `Null` where a relation on the way is null.
+    pub async fn get_field(&self, caller: &Caller, path: &str) -> Result<Value> {
+        let record = self.get_record(caller, &[path]).await?;
+        Ok(record.get_path(path).cloned().unwrap_or(Value::Null))
     }
 }
 

@@ -728,3 +728,63 @@ async fn a_customization_of_a_missing_collection_names_its_plugin() {
         matches!(result, Err(Error::Validation(m)) if m.contains("my-plugin") && m.contains("nope"))
     );
 }
+
+#[tokio::test]
+async fn a_single_action_runs_on_exactly_one_record_and_reads_it_with_get_field() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let ran2 = Arc::clone(&ran);
+    let relation = customer_relation(base().await.as_ref());
+    let stack = build_stack(
+        base().await,
+        vec![Customization::collection(
+            "test",
+            "orders",
+            Kind::Action {
+                name: "Who".into(),
+                scope: ActionScope::Single,
+                generate_file: false,
+                description: None,
+                submit_button_label: None,
+                static_form: Some(Vec::new()),
+                handler: closures::action(
+                    |_, _| Ok(Vec::new()),
+                    move |caller, ctx| {
+                        let ran = Arc::clone(&ran2);
+                        let path = format!("{relation}:first_name");
+                        async move {
+                            ran.fetch_add(1, Ordering::SeqCst);
+                            let name = ctx.get_field(&caller, &path).await?;
+                            let id = ctx.get_composite_record_id(&caller).await?;
+                            Ok(ActionResult::success(format!("{id:?} {name:?}")))
+                        }
+                    },
+                ),
+            },
+        )],
+    )
+    .unwrap();
+    let orders = stack.collection("orders").unwrap();
+    let c = caller();
+    let values = FormValues::new();
+    let id = |n: i64| {
+        Filter::new(Some(ConditionTree::leaf(
+            "id",
+            Operator::Equal,
+            Value::Int(n),
+        )))
+    };
+    let result = orders.execute(&c, "Who", &id(3), &values).await.unwrap();
+    assert_eq!(
+        result,
+        ActionResult::success(format!("{:?} {:?}", [Value::Int(3)], string("Alan")))
+    );
+    for filter in [Filter::default(), id(42)] {
+        let refused = orders.execute(&c, "Who", &filter, &values).await;
+        assert!(matches!(refused, Err(Error::Validation(_))), "{refused:?}");
+    }
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "refused selections do not run"
+    );
+}
