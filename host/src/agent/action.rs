@@ -277,7 +277,11 @@ pub fn field_json(schema: &DataSourceSchema, field: &FormField) -> Result<Json> 
             let column = collection
                 .column(pk)
                 .ok_or(crate::datasource::Error::NoPrimaryKey)?;
-            out.insert("type".into(), column.column_type.to_json());
+            // Served as the key's column is: a binary key is a `String` (hex) on the wire.
+            out.insert(
+                "type".into(),
+                super::wire::served_type(&column.column_type).to_json(),
+            );
             out.insert("reference".into(), json!(format!("{name}.{pk}")));
         }
         other => {
@@ -819,6 +823,22 @@ mod tests {
             collection["segments"],
             json!([{"id": "books.Recent", "name": "Recent"}])
         );
+    }
+
+    #[test]
+    fn a_collection_field_on_a_binary_key_is_typed_string_as_the_key_is_served() {
+        use crate::datasource::schema::{ColumnSchema, FieldSchema, PrimitiveType};
+        let mut files = CollectionSchema::new("files");
+        let mut key = ColumnSchema::new(PrimitiveType::Binary);
+        key.is_primary_key = true;
+        files.fields.insert("hash".into(), FieldSchema::Column(key));
+        let mut schema = DataSourceSchema::default();
+        schema.collections.insert("files".into(), files);
+        let mut field = FormField::new("File", FieldType::Collection);
+        field.collection_name = Some("files".into());
+        let json = field_json(&schema, &field).unwrap();
+        assert_eq!(json["type"], "String");
+        assert_eq!(json["reference"], "files.hash");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::datasource::action::{ActionResult, ActionScope, FormElement, FormPhas
 use crate::datasource::chart::{ChartRequest, ChartResult};
 use crate::datasource::{
     AggregateResult, Aggregation, Caller, ColumnType, ConditionTree, DataSource, Error, Filter,
-    Projection, Record, Result, Value, pack_id,
+    Projection, Record, Result, Value,
 };
 
 /// Where a handler runs: its collection (none for datasource charts) and the datasource it may
@@ -159,7 +159,9 @@ impl ActionContext {
             .collect())
     }
 
-    /// `getRecordIds()`: the packed ids (`1`, `1|2` for composite keys) of the selection.
+    /// `getRecordIds()`: the packed ids (`1`, `1|2` for composite keys) of the selection, with
+    /// the keys in their wire form, as the client sees them (a MariaDB decimal key `12.30` is
+    /// `12.3`, a binary key hex).
     pub async fn get_record_ids(&self, caller: &Caller) -> Result<Vec<String>> {
         let collection = self.base.collection()?;
         let keys: Vec<String> = collection
@@ -172,7 +174,7 @@ impl ActionContext {
         let records = self.get_records(caller, &fields).await?;
         records
             .iter()
-            .map(|r| pack_id(collection.schema(), r))
+            .map(|r| crate::agent::wire::pack_id(collection.schema(), r))
             .collect()
     }
 

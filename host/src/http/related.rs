@@ -96,7 +96,14 @@ pub(super) async fn to_one_target(
     read_column(state, caller, foreign, id, target)
         .await?
         .ok_or_else(|| {
-            let packed: Vec<String> = id.iter().map(|(_, v)| v.to_id_string()).collect();
+            // The id as the client wrote it: each key in its wire form.
+            let packed: Vec<String> = id
+                .iter()
+                .map(|(key, v)| {
+                    let wire = foreign.column(key).map(|c| c.wire).unwrap_or_default();
+                    agent::wire::id_string(v, wire)
+                })
+                .collect();
             agent::Error::Validation(format!(
                 "The record '{}' of '{foreign_name}' does not exist",
                 packed.join("|")

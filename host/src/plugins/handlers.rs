@@ -569,7 +569,7 @@ impl ChartHandler for Handler {
             _ => Json::Null,
         };
         let input = json!({
-            "recordId": request.record_id.as_ref().map(|id| id.iter().map(Value::to_id_string).collect::<Vec<_>>().join("|")),
+            "recordId": request.record_id.as_ref().map(|id| record_id(ctx, id)),
             "recordFilter": record_filter,
             "parameters": request.parameters,
         });
@@ -584,6 +584,27 @@ impl ChartHandler for Handler {
             .await?;
         chart_result(&json).map_err(|m| self.plugin.malformed(&m))
     }
+}
+
+/// The packed id of a chart's record with its keys in their wire form, as the client sent it
+/// (`agent::wire`: a MariaDB decimal key `12.3`, a binary key hex).
+fn record_id(ctx: &Context, id: &[Value]) -> String {
+    let collection = ctx.collection().ok();
+    let keys: Vec<_> = collection
+        .as_ref()
+        .map(|c| {
+            c.schema()
+                .columns()
+                .filter(|(_, column)| column.is_primary_key)
+                .map(|(_, column)| column.wire)
+                .collect()
+        })
+        .unwrap_or_default();
+    id.iter()
+        .enumerate()
+        .map(|(i, v)| crate::agent::wire::id_string(v, keys.get(i).copied().unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 fn entries(j: &Json) -> IndexMap<String, f64> {
