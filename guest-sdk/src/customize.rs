@@ -1,8 +1,10 @@
 //! The customizer a plugin writes against: [`DataSource`] and [`CollectionCustomizer`] declare
 //! customizations, and [`Exports`] dispatches the host's handler calls to them.
 //!
-//! Every call runs in a fresh instance, so the handler table is rebuilt on the first call of each
-//! instance by running [`Plugin::customize`] again: handler ids are positions in declaration
+//! The handler table is built once per instance, on its first call, by running
+//! [`Plugin::customize`], and kept in the instance for the calls that follow: the host reuses
+//! warm instances for pure calls (computed fields, search, segments, charts), which then never
+//! re-run `customize`, and gives others a fresh instance. Handler ids are positions in declaration
 //! order, hence `customize` must be deterministic (same schema and options, same declarations).
 
 use std::cell::{OnceCell, RefCell};
@@ -444,7 +446,8 @@ impl CollectionCustomizer<'_> {
 }
 
 thread_local! {
-    /// The handler table of this instance, built on its first call.
+    /// The handler table of this instance, built on its first call and kept for the next ones (a
+    /// component instance is single-threaded, so this is one table per instance).
     static HANDLERS: RefCell<Option<Vec<Handler>>> = const { RefCell::new(None) };
 }
 

@@ -1,6 +1,6 @@
 //! Plugins: WebAssembly components built against `wit/plugin@0.1.0`, loaded from a directory,
-//! run under limits (a fresh instance per call, an epoch deadline, a memory limit), and turned
-//! into the customizer's `Customization`s by implementing its handler traits.
+//! run under limits (a fresh or warm instance per call, an epoch deadline, a memory limit), and
+//! turned into the customizer's `Customization`s by implementing its handler traits.
 //!
 //! - `loader`: the directory (`<name>.wasm` + optional `<name>.toml`), limits, the ABI check.
 //! - `runtime`: the engine, linker and one call (store, instance, deadline, trap mapping).
@@ -86,6 +86,8 @@ impl PluginSet {
                 calls = s.calls.load(Ordering::Relaxed),
                 errors = s.errors.load(Ordering::Relaxed),
                 traps = s.traps.load(Ordering::Relaxed),
+                instantiations = s.instantiations.load(Ordering::Relaxed),
+                reused = s.reused.load(Ordering::Relaxed),
                 total_ms = s.micros.load(Ordering::Relaxed) / 1000,
                 "plugin stats"
             );

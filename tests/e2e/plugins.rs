@@ -199,6 +199,89 @@ async fn malformed_output_is_refused_and_a_guest_error_is_the_requests_own_error
     );
 }
 
+fn count(c: &std::sync::atomic::AtomicU64) -> u64 {
+    c.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[tokio::test]
+async fn sequential_computed_field_calls_reuse_one_warm_instance() {
+    let (_db, ctx, c, set) = hostile().await;
+    let (plugin, ok) = (&set.plugins[0], field(&c, "ok"));
+    let (created, reused) = (
+        count(&plugin.stats.instantiations),
+        count(&plugin.stats.reused),
+    );
+    for i in 1..=5 {
+        assert_eq!(ok.compute(&caller(), &ctx, &ids(i)).await.unwrap().len(), i);
+    }
+    assert_eq!(count(&plugin.stats.instantiations) - created, 1);
+    assert_eq!(count(&plugin.stats.reused) - reused, 4);
+    assert_eq!(plugin.warm_pairs(), 1);
+}
+
+#[tokio::test]
+async fn a_trap_or_error_in_a_warm_instance_discards_it_and_the_next_call_succeeds() {
+    let (_db, ctx, c, set) = hostile().await;
+    let plugin = &set.plugins[0];
+    let ok = field(&c, "ok");
+    let warm_up = async || {
+        assert_eq!(
+            ok.compute(&caller(), &ctx, &ids(2)).await.unwrap(),
+            vec![Value::Int(2), Value::Int(4)]
+        );
+        assert_eq!(plugin.warm_pairs(), 1);
+    };
+    // Each failing handler runs on the warm pair left by the previous good call (the pool is
+    // per plugin, not per handler), and must leave no pair behind; the deadline and the memory
+    // limit are armed for a warm pair as for a fresh one.
+    for (handler, expected) in [
+        ("panics", "panicked on purpose"),
+        ("loops", "time limit of 300 ms"),
+        ("bomb", "memory limit of 32 MiB"),
+        ("refuses", "refused by the plugin"),
+    ] {
+        warm_up().await;
+        let (created, reused) = (
+            count(&plugin.stats.instantiations),
+            count(&plugin.stats.reused),
+        );
+        let e = field(&c, handler)
+            .compute(&caller(), &ctx, &ids(1))
+            .await
+            .unwrap_err();
+        let message = match &e {
+            Error::Validation(m) => m.clone(),
+            other => plugin_message(other),
+        };
+        assert!(message.contains(expected), "{handler}: {message}");
+        assert_eq!(count(&plugin.stats.reused) - reused, 1, "{handler}");
+        assert_eq!(count(&plugin.stats.instantiations), created, "{handler}");
+        assert_eq!(
+            plugin.warm_pairs(),
+            0,
+            "{handler} left its pair in the pool"
+        );
+        // The next call gets a fresh instance and succeeds.
+        assert_eq!(
+            ok.compute(&caller(), &ctx, &ids(1)).await.unwrap(),
+            vec![Value::Int(2)]
+        );
+        assert_eq!(
+            count(&plugin.stats.instantiations),
+            created + 1,
+            "{handler}"
+        );
+        assert_eq!(plugin.warm_pairs(), 1);
+        // Then reuses it.
+        ok.compute(&caller(), &ctx, &ids(1)).await.unwrap();
+        assert_eq!(
+            count(&plugin.stats.instantiations),
+            created + 1,
+            "{handler}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_plugin_built_against_another_wit_version_is_refused_naming_both_versions() {
     let (_db, ds) = datasource().await;

@@ -42,6 +42,9 @@ pub struct State {
     pub scope: Option<Scope>,
     /// Epoch ticks seen by this call, against its budget.
     pub ticks: u64,
+    /// The largest linear memory this store has grown to, in bytes (a warm pair past the pool's
+    /// threshold is recycled).
+    pub memory_bytes: usize,
 }
 
 impl State {
@@ -65,17 +68,63 @@ impl State {
             plugin,
             scope,
             ticks: 0,
+            memory_bytes: 0,
         }
     }
 
     pub fn limiter(&mut self) -> &mut dyn ResourceLimiter {
-        &mut self.limits
+        self
     }
 
     fn scope(&self) -> Result<&Scope, GuestError> {
         self.scope.as_ref().ok_or_else(|| {
             GuestError::Internal("collections are not available while declaring".to_owned())
         })
+    }
+}
+
+/// The store's limits, recording how far memory grew.
+impl ResourceLimiter for State {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.limits.memory_growing(current, desired, maximum)?;
+        if allowed {
+            self.memory_bytes = self.memory_bytes.max(desired);
+        }
+        Ok(allowed)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
     }
 }
 

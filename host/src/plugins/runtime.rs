@@ -1,11 +1,22 @@
 //! The engine (pooling allocator, epoch interruption with a ticker thread, bounded stack, on-disk
-//! compile cache), the linker, and one call: a fresh store and instance from the plugin's
-//! `InstancePre`, a time budget in epoch ticks plus a tokio timeout backstop, a memory limit, and
-//! the mapping of guest errors and traps to the request's error.
+//! compile cache), the linker, and one call: a store and instance (fresh from the plugin's
+//! `InstancePre`, or a warm pair from the plugin's pool for pure calls), a time budget in epoch
+//! ticks plus a tokio timeout backstop, a memory limit, and the mapping of guest errors and traps
+//! to the request's error.
+//!
+//! The warm pool (wasm-host.md §3) serves the calls that only compute an answer from their input
+//! and read-only callbacks: computed fields, search, segments and charts. Actions, hooks and
+//! `declare` always get a fresh instance. A pair serves one call at a time (it is taken out of the
+//! pool for the call), is recycled after [`WARM_USES`] calls or once its memory passed
+//! [`WARM_MEMORY`], and is dropped on any error, trap, timeout, cancellation or stderr output, so
+//! a failed call never leaves anything behind. Pairs are shared by every caller of the process:
+//! plugins are the deployer's own code and a process serves one tenant, and the SDK documents that
+//! guest globals may or may not survive between calls. The pool belongs to the [`Plugin`], hence to
+//! one generation of the plugin set: a hot swap drops it with the old generation.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -23,6 +34,14 @@ use crate::datasource::Error;
 
 /// One epoch tick; time budgets are rounded up to it.
 const TICK: Duration = Duration::from_millis(10);
+
+/// Calls a warm pair serves before it is recycled (bounds what a slow leak in the guest can grow).
+pub const WARM_USES: u32 = 1_000;
+/// A warm pair whose linear memory grew past this is recycled rather than kept resident.
+pub const WARM_MEMORY: usize = 16 << 20;
+/// Idle warm pairs kept per plugin: each holds one of the engine's pooling slots (128 in all,
+/// shared by every plugin and by the generation being swapped in).
+const WARM_IDLE: usize = 4;
 
 /// The engine and linker shared by every plugin (one per process; kept across reloads so the
 /// pooling slots and the code cache are reused).
@@ -109,6 +128,7 @@ impl Runtime {
             pre,
             declarations: Vec::new(),
             stats: Stats::default(),
+            warm: Mutex::new(Vec::new()),
         };
         let declared = plugin
             .call(CallKind::Declare, None, Request::Declare)
@@ -157,28 +177,52 @@ pub enum Response {
     Outcome(ActionOutcome),
 }
 
-/// Calls, errors, traps and time spent, per plugin.
+/// Calls, errors, traps and time spent, per plugin; instances created and warm pairs reused.
 #[derive(Debug, Default)]
 pub struct Stats {
     pub calls: AtomicU64,
     pub errors: AtomicU64,
     pub traps: AtomicU64,
     pub micros: AtomicU64,
+    /// Instances created (one per call without a warm pair).
+    pub instantiations: AtomicU64,
+    /// Calls served by a warm pair from the pool.
+    pub reused: AtomicU64,
 }
 
-/// A loaded plugin: its pre-instantiated component and its declarations.
+/// A store and its instance kept between pure calls, with the calls it has served.
+struct Warm {
+    store: Store<State>,
+    instance: Customization,
+    uses: u32,
+}
+
+/// Whether a kind of call may run on a warm pair: those that compute an answer (their callbacks
+/// read data with the caller's permissions); not actions and hooks, which write or sit on writes,
+/// nor `declare`.
+fn poolable(kind: CallKind) -> bool {
+    matches!(
+        kind,
+        CallKind::Compute | CallKind::Search | CallKind::Segment | CallKind::Chart
+    )
+}
+
+/// A loaded plugin: its pre-instantiated component, its declarations and its warm pairs.
 pub struct Plugin {
     pub info: Arc<PluginInfo>,
     engine: Engine,
     pre: CustomizationPre<State>,
     pub declarations: Vec<Declaration>,
     pub stats: Stats,
+    /// Idle warm pairs (at most [`WARM_IDLE`]); a call pops one and pushes it back only if the
+    /// call succeeded cleanly.
+    warm: Mutex<Vec<Warm>>,
 }
 
 impl Plugin {
-    /// Runs one request in a fresh store. A guest error is the request's error; a trap (time,
-    /// memory, panic) is a 500 naming the plugin; the store is dropped either way, so nothing
-    /// of a failed call survives it.
+    /// Runs one request, in a warm pair for pure calls when one is idle, else in a fresh store. A
+    /// guest error is the request's error; a trap (time, memory, panic) is a 500 naming the
+    /// plugin; the store is dropped after any failure, so nothing of a failed call survives it.
     pub async fn call(
         &self,
         kind: CallKind,
@@ -189,14 +233,33 @@ impl Plugin {
         let limits = &self.info.limits;
         let budget = limits.time(kind);
         let handler = request.handler();
-        let mut store = Store::new(
-            &self.engine,
-            State::new(self.info.clone(), scope, limits.memory_bytes()),
-        );
-        store.limiter(State::limiter);
+        let stats = &self.stats;
+        let pooled = poolable(kind);
+        let warm = if pooled {
+            self.warm.lock().ok().and_then(|mut idle| idle.pop())
+        } else {
+            None
+        };
+        let (mut store, instance, uses) = match warm {
+            Some(mut w) => {
+                stats.reused.fetch_add(1, Ordering::Relaxed);
+                w.store.data_mut().scope = scope;
+                (w.store, Some(w.instance), w.uses)
+            }
+            None => {
+                let mut store = Store::new(
+                    &self.engine,
+                    State::new(self.info.clone(), scope, limits.memory_bytes()),
+                );
+                store.limiter(State::limiter);
+                (store, None, 0)
+            }
+        };
         // Yield to tokio every tick (so a busy guest never blocks a worker) and interrupt once
-        // the budget is spent. The first deadline must be 1: a far one would never yield.
+        // the budget is spent. The first deadline must be 1: a far one would never yield. Armed
+        // again for every call, a warm pair's included.
         let ticks = budget.as_millis().div_ceil(TICK.as_millis()) as u64 + 1;
+        store.data_mut().ticks = 0;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
@@ -208,13 +271,19 @@ impl Plugin {
             })
         });
         let run = async {
-            let instance = self.pre.instantiate_async(&mut store).await?;
-            invoke(&mut store, &instance, request).await
+            let instance = match instance {
+                Some(i) => i,
+                None => {
+                    stats.instantiations.fetch_add(1, Ordering::Relaxed);
+                    self.pre.instantiate_async(&mut store).await?
+                }
+            };
+            let answer = invoke(&mut store, &instance, request).await?;
+            Ok::<_, wasmtime::Error>((instance, answer))
         };
         // The backstop: epochs already bound the guest, this bounds host imports too.
         let outcome = tokio::time::timeout(budget + TICK * 5, run).await;
         let elapsed = started.elapsed();
-        let stats = &self.stats;
         let calls = stats.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let micros = stats
             .micros
@@ -226,8 +295,13 @@ impl Plugin {
             None => kind.as_str().to_owned(),
         };
         let result = match outcome {
-            Ok(Ok(Ok(response))) => Ok(response),
-            Ok(Ok(Err(guest))) => {
+            Ok(Ok((instance, Ok(response)))) => {
+                if pooled {
+                    self.recycle(store, instance, uses + 1);
+                }
+                Ok(response)
+            }
+            Ok(Ok((_, Err(guest)))) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 Err(self.guest_error(guest))
             }
@@ -262,6 +336,59 @@ impl Plugin {
             "plugin call"
         );
         result
+    }
+
+    /// Puts a pair back in the pool after a successful call, unless it has served its uses, grew
+    /// past [`WARM_MEMORY`], wrote to stderr (each call must start with an empty capture) or the
+    /// pool is full; otherwise it is dropped here, freeing its slot.
+    fn recycle(&self, mut store: Store<State>, instance: Customization, uses: u32) {
+        let state = store.data_mut();
+        // The request's scope holds the customized stack, which holds this plugin: keeping it
+        // would leak the request's context and make a reference cycle.
+        state.scope = None;
+        if uses >= WARM_USES
+            || state.memory_bytes > WARM_MEMORY
+            || !state.stderr.contents().is_empty()
+        {
+            return;
+        }
+        if let Ok(mut idle) = self.warm.lock()
+            && idle.len() < WARM_IDLE
+        {
+            idle.push(Warm {
+                store,
+                instance,
+                uses,
+            });
+        }
+    }
+
+    /// Idle warm pairs (for tests and stats).
+    pub fn warm_pairs(&self) -> usize {
+        self.warm.lock().map_or(0, |idle| idle.len())
+    }
+
+    /// Drops the idle warm pairs, so the next calls start fresh instances (benchmarks compare
+    /// both paths with it).
+    pub fn clear_warm(&self) {
+        let idle = self.warm.lock().map(|mut idle| std::mem::take(&mut *idle));
+        drop(idle);
+    }
+
+    /// Creates a store and an instance and drops them, without calling the guest: the cost of
+    /// a fresh instance alone, for the benchmark.
+    pub async fn instantiate_only(&self) -> Result<(), Error> {
+        let mut store = Store::new(
+            &self.engine,
+            State::new(self.info.clone(), None, self.info.limits.memory_bytes()),
+        );
+        store.limiter(State::limiter);
+        store.set_epoch_deadline(u64::MAX / 2);
+        self.pre
+            .instantiate_async(&mut store)
+            .await
+            .map(drop)
+            .map_err(|e| Error::Plugin(format!("Plugin `{}`: {e:#}", self.info.name)))
     }
 
     fn guest_error(&self, e: GuestError) -> Error {
@@ -362,4 +489,42 @@ async fn invoke(
             .await?
             .map(Response::Text),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::ResourceLimiter;
+
+    use super::*;
+    use crate::plugins::loader::Limits;
+
+    #[test]
+    fn only_pure_calls_run_on_warm_pairs() {
+        assert!(poolable(CallKind::Compute));
+        assert!(poolable(CallKind::Search));
+        assert!(poolable(CallKind::Segment));
+        assert!(poolable(CallKind::Chart));
+        assert!(!poolable(CallKind::Action));
+        assert!(!poolable(CallKind::Hook));
+        assert!(!poolable(CallKind::Declare));
+    }
+
+    #[test]
+    fn the_store_records_how_far_memory_grew_and_still_enforces_the_limit() {
+        let info = PluginInfo {
+            name: "p".into(),
+            path: "p.wasm".into(),
+            limits: Limits::default(),
+            schema_json: "{}".into(),
+            options_json: "{}".into(),
+        };
+        let mut state = State::new(Arc::new(info), None, 32 << 20);
+        assert!(state.memory_growing(0, 1 << 20, None).unwrap());
+        assert!(state.memory_growing(1 << 20, 20 << 20, None).unwrap());
+        assert_eq!(state.memory_bytes, 20 << 20);
+        assert!(state.memory_bytes > WARM_MEMORY);
+        // Past the limit: refused (a trap, since trap_on_grow_failure), and not recorded.
+        assert!(state.memory_growing(20 << 20, 40 << 20, None).is_err());
+        assert_eq!(state.memory_bytes, 20 << 20);
+    }
 }
