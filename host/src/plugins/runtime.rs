@@ -376,8 +376,10 @@ impl Plugin {
     }
 
     /// Creates a store and an instance and drops them, without calling the guest: the cost of
-    /// a fresh instance alone, for the benchmark.
-    pub async fn instantiate_only(&self) -> Result<(), Error> {
+    /// a fresh instance alone, for the benchmark. Returns the time to create (store and
+    /// instance) and the time to drop (the pooling slot is zeroed in place on release).
+    pub async fn instantiate_only(&self) -> Result<(Duration, Duration), Error> {
+        let started = Instant::now();
         let mut store = Store::new(
             &self.engine,
             State::new(self.info.clone(), None, self.info.limits.memory_bytes()),
@@ -387,8 +389,11 @@ impl Plugin {
         self.pre
             .instantiate_async(&mut store)
             .await
-            .map(drop)
-            .map_err(|e| Error::Plugin(format!("Plugin `{}`: {e:#}", self.info.name)))
+            .map_err(|e| Error::Plugin(format!("Plugin `{}`: {e:#}", self.info.name)))?;
+        let created = started.elapsed();
+        let dropping = Instant::now();
+        drop(store);
+        Ok((created, dropping.elapsed()))
     }
 
     fn guest_error(&self, e: GuestError) -> Error {
