@@ -2,7 +2,8 @@
 //! of `list`: computed fields (relation paths, computed on computed, one call per field on
 //! distinct rows), hooks at each position, static and dynamic segments, replaced and disabled
 //! search (and the 403 of extended search with a handler), actions of each scope with their form
-//! hooks and every result builder, and API charts.
+//! hooks and every result builder, and API charts; on the wire-key tables of `wire_values`,
+//! action record ids and missing-link errors in the keys' wire form.
 
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +21,7 @@ use canopy::datasource::action::{
     FormPhase, Widget,
 };
 use canopy::datasource::chart::ChartResult;
+use canopy::datasource::sql::Options;
 use canopy::datasource::{
     ConditionTree, DataSource, Error, Operator, PrimitiveType, Record, Value,
 };
@@ -912,7 +914,151 @@ async fn single_actions(backend: Backend) {
     );
 }
 
+/// The wire-key tables of `wire_values` (prices: decimal key, blobs: binary key) with a Bulk
+/// action `Record ids` on each, answering the sorted `getRecordIds()` of its selection.
+async fn keyed_app(backend: Backend) -> (canopy_e2e::TestDb, Router) {
+    let (db, _) = crate::wire_values::bank(backend).await;
+    crate::wire_values::decimal_keys(&db, backend).await;
+    let datasource = db.datasource(Options::default()).await;
+    let handler = closures::action(
+        |_, _| Ok(Vec::new()),
+        |caller, ctx| async move {
+            let mut ids = ctx.get_record_ids(&caller).await?;
+            ids.sort();
+            Ok(ActionResult::success(ids.join(",")))
+        },
+    );
+    let customizations = ["prices", "blobs"]
+        .into_iter()
+        .map(|collection| {
+            Customization::collection(
+                "test-plugin",
+                collection,
+                action(
+                    "Record ids",
+                    ActionScope::Bulk,
+                    Some(Vec::new()),
+                    Arc::clone(&handler),
+                ),
+            )
+        })
+        .collect();
+    let stack = build_stack(Arc::new(datasource), customizations).unwrap();
+    let state = AppState::new(stack, SessionKey::new("a-test-auth-secret"), &http_config());
+    (db, router(Arc::new(state)))
+}
+
+/// `getRecordIds()` gives the ids the client sees: the list route's ids of the same records,
+/// decimal keys as the driver prints them (`12.3` on MariaDB and SQLite, `12.30` on PostgreSQL)
+/// and binary keys in hex.
+async fn action_record_ids_are_the_listed_ids(backend: Backend) {
+    let (_db, app) = keyed_app(backend).await;
+    let expected: [(&str, &[&str]); 2] = [
+        (
+            "prices",
+            match backend {
+                Backend::Postgres => &["12.30", "5.00"],
+                Backend::MySql | Backend::Sqlite => &["12.3", "5"],
+            },
+        ),
+        ("blobs", &["cafe"]),
+    ];
+    for (collection, expected) in expected {
+        let (status, _, body) =
+            send(&app, get(&format!("/forest/{collection}?timezone=UTC"))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let mut listed = ids(&body);
+        listed.sort();
+        assert_eq!(listed, expected, "{collection}");
+        let selection = json!({"data": {"attributes": {"collection_name": collection,
+            "ids": listed, "values": {}}}});
+        let (status, _, body) = send(
+            &app,
+            post(
+                &format!("/forest/_actions/{collection}/0/record-ids?timezone=UTC"),
+                &selection,
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{collection}: {body}");
+        assert_eq!(body["success"], listed.join(","), "{collection}");
+    }
+}
+
+/// Linking a record that does not exist, on create and on a to-one update, is refused with an
+/// error naming the id as the client wrote it: a decimal key as a number, a binary key in hex.
+async fn a_missing_linked_record_is_named_as_sent(backend: Backend) {
+    let (_db, app) = keyed_app(backend).await;
+    let price = "99.9";
+    let link = |collection: &str, id: &str| json!({"data": {"type": collection, "id": id}});
+    let requests = [
+        (
+            "POST",
+            "/forest/quotes",
+            json!({"data": {"type": "quotes", "attributes": {"id": 3},
+                "relationships": {"price": link("prices", price)}}}),
+            "prices",
+            price,
+        ),
+        (
+            "PUT",
+            "/forest/quotes/1/relationships/price",
+            link("prices", price),
+            "prices",
+            price,
+        ),
+        (
+            "POST",
+            "/forest/blob_tags",
+            json!({"data": {"type": "blob_tags", "attributes": {"label": "z"},
+                "relationships": {"blob": link("blobs", "dead")}}}),
+            "blobs",
+            "dead",
+        ),
+        (
+            "PUT",
+            "/forest/blob_tags/1/relationships/blob",
+            link("blobs", "dead"),
+            "blobs",
+            "dead",
+        ),
+    ];
+    for (method, uri, body, collection, id) in requests {
+        let (status, _, error) = send(
+            &app,
+            with_body(method, &format!("{uri}?timezone=UTC"), &body),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {uri}: {error}");
+        assert_eq!(
+            error["errors"][0]["detail"],
+            format!("The record '{id}' of '{collection}' does not exist"),
+            "{method} {uri}: {error}"
+        );
+    }
+    // Number keys are read as numbers, as the agent's `unpackId` reads them (`Number(part)`):
+    // the scale PostgreSQL prints (`99.90`) is not kept, so the error names the number.
+    if backend == Backend::Postgres {
+        let (status, _, error) = send(
+            &app,
+            with_body(
+                "PUT",
+                "/forest/quotes/1/relationships/price?timezone=UTC",
+                &link("prices", "99.90"),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+        assert_eq!(
+            error["errors"][0]["detail"],
+            "The record '99.9' of 'prices' does not exist"
+        );
+    }
+}
+
 on_all_backends!(
+    action_record_ids_are_the_listed_ids,
+    a_missing_linked_record_is_named_as_sent,
     single_actions,
     computed_fields,
     hooks,

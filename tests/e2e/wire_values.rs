@@ -25,7 +25,7 @@ const PNG_URI: &str = "data:image/png;base64,iVBORw0KGgo=";
 const BIG: &str = "9007199254740993";
 
 /// accounts ← payments (account), blobs (binary key) ← blob_tags (blob).
-async fn bank(backend: Backend) -> (TestDb, Router) {
+pub(crate) async fn bank(backend: Backend) -> (TestDb, Router) {
     let db = TestDb::new(backend).await;
     let (bigpk, money, bytes, key) = match backend {
         Backend::Postgres => ("BIGSERIAL PRIMARY KEY", "NUMERIC(10,2)", "BYTEA", "BYTEA"),
@@ -455,12 +455,8 @@ async fn binary_columns_are_strings_in_the_schema_and_capabilities(backend: Back
     assert_eq!(capability("accounts", "balance")["type"], "Number");
 }
 
-/// A decimal primary key is packed as `String(value)` of what the Node agent's driver returns:
-/// the text with its scale on PostgreSQL, a JavaScript number on MariaDB and SQLite. The id is
-/// the same in the record, its to-many links, the linkage of records pointing at it and the
-/// included record, and it reads the record back.
-async fn decimal_keys_are_packed_as_the_driver_prints_them(backend: Backend) {
-    let (db, app) = bank(backend).await;
+/// prices (decimal key: 12.30 'a', 5.00 'b') ← quotes (price): quotes 1 → 12.30, 2 → 5.00.
+pub(crate) async fn decimal_keys(db: &TestDb, backend: Backend) {
     let money = match backend {
         Backend::Postgres => "NUMERIC(10,2)",
         Backend::MySql | Backend::Sqlite => "DECIMAL(10,2)",
@@ -473,6 +469,15 @@ async fn decimal_keys_are_packed_as_the_driver_prints_them(backend: Backend) {
          INSERT INTO quotes (id, price_code) VALUES (1, 12.30), (2, 5.00);"
     ))
     .await;
+}
+
+/// A decimal primary key is packed as `String(value)` of what the Node agent's driver returns:
+/// the text with its scale on PostgreSQL, a JavaScript number on MariaDB and SQLite. The id is
+/// the same in the record, its to-many links, the linkage of records pointing at it and the
+/// included record, and it reads the record back.
+async fn decimal_keys_are_packed_as_the_driver_prints_them(backend: Backend) {
+    let (db, app) = bank(backend).await;
+    decimal_keys(&db, backend).await;
     drop(app);
     let app = app_over(&db).await;
     let (dozen, five) = match backend {
