@@ -20,7 +20,9 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use canopy::plugin::types::{
+// `self::`: the WIT package is named `canopy` like this crate, and rustdoc (doctests) passes the
+// crate as `--extern canopy`, which makes a bare `canopy::` ambiguous.
+pub use self::canopy::plugin::types::{
     ActionOutcome, Batch, CallContext, Caller as WitCaller, Column, Customization as Declaration,
     Error as GuestError, Kind, NamedColumn,
 };
@@ -151,9 +153,9 @@ pub fn guest_error(e: DsError) -> GuestError {
     }
 }
 
-impl canopy::plugin::types::Host for State {}
+impl self::canopy::plugin::types::Host for State {}
 
-impl canopy::plugin::collections::Host for State {
+impl self::canopy::plugin::collections::Host for State {
     async fn list(
         &mut self,
         collection: String,
@@ -242,13 +244,13 @@ impl canopy::plugin::collections::Host for State {
     }
 }
 
-impl canopy::plugin::logging::Host for State {
+impl self::canopy::plugin::logging::Host for State {
     async fn log(
         &mut self,
-        level: canopy::plugin::logging::Level,
+        level: self::canopy::plugin::logging::Level,
         message: String,
     ) -> wasmtime::Result<()> {
-        use canopy::plugin::logging::Level as L;
+        use self::canopy::plugin::logging::Level as L;
         let plugin = self.plugin.name.as_str();
         match level {
             L::Trace => tracing::trace!(plugin, "{message}"),
@@ -261,7 +263,7 @@ impl canopy::plugin::logging::Host for State {
     }
 }
 
-impl canopy::plugin::environment::Host for State {
+impl self::canopy::plugin::environment::Host for State {
     async fn schema(&mut self) -> wasmtime::Result<String> {
         Ok(self.plugin.schema_json.clone())
     }
