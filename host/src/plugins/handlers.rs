@@ -205,16 +205,7 @@ fn action_result(j: &Json, file: Option<Vec<u8>>) -> std::result::Result<ActionR
         Some("Success") => ActionOutcome::Success {
             message: text(j, "message").unwrap_or_default(),
             html: text(j, "html"),
-            invalidated: j
-                .get("invalidated")
-                .and_then(Json::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Json::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            invalidated: strings(j.get("invalidated")).unwrap_or_default(),
         },
         Some("Error") => ActionOutcome::Error {
             message: text(j, "message").unwrap_or_else(|| "Error".to_owned()),
@@ -326,12 +317,7 @@ fn form_field(j: &Json) -> std::result::Result<FormField, String> {
         .or_else(|| j.get("defaultValue"))
         .filter(|v| !v.is_null())
         .cloned();
-    f.enum_values = j.get("enumValues").and_then(Json::as_array).map(|a| {
-        a.iter()
-            .filter_map(Json::as_str)
-            .map(str::to_owned)
-            .collect()
-    });
+    f.enum_values = strings(j.get("enumValues"));
     f.collection_name = text(j, "collectionName");
     f.watch_changes = j
         .get("watchChanges")
@@ -396,16 +382,7 @@ fn form_field(j: &Json) -> std::result::Result<FormField, String> {
         Some("ColorPicker") => Some(Widget::ColorPicker {
             placeholder,
             enable_opacity: flag("enableOpacity"),
-            quick_palette: j
-                .get("quickPalette")
-                .and_then(Json::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Json::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            quick_palette: strings(j.get("quickPalette")).unwrap_or_default(),
         }),
         Some("DatePicker") => Some(Widget::DatePicker {
             placeholder,
@@ -417,16 +394,7 @@ fn form_field(j: &Json) -> std::result::Result<FormField, String> {
         Some("UserDropdown") => Some(Widget::UserDropdown { placeholder }),
         Some("TimePicker") => Some(Widget::TimePicker),
         Some("FilePicker") => Some(Widget::FilePicker {
-            extensions: j
-                .get("extensions")
-                .and_then(Json::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Json::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            extensions: strings(j.get("extensions")).unwrap_or_default(),
             max_size_mb: f64_of(j, "maxSizeMb"),
             max_count: f64_of(j, "maxCount"),
         }),
