@@ -13,7 +13,7 @@ use crate::agent::action::SchemaActions;
 use crate::agent::schema_file::{Meta, SchemaFile};
 use crate::auth::{PermissionLevel, SessionClaims, SessionKey};
 use crate::config::Config;
-use crate::customizer::{Customization, build_stack};
+use crate::customizer::{Customization, StackOptions, build_stack_with};
 use crate::datasource::sql::{Options, Pool, SqlDataSource};
 use crate::datasource::{
     CompositeDataSource, DataSource, DataSourceSchema, FieldSchema, RelationSchema,
@@ -123,7 +123,12 @@ pub fn customize(
     base: Arc<dyn DataSource>,
     customizations: Vec<Customization>,
 ) -> anyhow::Result<Arc<dyn DataSource>> {
-    let stack = build_stack(base, customizations).context("applying the customizations")?;
+    let options = StackOptions {
+        ignore_missing_schema_element_errors: config.schema.ignore_missing_schema_element_errors,
+        emulation_row_limit: config.schema.emulation_row_limit,
+    };
+    let stack = build_stack_with(base, customizations, &options)
+        .context("applying the customizations")?;
     if config.actions.use_unsafe_action_endpoint {
         crate::agent::action::check_unique_slugs(stack.schema())?;
     }

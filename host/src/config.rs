@@ -138,6 +138,8 @@ pub struct SchemaConfig {
     /// Never send the schema to the platform.
     pub skip_schema_update: bool,
     pub ignore_missing_schema_element_errors: bool,
+    /// The most records an emulated sort or filter may load (`emulationRowLimit`).
+    pub emulation_row_limit: u64,
     /// Not landed yet.
     pub typings_path: Option<PathBuf>,
     /// Not landed yet.
@@ -276,6 +278,8 @@ fn invalid(key: impl Into<String>, problem: impl Into<String>, origin: &Origin) 
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:3351";
 const DEFAULT_SCHEMA_PATH: &str = ".forestadmin-schema.json";
+/// `emulationRowLimit`: enough for an admin table, small enough to never exhaust memory.
+const DEFAULT_EMULATION_ROW_LIMIT: u64 = 10_000;
 const DEFAULT_TYPINGS_MAX_DEPTH: u32 = 5;
 const DEFAULT_PERMISSIONS_CACHE_SECONDS: u64 = 900;
 const MIN_PERMISSIONS_CACHE_SECONDS: u64 = 60;
@@ -571,6 +575,14 @@ fn resolve_schema(
                 file.ignore_missing_schema_element_errors.take(),
             ),
             false,
+        ),
+        emulation_row_limit: value_or(
+            layers.pick(
+                args.emulation_row_limit.take(),
+                ("--emulation-row-limit", "CANOPY_EMULATION_ROW_LIMIT"),
+                file.emulation_row_limit.take(),
+            ),
+            DEFAULT_EMULATION_ROW_LIMIT,
         ),
         typings_path: layers
             .pick(

@@ -6,14 +6,25 @@
 //! tests implement them with closures ([`closures`]).
 
 mod action;
+mod binary;
 mod chart;
 pub mod closures;
 mod computed;
 pub mod handlers;
 mod hook;
+mod import_field;
+mod operator;
+mod overrides;
+mod publication;
+mod relation;
+mod rename;
+mod schema;
 mod search;
 mod segment;
+mod sort;
 mod stack;
+mod validation;
+mod write;
 
 use std::fmt;
 use std::sync::Arc;
@@ -21,12 +32,13 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use crate::datasource::action::{ActionScope, FormElement};
-use crate::datasource::{ColumnType, ConditionTree};
+use crate::datasource::{ColumnType, ConditionTree, Operator, SortClause};
 pub use handlers::{
     ActionContext, ActionHandler, Batch, ChartHandler, Column, ComputeHandler, Context, HookData,
-    HookHandler, HookOperation, HookPosition, SearchHandler, SegmentHandler,
+    HookHandler, HookOperation, HookPosition, OperatorHandler, OverrideHandler, SearchHandler,
+    SegmentHandler, WriteAction, WriteContext, WriteHandler,
 };
-pub use stack::build_stack;
+pub use stack::{StackOptions, build_stack, build_stack_with};
 
 /// One customization declared by a plugin (or a test).
 #[derive(Clone)]
@@ -112,6 +124,133 @@ pub enum Kind {
         name: String,
         handler: Arc<dyn ChartHandler>,
     },
+    /// `addManyToOneRelation`, `addOneToManyRelation`, `addOneToOneRelation`,
+    /// `addManyToManyRelation`: a relation emulated over the collections' own keys (§8.4), also
+    /// between collections of different datasources.
+    Relation {
+        name: String,
+        definition: RelationDefinition,
+    },
+    /// `importField(name, {path, readonly?})`: the column at a to-one `:` path, as a field of
+    /// this collection (§8.2); writable unless the source is read-only or `readonly` is set.
+    ImportField {
+        name: String,
+        path: String,
+        /// `None`: follow the source; `Some(false)` on a read-only source is refused.
+        readonly: Option<bool>,
+    },
+    /// `renameField(old, new)`: the field is exposed as `to` (§8.3); customizations keep using
+    /// `from`.
+    RenameField { from: String, to: String },
+    /// `removeField(name)`: hidden from the exposed schema, still usable by customizations.
+    RemoveField { name: String },
+    /// `removeCollection()`: hidden from the exposed schema with every relation to it, still
+    /// usable by customizations.
+    RemoveCollection,
+    /// `addFieldValidation(field, operator, value?)` (§8.12).
+    Validation {
+        field: String,
+        operator: Operator,
+        value: Option<Json>,
+    },
+    /// `setFieldNullable(field)`: drops `Present` and allows null.
+    Nullable { field: String },
+    /// `replaceFieldWriting(field, (value, ctx) => patch)` (§8.11); marks the field writable.
+    Writing {
+        field: String,
+        handler: Arc<dyn WriteHandler>,
+    },
+    /// `replaceFieldBinaryMode(field, 'datauri' | 'hex')`.
+    BinaryMode { field: String, mode: BinaryMode },
+    /// `emulateFieldSorting`, `replaceFieldSorting`, `disableFieldSorting` (§8.8).
+    Sorting { field: String, mode: SortingMode },
+    /// `emulateFieldFiltering`, `emulateFieldOperator`, `replaceFieldOperator` (§8.8).
+    Filtering { field: String, mode: FilteringMode },
+    /// `overrideCreate`, `overrideUpdate`, `overrideDelete`: the handler replaces the operation.
+    Override {
+        operation: OverrideOperation,
+        handler: Arc<dyn OverrideHandler>,
+    },
+    /// `disableCount()`: `countable: false`, the count route answers `deactivated`.
+    DisableCount,
+}
+
+/// A relation added by a customization; `None` targets default to the first primary key of the
+/// collection they belong to (§8.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelationDefinition {
+    ManyToOne {
+        foreign_collection: String,
+        foreign_key: String,
+        foreign_key_target: Option<String>,
+    },
+    OneToMany {
+        foreign_collection: String,
+        origin_key: String,
+        origin_key_target: Option<String>,
+    },
+    OneToOne {
+        foreign_collection: String,
+        origin_key: String,
+        origin_key_target: Option<String>,
+    },
+    ManyToMany {
+        foreign_collection: String,
+        through_collection: String,
+        origin_key: String,
+        foreign_key: String,
+        origin_key_target: Option<String>,
+        foreign_key_target: Option<String>,
+    },
+}
+
+/// How a binary column crosses the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryMode {
+    /// `data:<mime>;base64,…` (the default for columns that are not keys).
+    DataUri,
+    /// Lowercase hex (the default for primary and foreign keys).
+    Hex,
+}
+
+/// How sorting on a field is answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SortingMode {
+    /// Sorted in memory: every matching record is fetched (up to the emulation row limit).
+    Emulate,
+    /// Sorting on the field sorts by these clauses instead (inverted when descending).
+    Replace(Vec<SortClause>),
+    /// `isSortable: false` in the schema.
+    Disable,
+}
+
+/// How filtering on a field is answered.
+#[derive(Clone)]
+pub enum FilteringMode {
+    /// Every operator of the column type that is not native, answered in memory.
+    EmulateAll,
+    /// One operator, answered in memory.
+    Emulate(Operator),
+    /// One operator, rewritten into the tree the handler returns for the leaf's value.
+    Replace(Operator, Arc<dyn OperatorHandler>),
+}
+
+impl fmt::Debug for FilteringMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::EmulateAll => f.write_str("EmulateAll"),
+            Self::Emulate(op) => write!(f, "Emulate({op:?})"),
+            Self::Replace(op, _) => write!(f, "Replace({op:?})"),
+        }
+    }
+}
+
+/// Which write an override replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverrideOperation {
+    Create,
+    Update,
+    Delete,
 }
 
 impl fmt::Debug for Kind {
@@ -129,6 +268,21 @@ impl fmt::Debug for Kind {
             Self::Segment { name, .. } => write!(f, "Segment({name})"),
             Self::Search(mode) => write!(f, "Search({mode:?})"),
             Self::Chart { name, .. } => write!(f, "Chart({name})"),
+            Self::Relation { name, definition } => write!(f, "Relation({name}, {definition:?})"),
+            Self::ImportField { name, path, .. } => write!(f, "ImportField({name} <- {path})"),
+            Self::RenameField { from, to } => write!(f, "RenameField({from} -> {to})"),
+            Self::RemoveField { name } => write!(f, "RemoveField({name})"),
+            Self::RemoveCollection => f.write_str("RemoveCollection"),
+            Self::Validation {
+                field, operator, ..
+            } => write!(f, "Validation({field} {operator:?})"),
+            Self::Nullable { field } => write!(f, "Nullable({field})"),
+            Self::Writing { field, .. } => write!(f, "Writing({field})"),
+            Self::BinaryMode { field, mode } => write!(f, "BinaryMode({field}, {mode:?})"),
+            Self::Sorting { field, mode } => write!(f, "Sorting({field}, {mode:?})"),
+            Self::Filtering { field, mode } => write!(f, "Filtering({field}, {mode:?})"),
+            Self::Override { operation, .. } => write!(f, "Override({operation:?})"),
+            Self::DisableCount => f.write_str("DisableCount"),
         }
     }
 }

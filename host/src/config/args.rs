@@ -105,6 +105,13 @@ pub struct ServeArgs {
           value_parser = BoolishValueParser::new())]
     pub ignore_missing_schema_element_errors: Option<bool>,
 
+    /// The most records an emulated sort or filter (`emulateFieldSorting`,
+    /// `emulateFieldFiltering`, `emulateFieldOperator`) may load into memory; a request past it
+    /// fails with a 400 that names the field, instead of loading a large table silently.
+    /// [default: 10000] [file key: emulationRowLimit]
+    #[arg(long, env = "CANOPY_EMULATION_ROW_LIMIT", value_name = "ROWS")]
+    pub emulation_row_limit: Option<u64>,
+
     /// Message shown in the UI for unexpected errors, as a template: `{message}` is the error's
     /// message, `{name}` its error name, `{{` and `}}` literal braces. [default: none, the
     /// error's own message] [file key: customizeErrorMessage]

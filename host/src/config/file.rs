@@ -27,6 +27,7 @@ pub struct FileConfig {
     pub typings_max_depth: Option<u32>,
     pub skip_schema_update: Option<bool>,
     pub ignore_missing_schema_element_errors: Option<bool>,
+    pub emulation_row_limit: Option<u64>,
     pub customize_error_message: Option<String>,
     pub instant_cache_refresh: Option<bool>,
     pub permissions_cache_duration_in_seconds: Option<u64>,

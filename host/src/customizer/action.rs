@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use indexmap::IndexMap;
 
 use super::handlers::{ActionContext, ActionHandler, Context};
+use super::stack::StackOptions;
 use super::stack::{Decorator, Layer, by_collection, decorated};
 use super::{Customization, Kind};
 use crate::datasource::action::{
@@ -25,6 +26,7 @@ type Declared = IndexMap<String, (ActionSchema, Arc<dyn ActionHandler>)>;
 pub(super) fn layer(
     child: &Arc<dyn DataSource>,
     customizations: Vec<Customization>,
+    _options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
     let mut declared: HashMap<String, Declared> = HashMap::new();
     for (collection, list) in by_collection(customizations) {

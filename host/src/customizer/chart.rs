@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use indexmap::IndexMap;
 
 use super::handlers::{ChartHandler, Context};
+use super::stack::StackOptions;
 use super::stack::{Decorator, Layer, decorated};
 use super::{Customization, Kind};
 use crate::datasource::chart::{ChartRequest, ChartResult};
@@ -17,6 +18,7 @@ use crate::datasource::{Caller, Collection, CollectionSchema, DataSource, Error,
 pub(super) fn layer(
     child: &Arc<dyn DataSource>,
     customizations: Vec<Customization>,
+    _options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
     let mut by_collection: HashMap<String, IndexMap<String, Arc<dyn ChartHandler>>> =
         HashMap::new();

@@ -9,11 +9,12 @@ use async_trait::async_trait;
 
 use super::handlers::{
     ActionContext, ActionHandler, Batch, ChartHandler, ComputeHandler, Context, HookData,
-    HookHandler, HookPosition, SearchHandler, SegmentHandler,
+    HookHandler, HookPosition, OperatorHandler, OverrideHandler, SearchHandler, SegmentHandler,
+    WriteContext, WriteHandler,
 };
 use crate::datasource::action::{ActionResult, FormElement, FormPhase};
 use crate::datasource::chart::{ChartRequest, ChartResult};
-use crate::datasource::{Caller, ConditionTree, Result, Value};
+use crate::datasource::{Caller, ConditionTree, Filter, Record, Result, Value};
 
 struct Compute<F>(F);
 
@@ -167,4 +168,105 @@ where
     Fut: Future<Output = Result<ActionResult>> + Send + 'static,
 {
     Arc::new(Action { form, execute })
+}
+
+struct Write<F>(F);
+
+#[async_trait]
+impl<F> WriteHandler for Write<F>
+where
+    F: Fn(&Value, &WriteContext) -> Result<Option<Record>> + Send + Sync,
+{
+    async fn write(
+        &self,
+        _caller: &Caller,
+        ctx: &WriteContext,
+        value: &Value,
+    ) -> Result<Option<Record>> {
+        (self.0)(value, ctx)
+    }
+}
+
+/// A `replaceFieldWriting` handler from a closure over the value and the write context.
+pub fn write<F>(f: F) -> Arc<dyn WriteHandler>
+where
+    F: Fn(&Value, &WriteContext) -> Result<Option<Record>> + Send + Sync + 'static,
+{
+    Arc::new(Write(f))
+}
+
+struct Operator<F>(F);
+
+#[async_trait]
+impl<F> OperatorHandler for Operator<F>
+where
+    F: Fn(&Value) -> Result<ConditionTree> + Send + Sync,
+{
+    async fn replace(
+        &self,
+        _caller: &Caller,
+        _ctx: &Context,
+        value: &Value,
+    ) -> Result<ConditionTree> {
+        (self.0)(value)
+    }
+}
+
+/// A `replaceFieldOperator` handler from a closure over the leaf's value.
+pub fn operator<F>(f: F) -> Arc<dyn OperatorHandler>
+where
+    F: Fn(&Value) -> Result<ConditionTree> + Send + Sync + 'static,
+{
+    Arc::new(Operator(f))
+}
+
+/// What an override closure is given, and returns for `create`.
+pub enum Overridden {
+    Create(Vec<Record>),
+    Update(Filter, Record),
+    Delete(Filter),
+}
+
+struct Override<F>(F);
+
+#[async_trait]
+impl<F, Fut> OverrideHandler for Override<F>
+where
+    F: Fn(Caller, Context, Overridden) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<Vec<Record>>> + Send,
+{
+    async fn create(
+        &self,
+        caller: &Caller,
+        ctx: &Context,
+        records: Vec<Record>,
+    ) -> Result<Vec<Record>> {
+        (self.0)(caller.clone(), ctx.clone(), Overridden::Create(records)).await
+    }
+
+    async fn update(
+        &self,
+        caller: &Caller,
+        ctx: &Context,
+        filter: &Filter,
+        patch: &Record,
+    ) -> Result<()> {
+        let call = Overridden::Update(filter.clone(), patch.clone());
+        (self.0)(caller.clone(), ctx.clone(), call).await.map(drop)
+    }
+
+    async fn delete(&self, caller: &Caller, ctx: &Context, filter: &Filter) -> Result<()> {
+        let call = Overridden::Delete(filter.clone());
+        (self.0)(caller.clone(), ctx.clone(), call).await.map(drop)
+    }
+}
+
+/// An override from one async closure (`|caller, ctx, call| async move { … }`) that may call
+/// back into `ctx.datasource`; for update and delete the returned records are ignored.
+pub fn overrides<F, Fut>(f: F) -> Arc<dyn OverrideHandler>
+where
+    F: Fn(Caller, Context, Overridden) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Vec<Record>>> + Send + 'static,
+{
+    Arc::new(Override(f))
 }

@@ -347,3 +347,76 @@ pub trait ChartHandler: Send + Sync {
         request: &ChartRequest,
     ) -> Result<ChartResult>;
 }
+
+// ------------------------------------------------------------------------------------------------
+// Writes, operators, overrides
+
+/// Which write a `replaceFieldWriting` handler is called for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteAction {
+    Create,
+    Update,
+}
+
+/// What a write handler knows: the whole incoming record (create) or patch (update), and for
+/// updates the filter of the records being changed.
+#[derive(Debug, Clone)]
+pub struct WriteContext {
+    pub base: Context,
+    pub action: WriteAction,
+    pub record: Record,
+    pub filter: Option<Filter>,
+}
+
+/// `replaceFieldWriting(field, (value, ctx) => patch | void)` (§8.11).
+#[async_trait]
+pub trait WriteHandler: Send + Sync {
+    /// The patch that replaces `{field: value}` in the written record; `None` writes nothing for
+    /// the field. A patch may name other fields (rewritten in turn) and to-one relations, as
+    /// nested `Value::Record`s (nested writes).
+    async fn write(
+        &self,
+        caller: &Caller,
+        ctx: &WriteContext,
+        value: &Value,
+    ) -> Result<Option<Record>>;
+}
+
+/// `replaceFieldOperator(field, operator, (value, ctx) => tree)` (§8.8).
+#[async_trait]
+pub trait OperatorHandler: Send + Sync {
+    /// The tree that replaces a leaf `field operator value`, in the field names of the
+    /// collection (it may use other replaced or emulated operators).
+    async fn replace(&self, caller: &Caller, ctx: &Context, value: &Value)
+    -> Result<ConditionTree>;
+}
+
+/// `overrideCreate`, `overrideUpdate`, `overrideDelete` (§8.12). A customization declares one
+/// operation; only that method is called, the others keep the defaults (an internal error).
+#[async_trait]
+pub trait OverrideHandler: Send + Sync {
+    /// Creates `records` (already validated and rewritten); returns the created records, each
+    /// with its primary key.
+    async fn create(
+        &self,
+        _caller: &Caller,
+        _ctx: &Context,
+        _records: Vec<Record>,
+    ) -> Result<Vec<Record>> {
+        Err(Error::Internal("this override does not replace create".into()))
+    }
+
+    async fn update(
+        &self,
+        _caller: &Caller,
+        _ctx: &Context,
+        _filter: &Filter,
+        _patch: &Record,
+    ) -> Result<()> {
+        Err(Error::Internal("this override does not replace update".into()))
+    }
+
+    async fn delete(&self, _caller: &Caller, _ctx: &Context, _filter: &Filter) -> Result<()> {
+        Err(Error::Internal("this override does not replace delete".into()))
+    }
+}

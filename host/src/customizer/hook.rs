@@ -9,6 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::handlers::{Context, HookData, HookHandler, HookOperation, HookPosition};
+use super::stack::StackOptions;
 use super::stack::{Decorator, Layer, by_collection, decorated};
 use super::{Customization, Kind};
 use crate::datasource::{
@@ -22,6 +23,7 @@ type Hooks = Vec<(HookPosition, HookOperation, Arc<dyn HookHandler>)>;
 pub(super) fn layer(
     child: &Arc<dyn DataSource>,
     customizations: Vec<Customization>,
+    _options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
     let mut declared: HashMap<String, Hooks> = by_collection(customizations)
         .into_iter()

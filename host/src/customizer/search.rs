@@ -8,6 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::handlers::Context;
+use super::stack::StackOptions;
 use super::stack::{FilterRefiner, Layer, by_collection, refining};
 use super::{Customization, Kind, SearchMode};
 use crate::datasource::query::search;
@@ -20,6 +21,7 @@ use crate::datasource::{
 pub(super) fn layer(
     child: &Arc<dyn DataSource>,
     customizations: Vec<Customization>,
+    _options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
     let mut modes = by_collection(customizations)
         .into_iter()

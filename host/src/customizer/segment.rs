@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use indexmap::IndexMap;
 
 use super::handlers::Context;
+use super::stack::StackOptions;
 use super::stack::{FilterRefiner, Layer, by_collection, refining};
 use super::{Customization, Kind, SegmentSource};
 use crate::datasource::{
@@ -19,6 +20,7 @@ use crate::datasource::{
 pub(super) fn layer(
     child: &Arc<dyn DataSource>,
     customizations: Vec<Customization>,
+    _options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
     let mut declared: HashMap<String, IndexMap<String, SegmentSource>> = HashMap::new();
     for (collection, list) in by_collection(customizations) {
