@@ -16,8 +16,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use indexmap::IndexMap;
+use serde_json::Value as Json;
 
 use super::handlers::{Batch, Column, ComputeHandler, Context};
+use super::stack::StackOptions;
 use super::stack::{Decorator, Layer, by_collection, decorated};
 use super::{Customization, Kind};
 use crate::datasource::query::evaluate;
@@ -43,6 +45,7 @@ type Registry = HashMap<String, IndexMap<String, Arc<Field>>>;
 pub(super) fn layer(
     child: &Arc<dyn DataSource>,
     customizations: Vec<Customization>,
+    _options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
     let mut schema = child.schema().clone();
     let mut registry: Registry = HashMap::new();
@@ -73,16 +76,7 @@ pub(super) fn layer(
                     "{origin}: the computed field '{collection}.{name}' has no dependency"
                 )));
             }
-            let mut column = ColumnSchema::new(column_type.clone());
-            // Read-only, not sortable, no operator: filtering, sorting and writing need the
-            // emulation and write-replacement customizations of the next issue.
-            column.is_read_only = true;
-            column.is_sortable = false;
-            column.enum_values = enum_values.unwrap_or_default();
-            column.default_value = default_value.map(|json| match column_type.primitive() {
-                Some(p) => Value::from_json_typed(&json, p).unwrap_or(Value::Json(json)),
-                None => Value::Json(json),
-            });
+            let column = column_schema(&column_type, default_value.as_ref(), enum_values.as_ref());
             target
                 .fields
                 .insert(name.clone(), FieldSchema::Column(column));
@@ -113,6 +107,114 @@ pub(super) fn layer(
         })))
     })?;
     Ok(Arc::new(layer))
+}
+
+/// The schema of a computed field: a read-only column, not sortable, without operators (the
+/// agent's); filtering, sorting and writing come from the emulation, replacement and
+/// write-replacement customizations of the layers above.
+fn column_schema(
+    column_type: &ColumnType,
+    default_value: Option<&Json>,
+    enum_values: Option<&Vec<String>>,
+) -> ColumnSchema {
+    let mut column = ColumnSchema::new(column_type.clone());
+    column.is_read_only = true;
+    column.is_sortable = false;
+    column.enum_values = enum_values.cloned().unwrap_or_default();
+    column.default_value = default_value.map(|json| match column_type.primitive() {
+        Some(p) => Value::from_json_typed(json, p).unwrap_or_else(|| Value::Json(json.clone())),
+        None => Value::Json(json.clone()),
+    });
+    column
+}
+
+/// `schema` with the computed fields of `customizations` added as the layer adds them, for
+/// planning the stack (which layer a field or an import belongs to). Fields the layer would
+/// refuse are left out; the layer reports them.
+pub(super) fn with_fields(
+    schema: &DataSourceSchema,
+    customizations: &[Customization],
+) -> DataSourceSchema {
+    let mut out = schema.clone();
+    for customization in customizations {
+        add_field(&mut out, customization);
+    }
+    out
+}
+
+/// Adds one computed field to a planning schema; false when it cannot be added there.
+fn add_field(schema: &mut DataSourceSchema, customization: &Customization) -> bool {
+    let (
+        Some(collection),
+        Kind::ComputedField {
+            name,
+            column_type,
+            default_value,
+            enum_values,
+            ..
+        },
+    ) = (&customization.collection, &customization.kind)
+    else {
+        return false;
+    };
+    match schema.collections.get_mut(collection) {
+        Some(target) if !target.fields.contains_key(name) => {
+            let column = column_schema(column_type, default_value.as_ref(), enum_values.as_ref());
+            target
+                .fields
+                .insert(name.clone(), FieldSchema::Column(column));
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Splits computed fields into the early layer (every dependency exists in `below`, the schema
+/// under the relation layer, maybe as another early computed field) and the late one (some
+/// dependency crosses a relation added by a customization, or reads a late field): the Node
+/// agent's positions 4 and 9. Declaration order is kept in each part.
+pub(super) fn split(
+    below: &DataSourceSchema,
+    customizations: Vec<Customization>,
+) -> (Vec<Customization>, Vec<Customization>) {
+    let mut schema = below.clone();
+    let mut early = vec![false; customizations.len()];
+    // Until no field moves: a field may depend on one declared after it.
+    loop {
+        let mut moved = false;
+        for (i, customization) in customizations.iter().enumerate() {
+            if early[i] {
+                continue;
+            }
+            let resolves = match (&customization.collection, &customization.kind) {
+                (Some(collection), Kind::ComputedField { dependencies, .. }) => {
+                    schema.collections.get(collection).is_some_and(|own| {
+                        dependencies
+                            .iter()
+                            .all(|dep| schema.resolve_column(own, dep).is_ok())
+                    })
+                }
+                // Not a field the planner understands: the early layer reports it.
+                _ => true,
+            };
+            if resolves {
+                add_field(&mut schema, customization);
+                early[i] = true;
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    let (early, late): (Vec<_>, Vec<_>) = customizations
+        .into_iter()
+        .zip(early)
+        .partition(|(_, early)| *early);
+    (
+        early.into_iter().map(|(c, _)| c).collect(),
+        late.into_iter().map(|(c, _)| c).collect(),
+    )
 }
 
 /// Every dependency resolves to a column (maybe computed) through to-one relations, and no
@@ -418,7 +520,7 @@ impl Computed {
 }
 
 /// Feeds a value to a hasher: equal values (as `==` sees them) hash equally.
-fn hash_value(value: &Value, hasher: &mut impl Hasher) {
+pub(super) fn hash_value(value: &Value, hasher: &mut impl Hasher) {
     std::mem::discriminant(value).hash(hasher);
     match value {
         Value::Null => {}
@@ -470,13 +572,13 @@ fn descend_mut<'a>(record: &'a mut Record, prefix: &[String]) -> Option<&'a mut 
 
 /// The shape of a projection (columns, then relations with their own shapes), to cut records
 /// back to what was asked.
-struct Shape {
+pub(super) struct Shape {
     columns: Vec<String>,
     relations: Vec<(String, Shape)>,
 }
 
 impl Shape {
-    fn of(projection: &Projection) -> Self {
+    pub(super) fn of(projection: &Projection) -> Self {
         Self {
             columns: projection.columns_only().map(str::to_owned).collect(),
             relations: projection
@@ -487,7 +589,7 @@ impl Shape {
         }
     }
 
-    fn apply(&self, record: &Record) -> Record {
+    pub(super) fn apply(&self, record: &Record) -> Record {
         let mut out = Record::with_capacity(self.columns.len() + self.relations.len());
         for column in &self.columns {
             out.insert(

@@ -27,7 +27,11 @@ use async_trait::async_trait;
 use indexmap::IndexMap;
 
 use super::handlers::{ChartHandler, Context};
-use super::{Customization, Kind, action, chart, computed, hook, search, segment};
+use super::{
+    Customization, Kind, SortingMode, action, binary, chart, computed, hook, import_field,
+    operator, overrides, publication, relation, rename, schema, search, segment, sort, validation,
+    write,
+};
 use crate::datasource::action::{ActionResult, FormElement, FormPhase, FormValues};
 use crate::datasource::chart::{ChartRequest, ChartResult};
 use crate::datasource::{
@@ -35,64 +39,185 @@ use crate::datasource::{
     DataSourceSchema, Error, Filter, Projection, Record, Result, Value,
 };
 
-/// The customized datasource: `base` under every layer that `customizations` need. An invalid
-/// customization (missing collection or field, duplicate name, dependency cycle) is refused
-/// with a message naming the plugin that declared it; the stack is then not built.
+/// How the stack treats what it cannot apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackOptions {
+    /// `ignoreMissingSchemaElementErrors`: a customization that targets a missing collection or
+    /// field is skipped with a warning instead of failing the build.
+    pub ignore_missing_schema_element_errors: bool,
+    /// `emulationRowLimit`: the most records an in-memory sort, filter or operator may load.
+    pub emulation_row_limit: u64,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        Self {
+            ignore_missing_schema_element_errors: false,
+            emulation_row_limit: 10_000,
+        }
+    }
+}
+
+impl StackOptions {
+    /// A customization targets a missing collection or field: `Ok(())` (logged as a warning,
+    /// and the caller skips the customization) when missing elements are ignored, else the
+    /// error that stops the build. `message` names the plugin, the customization and the target.
+    pub(super) fn missing(&self, message: String) -> Result<()> {
+        if self.ignore_missing_schema_element_errors {
+            tracing::warn!("{message} (skipped: ignoreMissingSchemaElementErrors is set)");
+            Ok(())
+        } else {
+            Err(Error::validation(message))
+        }
+    }
+}
+
+/// The customized datasource: `base` under every layer that `customizations` need, with the
+/// default options. See [`build_stack_with`].
 pub fn build_stack(
     base: Arc<dyn DataSource>,
     customizations: Vec<Customization>,
+) -> Result<Arc<dyn DataSource>> {
+    build_stack_with(base, customizations, &StackOptions::default())
+}
+
+/// The customized datasource: `base` under every layer that `customizations` need. An invalid
+/// customization (missing collection or field, duplicate name, dependency cycle) is refused
+/// with a message naming the plugin that declared it; the stack is then not built.
+pub fn build_stack_with(
+    base: Arc<dyn DataSource>,
+    customizations: Vec<Customization>,
+    options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
     let mut groups = Groups::default();
     for customization in customizations {
         if let Some(collection) = &customization.collection
             && base.schema().collection(collection).is_err()
         {
-            return Err(Error::validation(format!(
+            options.missing(format!(
                 "{}: {:?} targets the collection '{collection}', which does not exist",
                 customization.origin, customization.kind
-            )));
+            ))?;
+            continue;
         }
-        match customization.kind {
-            Kind::ComputedField { .. } => groups.computed.push(customization),
-            Kind::Search(_) => groups.search.push(customization),
-            Kind::Segment { .. } => groups.segment.push(customization),
-            Kind::Chart { .. } => groups.chart.push(customization),
-            Kind::Action { .. } => groups.action.push(customization),
-            Kind::Hook { .. } => groups.hook.push(customization),
-        }
+        let group = match &customization.kind {
+            Kind::Override { .. } => &mut groups.overrides,
+            Kind::ComputedField { .. } => &mut groups.computed,
+            Kind::ImportField { .. } => &mut groups.import,
+            Kind::Filtering { .. } => &mut groups.filtering,
+            Kind::Relation { .. } => &mut groups.relation,
+            Kind::Search(_) => &mut groups.search,
+            Kind::Segment { .. } => &mut groups.segment,
+            Kind::Sorting {
+                mode: SortingMode::Disable,
+                ..
+            }
+            | Kind::DisableCount => &mut groups.schema,
+            Kind::Sorting { .. } => &mut groups.sorting,
+            Kind::Chart { .. } => &mut groups.chart,
+            Kind::Action { .. } => &mut groups.action,
+            Kind::Writing { .. } => &mut groups.write,
+            Kind::Hook { .. } => &mut groups.hook,
+            Kind::Validation { .. } | Kind::Nullable { .. } => &mut groups.validation,
+            Kind::BinaryMode { .. } => &mut groups.binary,
+            Kind::RemoveField { .. } | Kind::RemoveCollection => &mut groups.publication,
+            Kind::RenameField { .. } => &mut groups.rename,
+        };
+        group.push(customization);
     }
+    // The computed/relation section plans its layers against the base schema.
+    let planning = Arc::clone(&base);
     let mut stack = base;
     // Layers without customizations are left out: a request then crosses only the layers it needs.
-    if !groups.computed.is_empty() {
-        stack = computed::layer(&stack, groups.computed)?;
-    }
-    if !groups.search.is_empty() {
-        stack = search::layer(&stack, groups.search)?;
-    }
-    if !groups.segment.is_empty() {
-        stack = segment::layer(&stack, groups.segment)?;
-    }
-    if !groups.chart.is_empty() {
-        stack = chart::layer(&stack, groups.chart)?;
-    }
-    if !groups.action.is_empty() {
-        stack = action::layer(&stack, groups.action)?;
-    }
-    if !groups.hook.is_empty() {
-        stack = hook::layer(&stack, groups.hook)?;
-    }
+    let mut apply = |group: Vec<Customization>,
+                     layer: fn(
+        &Arc<dyn DataSource>,
+        Vec<Customization>,
+        &StackOptions,
+    ) -> Result<Arc<dyn DataSource>>|
+     -> Result<()> {
+        if !group.is_empty() {
+            stack = layer(&stack, group, options)?;
+        }
+        Ok(())
+    };
+    apply(groups.overrides, overrides::layer)?;
+    // BEGIN computed/relation section (relations, early and late computed fields, importField).
+    // Planned on the base schema (overrides change no field). An import may cross an added
+    // relation or read a computed field, so it is expanded against the schema with both; it
+    // becomes a computed field, replaced operators, a replaced sort and a write handler.
+    // Computed fields whose dependencies all exist below the relation layer (maybe as other
+    // such fields) sit under it (Node position 4), so relations may use them as keys and their
+    // operators (position 5) let a relation filter on them; the others, which read an added
+    // relation, sit above it (9), with the operators on them (10).
+    let base_schema = planning.schema();
+    let imported = import_field::expand(
+        &relation::with_relations(
+            &computed::with_fields(base_schema, &groups.computed),
+            &groups.relation,
+        ),
+        groups.import,
+        options,
+    )?;
+    let mut computed = groups.computed;
+    computed.extend(imported.computed);
+    let (early_computed, late_computed) = computed::split(base_schema, computed);
+    let below_relations = computed::with_fields(base_schema, &early_computed);
+    let mut filtering = groups.filtering;
+    filtering.extend(imported.filtering);
+    let (early_filtering, late_filtering): (Vec<_>, Vec<_>) =
+        filtering.into_iter().partition(|c| match (&c.collection, &c.kind) {
+            (Some(collection), Kind::Filtering { field, .. }) => below_relations
+                .collections
+                .get(collection)
+                .is_some_and(|s| s.fields.contains_key(field)),
+            _ => true,
+        });
+    let mut sorting = groups.sorting;
+    sorting.extend(imported.sorting);
+    let mut writing = groups.write;
+    writing.extend(imported.writing);
+    apply(early_computed, computed::layer)?;
+    apply(early_filtering, operator::layer)?;
+    apply(groups.relation, relation::layer)?;
+    apply(late_computed, computed::layer)?;
+    apply(late_filtering, operator::layer)?;
+    // END computed/relation section.
+    apply(groups.search, search::layer)?;
+    apply(groups.segment, segment::layer)?;
+    apply(sorting, sort::layer)?;
+    apply(groups.chart, chart::layer)?;
+    apply(groups.action, action::layer)?;
+    apply(groups.schema, schema::layer)?;
+    apply(writing, write::layer)?;
+    apply(groups.hook, hook::layer)?;
+    apply(groups.validation, validation::layer)?;
+    apply(groups.binary, binary::layer)?;
+    apply(groups.publication, publication::layer)?;
+    apply(groups.rename, rename::layer)?;
     Ok(stack)
 }
 
 /// The customizations of each layer, in declaration order.
 #[derive(Default)]
 struct Groups {
+    overrides: Vec<Customization>,
     computed: Vec<Customization>,
+    import: Vec<Customization>,
+    filtering: Vec<Customization>,
+    relation: Vec<Customization>,
     search: Vec<Customization>,
     segment: Vec<Customization>,
+    sorting: Vec<Customization>,
     chart: Vec<Customization>,
     action: Vec<Customization>,
+    schema: Vec<Customization>,
+    write: Vec<Customization>,
     hook: Vec<Customization>,
+    validation: Vec<Customization>,
+    binary: Vec<Customization>,
+    publication: Vec<Customization>,
+    rename: Vec<Customization>,
 }
 
 /// Customizations grouped by collection name, in declaration order.
@@ -141,6 +266,13 @@ impl Layer {
             collections,
             charts: IndexMap::new(),
         })
+    }
+
+    /// Hides a collection from this layer's schema and lookups (`removeCollection`): the layers
+    /// below, and so the customizations, still serve it.
+    pub(super) fn remove_collection(&mut self, name: &str) {
+        self.schema.collections.shift_remove(name);
+        self.collections.remove(name);
     }
 
     /// Adds a datasource-level chart; a name already used below or in this layer is refused.
