@@ -1,0 +1,173 @@
+//! `replaceFieldBinaryMode` (protocol §8.12, stack position 22): a binary column crosses the wire
+//! as a data URI or as hex. Records stay bytes in every layer; the agent converts at the edge
+//! from the column's [`Wire`] (`agent::wire`: values, write bodies, filter values, and the
+//! served `String` type with its `Match`/length rules), so this layer only sets that form.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::stack::StackOptions;
+use super::stack::{Decorator, Layer, by_collection, decorated};
+use super::{BinaryMode, Customization, Kind};
+use crate::datasource::schema::{FieldSchema, Wire};
+use crate::datasource::{
+    Collection, CollectionSchema, ColumnType, DataSource, Error, PrimitiveType, Result,
+};
+
+/// The binary layer over `child`. The last mode declared for a column wins.
+pub(super) fn layer(
+    child: &Arc<dyn DataSource>,
+    customizations: Vec<Customization>,
+    options: &StackOptions,
+) -> Result<Arc<dyn DataSource>> {
+    let mut schemas: HashMap<String, CollectionSchema> = HashMap::new();
+    for (collection, list) in by_collection(customizations) {
+        let mut schema = child.schema().collection(&collection)?.clone();
+        for customization in list {
+            let Kind::BinaryMode { field, mode } = &customization.kind else {
+                continue;
+            };
+            let origin = &customization.origin;
+            match schema.fields.get_mut(field) {
+                Some(FieldSchema::Column(column))
+                    if column.column_type == ColumnType::Primitive(PrimitiveType::Binary) =>
+                {
+                    column.wire = match mode {
+                        BinaryMode::DataUri => Wire::DataUri,
+                        BinaryMode::Hex => Wire::Hex,
+                    };
+                }
+                // The agent's "Expected a binary field", naming the field.
+                Some(_) => {
+                    return Err(Error::validation(format!(
+                        "{origin}: cannot set the binary mode of '{collection}.{field}': \
+                         expected a binary field"
+                    )));
+                }
+                None => options.missing(format!(
+                    "{origin}: cannot set the binary mode of '{collection}.{field}', which does \
+                     not exist"
+                ))?,
+            }
+        }
+        schemas.insert(collection, schema);
+    }
+    let layer = Layer::new(Arc::clone(child), |collection| {
+        Ok(schemas.remove(&collection.schema().name).map(|schema| {
+            decorated(BinaryForm {
+                child: collection,
+                schema,
+            })
+        }))
+    })?;
+    Ok(Arc::new(layer))
+}
+
+/// A collection whose binary columns have the declared wire forms.
+struct BinaryForm {
+    child: Arc<dyn Collection>,
+    schema: CollectionSchema,
+}
+
+impl Decorator for BinaryForm {
+    fn child(&self) -> &Arc<dyn Collection> {
+        &self.child
+    }
+
+    fn schema(&self) -> &CollectionSchema {
+        &self.schema
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::build_stack;
+    use super::*;
+    use crate::datasource::sql::{Options, Pool, SqlDataSource};
+
+    async fn base() -> Arc<dyn DataSource> {
+        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
+        if let Pool::Sqlite(sqlite) = &pool {
+            sqlx::raw_sql("CREATE TABLE files (id INTEGER PRIMARY KEY, body BLOB, name TEXT);")
+                .execute(sqlite)
+                .await
+                .unwrap();
+        }
+        Arc::new(
+            SqlDataSource::from_pool(pool, Options::default())
+                .await
+                .unwrap(),
+        )
+    }
+
+    fn mode(field: &str, mode: BinaryMode) -> Customization {
+        Customization::collection(
+            "test",
+            "files",
+            Kind::BinaryMode {
+                field: field.into(),
+                mode,
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn the_last_declared_mode_sets_the_wire_form() {
+        let base = base().await;
+        assert_eq!(
+            base.schema()
+                .collection("files")
+                .unwrap()
+                .column("body")
+                .unwrap()
+                .wire,
+            Wire::DataUri
+        );
+        let stack = build_stack(base, vec![mode("body", BinaryMode::Hex)]).unwrap();
+        let files = stack.schema().collection("files").unwrap();
+        assert_eq!(files.column("body").unwrap().wire, Wire::Hex);
+        assert_eq!(
+            stack
+                .collection("files")
+                .unwrap()
+                .schema()
+                .column("body")
+                .unwrap()
+                .wire,
+            Wire::Hex
+        );
+        let stack = build_stack(
+            stack,
+            vec![
+                mode("body", BinaryMode::Hex),
+                mode("body", BinaryMode::DataUri),
+            ],
+        )
+        .unwrap();
+        let body = stack
+            .schema()
+            .collection("files")
+            .unwrap()
+            .column("body")
+            .unwrap()
+            .clone();
+        assert_eq!(body.wire, Wire::DataUri);
+    }
+
+    #[tokio::test]
+    async fn a_column_that_is_not_binary_is_refused_by_name() {
+        let err = build_stack(base().await, vec![mode("name", BinaryMode::Hex)])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("'files.name'") && err.contains("binary"),
+            "{err}"
+        );
+        let err = build_stack(base().await, vec![mode("nope", BinaryMode::Hex)])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("'files.nope'"), "{err}");
+    }
+}

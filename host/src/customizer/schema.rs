@@ -1,0 +1,141 @@
+//! Schema-only toggles (protocol §8.12, stack position 18): `disableCount` (`countable: false`)
+//! and `disableFieldSorting` (`isSortable: false`). Only the schema changes; every operation is
+//! forwarded, the agent refusing what the schema no longer advertises.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::stack::StackOptions;
+use super::stack::{Decorator, Layer, by_collection, decorated};
+use super::{Customization, Kind, SortingMode};
+use crate::datasource::schema::FieldSchema;
+use crate::datasource::{Collection, CollectionSchema, DataSource, Result};
+
+/// The schema layer over `child`.
+pub(super) fn layer(
+    child: &Arc<dyn DataSource>,
+    customizations: Vec<Customization>,
+    options: &StackOptions,
+) -> Result<Arc<dyn DataSource>> {
+    let mut schemas: HashMap<String, CollectionSchema> = HashMap::new();
+    for (collection, list) in by_collection(customizations) {
+        let mut schema = child.schema().collection(&collection)?.clone();
+        for customization in list {
+            match &customization.kind {
+                Kind::DisableCount => schema.countable = false,
+                Kind::Sorting {
+                    field,
+                    mode: SortingMode::Disable,
+                } => match schema.fields.get_mut(field) {
+                    Some(FieldSchema::Column(column)) => column.is_sortable = false,
+                    Some(FieldSchema::Relation(_)) => {
+                        return Err(crate::datasource::Error::validation(format!(
+                            "{}: cannot disable sorting on '{collection}.{field}', which is a \
+                             relation",
+                            customization.origin
+                        )));
+                    }
+                    None => options.missing(format!(
+                        "{}: cannot disable sorting on '{collection}.{field}', which does not exist",
+                        customization.origin
+                    ))?,
+                },
+                _ => {}
+            }
+        }
+        schemas.insert(collection, schema);
+    }
+    let layer = Layer::new(Arc::clone(child), |collection| {
+        Ok(schemas.remove(&collection.schema().name).map(|schema| {
+            decorated(Overridden {
+                child: collection,
+                schema,
+            })
+        }))
+    })?;
+    Ok(Arc::new(layer))
+}
+
+/// A collection served with an overridden schema.
+struct Overridden {
+    child: Arc<dyn Collection>,
+    schema: CollectionSchema,
+}
+
+impl Decorator for Overridden {
+    fn child(&self) -> &Arc<dyn Collection> {
+        &self.child
+    }
+
+    fn schema(&self) -> &CollectionSchema {
+        &self.schema
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::build_stack;
+    use super::*;
+    use crate::datasource::sql::{Options, Pool, SqlDataSource};
+
+    async fn base() -> Arc<dyn DataSource> {
+        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
+        if let Pool::Sqlite(sqlite) = &pool {
+            sqlx::raw_sql("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);")
+                .execute(sqlite)
+                .await
+                .unwrap();
+        }
+        Arc::new(
+            SqlDataSource::from_pool(pool, Options::default())
+                .await
+                .unwrap(),
+        )
+    }
+
+    fn on_items(kind: Kind) -> Customization {
+        Customization::collection("test", "items", kind)
+    }
+
+    #[tokio::test]
+    async fn disable_count_and_sorting_change_only_the_schema() {
+        let stack = build_stack(
+            base().await,
+            vec![
+                on_items(Kind::DisableCount),
+                on_items(Kind::Sorting {
+                    field: "name".into(),
+                    mode: SortingMode::Disable,
+                }),
+            ],
+        )
+        .unwrap();
+        let items = stack.schema().collection("items").unwrap();
+        assert!(!items.countable);
+        assert!(!items.column("name").unwrap().is_sortable);
+        assert!(items.column("id").unwrap().is_sortable);
+        // The collection's own schema matches the datasource's.
+        assert_eq!(stack.collection("items").unwrap().schema(), items);
+    }
+
+    #[tokio::test]
+    async fn disabling_sorting_on_a_missing_field_is_refused_unless_ignored() {
+        let customization = || {
+            vec![on_items(Kind::Sorting {
+                field: "nope".into(),
+                mode: SortingMode::Disable,
+            })]
+        };
+        let err = build_stack(base().await, customization())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("items.nope"), "{err}");
+        let options = StackOptions {
+            ignore_missing_schema_element_errors: true,
+            ..StackOptions::default()
+        };
+        let stack = super::super::build_stack_with(base().await, customization(), &options);
+        assert!(stack.is_ok());
+    }
+}
