@@ -8,6 +8,25 @@ use crate::error::{Error, Result};
 
 /// One column of values, one cell per row (`None` is null). Numbers are `f64`; dates, times,
 /// uuids and enums are strings; anything else (objects, arrays, points) is JSON text.
+///
+/// # Exact values
+///
+/// Values that the agent serves as text cross as [`Column::Strings`], in that form, so that
+/// nothing is rounded on the way:
+///
+/// - bigints on PostgreSQL and MariaDB/MySQL: `"9007199254740993"` (an `f64` would make it
+///   `9007199254740992`);
+/// - decimals on PostgreSQL and MySQL, with their scale: `"12.30"` (MariaDB's and SQLite's
+///   decimals are numbers on the wire, and cross as `Numbers`);
+/// - binary values: lowercase hex for primary and foreign keys (`"cafe"`), a data URI
+///   (`"data:image/png;base64,…"`) for other columns.
+///
+/// Read such a column with [`Rows::strings`] (or [`Rows::texts`], which renders any column as
+/// text), and give the text back as it is, in filters (`{"field": "id", "operator": "Equal",
+/// "value": "12.30"}`) and writes (`{"price": "12.30"}`): the host reads numbers given as text
+/// exactly and bytes in either binary form. A record id read this way is the id the routes
+/// serve. Computed fields receive their dependencies the same way; a computed `Number` field
+/// may answer with `Strings` (decimal text) to stay exact.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Column {
     /// Number cells.
@@ -45,6 +64,18 @@ impl Column {
         )
     }
 
+    /// The cell at `row` as text (`None` for a null or absent cell): strings as they are
+    /// (exact bigints and decimals, hex or data URIs included), numbers as JavaScript prints
+    /// them (`5`, not `5.0`), booleans as `true`/`false`, JSON as its text. This is how the
+    /// agent writes record ids.
+    pub fn text(&self, row: usize) -> Option<String> {
+        match self {
+            Self::Numbers(v) => v.get(row).copied().flatten().map(js_number),
+            Self::Strings(v) | Self::Json(v) => v.get(row).cloned().flatten(),
+            Self::Booleans(v) => v.get(row).copied().flatten().map(|b| b.to_string()),
+        }
+    }
+
     /// The cell at `row` as a JSON value (`Null` when absent).
     pub fn value(&self, row: usize) -> Value {
         match self {
@@ -70,6 +101,16 @@ impl Column {
                 .and_then(|s| serde_json::from_str(s).ok())
                 .unwrap_or(Value::Null),
         }
+    }
+}
+
+/// A number as JavaScript's `String(n)` writes it for the values ids hold: integral values
+/// without a fraction (below 2^53), others as Rust prints them (shortest round-trip digits).
+fn js_number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
+        format!("{}", n as i64)
+    } else {
+        n.to_string()
     }
 }
 
@@ -186,7 +227,16 @@ impl Rows {
         }
     }
 
-    /// A number column.
+    /// Any column as text, one cell per row (see [`Column::text`]): the exact text of bigints,
+    /// decimals and bytes, numbers without a needless `.0`. Record ids read through `list` this
+    /// way are the ids the routes serve.
+    pub fn texts(&self, name: &str) -> Result<Vec<Option<String>>> {
+        let column = self.column(name)?;
+        Ok((0..self.len).map(|row| column.text(row)).collect())
+    }
+
+    /// A number column. Exact numbers (bigints, PostgreSQL decimals) are a `Strings` column: see
+    /// [`Column`].
     pub fn numbers(&self, name: &str) -> Result<&[Option<f64>]> {
         match self.column(name)? {
             Column::Numbers(v) => Ok(v),

@@ -4,11 +4,13 @@
 use serde_json::{Map, Value as Json, json};
 
 use super::bindings::{Batch, CallContext, Column, NamedColumn, Scope, WitCaller};
-use crate::customizer::Context;
+use crate::agent::wire;
+use crate::customizer::{Batch as ComputeBatch, Context};
+use crate::datasource::schema::Wire;
 use crate::datasource::{
-    Aggregation, AggregationOperation, Caller, CollectionSchema, ColumnType, ConditionTree,
-    DataSourceSchema, DateOperation, Error, Filter, Page, PrimitiveType, Projection, Record,
-    Result, Sort, SortClause, Value,
+    Aggregation, AggregationOperation, Caller, CollectionSchema, ColumnSchema, ColumnType,
+    ConditionTree, DataSourceSchema, DateOperation, Error, Filter, Page, PrimitiveType, Projection,
+    Record, Result, Sort, SortClause, Value,
 };
 
 pub fn caller(c: &Caller) -> WitCaller {
@@ -31,30 +33,58 @@ pub fn call_context(c: &Caller, ctx: &Context) -> CallContext {
     }
 }
 
-/// The type of a field or `relation:field` path of `collection`.
-pub fn type_at(schema: &DataSourceSchema, collection: &str, path: &str) -> Option<ColumnType> {
+/// The column at a field or `relation:field` path of `collection`.
+pub fn column_at<'s>(
+    schema: &'s DataSourceSchema,
+    collection: &str,
+    path: &str,
+) -> Option<&'s ColumnSchema> {
     let (head, rest) = match path.split_once(':') {
         Some((h, r)) => (h, Some(r)),
         None => (path, None),
     };
     let c = schema.collection(collection).ok()?;
     match rest {
-        None => c.column(head).map(|col| col.column_type.clone()),
-        Some(rest) => type_at(schema, c.relation(head)?.foreign_collection(), rest),
+        None => c.column(head),
+        Some(rest) => column_at(schema, c.relation(head)?.foreign_collection(), rest),
     }
 }
 
-/// One column of cells, typed by the field's column type (numbers, booleans and strings as
-/// such; everything else as JSON text).
-pub fn column<'a>(values: impl Iterator<Item = &'a Value>, ty: Option<&ColumnType>) -> Column {
+/// One column of cells, typed by the field's column type and wire form.
+///
+/// Values cross in the agent's wire form ([`Wire`]), so that what a plugin reads is what the
+/// routes serve and what it writes back is read the same way: where that form is a string
+/// (bigints on PostgreSQL and MariaDB, PostgreSQL/MySQL decimals with their scale, binary keys as
+/// hex, other binary columns as data URIs) the column is `strings`, never an `f64` that would
+/// round `9007199254740993` or drop the scale of `12.30`. Other numbers, booleans and
+/// string-like types cross as such; everything else (arrays, objects, points) as JSON text in
+/// the wire form of its elements.
+pub fn column<'a>(
+    values: impl Iterator<Item = &'a Value>,
+    ty: Option<&ColumnType>,
+    wire: Wire,
+) -> Column {
     let text = |v: &Value| match v {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),
         other => Some(other.to_id_string()),
     };
-    match ty.and_then(ColumnType::primitive) {
-        Some(PrimitiveType::Number) => Column::Numbers(values.map(Value::as_f64).collect()),
-        Some(PrimitiveType::Boolean) => Column::Booleans(
+    // A scalar whose wire form is text: that text, exactly as the routes write it.
+    let wire_text = |v: &Value| match v {
+        Value::Null => None,
+        other => match wire::to_json(other, wire) {
+            Ok(Json::String(s)) => Some(s),
+            Ok(json) => Some(json.to_string()),
+            Err(_) => Some(other.to_id_string()),
+        },
+    };
+    let primitive = ty.and_then(ColumnType::primitive);
+    match (primitive, wire) {
+        (Some(_), Wire::NumberString | Wire::Hex | Wire::DataUri) => {
+            Column::Strings(values.map(wire_text).collect())
+        }
+        (Some(PrimitiveType::Number), _) => Column::Numbers(values.map(Value::as_f64).collect()),
+        (Some(PrimitiveType::Boolean), _) => Column::Booleans(
             values
                 .map(|v| match v {
                     Value::Bool(b) => Some(*b),
@@ -62,20 +92,69 @@ pub fn column<'a>(values: impl Iterator<Item = &'a Value>, ty: Option<&ColumnTyp
                 })
                 .collect(),
         ),
-        Some(
-            PrimitiveType::String
-            | PrimitiveType::Enum
-            | PrimitiveType::Uuid
-            | PrimitiveType::Date
-            | PrimitiveType::Dateonly
-            | PrimitiveType::Time,
+        (
+            Some(
+                PrimitiveType::String
+                | PrimitiveType::Enum
+                | PrimitiveType::Uuid
+                | PrimitiveType::Date
+                | PrimitiveType::Dateonly
+                | PrimitiveType::Time,
+            ),
+            _,
         ) => Column::Strings(values.map(text).collect()),
         _ => Column::Json(
             values
-                .map(|v| (!v.is_null()).then(|| serde_json::to_string(v).unwrap_or_default()))
+                .map(|v| {
+                    (!v.is_null()).then(|| {
+                        serde_json::to_string(&wire::WireValue(v, wire)).unwrap_or_default()
+                    })
+                })
                 .collect(),
         ),
     }
+}
+
+/// A computed field's dependencies as a WIT batch: each column in the wire form of the field it
+/// reads (found from its path in the context's schema; computed fields have their type's form).
+pub fn compute_batch(batch: &ComputeBatch, ctx: &Context) -> Batch {
+    let schema = ctx.datasource.schema();
+    let columns = batch
+        .columns
+        .iter()
+        .map(|c| {
+            let wire = ctx
+                .collection
+                .as_deref()
+                .and_then(|name| column_at(schema, name, &c.path))
+                .map_or_else(|| Wire::for_type(&c.column_type), |col| col.wire);
+            NamedColumn {
+                name: c.path.clone(),
+                data: column(c.values.iter(), Some(&c.column_type), wire),
+            }
+        })
+        .collect();
+    Batch {
+        len: batch.len as u32,
+        columns,
+    }
+}
+
+/// A number a plugin wrote as text, kept exact: an integer (`"9007199254740993"`) or a decimal
+/// with its scale (`"12.30"`), as read from a `strings` column. `None` when it is not a number.
+fn exact_number(text: &str) -> Option<Value> {
+    let t = text.trim();
+    if let Ok(i) = t.parse::<i64>() {
+        return Some(Value::Int(i));
+    }
+    // Plain decimal digits only: no exponent, `inf` or `NaN`.
+    let plain = !t.is_empty()
+        && t.bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.'));
+    if plain {
+        return t.parse::<bigdecimal::BigDecimal>().ok().map(Value::Decimal);
+    }
+    Value::from_json_typed(&Json::String(t.to_owned()), PrimitiveType::Number)
 }
 
 /// Typed values from a guest column, for a field of type `ty`; `Err` names what is wrong.
@@ -110,6 +189,14 @@ pub fn values(column: Column, ty: &ColumnType) -> std::result::Result<Vec<Value>
                 Some(f) => Value::Float(f),
             })
             .collect()),
+        // Numbers as text, as a plugin reads bigints and decimals: kept exact.
+        (Some(PrimitiveType::Number), Column::Strings(v)) => v
+            .into_iter()
+            .map(|s| match s {
+                None => Ok(Value::Null),
+                Some(s) => exact_number(&s).ok_or_else(|| format!("\"{s}\" is not a number")),
+            })
+            .collect(),
         (Some(PrimitiveType::Boolean), Column::Booleans(v)) => Ok(v
             .into_iter()
             .map(|b| b.map_or(Value::Null, Value::Bool))
@@ -235,11 +322,17 @@ pub fn record(json: &Json, collection: &CollectionSchema) -> Result<Record> {
         let column = collection
             .column(k)
             .ok_or_else(|| Error::Validation(format!("Unknown field \"{k}\"")))?;
-        let value = match column.column_type.primitive() {
-            Some(p) => Value::from_json_typed(v, p)
+        let value = match (column.column_type.primitive(), v) {
+            // A bigint or decimal as its text (how the plugin read it): kept exact, where the
+            // loose filter cast would make `12.30` a float.
+            (Some(PrimitiveType::Number), Json::String(text)) => exact_number(text)
                 .ok_or_else(|| Error::Validation(format!("Wrong type for \"{k}\": {v}")))?,
-            None if v.is_null() => Value::Null,
-            None => Value::Json(v.clone()),
+            // Bytes as the plugin read them: hex for keys, a data URI otherwise (both accepted,
+            // as hooks see bytes as hex).
+            (Some(p), _) => Value::from_json_typed(v, p)
+                .ok_or_else(|| Error::Validation(format!("Wrong type for \"{k}\": {v}")))?,
+            (None, _) if v.is_null() => Value::Null,
+            (None, _) => Value::Json(v.clone()),
         };
         r.insert(k.as_str(), value);
     }
@@ -248,6 +341,23 @@ pub fn record(json: &Json, collection: &CollectionSchema) -> Result<Record> {
 
 pub fn records_json(records: &[Record]) -> Json {
     serde_json::to_value(records).unwrap_or(Json::Null)
+}
+
+/// Records with each column's value in its wire form, as `list` gives them: what a plugin reads
+/// back from `create` is the form it reads and writes elsewhere.
+fn records_wire_json(records: &[Record], collection: &CollectionSchema) -> Json {
+    records
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|(k, v)| {
+                    let wire = collection.column(k).map_or(Wire::Plain, |c| c.wire);
+                    (k.to_owned(), wire::to_json(v, wire).unwrap_or(Json::Null))
+                })
+                .collect::<Map<_, _>>()
+        })
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// Records as a batch with one column per projected path.
@@ -260,14 +370,15 @@ pub fn batch(
     let columns = paths
         .iter()
         .map(|p| {
-            let ty = type_at(schema, collection, p);
+            let at = column_at(schema, collection, p);
             NamedColumn {
                 name: p.clone(),
                 data: column(
                     records
                         .iter()
                         .map(|r| r.get_path(p).unwrap_or(&Value::Null)),
-                    ty.as_ref(),
+                    at.map(|c| &c.column_type),
+                    at.map_or(Wire::Plain, |c| c.wire),
                 ),
             }
         })
@@ -328,13 +439,29 @@ pub async fn host_aggregate(
     let rows = collection
         .aggregate(&scope.caller, &f, &a, limit.map(u64::from))
         .await?;
+    // The value is a number (a sum of decimals too, as the agent's charts give it); group keys
+    // are values of their column, in its wire form (a bigint as text, bytes as hex or data URI).
+    let schema = ds.schema();
     let out: Vec<Json> = rows
         .iter()
         .map(|r| {
-            json!({
-                "value": serde_json::to_value(&r.value).unwrap_or(Json::Null),
-                "group": r.group.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or(Json::Null))).collect::<Map<_, _>>(),
-            })
+            let value = match &r.value {
+                Value::Decimal(_) => r
+                    .value
+                    .as_f64()
+                    .and_then(serde_json::Number::from_f64)
+                    .map_or(Json::Null, Json::Number),
+                other => serde_json::to_value(other).unwrap_or(Json::Null),
+            };
+            let group = r
+                .group
+                .iter()
+                .map(|(k, v)| {
+                    let wire = column_at(schema, name, k).map_or(Wire::Plain, |c| c.wire);
+                    (k.clone(), wire::to_json(v, wire).unwrap_or(Json::Null))
+                })
+                .collect::<Map<_, _>>();
+            json!({ "value": value, "group": group })
         })
         .collect();
     Ok(Json::from(out).to_string())
@@ -351,7 +478,7 @@ pub async fn host_create(scope: &Scope, name: &str, records_text: &str) -> Resul
         .map(|r| record(r, collection.schema()))
         .collect::<Result<Vec<_>>>()?;
     let created = collection.create(&scope.caller, records).await?;
-    Ok(records_json(&created).to_string())
+    Ok(records_wire_json(&created, collection.schema()).to_string())
 }
 
 pub async fn host_update(
@@ -396,6 +523,7 @@ pub fn schema_json(schema: &DataSourceSchema) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::datasource::FieldSchema;
 
     #[test]
     fn numbers_come_back_as_ints_when_integral_and_wrong_kinds_are_refused() {
@@ -417,12 +545,96 @@ mod tests {
         let n = column(
             vals.iter(),
             Some(&ColumnType::Primitive(PrimitiveType::Number)),
+            Wire::Plain,
         );
         assert!(matches!(n, Column::Numbers(ref v) if v == &[Some(1.0), None]));
         let j = column(
             vals.iter(),
             Some(&ColumnType::Primitive(PrimitiveType::Json)),
+            Wire::Plain,
         );
         assert!(matches!(j, Column::Json(ref v) if v == &[Some("1".to_owned()), None]));
+    }
+
+    fn strings(c: Column) -> Vec<Option<String>> {
+        match c {
+            Column::Strings(v) => v,
+            other => panic!("expected strings, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn values_whose_wire_form_is_text_cross_as_that_text() {
+        let number = ColumnType::Primitive(PrimitiveType::Number);
+        let big = [Value::Int(9_007_199_254_740_993), Value::Null];
+        assert_eq!(
+            strings(column(big.iter(), Some(&number), Wire::NumberString)),
+            [Some("9007199254740993".to_owned()), None]
+        );
+        let decimals = [
+            Value::Decimal("12.30".parse().unwrap()),
+            Value::Decimal("0.00".parse().unwrap()),
+        ];
+        assert_eq!(
+            strings(column(decimals.iter(), Some(&number), Wire::NumberString)),
+            [Some("12.30".to_owned()), Some("0.00".to_owned())]
+        );
+        // MariaDB decimals are numbers on the wire: they stay numbers.
+        let n = column(decimals.iter(), Some(&number), Wire::Number);
+        assert!(matches!(n, Column::Numbers(ref v) if v == &[Some(12.3), Some(0.0)]));
+        let binary = ColumnType::Primitive(PrimitiveType::Binary);
+        let bytes = [Value::Binary(vec![0xCA, 0xFE])];
+        assert_eq!(
+            strings(column(bytes.iter(), Some(&binary), Wire::Hex)),
+            [Some("cafe".to_owned())]
+        );
+        assert_eq!(
+            strings(column(bytes.iter(), Some(&binary), Wire::DataUri)),
+            [Some("data:application/octet-stream;base64,yv4=".to_owned())]
+        );
+        // Arrays keep the wire form of their elements, in a JSON column.
+        let array = ColumnType::Array(Box::new(number));
+        let ids = [Value::Array(vec![Value::Int(9_007_199_254_740_993)])];
+        let j = column(ids.iter(), Some(&array), Wire::NumberString);
+        assert!(
+            matches!(j, Column::Json(ref v) if v == &[Some(r#"["9007199254740993"]"#.to_owned())]),
+            "{j:?}"
+        );
+    }
+
+    #[test]
+    fn numbers_written_as_text_are_read_back_exactly() {
+        let ty = ColumnType::Primitive(PrimitiveType::Number);
+        let column = Column::Strings(vec![
+            Some("9007199254740993".into()),
+            Some("12.30".into()),
+            None,
+        ]);
+        let v = values(column, &ty).unwrap();
+        assert_eq!(v[0], Value::Int(9_007_199_254_740_993));
+        assert!(
+            matches!(&v[1], Value::Decimal(d) if d.to_string() == "12.30"),
+            "{v:?}"
+        );
+        assert_eq!(v[2], Value::Null);
+        let err = values(Column::Strings(vec![Some("twelve".into())]), &ty).unwrap_err();
+        assert!(err.contains("twelve"), "{err}");
+
+        let mut schema = CollectionSchema::new("prices");
+        let mut price = ColumnSchema::new(PrimitiveType::Number);
+        price.wire = Wire::NumberString;
+        schema
+            .fields
+            .insert("price".into(), FieldSchema::Column(price));
+        let mut key = ColumnSchema::new(PrimitiveType::Binary);
+        key.wire = Wire::Hex;
+        schema.fields.insert("key".into(), FieldSchema::Column(key));
+        let r = record(&json!({"price": "12.30", "key": "cafe"}), &schema).unwrap();
+        assert!(
+            matches!(r.get("price"), Some(Value::Decimal(d)) if d.to_string() == "12.30"),
+            "{r:?}"
+        );
+        assert_eq!(r.get("key"), Some(&Value::Binary(vec![0xCA, 0xFE])));
+        assert!(record(&json!({"price": "abc"}), &schema).is_err());
     }
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
-use super::bindings::{Kind as WitKind, NamedColumn, Scope};
+use super::bindings::{Kind as WitKind, Scope};
 use super::convert;
 use super::loader::CallKind;
 use super::runtime::{Plugin, Request, Response};
@@ -76,17 +76,7 @@ impl Handler {
 #[async_trait]
 impl ComputeHandler for Handler {
     async fn compute(&self, caller: &Caller, ctx: &Context, batch: &Batch) -> Result<Vec<Value>> {
-        let wit = super::bindings::Batch {
-            len: batch.len as u32,
-            columns: batch
-                .columns
-                .iter()
-                .map(|c| NamedColumn {
-                    name: c.path.clone(),
-                    data: convert::column(c.values.iter(), Some(&c.column_type)),
-                })
-                .collect(),
-        };
+        let wit = convert::compute_batch(batch, ctx);
         let cc = convert::call_context(caller, ctx);
         let response = self
             .plugin
