@@ -19,6 +19,10 @@ use crate::chart::{ChartContext, ChartResult};
 use crate::data::{Column, Context, Rows};
 use crate::error::{Error, Result};
 use crate::hook::{HookContext, Operation, Position};
+use crate::relation::{
+    ExternalRelation, ManyToManyOptions, ManyToOneOptions, OneToManyOptions, OneToOneOptions,
+};
+use crate::write::{BinaryMode, WriteContext};
 
 /// A plugin: one type whose `customize` declares everything, exported with
 /// [`crate::export_plugin!`].
@@ -185,6 +189,11 @@ impl Search {
 
 type HookFn = Box<dyn Fn(&mut HookContext) -> Result<()>>;
 type ChartFn = Box<dyn Fn(&ChartContext) -> Result<ChartResult>>;
+type WriteFn = Box<dyn Fn(&Value, &WriteContext) -> Result<Option<Value>>>;
+type OperatorFn = Box<dyn Fn(&Value, &Context) -> Result<Value>>;
+type CreateFn = Box<dyn Fn(&[Value], &Context) -> Result<Vec<Value>>>;
+type UpdateFn = Box<dyn Fn(&Value, &Value, &Context) -> Result<()>>;
+type DeleteFn = Box<dyn Fn(&Value, &Context) -> Result<()>>;
 
 enum Handler {
     None,
@@ -194,6 +203,11 @@ enum Handler {
     Segment(SegmentFn),
     Search(SearchFn),
     Chart(ChartFn),
+    Write(WriteFn),
+    Operator(OperatorFn),
+    OverrideCreate(CreateFn),
+    OverrideUpdate(UpdateFn),
+    OverrideDelete(DeleteFn),
 }
 
 struct Declaration {
@@ -208,6 +222,7 @@ struct Declaration {
 pub struct DataSource {
     schema: OnceCell<Value>,
     options: OnceCell<Value>,
+    scope: OnceCell<Option<String>>,
     declarations: Vec<Declaration>,
     handlers: Vec<Handler>,
 }
@@ -224,6 +239,7 @@ impl DataSource {
         Self {
             schema: cell(schema),
             options: cell(options),
+            scope: OnceCell::new(),
             declarations: Vec::new(),
             handlers: Vec::new(),
         }
@@ -241,6 +257,14 @@ impl DataSource {
         self.options.get_or_init(|| {
             serde_json::from_str(&environment::options()).unwrap_or_else(|_| json!({}))
         })
+    }
+
+    /// The collection this application of the plugin is scoped to: `Some` when it was applied
+    /// to one collection (by another plugin's [`CollectionCustomizer::use_plugin`] or a
+    /// `[[use]] collection = ".."` entry of its `.toml`), `None` when applied to the whole
+    /// datasource. A plugin meant for one collection customizes `ds.collection(scope)`.
+    pub fn scope(&self) -> Option<&str> {
+        self.scope.get_or_init(environment::scope).as_deref()
     }
 
     /// The names of the datasource's collections.
@@ -287,6 +311,33 @@ impl DataSource {
             name,
             json!({}),
             Handler::Chart(Box::new(f)),
+        );
+        self
+    }
+
+    /// Hides a collection from the exposed schema (the agent's `removeCollection`), with every
+    /// relation pointing to it; customizations and handlers still use it.
+    pub fn remove_collection(&mut self, name: &str) -> &mut Self {
+        self.declare(
+            Some(name),
+            types::Kind::RemoveCollection,
+            "",
+            json!({}),
+            Handler::None,
+        );
+        self
+    }
+
+    /// Applies another plugin of the plugin directory (by its name, the file stem) to the whole
+    /// datasource with `options` (the agent's `agent.use(plugin, options)`): the host runs its
+    /// `customize` with these options, right after this plugin's, in declaration order.
+    pub fn use_plugin(&mut self, name: &str, options: Value) -> &mut Self {
+        self.declare(
+            None,
+            types::Kind::Use,
+            name,
+            use_definition(options),
+            Handler::None,
         );
         self
     }
@@ -443,6 +494,325 @@ impl CollectionCustomizer<'_> {
         );
         self
     }
+
+    fn relation(&mut self, name: &str, definition: Value) -> &mut Self {
+        self.declare(types::Kind::Relation, name, definition, Handler::None);
+        self
+    }
+
+    /// Adds a many-to-one relation `name` to `foreign_collection` through a column of this
+    /// collection: `ManyToOneOptions::new("customerId")`, with `.foreign_key_target(..)` when the
+    /// key does not point to the foreign primary key.
+    pub fn add_many_to_one_relation(
+        &mut self,
+        name: &str,
+        foreign_collection: &str,
+        options: ManyToOneOptions,
+    ) -> &mut Self {
+        self.relation(name, options.definition(foreign_collection))
+    }
+
+    /// Adds a one-to-many relation `name` to `foreign_collection`, whose column
+    /// `OneToManyOptions::new("customerId")` points to this collection (`.origin_key_target(..)`
+    /// when it does not point to the primary key).
+    pub fn add_one_to_many_relation(
+        &mut self,
+        name: &str,
+        foreign_collection: &str,
+        options: OneToManyOptions,
+    ) -> &mut Self {
+        self.relation(name, options.definition("OneToMany", foreign_collection))
+    }
+
+    /// Adds a one-to-one relation `name` to `foreign_collection`, whose column
+    /// `OneToOneOptions::new("customerId")` points to this collection.
+    pub fn add_one_to_one_relation(
+        &mut self,
+        name: &str,
+        foreign_collection: &str,
+        options: OneToOneOptions,
+    ) -> &mut Self {
+        self.relation(name, options.definition("OneToOne", foreign_collection))
+    }
+
+    /// Adds a many-to-many relation `name` to `foreign_collection` through
+    /// `through_collection`, whose columns `ManyToManyOptions::new(origin_key, foreign_key)` point
+    /// to this collection and to the foreign one.
+    pub fn add_many_to_many_relation(
+        &mut self,
+        name: &str,
+        foreign_collection: &str,
+        through_collection: &str,
+        options: ManyToManyOptions,
+    ) -> &mut Self {
+        self.relation(
+            name,
+            options.definition(foreign_collection, through_collection),
+        )
+    }
+
+    /// Adds related data listed by the plugin (the agent's `addExternalRelation`): a computed
+    /// field `name` of type `[schema]` (a JSON list of objects) whose value for each record is
+    /// what `relation`'s `list_records` returns. Its dependencies default to the collection's
+    /// primary keys, read from the schema.
+    pub fn add_external_relation(&mut self, name: &str, relation: ExternalRelation) -> &mut Self {
+        let ExternalRelation {
+            schema,
+            dependencies,
+            list_records,
+        } = relation;
+        let dependencies = dependencies.unwrap_or_else(|| self.primary_keys());
+        let field = ComputedField::new(
+            ColumnType::Composite(json!([Value::Object(schema)])),
+            dependencies,
+            move |rows: &Rows, ctx: &Context| {
+                let lists = rows
+                    .records()
+                    .iter()
+                    .map(|record| list_records(record, ctx).map(Value::Array))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Column::json(lists))
+            },
+        );
+        self.add_field(name, field)
+    }
+
+    /// The primary keys of this collection, from the schema (empty when it is not there).
+    fn primary_keys(&self) -> Vec<String> {
+        self.datasource
+            .schema()
+            .get("collections")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| c.get("name").and_then(Value::as_str) == Some(self.name.as_str()))
+            .flat_map(|c| {
+                c.get("fields")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+            })
+            .filter(|f| f.get("isPrimaryKey").and_then(Value::as_bool) == Some(true))
+            .filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_owned))
+            .collect()
+    }
+
+    /// Adds field `name`, the column at the `:` path `path` through to-one relations
+    /// (`"customer:address:city"`). `readonly`: `true` to refuse writes, `None` to follow the
+    /// source field (`false` on a read-only source is refused at load).
+    pub fn import_field(
+        &mut self,
+        name: &str,
+        path: &str,
+        readonly: impl Into<Option<bool>>,
+    ) -> &mut Self {
+        let definition = json!({"path": path, "readonly": readonly.into()});
+        self.declare(types::Kind::ImportField, name, definition, Handler::None);
+        self
+    }
+
+    /// Exposes field `from` as `to`; customizations keep using `from`.
+    pub fn rename_field(&mut self, from: &str, to: &str) -> &mut Self {
+        self.declare(
+            types::Kind::RenameField,
+            from,
+            json!({ "newName": to }),
+            Handler::None,
+        );
+        self
+    }
+
+    /// Hides field `name` from the exposed schema; customizations and handlers still use it.
+    pub fn remove_field(&mut self, name: &str) -> &mut Self {
+        self.declare(types::Kind::RemoveField, name, json!({}), Handler::None);
+        self
+    }
+
+    /// Adds a validation rule on a writable column, checked on create and update: `operator`
+    /// is `Present`, `LongerThan`, `ShorterThan`, `Contains`, `Like`, `Match`, `GreaterThan`,
+    /// `LessThan`, `Before` or `After`; `value` its argument (`None` for `Present`).
+    pub fn add_field_validation(
+        &mut self,
+        field: &str,
+        operator: &str,
+        value: impl Into<Option<Value>>,
+    ) -> &mut Self {
+        let definition = json!({"operator": operator, "value": value.into()});
+        self.declare(
+            types::Kind::FieldValidation,
+            field,
+            definition,
+            Handler::None,
+        );
+        self
+    }
+
+    /// Marks a field optional (drops its `Present` rule); the database may still refuse null.
+    pub fn set_field_nullable(&mut self, field: &str) -> &mut Self {
+        self.declare(types::Kind::FieldNullable, field, json!({}), Handler::None);
+        self
+    }
+
+    /// Replaces how `field` is written: `f(value, ctx)` returns the patch (a JSON object) that
+    /// replaces `{field: value}` in the created record or the update's patch, or `None` to write
+    /// nothing for it. The patch may name other fields (rewritten in turn) and to-one relations
+    /// as nested objects. Also makes `field` writable (e.g. a computed field).
+    pub fn replace_field_writing(
+        &mut self,
+        field: &str,
+        f: impl Fn(&Value, &WriteContext) -> Result<Option<Value>> + 'static,
+    ) -> &mut Self {
+        self.declare(
+            types::Kind::FieldWriting,
+            field,
+            json!({}),
+            Handler::Write(Box::new(f)),
+        );
+        self
+    }
+
+    /// How a binary column crosses the wire: [`BinaryMode::DataUri`] or [`BinaryMode::Hex`].
+    pub fn replace_field_binary_mode(&mut self, field: &str, mode: BinaryMode) -> &mut Self {
+        self.declare(
+            types::Kind::BinaryMode,
+            field,
+            json!({ "mode": mode.as_str() }),
+            Handler::None,
+        );
+        self
+    }
+
+    fn sorting(&mut self, field: &str, definition: Value) -> &mut Self {
+        self.declare(types::Kind::Sorting, field, definition, Handler::None);
+        self
+    }
+
+    /// Sorts on `field` in memory (every matching record is fetched, up to the host's emulation
+    /// row limit): for fields the datasource cannot sort, such as computed fields.
+    pub fn emulate_field_sorting(&mut self, field: &str) -> &mut Self {
+        self.sorting(field, json!({"mode": "emulate"}))
+    }
+
+    /// Sorting on `field` sorts by `equivalent` (`[("lastName", true), ("firstName", true)]`)
+    /// instead, every clause inverted when sorting descending.
+    pub fn replace_field_sorting<S: Into<String>>(
+        &mut self,
+        field: &str,
+        equivalent: impl IntoIterator<Item = (S, bool)>,
+    ) -> &mut Self {
+        let clauses: Vec<Value> = equivalent
+            .into_iter()
+            .map(|(f, ascending)| json!({"field": f.into(), "ascending": ascending}))
+            .collect();
+        self.sorting(field, json!({"mode": "replace", "equivalentSort": clauses}))
+    }
+
+    /// Marks `field` not sortable.
+    pub fn disable_field_sorting(&mut self, field: &str) -> &mut Self {
+        self.sorting(field, json!({"mode": "disable"}))
+    }
+
+    /// Answers in memory every operator of `field`'s type that the datasource does not.
+    pub fn emulate_field_filtering(&mut self, field: &str) -> &mut Self {
+        self.declare(
+            types::Kind::Filtering,
+            field,
+            json!({"mode": "emulateAll"}),
+            Handler::None,
+        );
+        self
+    }
+
+    /// Answers one operator (`"Contains"`) of `field` in memory.
+    pub fn emulate_field_operator(&mut self, field: &str, operator: &str) -> &mut Self {
+        self.declare(
+            types::Kind::Filtering,
+            field,
+            json!({"mode": "emulate", "operator": operator}),
+            Handler::None,
+        );
+        self
+    }
+
+    /// Rewrites the leaf `field operator value` into the condition tree `f(value, ctx)` returns
+    /// (in this collection's field names; it may use other replaced or emulated operators).
+    pub fn replace_field_operator(
+        &mut self,
+        field: &str,
+        operator: &str,
+        f: impl Fn(&Value, &Context) -> Result<Value> + 'static,
+    ) -> &mut Self {
+        self.declare(
+            types::Kind::Filtering,
+            field,
+            json!({"mode": "replace", "operator": operator}),
+            Handler::Operator(Box::new(f)),
+        );
+        self
+    }
+
+    /// Replaces record creation: `f(data, ctx)` receives the records to create (already
+    /// validated and rewritten) and returns the created records, each with its primary key.
+    pub fn override_create(
+        &mut self,
+        f: impl Fn(&[Value], &Context) -> Result<Vec<Value>> + 'static,
+    ) -> &mut Self {
+        self.declare(
+            types::Kind::Override,
+            "create",
+            json!({"operation": "create"}),
+            Handler::OverrideCreate(Box::new(f)),
+        );
+        self
+    }
+
+    /// Replaces updates: `f(filter, patch, ctx)` updates the records matching `filter`.
+    pub fn override_update(
+        &mut self,
+        f: impl Fn(&Value, &Value, &Context) -> Result<()> + 'static,
+    ) -> &mut Self {
+        self.declare(
+            types::Kind::Override,
+            "update",
+            json!({"operation": "update"}),
+            Handler::OverrideUpdate(Box::new(f)),
+        );
+        self
+    }
+
+    /// Replaces deletes: `f(filter, ctx)` deletes the records matching `filter`.
+    pub fn override_delete(
+        &mut self,
+        f: impl Fn(&Value, &Context) -> Result<()> + 'static,
+    ) -> &mut Self {
+        self.declare(
+            types::Kind::Override,
+            "delete",
+            json!({"operation": "delete"}),
+            Handler::OverrideDelete(Box::new(f)),
+        );
+        self
+    }
+
+    /// Removes the count from list pagination (`countable: false`; the count route answers
+    /// `deactivated`).
+    pub fn disable_count(&mut self) -> &mut Self {
+        self.declare(types::Kind::DisableCount, "", json!({}), Handler::None);
+        self
+    }
+
+    /// Applies another plugin of the plugin directory (by name) to this collection with
+    /// `options` (the agent's `collection.use(plugin, options)`): in that application,
+    /// [`DataSource::scope`] is this collection.
+    pub fn use_plugin(&mut self, name: &str, options: Value) -> &mut Self {
+        self.declare(
+            types::Kind::Use,
+            name,
+            use_definition(options),
+            Handler::None,
+        );
+        self
+    }
 }
 
 thread_local! {
@@ -472,6 +842,13 @@ impl<P: Plugin> Exports<P> {
             f(handler)
         })
     }
+}
+
+/// The definition of a `use` declaration: `{"options": ..}`.
+fn use_definition(options: Value) -> Value {
+    let mut definition = Map::new();
+    definition.insert("options".to_owned(), options);
+    Value::Object(definition)
 }
 
 fn parse(text: &str) -> Result<Value> {
@@ -612,5 +989,64 @@ impl<P: Plugin> Guest for Exports<P> {
             _ => Err(wrong_kind(handler)),
         })?;
         Ok(result.into_json().to_string())
+    }
+
+    fn write(
+        handler: u32,
+        ctx: types::CallContext,
+        write_json: String,
+    ) -> Result<Option<String>, types::Error> {
+        let input = parse(&write_json)?;
+        let value = input.get("value").cloned().unwrap_or(Value::Null);
+        let ctx = WriteContext::from_json(Context::from(ctx), &input);
+        let patch = Self::with_handler(handler, |h| match h {
+            Handler::Write(f) => f(&value, &ctx),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        match patch {
+            None | Some(Value::Null) => Ok(None),
+            Some(p @ Value::Object(_)) => Ok(Some(p.to_string())),
+            Some(other) => Err(Error::internal(format!(
+                "a write replacement returned {other}, not an object"
+            ))
+            .into()),
+        }
+    }
+
+    fn replace_operator(
+        handler: u32,
+        ctx: types::CallContext,
+        value_json: String,
+    ) -> Result<String, types::Error> {
+        let value = parse(&value_json)?;
+        let ctx = Context::from(ctx);
+        let tree = Self::with_handler(handler, |h| match h {
+            Handler::Operator(f) => f(&value, &ctx),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        Ok(tree.to_string())
+    }
+
+    fn override_operation(
+        handler: u32,
+        ctx: types::CallContext,
+        override_json: String,
+    ) -> Result<Option<String>, types::Error> {
+        let input = parse(&override_json)?;
+        let get = |k: &str| input.get(k).cloned().unwrap_or(Value::Null);
+        let ctx = Context::from(ctx);
+        let created = Self::with_handler(handler, |h| match h {
+            Handler::OverrideCreate(f) => {
+                let data = match get("data") {
+                    Value::Array(a) => a,
+                    _ => Vec::new(),
+                };
+                f(&data, &ctx).map(|records| Some(Value::Array(records)))
+            }
+            Handler::OverrideUpdate(f) => f(&get("filter"), &get("patch"), &ctx).map(|()| None),
+            Handler::OverrideDelete(f) => f(&get("filter"), &ctx).map(|()| None),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        Ok(created.map(|v| v.to_string()))
     }
 }

@@ -39,6 +39,8 @@ mod customize;
 mod data;
 mod error;
 mod hook;
+mod relation;
+mod write;
 
 pub use action::{Action, ActionContext, ActionResult, FieldType, FormElement, Scope};
 pub use chart::{ChartContext, ChartResult, TimeRange};
@@ -50,8 +52,12 @@ pub use customize::{
 pub use data::{Caller, CollectionRef, Column, Context, Level, Rows, log};
 pub use error::{Error, Result};
 pub use hook::{HookContext, Operation, Position};
+pub use relation::{
+    ExternalRelation, ManyToManyOptions, ManyToOneOptions, OneToManyOptions, OneToOneOptions,
+};
 /// JSON values (condition trees, form values, records) are `serde_json` values.
 pub use serde_json::{Value, json};
+pub use write::{BinaryMode, WriteAction, WriteContext};
 
 /// The version of the WIT package this SDK builds against; the host checks it at load.
 pub const WIT_VERSION: &str = "0.1.0";
@@ -59,10 +65,11 @@ pub const WIT_VERSION: &str = "0.1.0";
 /// Everything a plugin usually needs: `use canopy_sdk::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        Action, ActionContext, ActionResult, ChartContext, ChartResult, CollectionCustomizer,
-        Column, ColumnType, ComputedField, Context, DataSource, Error, FieldType, FormElement,
-        HookContext, Level, Operation, Plugin, Position, Result, Rows, Scope, Search, Segment,
-        TimeRange, Value, json, log,
+        Action, ActionContext, ActionResult, BinaryMode, ChartContext, ChartResult,
+        CollectionCustomizer, Column, ColumnType, ComputedField, Context, DataSource, Error,
+        ExternalRelation, FieldType, FormElement, HookContext, Level, ManyToManyOptions,
+        ManyToOneOptions, OneToManyOptions, OneToOneOptions, Operation, Plugin, Position, Result,
+        Rows, Scope, Search, Segment, TimeRange, Value, WriteAction, WriteContext, json, log,
     };
 }
 

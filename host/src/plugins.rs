@@ -56,6 +56,8 @@ impl PluginSet {
                 limits: entry.settings.limits,
                 schema_json: schema_json.clone(),
                 options_json,
+                scope: None,
+                used_by: Vec::new(),
             };
             plugins.push(runtime.load(info).await?);
         }

@@ -271,4 +271,8 @@ impl self::canopy::plugin::environment::Host for State {
     async fn options(&mut self) -> wasmtime::Result<String> {
         Ok(self.plugin.options_json.clone())
     }
+
+    async fn scope(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(self.plugin.scope.clone())
+    }
 }

@@ -12,9 +12,11 @@ use super::convert;
 use super::loader::CallKind;
 use super::runtime::{Plugin, Request, Response};
 use crate::customizer::{
-    ActionContext, ActionHandler, Batch, ChartHandler, ComputeHandler, Context, Customization,
-    FieldSelection, HookData, HookHandler, HookOperation, HookPosition, Kind, SearchHandler,
-    SearchMode, SegmentHandler, SegmentSource,
+    ActionContext, ActionHandler, Batch, BinaryMode, ChartHandler, ComputeHandler, Context,
+    Customization, FieldSelection, FilteringMode, HookData, HookHandler, HookOperation,
+    HookPosition, Kind, OperatorHandler, OverrideHandler, OverrideOperation, RelationDefinition,
+    SearchHandler, SearchMode, SegmentHandler, SegmentSource, SortingMode, WriteAction,
+    WriteContext, WriteHandler,
 };
 use crate::datasource::action::{
     ActionOutcome, ActionResult, ActionScope, DropdownSearch, FieldType, FormElement, FormField,
@@ -22,8 +24,8 @@ use crate::datasource::action::{
 };
 use crate::datasource::chart::{ChartRequest, ChartResult};
 use crate::datasource::{
-    Caller, ColumnType, ConditionTree, DataSourceSchema, DateOperation, PrimitiveType, Result,
-    Value, parse_datetime,
+    Caller, CollectionSchema, ColumnType, ConditionTree, DataSourceSchema, DateOperation, Error,
+    Filter, Operator, PrimitiveType, Record, Result, SortClause, Value, parse_datetime,
 };
 
 /// One declared handler of one plugin.
@@ -544,6 +546,143 @@ impl ChartHandler for Handler {
     }
 }
 
+#[async_trait]
+impl WriteHandler for Handler {
+    async fn write(
+        &self,
+        caller: &Caller,
+        ctx: &WriteContext,
+        value: &Value,
+    ) -> Result<Option<Record>> {
+        let input = json!({
+            "value": value,
+            "action": match ctx.action {
+                WriteAction::Create => "create",
+                WriteAction::Update => "update",
+            },
+            "record": &ctx.record,
+            "filter": ctx.filter.as_ref().map(convert::filter_json),
+        });
+        let cc = convert::call_context(caller, &ctx.base);
+        let request = Request::Write(self.id, cc, input.to_string());
+        let json = self
+            .text(CallKind::Write, caller, &ctx.base, request)
+            .await?;
+        if json.is_null() {
+            return Ok(None);
+        }
+        let collection = ctx.base.collection()?;
+        patch(
+            &json,
+            collection.schema(),
+            ctx.base.datasource.schema(),
+            true,
+        )
+        .map(Some)
+        .map_err(|m| self.plugin.malformed(&format!("a write patch {m}")))
+    }
+}
+
+#[async_trait]
+impl OperatorHandler for Handler {
+    async fn replace(
+        &self,
+        caller: &Caller,
+        ctx: &Context,
+        value: &Value,
+    ) -> Result<ConditionTree> {
+        let cc = convert::call_context(caller, ctx);
+        let input = serde_json::to_string(value).map_err(|e| Error::Internal(e.to_string()))?;
+        let request = Request::Operator(self.id, cc, input);
+        let json = self.text(CallKind::Operator, caller, ctx, request).await?;
+        self.tree(&json, ctx)?.ok_or_else(|| {
+            self.plugin
+                .malformed("an operator replacement that is not a condition tree")
+        })
+    }
+}
+
+impl Handler {
+    async fn overridden(&self, caller: &Caller, ctx: &Context, input: Json) -> Result<Json> {
+        let cc = convert::call_context(caller, ctx);
+        let request = Request::Override(self.id, cc, input.to_string());
+        self.text(CallKind::Override, caller, ctx, request).await
+    }
+}
+
+#[async_trait]
+impl OverrideHandler for Handler {
+    async fn create(
+        &self,
+        caller: &Caller,
+        ctx: &Context,
+        records: Vec<Record>,
+    ) -> Result<Vec<Record>> {
+        let input = json!({"operation": "create", "data": convert::records_json(&records)});
+        let json = self.overridden(caller, ctx, input).await?;
+        let list = json.as_array().ok_or_else(|| {
+            self.plugin
+                .malformed("created records that are not an array")
+        })?;
+        let collection = ctx.collection()?;
+        // As the agent does, keys that are not columns are stripped from the created records.
+        list.iter()
+            .map(|r| patch(r, collection.schema(), ctx.datasource.schema(), false))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|m| self.plugin.malformed(&format!("a created record {m}")))
+    }
+
+    async fn update(
+        &self,
+        caller: &Caller,
+        ctx: &Context,
+        filter: &Filter,
+        patch: &Record,
+    ) -> Result<()> {
+        let input = json!({"operation": "update", "filter": convert::filter_json(filter),
+            "patch": patch});
+        self.overridden(caller, ctx, input).await.map(drop)
+    }
+
+    async fn delete(&self, caller: &Caller, ctx: &Context, filter: &Filter) -> Result<()> {
+        let input = json!({"operation": "delete", "filter": convert::filter_json(filter)});
+        self.overridden(caller, ctx, input).await.map(drop)
+    }
+}
+
+/// A record or patch from a plugin's JSON object, typed by the collection's columns; an object
+/// under a to-one relation is a nested record of the foreign collection (a nested write). Other
+/// keys are refused when `strict`, else dropped.
+fn patch(
+    json: &Json,
+    collection: &CollectionSchema,
+    schema: &DataSourceSchema,
+    strict: bool,
+) -> std::result::Result<Record, String> {
+    let object = json.as_object().ok_or("is not an object")?;
+    let mut r = Record::new();
+    for (k, v) in object {
+        if let Some(column) = collection.column(k) {
+            let value = match column.column_type.primitive() {
+                Some(p) => Value::from_json_typed(v, p)
+                    .ok_or_else(|| format!("has a wrong type for `{k}`: {v}"))?,
+                None if v.is_null() => Value::Null,
+                None => Value::Json(v.clone()),
+            };
+            r.insert(k.as_str(), value);
+        } else if let (Some(relation), Json::Object(_)) = (collection.relation(k), v) {
+            let foreign = schema
+                .collection(relation.foreign_collection())
+                .map_err(|e| e.to_string())?;
+            let nested = patch(v, foreign, schema, strict)?;
+            r.insert(k.as_str(), Value::Record(Box::new(nested)));
+        } else if strict {
+            return Err(format!("names an unknown field `{k}`"));
+        }
+    }
+    Ok(r)
+}
+
 /// The packed id of a chart's record with its keys in their wire form, as the client sent it
 /// (`agent::wire`: a MariaDB decimal key `12.3`, a binary key hex).
 fn record_id(ctx: &Context, id: &[Value]) -> String {
@@ -671,132 +810,277 @@ fn strings(j: Option<&Json>) -> Option<Vec<String>> {
     })
 }
 
-/// The plugin's declarations as customizations; an invalid one fails the whole plugin (and so
+/// The plugin's declarations as customizations, with those of the plugins it `use`s in place of
+/// each `use` (depth-first, in declaration order); an invalid one fails the whole plugin (and so
 /// the load or reload), with a message naming it.
 pub fn customizations(
     plugin: &Arc<Plugin>,
     schema: &DataSourceSchema,
 ) -> std::result::Result<Vec<Customization>, String> {
     let origin = plugin.info.name.clone();
-    plugin
-        .declarations
+    let label = plugin.info.label();
+    let mut uses = plugin.uses.iter();
+    let mut out = Vec::new();
+    for d in &plugin.declarations {
+        let fail = |m: String| format!("{label}: {:?} `{}`: {m}", d.kind, d.name);
+        if matches!(d.kind, WitKind::Use) {
+            let used = uses
+                .next()
+                .ok_or_else(|| fail("was not applied".to_owned()))?;
+            out.extend(customizations(used, schema)?);
+            continue;
+        }
+        let def: Json = serde_json::from_str(&d.definition).map_err(|e| fail(e.to_string()))?;
+        let kind = kind(plugin, d, &def, schema).map_err(fail)?;
+        out.push(match &d.collection {
+            Some(c) => Customization::collection(origin.clone(), c.clone(), kind),
+            None => Customization::datasource(origin.clone(), kind),
+        });
+    }
+    Ok(out)
+}
+
+/// One declaration (not `use`) as the customizer's `Kind`.
+fn kind(
+    plugin: &Arc<Plugin>,
+    d: &super::bindings::Declaration,
+    def: &Json,
+    schema: &DataSourceSchema,
+) -> std::result::Result<Kind, String> {
+    let handler = |column_type: ColumnType| {
+        Arc::new(Handler {
+            plugin: plugin.clone(),
+            id: d.handler,
+            column_type,
+        })
+    };
+    let any = || handler(ColumnType::Primitive(PrimitiveType::Json));
+    let required = |key: &str| text(def, key).ok_or_else(|| format!("`{key}` is missing"));
+    let field = || {
+        if d.name.is_empty() {
+            Err("no field named".to_owned())
+        } else {
+            Ok(d.name.clone())
+        }
+    };
+    let operator = || -> std::result::Result<Operator, String> {
+        required("operator")?
+            .parse::<Operator>()
+            .map_err(|e| format!("unknown operator: {e}"))
+    };
+    if d.collection.is_none() && !matches!(d.kind, WitKind::Chart) {
+        return Err("no collection named".to_owned());
+    }
+    Ok(match d.kind {
+        WitKind::Field => {
+            let ty = column_type(def.get("columnType").unwrap_or(&Json::Null))?;
+            Kind::ComputedField {
+                name: d.name.clone(),
+                column_type: ty.clone(),
+                dependencies: strings(def.get("dependencies")).unwrap_or_default(),
+                default_value: def.get("defaultValue").filter(|v| !v.is_null()).cloned(),
+                enum_values: strings(def.get("enumValues")),
+                handler: handler(ty),
+            }
+        }
+        WitKind::Action => {
+            let scope = match def.get("scope").and_then(Json::as_str) {
+                Some("Single") => ActionScope::Single,
+                Some("Bulk") => ActionScope::Bulk,
+                Some("Global") => ActionScope::Global,
+                other => return Err(format!("unknown scope {other:?}")),
+            };
+            let dynamic = def
+                .get("dynamicForm")
+                .and_then(Json::as_bool)
+                .unwrap_or(true);
+            let static_form = if dynamic {
+                None
+            } else {
+                Some(
+                    def.get("form")
+                        .and_then(Json::as_array)
+                        .into_iter()
+                        .flatten()
+                        .map(form_element)
+                        .collect::<std::result::Result<_, _>>()?,
+                )
+            };
+            Kind::Action {
+                name: d.name.clone(),
+                scope,
+                generate_file: def
+                    .get("generateFile")
+                    .and_then(Json::as_bool)
+                    .unwrap_or(false),
+                description: text(def, "description"),
+                submit_button_label: text(def, "submitButtonLabel"),
+                static_form,
+                handler: any(),
+            }
+        }
+        WitKind::Hook => Kind::Hook {
+            position: match def.get("position").and_then(Json::as_str) {
+                Some("Before") => HookPosition::Before,
+                Some("After") => HookPosition::After,
+                other => return Err(format!("unknown position {other:?}")),
+            },
+            operation: match def.get("type").and_then(Json::as_str) {
+                Some("List") => HookOperation::List,
+                Some("Create") => HookOperation::Create,
+                Some("Update") => HookOperation::Update,
+                Some("Delete") => HookOperation::Delete,
+                Some("Aggregate") => HookOperation::Aggregate,
+                other => return Err(format!("unknown hook type {other:?}")),
+            },
+            handler: any(),
+        },
+        WitKind::Segment => {
+            let source = match def.get("tree") {
+                Some(tree) => {
+                    let collection = d.collection.as_deref().unwrap_or_default();
+                    let c = schema.collection(collection).map_err(|e| e.to_string())?;
+                    SegmentSource::Static(
+                        ConditionTree::parse(tree, c, schema).map_err(|e| e.to_string())?,
+                    )
+                }
+                None => SegmentSource::Dynamic(any()),
+            };
+            Kind::Segment {
+                name: d.name.clone(),
+                source,
+            }
+        }
+        WitKind::Search if def.get("handler").is_some() => Kind::Search(SearchMode::Handler(any())),
+        WitKind::Search => Kind::Search(SearchMode::Fields(FieldSelection {
+            only: strings(def.get("onlyFields")),
+            include: strings(def.get("includeFields")).unwrap_or_default(),
+            exclude: strings(def.get("excludeFields")).unwrap_or_default(),
+        })),
+        WitKind::DisableSearch => Kind::Search(SearchMode::Disabled),
+        WitKind::Chart => Kind::Chart {
+            name: d.name.clone(),
+            handler: any(),
+        },
+        WitKind::Relation => Kind::Relation {
+            name: field()?,
+            definition: relation(def)?,
+        },
+        WitKind::ImportField => Kind::ImportField {
+            name: field()?,
+            path: required("path")?,
+            readonly: def.get("readonly").and_then(Json::as_bool),
+        },
+        WitKind::RenameField => Kind::RenameField {
+            from: field()?,
+            to: required("newName")?,
+        },
+        WitKind::RemoveField => Kind::RemoveField { name: field()? },
+        WitKind::RemoveCollection => Kind::RemoveCollection,
+        WitKind::FieldValidation => Kind::Validation {
+            field: field()?,
+            operator: operator()?,
+            value: def.get("value").filter(|v| !v.is_null()).cloned(),
+        },
+        WitKind::FieldNullable => Kind::Nullable { field: field()? },
+        WitKind::FieldWriting => Kind::Writing {
+            field: field()?,
+            handler: any(),
+        },
+        WitKind::BinaryMode => Kind::BinaryMode {
+            field: field()?,
+            mode: match def.get("mode").and_then(Json::as_str) {
+                Some("datauri") => BinaryMode::DataUri,
+                Some("hex") => BinaryMode::Hex,
+                other => return Err(format!("unknown binary mode {other:?}")),
+            },
+        },
+        WitKind::Sorting => Kind::Sorting {
+            field: field()?,
+            mode: match def.get("mode").and_then(Json::as_str) {
+                Some("emulate") => SortingMode::Emulate,
+                Some("disable") => SortingMode::Disable,
+                Some("replace") => SortingMode::Replace(sort_clauses(def.get("equivalentSort"))?),
+                other => return Err(format!("unknown sorting mode {other:?}")),
+            },
+        },
+        WitKind::Filtering => Kind::Filtering {
+            field: field()?,
+            mode: match def.get("mode").and_then(Json::as_str) {
+                Some("emulateAll") => FilteringMode::EmulateAll,
+                Some("emulate") => FilteringMode::Emulate(operator()?),
+                Some("replace") => FilteringMode::Replace(operator()?, any()),
+                other => return Err(format!("unknown filtering mode {other:?}")),
+            },
+        },
+        WitKind::Override => Kind::Override {
+            operation: match def
+                .get("operation")
+                .and_then(Json::as_str)
+                .map(str::to_ascii_lowercase)
+                .as_deref()
+            {
+                Some("create") => OverrideOperation::Create,
+                Some("update") => OverrideOperation::Update,
+                Some("delete") => OverrideOperation::Delete,
+                other => return Err(format!("unknown override operation {other:?}")),
+            },
+            handler: any(),
+        },
+        WitKind::DisableCount => Kind::DisableCount,
+        WitKind::Use => return Err("`use` is applied by the loader".to_owned()),
+    })
+}
+
+/// A relation definition from the SDK's JSON (`type` and the agent's option names).
+fn relation(def: &Json) -> std::result::Result<RelationDefinition, String> {
+    let required = |key: &str| text(def, key).ok_or_else(|| format!("`{key}` is missing"));
+    let foreign_collection = required("foreignCollection")?;
+    Ok(match def.get("type").and_then(Json::as_str) {
+        Some("ManyToOne") => RelationDefinition::ManyToOne {
+            foreign_collection,
+            foreign_key: required("foreignKey")?,
+            foreign_key_target: text(def, "foreignKeyTarget"),
+        },
+        Some("OneToMany") => RelationDefinition::OneToMany {
+            foreign_collection,
+            origin_key: required("originKey")?,
+            origin_key_target: text(def, "originKeyTarget"),
+        },
+        Some("OneToOne") => RelationDefinition::OneToOne {
+            foreign_collection,
+            origin_key: required("originKey")?,
+            origin_key_target: text(def, "originKeyTarget"),
+        },
+        Some("ManyToMany") => RelationDefinition::ManyToMany {
+            foreign_collection,
+            through_collection: required("throughCollection")?,
+            origin_key: required("originKey")?,
+            foreign_key: required("foreignKey")?,
+            origin_key_target: text(def, "originKeyTarget"),
+            foreign_key_target: text(def, "foreignKeyTarget"),
+        },
+        other => return Err(format!("unknown relation type {other:?}")),
+    })
+}
+
+/// `[{"field", "ascending"}]`, at least one clause (`ascending` defaults to true).
+fn sort_clauses(j: Option<&Json>) -> std::result::Result<Vec<SortClause>, String> {
+    let clauses: Vec<SortClause> = j
+        .and_then(Json::as_array)
+        .ok_or("`equivalentSort` is not an array")?
         .iter()
-        .map(|d| {
-            let fail = |m: String| format!("plugin `{origin}`: {:?} `{}`: {m}", d.kind, d.name);
-            let def: Json = serde_json::from_str(&d.definition).map_err(|e| fail(e.to_string()))?;
-            let handler = |column_type: ColumnType| {
-                Arc::new(Handler {
-                    plugin: plugin.clone(),
-                    id: d.handler,
-                    column_type,
-                })
-            };
-            let any = || handler(ColumnType::Primitive(PrimitiveType::Json));
-            let kind = match d.kind {
-                WitKind::Field => {
-                    let ty =
-                        column_type(def.get("columnType").unwrap_or(&Json::Null)).map_err(fail)?;
-                    Kind::ComputedField {
-                        name: d.name.clone(),
-                        column_type: ty.clone(),
-                        dependencies: strings(def.get("dependencies")).unwrap_or_default(),
-                        default_value: def.get("defaultValue").filter(|v| !v.is_null()).cloned(),
-                        enum_values: strings(def.get("enumValues")),
-                        handler: handler(ty),
-                    }
-                }
-                WitKind::Action => {
-                    let scope = match def.get("scope").and_then(Json::as_str) {
-                        Some("Single") => ActionScope::Single,
-                        Some("Bulk") => ActionScope::Bulk,
-                        Some("Global") => ActionScope::Global,
-                        other => return Err(fail(format!("unknown scope {other:?}"))),
-                    };
-                    let dynamic = def
-                        .get("dynamicForm")
-                        .and_then(Json::as_bool)
-                        .unwrap_or(true);
-                    let static_form = if dynamic {
-                        None
-                    } else {
-                        Some(
-                            def.get("form")
-                                .and_then(Json::as_array)
-                                .into_iter()
-                                .flatten()
-                                .map(form_element)
-                                .collect::<std::result::Result<_, _>>()
-                                .map_err(fail)?,
-                        )
-                    };
-                    Kind::Action {
-                        name: d.name.clone(),
-                        scope,
-                        generate_file: def
-                            .get("generateFile")
-                            .and_then(Json::as_bool)
-                            .unwrap_or(false),
-                        description: text(&def, "description"),
-                        submit_button_label: text(&def, "submitButtonLabel"),
-                        static_form,
-                        handler: any(),
-                    }
-                }
-                WitKind::Hook => Kind::Hook {
-                    position: match def.get("position").and_then(Json::as_str) {
-                        Some("Before") => HookPosition::Before,
-                        Some("After") => HookPosition::After,
-                        other => return Err(fail(format!("unknown position {other:?}"))),
-                    },
-                    operation: match def.get("type").and_then(Json::as_str) {
-                        Some("List") => HookOperation::List,
-                        Some("Create") => HookOperation::Create,
-                        Some("Update") => HookOperation::Update,
-                        Some("Delete") => HookOperation::Delete,
-                        Some("Aggregate") => HookOperation::Aggregate,
-                        other => return Err(fail(format!("unknown hook type {other:?}"))),
-                    },
-                    handler: any(),
-                },
-                WitKind::Segment => {
-                    let source = match def.get("tree") {
-                        Some(tree) => {
-                            let collection = d.collection.as_deref().unwrap_or_default();
-                            let c = schema
-                                .collection(collection)
-                                .map_err(|e| fail(e.to_string()))?;
-                            SegmentSource::Static(
-                                ConditionTree::parse(tree, c, schema)
-                                    .map_err(|e| fail(e.to_string()))?,
-                            )
-                        }
-                        None => SegmentSource::Dynamic(any()),
-                    };
-                    Kind::Segment {
-                        name: d.name.clone(),
-                        source,
-                    }
-                }
-                WitKind::Search if def.get("handler").is_some() => {
-                    Kind::Search(SearchMode::Handler(any()))
-                }
-                WitKind::Search => Kind::Search(SearchMode::Fields(FieldSelection {
-                    only: strings(def.get("onlyFields")),
-                    include: strings(def.get("includeFields")).unwrap_or_default(),
-                    exclude: strings(def.get("excludeFields")).unwrap_or_default(),
-                })),
-                WitKind::DisableSearch => Kind::Search(SearchMode::Disabled),
-                WitKind::Chart => Kind::Chart {
-                    name: d.name.clone(),
-                    handler: any(),
-                },
-            };
-            Ok(match &d.collection {
-                Some(c) => Customization::collection(origin.clone(), c.clone(), kind),
-                None => Customization::datasource(origin.clone(), kind),
+        .map(|c| {
+            Ok(SortClause {
+                field: text(c, "field").ok_or("a sort clause without field")?,
+                ascending: c.get("ascending").and_then(Json::as_bool).unwrap_or(true),
             })
         })
-        .collect()
+        .collect::<std::result::Result<_, String>>()?;
+    if clauses.is_empty() {
+        return Err("`equivalentSort` is empty".to_owned());
+    }
+    Ok(clauses)
 }
 
 #[cfg(test)]

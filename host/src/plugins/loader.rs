@@ -14,7 +14,9 @@ pub const WIT_PACKAGE: &str = "canopy:plugin";
 /// The version of [`WIT_PACKAGE`] (`wit/plugin@0.1.0`).
 pub const WIT_VERSION: &str = "0.1.0";
 
-/// A plugin's identity and what it may read through `environment`.
+/// One application of a plugin: its identity and what it may read through `environment`. A
+/// plugin applied several times (`[[use]]` entries, or `use` from other plugins) has one info per
+/// application, each with its own options and scope.
 #[derive(Debug)]
 pub struct PluginInfo {
     /// The file stem (`shop` for `shop.wasm`).
@@ -23,6 +25,26 @@ pub struct PluginInfo {
     pub limits: Limits,
     pub schema_json: String,
     pub options_json: String,
+    /// The collection this application is scoped to (`environment.scope`); `None`: the whole
+    /// datasource.
+    pub scope: Option<String>,
+    /// The plugins that applied this one, outermost first (empty for an application from the
+    /// plugin directory itself); for logs and errors.
+    pub used_by: Vec<String>,
+}
+
+impl PluginInfo {
+    /// How errors name this application: `plugin `flattener` (used by `shop` on `orders`)`.
+    pub fn label(&self) -> String {
+        let mut label = format!("plugin `{}`", self.name);
+        match (self.used_by.last(), &self.scope) {
+            (Some(by), Some(c)) => label.push_str(&format!(" (used by `{by}` on `{c}`)")),
+            (Some(by), None) => label.push_str(&format!(" (used by `{by}`)")),
+            (None, Some(c)) => label.push_str(&format!(" (on `{c}`)")),
+            (None, None) => {}
+        }
+        label
+    }
 }
 
 /// The kinds of calls, each with its own default time budget.
@@ -35,6 +57,12 @@ pub enum CallKind {
     Segment,
     Search,
     Chart,
+    /// A field's write replacement.
+    Write,
+    /// An operator replacement.
+    Operator,
+    /// A create, update or delete override.
+    Override,
 }
 
 impl CallKind {
@@ -47,6 +75,9 @@ impl CallKind {
             Self::Segment => "segment",
             Self::Search => "search",
             Self::Chart => "chart",
+            Self::Write => "write",
+            Self::Operator => "operator",
+            Self::Override => "override",
         }
     }
 }
@@ -65,6 +96,9 @@ pub struct Limits {
     pub segment_ms: u64,
     pub search_ms: u64,
     pub chart_ms: u64,
+    pub write_ms: u64,
+    pub operator_ms: u64,
+    pub override_ms: u64,
 }
 
 impl Default for Limits {
@@ -78,6 +112,11 @@ impl Default for Limits {
             segment_ms: 500,
             search_ms: 500,
             chart_ms: 5_000,
+            // A write replacement and an operator replacement sit on one request, as a hook or
+            // a search does; an override does the write itself, as an action may.
+            write_ms: 500,
+            operator_ms: 500,
+            override_ms: 10_000,
         }
     }
 }
@@ -95,6 +134,9 @@ impl Limits {
             CallKind::Segment => self.segment_ms,
             CallKind::Search => self.search_ms,
             CallKind::Chart => self.chart_ms,
+            CallKind::Write => self.write_ms,
+            CallKind::Operator => self.operator_ms,
+            CallKind::Override => self.override_ms,
         })
     }
 
@@ -107,9 +149,38 @@ impl Limits {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PluginToml {
-    /// Handed to the plugin as a JSON object (`environment.options`, `declare`).
+    /// Handed to the plugin as a JSON object (`environment.options`, `declare`) when it has no
+    /// `[[use]]` entries.
     pub options: toml::Table,
     pub limits: Limits,
+    /// `[[use]]` entries: the plugin is applied once per entry (to `collection`, or to the
+    /// datasource, with that entry's options) instead of once with `[options]`. `use = []`: never
+    /// applied by itself, only when another plugin uses it.
+    #[serde(rename = "use")]
+    pub uses: Option<Vec<UseEntry>>,
+}
+
+/// One `[[use]]` entry of a `.toml`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UseEntry {
+    /// The collection the application is scoped to; none: the whole datasource.
+    pub collection: Option<String>,
+    pub options: toml::Table,
+}
+
+impl PluginToml {
+    /// The applications the directory asks for: each `[[use]]` entry, or else one on the
+    /// datasource with `[options]`.
+    pub fn applications(&self) -> Vec<UseEntry> {
+        match &self.uses {
+            Some(entries) => entries.clone(),
+            None => vec![UseEntry {
+                collection: None,
+                options: self.options.clone(),
+            }],
+        }
+    }
 }
 
 /// One `.wasm` file of the directory with its settings.
@@ -216,5 +287,25 @@ mod tests {
         assert_eq!(t.limits.action_ms, Limits::default().action_ms);
         assert_eq!(t.options["vip"].as_integer(), Some(1000));
         assert!(toml::from_str::<PluginToml>("[limits]\nbogus = 1\n").is_err());
+    }
+
+    #[test]
+    fn use_entries_replace_the_single_datasource_application() {
+        let plain: PluginToml = toml::from_str("[options]\na = 1\n").unwrap();
+        let apps = plain.applications();
+        assert_eq!(apps.len(), 1);
+        assert_eq!(apps[0].collection, None);
+        assert_eq!(apps[0].options["a"].as_integer(), Some(1));
+        let two: PluginToml =
+            toml::from_str("[[use]]\ncollection = \"orders\"\n[use.options]\nx = \"y\"\n[[use]]\n")
+                .unwrap();
+        let apps = two.applications();
+        assert_eq!(apps.len(), 2);
+        assert_eq!(apps[0].collection.as_deref(), Some("orders"));
+        assert_eq!(apps[0].options["x"].as_str(), Some("y"));
+        assert_eq!(apps[1].collection, None);
+        let library: PluginToml = toml::from_str("use = []\n").unwrap();
+        assert!(library.applications().is_empty());
+        assert!(toml::from_str::<PluginToml>("[[use]]\ncolection = \"x\"\n").is_err());
     }
 }

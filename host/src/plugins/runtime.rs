@@ -106,39 +106,60 @@ impl Runtime {
     }
 
     /// Compiles (or loads from the cache), checks the ABI, pre-instantiates and asks the plugin
-    /// for its declarations.
+    /// for its declarations: [`Self::compile`] then [`Self::apply`].
     pub async fn load(&self, info: PluginInfo) -> Result<Arc<Plugin>, String> {
-        let name = info.name.clone();
-        let bytes = std::fs::read(&info.path)
-            .map_err(|e| format!("plugin `{name}`: cannot read {}: {e}", info.path.display()))?;
+        let compiled = self.compile(&info.name, &info.path).await?;
+        Ok(Arc::new(self.apply(&compiled, info).await?))
+    }
+
+    /// Compiles (or loads from the cache), checks the ABI and pre-instantiates one plugin file;
+    /// every application of the plugin shares the result.
+    pub async fn compile(&self, name: &str, path: &Path) -> Result<Compiled, String> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| format!("plugin `{name}`: cannot read {}: {e}", path.display()))?;
         let engine = self.engine.clone();
         let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
             .await
             .map_err(|e| format!("plugin `{name}`: {e}"))?
             .map_err(|e| format!("plugin `{name}` is not a valid component: {e:#}"))?;
-        check_abi(&name, &component, &self.engine)?;
+        check_abi(name, &component, &self.engine)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
             .and_then(CustomizationPre::new)
             .map_err(|e| format!("plugin `{name}` cannot be linked: {e:#}"))?;
+        Ok(Compiled { pre })
+    }
+
+    /// One application of a compiled plugin: asks it for its declarations with this
+    /// application's options and scope (`info`). The result has its own handler ids, warm pool
+    /// and stats; its `uses` are filled by the caller.
+    pub async fn apply(&self, compiled: &Compiled, info: PluginInfo) -> Result<Plugin, String> {
+        let label = info.label();
         let mut plugin = Plugin {
             info: Arc::new(info),
             engine: self.engine.clone(),
-            pre,
+            pre: compiled.pre.clone(),
             declarations: Vec::new(),
+            uses: Vec::new(),
             stats: Stats::default(),
             warm: Mutex::new(Vec::new()),
         };
         let declared = plugin
             .call(CallKind::Declare, None, Request::Declare)
             .await
-            .map_err(|e| format!("plugin `{name}` failed to declare its customizations: {e}"))?;
+            .map_err(|e| format!("{label} failed to declare its customizations: {e}"))?;
         if let Response::Declared(d) = declared {
             plugin.declarations = d;
         }
-        Ok(Arc::new(plugin))
+        Ok(plugin)
     }
+}
+
+/// A plugin file compiled and pre-instantiated, shared by its applications.
+#[derive(Clone)]
+pub struct Compiled {
+    pre: CustomizationPre<State>,
 }
 
 /// What the host asks a plugin.
@@ -151,6 +172,9 @@ pub enum Request {
     Segment(u32, CallContext),
     Search(u32, CallContext, String, bool),
     Chart(u32, CallContext, String),
+    Write(u32, CallContext, String),
+    Operator(u32, CallContext, String),
+    Override(u32, CallContext, String),
 }
 
 impl Request {
@@ -163,7 +187,10 @@ impl Request {
             | Self::Hook(h, ..)
             | Self::Segment(h, ..)
             | Self::Search(h, ..)
-            | Self::Chart(h, ..) => Some(*h),
+            | Self::Chart(h, ..)
+            | Self::Write(h, ..)
+            | Self::Operator(h, ..)
+            | Self::Override(h, ..) => Some(*h),
         }
     }
 }
@@ -198,12 +225,16 @@ struct Warm {
 }
 
 /// Whether a kind of call may run on a warm pair: those that compute an answer (their callbacks
-/// read data with the caller's permissions); not actions and hooks, which write or sit on writes,
-/// nor `declare`.
+/// read data with the caller's permissions); not actions, hooks, write replacements and
+/// overrides, which write or sit on writes, nor `declare`.
 fn poolable(kind: CallKind) -> bool {
     matches!(
         kind,
-        CallKind::Compute | CallKind::Search | CallKind::Segment | CallKind::Chart
+        CallKind::Compute
+            | CallKind::Search
+            | CallKind::Segment
+            | CallKind::Chart
+            | CallKind::Operator
     )
 }
 
@@ -213,6 +244,9 @@ pub struct Plugin {
     engine: Engine,
     pre: CustomizationPre<State>,
     pub declarations: Vec<Declaration>,
+    /// The applications of other plugins this one declared with `use`, in declaration order
+    /// (one per `use` declaration).
+    pub uses: Vec<Arc<Plugin>>,
     pub stats: Stats,
     /// Idle warm pairs (at most [`WARM_IDLE`]); a call pops one and pushes it back only if the
     /// call succeeded cleanly.
@@ -493,6 +527,18 @@ async fn invoke(
             .call_chart(&mut *store, h, &ctx, &json)
             .await?
             .map(Response::Text),
+        Request::Write(h, ctx, json) => g
+            .call_write(&mut *store, h, &ctx, &json)
+            .await?
+            .map(Response::MaybeText),
+        Request::Operator(h, ctx, json) => g
+            .call_replace_operator(&mut *store, h, &ctx, &json)
+            .await?
+            .map(Response::Text),
+        Request::Override(h, ctx, json) => g
+            .call_override_operation(&mut *store, h, &ctx, &json)
+            .await?
+            .map(Response::MaybeText),
     })
 }
 
@@ -509,6 +555,9 @@ mod tests {
         assert!(poolable(CallKind::Search));
         assert!(poolable(CallKind::Segment));
         assert!(poolable(CallKind::Chart));
+        assert!(poolable(CallKind::Operator));
+        assert!(!poolable(CallKind::Write));
+        assert!(!poolable(CallKind::Override));
         assert!(!poolable(CallKind::Action));
         assert!(!poolable(CallKind::Hook));
         assert!(!poolable(CallKind::Declare));
@@ -522,6 +571,8 @@ mod tests {
             limits: Limits::default(),
             schema_json: "{}".into(),
             options_json: "{}".into(),
+            scope: None,
+            used_by: Vec::new(),
         };
         let mut state = State::new(Arc::new(info), None, 32 << 20);
         assert!(state.memory_growing(0, 1 << 20, None).unwrap());
