@@ -435,3 +435,392 @@ pub(super) fn too_many_rows(collection: &str, field: &str, what: &str, limit: u6
          `emulationRowLimit` option (CANOPY_EMULATION_ROW_LIMIT), or narrow the request."
     ))
 }
+
+/// A small SQLite shop and a computed `customers.fullName`, shared by the unit tests of the
+/// emulation and write layers.
+#[cfg(test)]
+pub(super) mod test_support {
+    use std::sync::Arc;
+
+    use crate::customizer::{Customization, Kind, closures};
+    use crate::datasource::sql::{Options, Pool, SqlDataSource};
+    use crate::datasource::{
+        Caller, DataSource, Filter, PrimitiveType, Projection, Record, Sort, Value,
+    };
+
+    const SEED: &str = "
+    CREATE TABLE customers (id INTEGER PRIMARY KEY, first_name TEXT, last_name TEXT);
+    CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER, customer_id INTEGER REFERENCES customers(id));
+    CREATE TABLE profiles (id INTEGER PRIMARY KEY, bio TEXT, customer_id INTEGER UNIQUE REFERENCES customers(id));
+    INSERT INTO customers VALUES (1, 'Ada', 'Lovelace'), (2, 'Alan', 'Turing'), (3, 'Grace', 'Hopper');
+    INSERT INTO orders VALUES (1, 10, 1), (2, 20, 2), (3, 30, 3), (4, 40, NULL), (5, 15, 1);
+    INSERT INTO profiles VALUES (1, 'math', 1);
+    ";
+
+    pub(crate) async fn base() -> Arc<dyn DataSource> {
+        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
+        if let Pool::Sqlite(sqlite) = &pool {
+            sqlx::raw_sql(SEED).execute(sqlite).await.unwrap();
+        }
+        Arc::new(
+            SqlDataSource::from_pool(pool, Options::default())
+                .await
+                .unwrap(),
+        )
+    }
+
+    pub(crate) fn caller() -> Caller {
+        Caller::system(chrono_tz::UTC)
+    }
+
+    pub(crate) fn string(s: &str) -> Value {
+        Value::String(s.to_owned())
+    }
+
+    /// `customers.fullName` = "first last".
+    pub(crate) fn full_name() -> Customization {
+        Customization::collection(
+            "test",
+            "customers",
+            Kind::ComputedField {
+                name: "fullName".into(),
+                column_type: PrimitiveType::String.into(),
+                dependencies: vec!["first_name".into(), "last_name".into()],
+                default_value: None,
+                enum_values: None,
+                handler: closures::compute(|batch| {
+                    Ok((0..batch.len)
+                        .map(|i| {
+                            let row = batch.row(i);
+                            let part = |k: &str| {
+                                row.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
+                            };
+                            Value::String(format!("{} {}", part("first_name"), part("last_name")))
+                        })
+                        .collect())
+                }),
+            },
+        )
+    }
+
+    /// The `id`s of `collection` listed with `filter`, in order.
+    pub(crate) async fn ids(
+        ds: &Arc<dyn DataSource>,
+        collection: &str,
+        filter: &Filter,
+    ) -> crate::datasource::Result<Vec<i64>> {
+        let records = ds
+            .collection(collection)?
+            .list(&caller(), filter, &Projection::new(["id"]))
+            .await?;
+        Ok(records
+            .iter()
+            .map(|r: &Record| match r.get("id") {
+                Some(Value::Int(i)) => *i,
+                other => panic!("no id: {other:?}"),
+            })
+            .collect())
+    }
+
+    /// A filter sorted by id.
+    pub(crate) fn by_id(tree: Option<crate::datasource::ConditionTree>) -> Filter {
+        Filter::new(tree).with_sort(Sort::asc("id"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::{base, by_id, caller, full_name, ids, string};
+    use super::*;
+    use crate::customizer::{StackOptions, build_stack, build_stack_with, closures};
+
+    fn filtering(field: &str, mode: FilteringMode) -> Customization {
+        Customization::collection(
+            "test",
+            "customers",
+            Kind::Filtering {
+                field: field.into(),
+                mode,
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn emulated_operators_on_a_computed_field_are_advertised_and_matched_in_memory() {
+        let stack = build_stack(
+            base().await,
+            vec![
+                full_name(),
+                filtering("fullName", FilteringMode::EmulateAll),
+            ],
+        )
+        .unwrap();
+        let column = stack
+            .schema()
+            .collection("customers")
+            .unwrap()
+            .column("fullName")
+            .unwrap()
+            .clone();
+        for op in [
+            Operator::Equal,
+            Operator::IContains,
+            Operator::In,
+            Operator::Present,
+        ] {
+            assert!(column.filter_operators.contains(&op), "{op:?}");
+        }
+        // Not allowed on strings: not advertised.
+        assert!(!column.filter_operators.contains(&Operator::Today));
+
+        let tree = ConditionTree::leaf("fullName", Operator::IContains, string("al"));
+        assert_eq!(
+            ids(&stack, "customers", &by_id(Some(tree))).await.unwrap(),
+            [2]
+        );
+        let tree = ConditionTree::or(vec![
+            ConditionTree::leaf("fullName", Operator::StartsWith, string("Grace")),
+            ConditionTree::leaf("id", Operator::Equal, Value::Int(1)),
+        ]);
+        assert_eq!(
+            ids(&stack, "customers", &by_id(Some(tree))).await.unwrap(),
+            [1, 3]
+        );
+        // Through a relation: the leaf is rewritten by the customers' rules, then nested.
+        let tree =
+            ConditionTree::leaf("customer:fullName", Operator::Equal, string("Ada Lovelace"));
+        assert_eq!(
+            ids(&stack, "orders", &by_id(Some(tree))).await.unwrap(),
+            [1, 5]
+        );
+        // Nothing matches: `In []`.
+        let tree = ConditionTree::leaf("fullName", Operator::Equal, string("Nobody"));
+        assert!(
+            ids(&stack, "customers", &by_id(Some(tree)))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn one_emulated_operator_is_added_to_the_native_ones() {
+        let stack = build_stack(
+            base().await,
+            vec![
+                full_name(),
+                filtering("fullName", FilteringMode::Emulate(Operator::Equal)),
+            ],
+        )
+        .unwrap();
+        let schema = stack.schema().collection("customers").unwrap();
+        assert_eq!(
+            schema
+                .column("fullName")
+                .unwrap()
+                .filter_operators
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [Operator::Equal]
+        );
+        // An update through the emulated filter touches only the matching record.
+        let tree = ConditionTree::leaf("fullName", Operator::Equal, string("Alan Turing"));
+        let patch: Record = [("last_name", string("T."))].into_iter().collect();
+        stack
+            .collection("customers")
+            .unwrap()
+            .update(&caller(), &Filter::new(Some(tree)), &patch)
+            .await
+            .unwrap();
+        let tree = ConditionTree::leaf("last_name", Operator::Equal, string("T."));
+        assert_eq!(
+            ids(&stack, "customers", &by_id(Some(tree))).await.unwrap(),
+            [2]
+        );
+        // An operator the column type does not allow is refused at build time.
+        let err = build_stack(
+            base().await,
+            vec![
+                full_name(),
+                filtering("fullName", FilteringMode::Emulate(Operator::Today)),
+            ],
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("Today"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn replaced_operators_use_the_handler_tree_which_may_use_emulated_ones() {
+        let stack = build_stack(
+            base().await,
+            vec![
+                full_name(),
+                filtering("fullName", FilteringMode::Emulate(Operator::Equal)),
+                // StartsWith x ⇒ first_name StartsWith x; Contains x ⇒ fullName Equal x (emulated).
+                filtering(
+                    "fullName",
+                    FilteringMode::Replace(
+                        Operator::StartsWith,
+                        closures::operator(|v| {
+                            Ok(ConditionTree::leaf(
+                                "first_name",
+                                Operator::StartsWith,
+                                v.clone(),
+                            ))
+                        }),
+                    ),
+                ),
+                filtering(
+                    "fullName",
+                    FilteringMode::Replace(
+                        Operator::Contains,
+                        closures::operator(|v| {
+                            Ok(ConditionTree::leaf("fullName", Operator::Equal, v.clone()))
+                        }),
+                    ),
+                ),
+            ],
+        )
+        .unwrap();
+        let tree = ConditionTree::leaf("fullName", Operator::StartsWith, string("A"));
+        assert_eq!(
+            ids(&stack, "customers", &by_id(Some(tree))).await.unwrap(),
+            [1, 2]
+        );
+        let tree = ConditionTree::leaf("fullName", Operator::Contains, string("Grace Hopper"));
+        assert_eq!(
+            ids(&stack, "customers", &by_id(Some(tree))).await.unwrap(),
+            [3]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_replacement_cycle_and_an_invalid_replacement_are_clear_errors() {
+        let stack = build_stack(
+            base().await,
+            vec![
+                filtering(
+                    "last_name",
+                    FilteringMode::Replace(
+                        Operator::Contains,
+                        closures::operator(|v| {
+                            Ok(ConditionTree::leaf(
+                                "last_name",
+                                Operator::EndsWith,
+                                v.clone(),
+                            ))
+                        }),
+                    ),
+                ),
+                filtering(
+                    "last_name",
+                    FilteringMode::Replace(
+                        Operator::EndsWith,
+                        closures::operator(|v| {
+                            Ok(ConditionTree::leaf(
+                                "last_name",
+                                Operator::Contains,
+                                v.clone(),
+                            ))
+                        }),
+                    ),
+                ),
+                filtering(
+                    "first_name",
+                    FilteringMode::Replace(
+                        Operator::Contains,
+                        closures::operator(|v| {
+                            Ok(ConditionTree::leaf("nope", Operator::Equal, v.clone()))
+                        }),
+                    ),
+                ),
+            ],
+        )
+        .unwrap();
+        let tree = ConditionTree::leaf("last_name", Operator::Contains, string("a"));
+        let err = ids(&stack, "customers", &by_id(Some(tree)))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "cycle: customers.last_name[Contains] -> customers.last_name[EndsWith] -> customers.last_name[Contains]"
+            ),
+            "{err}"
+        );
+        let tree = ConditionTree::leaf("first_name", Operator::Contains, string("a"));
+        let err = ids(&stack, "customers", &by_id(Some(tree)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn emulation_past_the_row_limit_is_a_validation_error_naming_the_option() {
+        let options = StackOptions {
+            emulation_row_limit: 2,
+            ..StackOptions::default()
+        };
+        let stack = build_stack_with(
+            base().await,
+            vec![
+                full_name(),
+                filtering("fullName", FilteringMode::EmulateAll),
+            ],
+            &options,
+        )
+        .unwrap();
+        let tree = ConditionTree::leaf("fullName", Operator::Equal, string("Ada Lovelace"));
+        let err = ids(&stack, "customers", &by_id(Some(tree)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Validation(_)), "{err:?}");
+        let message = err.to_string();
+        for part in ["customers.fullName", "2 records", "emulationRowLimit"] {
+            assert!(message.contains(part), "{message}");
+        }
+        // At the limit, it works.
+        let options = StackOptions {
+            emulation_row_limit: 3,
+            ..StackOptions::default()
+        };
+        let stack = build_stack_with(
+            base().await,
+            vec![
+                full_name(),
+                filtering("fullName", FilteringMode::EmulateAll),
+            ],
+            &options,
+        )
+        .unwrap();
+        let tree = ConditionTree::leaf("fullName", Operator::Equal, string("Ada Lovelace"));
+        assert_eq!(
+            ids(&stack, "customers", &by_id(Some(tree))).await.unwrap(),
+            [1]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_field_is_refused_or_skipped_when_ignoring_missing_elements() {
+        let err = build_stack(
+            base().await,
+            vec![filtering("ghost", FilteringMode::EmulateAll)],
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("customers.ghost"), "{err}");
+        let options = StackOptions {
+            ignore_missing_schema_element_errors: true,
+            ..StackOptions::default()
+        };
+        assert!(
+            build_stack_with(
+                base().await,
+                vec![filtering("ghost", FilteringMode::EmulateAll)],
+                &options
+            )
+            .is_ok()
+        );
+    }
+}

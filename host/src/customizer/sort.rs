@@ -360,3 +360,208 @@ impl Decorator for Sorted {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::customizer::operator::test_support::{base, caller, full_name, ids};
+    use crate::customizer::{StackOptions, build_stack, build_stack_with};
+
+    fn sorting(collection: &str, field: &str, mode: SortingMode) -> Customization {
+        Customization::collection(
+            "test",
+            collection,
+            Kind::Sorting {
+                field: field.into(),
+                mode,
+            },
+        )
+    }
+
+    fn clause(field: &str, ascending: bool) -> SortClause {
+        SortClause {
+            field: field.into(),
+            ascending,
+        }
+    }
+
+    fn sorted(sort: Vec<SortClause>, page: Option<Page>) -> Filter {
+        Filter {
+            sort: Sort(sort),
+            page,
+            ..Filter::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn emulated_sort_on_a_computed_field_sorts_and_paginates_in_memory() {
+        let stack = build_stack(
+            base().await,
+            vec![
+                full_name(),
+                sorting("customers", "fullName", SortingMode::Emulate),
+            ],
+        )
+        .unwrap();
+        let customers = stack.schema().collection("customers").unwrap();
+        assert!(customers.column("fullName").unwrap().is_sortable);
+        // Ada Lovelace, Alan Turing, Grace Hopper.
+        let desc = sorted(vec![clause("fullName", false)], None);
+        assert_eq!(ids(&stack, "customers", &desc).await.unwrap(), [3, 2, 1]);
+        let page = sorted(vec![clause("fullName", false)], Some(Page::new(1, 1)));
+        assert_eq!(ids(&stack, "customers", &page).await.unwrap(), [2]);
+        // The page's records have what was asked (the computed field) and nothing more.
+        let records = stack
+            .collection("customers")
+            .unwrap()
+            .list(
+                &caller(),
+                &sorted(vec![clause("fullName", true)], None),
+                &Projection::new(["fullName"]),
+            )
+            .await
+            .unwrap();
+        let names: Vec<String> = records
+            .iter()
+            .map(|r| {
+                assert_eq!(r.len(), 1, "{r:?}");
+                r.get("fullName").unwrap().to_id_string()
+            })
+            .collect();
+        assert_eq!(names, ["Ada Lovelace", "Alan Turing", "Grace Hopper"]);
+        // Through a relation, with a filter and a tie-breaker (the order without customer first).
+        let filter = Filter {
+            condition_tree: Some(crate::datasource::ConditionTree::leaf(
+                "amount",
+                crate::datasource::Operator::GreaterThan,
+                Value::Int(10),
+            )),
+            ..sorted(
+                vec![clause("customer:fullName", false), clause("id", true)],
+                None,
+            )
+        };
+        assert_eq!(ids(&stack, "orders", &filter).await.unwrap(), [3, 2, 5, 4]);
+    }
+
+    #[tokio::test]
+    async fn replaced_sort_substitutes_the_clauses_inverted_when_descending() {
+        let stack = build_stack(
+            base().await,
+            vec![
+                full_name(),
+                sorting(
+                    "customers",
+                    "fullName",
+                    SortingMode::Replace(vec![clause("last_name", true)]),
+                ),
+            ],
+        )
+        .unwrap();
+        assert!(
+            stack
+                .schema()
+                .collection("customers")
+                .unwrap()
+                .column("fullName")
+                .unwrap()
+                .is_sortable
+        );
+        // Hopper, Lovelace, Turing.
+        let asc = sorted(vec![clause("fullName", true)], None);
+        assert_eq!(ids(&stack, "customers", &asc).await.unwrap(), [3, 1, 2]);
+        let desc = sorted(vec![clause("fullName", false)], None);
+        assert_eq!(ids(&stack, "customers", &desc).await.unwrap(), [2, 1, 3]);
+        let orders = sorted(
+            vec![clause("customer:fullName", true), clause("id", true)],
+            None,
+        );
+        assert_eq!(
+            ids(&stack, "orders", &orders).await.unwrap(),
+            [4, 3, 1, 5, 2]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_replacement_cycle_or_an_unsortable_replacement_is_refused_at_build_time() {
+        let err = build_stack(
+            base().await,
+            vec![
+                sorting(
+                    "customers",
+                    "first_name",
+                    SortingMode::Replace(vec![clause("last_name", true)]),
+                ),
+                sorting(
+                    "customers",
+                    "last_name",
+                    SortingMode::Replace(vec![clause("first_name", false)]),
+                ),
+            ],
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.to_string()
+                .contains("customers.first_name -> customers.last_name -> customers.first_name"),
+            "{err}"
+        );
+        // A computed field is not sortable below: replacing by it needs it emulated.
+        let err = build_stack(
+            base().await,
+            vec![
+                full_name(),
+                sorting(
+                    "customers",
+                    "id",
+                    SortingMode::Replace(vec![clause("fullName", true)]),
+                ),
+            ],
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.to_string().contains("'fullName' is not sortable"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn emulated_sort_past_the_row_limit_is_a_validation_error_naming_the_option() {
+        let options = StackOptions {
+            emulation_row_limit: 2,
+            ..StackOptions::default()
+        };
+        let stack = build_stack_with(
+            base().await,
+            vec![
+                full_name(),
+                sorting("customers", "fullName", SortingMode::Emulate),
+            ],
+            &options,
+        )
+        .unwrap();
+        let err = ids(
+            &stack,
+            "customers",
+            &sorted(vec![clause("fullName", true)], None),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, Error::Validation(_)), "{err:?}");
+        let message = err.to_string();
+        for part in ["customers.fullName", "2 records", "emulationRowLimit"] {
+            assert!(message.contains(part), "{message}");
+        }
+        // A filter that keeps the matches under the limit works.
+        let filter = Filter {
+            condition_tree: Some(crate::datasource::ConditionTree::leaf(
+                "id",
+                crate::datasource::Operator::GreaterThan,
+                Value::Int(1),
+            )),
+            ..sorted(vec![clause("fullName", false)], None)
+        };
+        assert_eq!(ids(&stack, "customers", &filter).await.unwrap(), [3, 2]);
+    }
+}
