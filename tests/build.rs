@@ -25,8 +25,14 @@ fn main() {
         println!("cargo:rerun-if-changed={}", example.join(path).display());
     }
 
+    // The flattener (plugins/flattener, a workspace of its own too).
+    let flattener = root.join("plugins").join("flattener");
+    for path in ["Cargo.toml", "Cargo.lock", "src"] {
+        println!("cargo:rerun-if-changed={}", flattener.join(path).display());
+    }
+
     let target_dir = root.join("target").join("plugins");
-    for workspace in [&plugins, &example] {
+    for workspace in [&plugins, &example, &flattener] {
         build(workspace, &target_dir);
     }
     let out = target_dir.join("wasm32-wasip2").join("release");

@@ -11,6 +11,7 @@ mod charts;
 mod composite;
 mod context;
 mod customizer;
+mod flattener;
 mod http;
 mod http_props;
 mod http_stats;

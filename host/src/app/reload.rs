@@ -326,5 +326,37 @@ pub fn shop_plugin(plugin_dir: &Path) -> Result<(), String> {
                 plugin_dir.display()
             )
         })?;
+    // The flattener (plugins/flattener) with its demo options: customers.address as fields.
+    if let Err(why) = flattener_plugin(&root, plugin_dir) {
+        eprintln!("Serving without the flattener: {why}");
+    }
     Ok(())
+}
+
+/// Builds `plugins/flattener` like the shop plugin and copies it into `plugin_dir` as
+/// `flattener.wasm` with its `flattener.toml` (the demo's options).
+fn flattener_plugin(root: &Path, plugin_dir: &Path) -> Result<(), String> {
+    let crate_dir = root.join("plugins").join("flattener");
+    let built = crate_dir.join("target/wasm32-wasip2/release/flattener.wasm");
+    if crate_dir.join("Cargo.toml").is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let _ = std::process::Command::new(cargo)
+            .current_dir(&crate_dir)
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .status();
+    }
+    if !built.is_file() {
+        return Err(format!("it is not built ({})", built.display()));
+    }
+    std::fs::copy(&built, plugin_dir.join("flattener.wasm"))
+        .and_then(|_| {
+            std::fs::copy(
+                crate_dir.join("flattener.toml"),
+                plugin_dir.join("flattener.toml"),
+            )
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot copy it into {}: {e}", plugin_dir.display()))
 }

@@ -1,0 +1,414 @@
+//! The flattener plugin (plugins/flattener) served the way `canopy serve --plugins` serves it, on
+//! the demo database with the demo's `flattener.toml`: `address@@@city` and friends in lists and
+//! in the schema file, the filtering and sorting rules of protocol §10 (column fields neither
+//! filterable nor sortable, relation fields like their column), creates and updates written back
+//! into the JSON column, read-only fields, and options that refuse the load.
+//!
+//! SQLite only: the demo's seed is SQLite SQL, and the plugin sits above the datasource.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use canopy::app::Served;
+use canopy::config::{Config, ServeArgs};
+use canopy::datasource::DataSource;
+use serde_json::{Value as Json, json};
+
+use crate::http::{get, send, token};
+
+const AUTH_SECRET: &str = "a-test-auth-secret";
+const ENV_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// The options file the demo loads.
+fn demo_options() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/flattener/flattener.toml");
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// A temporary directory: the demo database, the schema file, and a plugin directory holding
+/// `flattener.wasm` with the given options file.
+struct Demo {
+    dir: PathBuf,
+    plugins: PathBuf,
+    url: String,
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Demo {
+    async fn new(options_toml: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("canopy-flattener-{}", uuid::Uuid::new_v4()));
+        let plugins = dir.join("plugins");
+        std::fs::create_dir_all(&plugins).unwrap();
+        let url = canopy::app::seed_demo(&dir.join("shop.sqlite"))
+            .await
+            .unwrap();
+        let built = Path::new(env!("CANOPY_TEST_PLUGINS")).join("flattener.wasm");
+        std::fs::copy(built, plugins.join("flattener.wasm")).unwrap();
+        std::fs::write(plugins.join("flattener.toml"), options_toml).unwrap();
+        Self { dir, plugins, url }
+    }
+
+    fn schema_path(&self) -> PathBuf {
+        self.dir.join(".forestadmin-schema.json")
+    }
+
+    async fn serve(&self) -> Result<(Arc<Served>, Router), String> {
+        let args = ServeArgs {
+            database_url: Some(self.url.clone()),
+            auth_secret: Some(AUTH_SECRET.to_owned()),
+            env_secret: Some(ENV_SECRET.to_owned()),
+            schema_path: Some(self.schema_path()),
+            plugin_dir: Some(self.plugins.clone()),
+            ..ServeArgs::default()
+        };
+        let config = Config::load(args).unwrap().0;
+        let base: Arc<dyn DataSource> = Arc::new(canopy::app::connect(&config).await.unwrap());
+        let served = Served::start(config, base)
+            .await
+            .map_err(|e| format!("{e:#}"))?;
+        let served = Arc::new(served);
+        let router = served.router();
+        Ok((served, router))
+    }
+
+    /// One text from the database itself.
+    async fn text(&self, sql: &str) -> Option<String> {
+        let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
+        let value: Option<String> = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        value
+    }
+
+    /// The JSON of a column of one row, parsed.
+    async fn json(&self, sql: &str) -> Json {
+        self.text(sql)
+            .await
+            .map_or(Json::Null, |t| serde_json::from_str(&t).unwrap())
+    }
+
+    /// A field of a collection in the schema file written at start.
+    fn schema_field(&self, collection: &str, field: &str) -> Option<Json> {
+        let file: Json =
+            serde_json::from_str(&std::fs::read_to_string(self.schema_path()).unwrap()).unwrap();
+        file["collections"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == collection)?["fields"]
+            .as_array()?
+            .iter()
+            .find(|f| f["field"] == field)
+            .cloned()
+    }
+}
+
+fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn attributes<'a>(body: &'a Json, field: &str) -> Vec<&'a Json> {
+    body["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .map(|r| &r["attributes"][field])
+        .collect()
+}
+
+/// `field Operator value` as the list route's `filters` parameter, URL-encoded.
+fn filter(field: &str, operator: &str, value: &Json) -> String {
+    let tree = json!({"field": field, "operator": operator, "value": value}).to_string();
+    tree.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn lists_show_the_flattened_fields_and_the_schema_hides_the_json_column() {
+    let demo = Demo::new(&demo_options()).await;
+    let (_served, app) = demo.serve().await.unwrap();
+    let (status, _, body) = send(
+        &app,
+        get(
+            "/forest/customers?timezone=UTC&fields[customers]=id,address@@@street,address@@@city,\
+             address@@@zip&sort=id&page[size]=2",
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(attributes(&body, "address@@@city"), ["Lyon", "Berlin"]);
+    assert_eq!(
+        attributes(&body, "address@@@street"),
+        ["1 Main Street", "2 Main Street"]
+    );
+    assert_eq!(attributes(&body, "address@@@zip"), ["00007", "00014"]);
+
+    let city = demo.schema_field("customers", "address@@@city").unwrap();
+    assert_eq!(city["type"], "String", "{city}");
+    assert_eq!(city["isReadOnly"], false, "{city}");
+    assert_eq!(city["isFilterable"], false, "{city}");
+    assert_eq!(city["isSortable"], false, "{city}");
+    // flattenJsonColumn hides the column itself; keepOriginalColumn keeps it.
+    assert_eq!(demo.schema_field("customers", "address"), None);
+    assert!(demo.schema_field("orders", "shipping_address").is_some());
+    let shipping = demo
+        .schema_field("orders", "shipping_address@@@city")
+        .unwrap();
+    assert_eq!(shipping["isReadOnly"], true, "{shipping}");
+
+    // The relation fields of orders: the customer's columns, filterable and sortable.
+    let email = demo.schema_field("orders", "customer@@@email").unwrap();
+    assert_eq!(email["type"], "String", "{email}");
+    assert_eq!(email["isSortable"], true, "{email}");
+    assert_eq!(email["isFilterable"], true, "{email}");
+    let (status, _, body) = send(
+        &app,
+        get(
+            "/forest/orders?timezone=UTC&fields[orders]=id,customer@@@email,customer@@@first_name,\
+             shipping_address@@@city&sort=id&page[size]=2",
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Order i belongs to customer 1 + (i * 31 % 1000); its shipping city cycles on i % 3.
+    assert_eq!(
+        attributes(&body, "customer@@@email"),
+        ["customer32@example.com", "customer63@example.com"]
+    );
+    assert_eq!(attributes(&body, "customer@@@first_name"), ["Cleo", "Dave"]);
+    assert_eq!(
+        attributes(&body, "shipping_address@@@city"),
+        ["Lyon", "Berlin"]
+    );
+}
+
+#[tokio::test]
+async fn column_fields_refuse_filters_and_sorts_and_relation_fields_accept_them() {
+    let demo = Demo::new(&demo_options()).await;
+    let (_served, app) = demo.serve().await.unwrap();
+    let (status, _, body) = send(
+        &app,
+        get(&format!(
+            "/forest/customers?timezone=UTC&fields[customers]=id&filters={}",
+            filter("address@@@city", "Equal", &json!("Paris"))
+        )),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, _, body) = send(
+        &app,
+        get("/forest/customers?timezone=UTC&fields[customers]=id&sort=address@@@city"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    let (status, _, body) = send(
+        &app,
+        get(&format!(
+            "/forest/orders?timezone=UTC&fields[orders]=id,customer@@@email&sort=id&filters={}",
+            filter(
+                "customer@@@email",
+                "Equal",
+                &json!("customer32@example.com")
+            )
+        )),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let emails = attributes(&body, "customer@@@email");
+    assert!(!emails.is_empty());
+    assert!(
+        emails.iter().all(|e| *e == "customer32@example.com"),
+        "{body}"
+    );
+    let (status, _, body) = send(
+        &app,
+        get(
+            "/forest/orders?timezone=UTC&fields[orders]=id,customer@@@email\
+             &sort=-customer@@@email&page[size]=1",
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Descending as text: `@` sorts after the digits, so customer9@ comes first.
+    assert_eq!(
+        attributes(&body, "customer@@@email"),
+        ["customer9@example.com"]
+    );
+}
+
+#[tokio::test]
+async fn a_create_writes_the_flattened_fields_into_the_json_column() {
+    let demo = Demo::new(&demo_options()).await;
+    let (_served, app) = demo.serve().await.unwrap();
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "POST",
+            "/forest/customers?timezone=UTC",
+            &json!({"data": {"type": "customers", "attributes": {
+                "first_name": "Zoe", "last_name": "Flat", "email": "zoe.flat@example.com",
+                "created_at": "2024-01-02T03:04:05.000Z",
+                "address@@@city": "Rome", "address@@@zip": "00100"}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        demo.json("SELECT address FROM customers WHERE email = 'zoe.flat@example.com'")
+            .await,
+        json!({"city": "Rome", "zip": "00100"})
+    );
+}
+
+#[tokio::test]
+async fn an_update_merges_the_flattened_fields_into_the_current_json_value() {
+    let demo = Demo::new(&demo_options()).await;
+    let (_served, app) = demo.serve().await.unwrap();
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "PUT",
+            "/forest/customers/1?timezone=UTC",
+            &json!({"data": {"type": "customers", "id": "1",
+                "attributes": {"address@@@city": "Nice"}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Street and zip kept: the patch is merged into the record's address.
+    assert_eq!(
+        demo.json("SELECT address FROM customers WHERE id = 1")
+            .await,
+        json!({"street": "1 Main Street", "city": "Nice", "zip": "00007"})
+    );
+    // Other customers untouched.
+    assert_eq!(
+        demo.json("SELECT address FROM customers WHERE id = 2")
+            .await,
+        json!({"street": "2 Main Street", "city": "Berlin", "zip": "00014"})
+    );
+    // Updating through a relation field writes the customer.
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "PUT",
+            "/forest/orders/1?timezone=UTC",
+            &json!({"data": {"type": "orders", "id": "1",
+                "attributes": {"customer@@@first_name": "Renamed"}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        demo.text("SELECT first_name FROM customers WHERE id = 32")
+            .await
+            .as_deref(),
+        Some("Renamed")
+    );
+}
+
+#[tokio::test]
+async fn readonly_flattened_fields_are_not_written() {
+    let demo = Demo::new(&demo_options()).await;
+    let (_served, app) = demo.serve().await.unwrap();
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "PUT",
+            "/forest/orders/1?timezone=UTC",
+            &json!({"data": {"type": "orders", "id": "1",
+                "attributes": {"shipping_address@@@city": "Oslo"}}}),
+        ),
+    )
+    .await;
+    assert!(status.is_client_error(), "{status} {body}");
+    assert_eq!(
+        demo.json("SELECT shipping_address FROM orders WHERE id = 1")
+            .await,
+        json!({"city": "Lyon"})
+    );
+
+    // readonly on a relation: the imported field is read-only.
+    let options = "[[options.orders.flattenRelation]]\nrelationName = \"customer\"\n\
+                   include = [\"email\"]\nreadonly = true\n";
+    let demo = Demo::new(options).await;
+    let (_served, _app) = demo.serve().await.unwrap();
+    let email = demo.schema_field("orders", "customer@@@email").unwrap();
+    assert_eq!(email["isReadOnly"], true, "{email}");
+}
+
+#[tokio::test]
+async fn bad_options_refuse_the_load_with_a_clear_message() {
+    let cases = [
+        (
+            "[[options.customers.flattenJsonColumn]]\ncolumnName = \"address\"\n",
+            "customers.flattenJsonColumn[0]: options.columnName and options.columnType are \
+             required.",
+        ),
+        (
+            "[[options.customers.flattenColumn]]\ncolumnName = \"address\"\n",
+            "'customers.address' cannot be flattened using flattenColumn without columnType",
+        ),
+        (
+            "[[options.customers.flattenColumn]]\ncolumnName = \"email\"\n",
+            "(primitive type 'String' not supported)",
+        ),
+        (
+            "[[options.customers.flattenJsonColumn]]\ncolumnName = \"address\"\n\
+             columnType = { city = \"String\" }\nlevel = 0\n",
+            "options.level must be greater than 0.",
+        ),
+        (
+            "[[options.customers.flattenColumn]]\ncolumnName = \"address\"\n\
+             columnType = { city = \"String\" }\nexclude = [\"city\"]\n",
+            "(no fields match level/include/exclude)",
+        ),
+        (
+            "[[options.customers.flattenRelation]]\nrelationName = \"orders\"\n",
+            "'customers.orders' is not a ManyToOne or OneToOne relation",
+        ),
+        (
+            "[[options.orders.flattenRelation]]\nrelationName = \"total\"\n",
+            "'orders.total' is a column, not a relation",
+        ),
+        (
+            "[[options.orders.flattenRelation]]\n",
+            "options.relationName is required.",
+        ),
+        (
+            "[[options.customers.flattenColumn]]\ncolumName = \"address\"\n",
+            "unknown option 'columName'",
+        ),
+    ];
+    for (options, expected) in cases {
+        let demo = Demo::new(options).await;
+        let error = match demo.serve().await {
+            Ok(_) => panic!("loaded with {options}"),
+            Err(e) => e,
+        };
+        assert!(
+            error.contains(expected) && error.contains("flattener"),
+            "{options}\n→ {error}"
+        );
+    }
+}
