@@ -846,3 +846,828 @@ impl Decorator for Relations {
         self.child.delete(caller, &filter).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use indexmap::IndexMap;
+
+    use super::super::{StackOptions, build_stack_with};
+    use super::*;
+    use crate::datasource::sql::{Options, Pool, SqlDataSource};
+    use crate::datasource::{CompositeDataSource, PrimitiveType};
+
+    /// Lists seen by the base collections: (collection, projection).
+    type Seen = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
+    /// A datasource that records every list its collections answer.
+    struct Counting {
+        inner: Arc<dyn DataSource>,
+        seen: Seen,
+    }
+
+    struct CountingCollection {
+        inner: Arc<dyn Collection>,
+        seen: Seen,
+    }
+
+    #[async_trait]
+    impl DataSource for Counting {
+        fn schema(&self) -> &DataSourceSchema {
+            self.inner.schema()
+        }
+
+        fn collection(&self, name: &str) -> Result<Arc<dyn Collection>> {
+            Ok(Arc::new(CountingCollection {
+                inner: self.inner.collection(name)?,
+                seen: Arc::clone(&self.seen),
+            }))
+        }
+
+        fn native_query_connections(&self) -> Vec<String> {
+            Vec::new()
+        }
+
+        async fn native_query(
+            &self,
+            _: &Caller,
+            _: &str,
+            _: &str,
+            _: &IndexMap<String, Value>,
+        ) -> Result<Vec<Record>> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[async_trait]
+    impl Collection for CountingCollection {
+        fn schema(&self) -> &CollectionSchema {
+            self.inner.schema()
+        }
+
+        async fn list(
+            &self,
+            caller: &Caller,
+            filter: &Filter,
+            projection: &Projection,
+        ) -> Result<Vec<Record>> {
+            self.seen
+                .lock()
+                .unwrap()
+                .push((self.inner.schema().name.clone(), projection.0.clone()));
+            self.inner.list(caller, filter, projection).await
+        }
+
+        async fn aggregate(
+            &self,
+            caller: &Caller,
+            filter: &Filter,
+            aggregation: &Aggregation,
+            limit: Option<u64>,
+        ) -> Result<Vec<AggregateResult>> {
+            self.inner
+                .aggregate(caller, filter, aggregation, limit)
+                .await
+        }
+
+        async fn create(&self, caller: &Caller, records: Vec<Record>) -> Result<Vec<Record>> {
+            self.inner.create(caller, records).await
+        }
+
+        async fn update(&self, caller: &Caller, filter: &Filter, patch: &Record) -> Result<()> {
+            self.inner.update(caller, filter, patch).await
+        }
+
+        async fn delete(&self, caller: &Caller, filter: &Filter) -> Result<()> {
+            self.inner.delete(caller, filter).await
+        }
+    }
+
+    async fn sqlite(seed: &str) -> Arc<dyn DataSource> {
+        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
+        if let Pool::Sqlite(sqlite) = &pool {
+            sqlx::raw_sql(seed).execute(sqlite).await.unwrap();
+        }
+        Arc::new(
+            SqlDataSource::from_pool(pool, Options::default())
+                .await
+                .unwrap(),
+        )
+    }
+
+    /// Authors in one database; books, covers (a native relation to books) and tags in another.
+    async fn base() -> (Arc<dyn DataSource>, Seen) {
+        let people = sqlite(
+            "CREATE TABLE authors (id INTEGER PRIMARY KEY, name TEXT, label TEXT);
+             INSERT INTO authors VALUES (1, 'Herbert', 'x'), (2, 'Austen', 'y'), (3, 'Nobody', 'z');",
+        )
+        .await;
+        let library = sqlite(
+            "CREATE TABLE books (id INTEGER PRIMARY KEY, title TEXT, author_id INTEGER);
+             CREATE TABLE covers (id INTEGER PRIMARY KEY, color TEXT,
+                book_id INTEGER REFERENCES books(id));
+             CREATE TABLE tags (id INTEGER PRIMARY KEY, label TEXT);
+             CREATE TABLE book_tags (book_id INTEGER, tag_id INTEGER, PRIMARY KEY (book_id, tag_id));
+             INSERT INTO books VALUES (1, 'Dune', 1), (2, 'Emma', 2), (3, 'Persuasion', 2),
+                (4, 'Anonymous', NULL), (5, 'Children of Dune', 1);
+             INSERT INTO covers VALUES (1, 'red', 1), (2, 'blue', 2), (3, 'green', 4);
+             INSERT INTO tags VALUES (1, 'sf'), (2, 'classic');
+             INSERT INTO book_tags VALUES (1, 1), (1, 2), (2, 2);",
+        )
+        .await;
+        let composite = CompositeDataSource::new(vec![people, library]).unwrap();
+        let seen: Seen = Arc::default();
+        let counting = Counting {
+            inner: Arc::new(composite),
+            seen: Arc::clone(&seen),
+        };
+        (Arc::new(counting), seen)
+    }
+
+    fn relation(collection: &str, name: &str, definition: RelationDefinition) -> Customization {
+        Customization::collection(
+            "test-plugin",
+            collection,
+            Kind::Relation {
+                name: name.into(),
+                definition,
+            },
+        )
+    }
+
+    fn book_author() -> Customization {
+        relation(
+            "books",
+            "author",
+            RelationDefinition::ManyToOne {
+                foreign_collection: "authors".into(),
+                foreign_key: "author_id".into(),
+                foreign_key_target: None,
+            },
+        )
+    }
+
+    fn relations() -> Vec<Customization> {
+        vec![
+            book_author(),
+            relation(
+                "authors",
+                "books",
+                RelationDefinition::OneToMany {
+                    foreign_collection: "books".into(),
+                    origin_key: "author_id".into(),
+                    origin_key_target: None,
+                },
+            ),
+            relation(
+                "books",
+                "cover",
+                RelationDefinition::OneToOne {
+                    foreign_collection: "covers".into(),
+                    origin_key: "book_id".into(),
+                    origin_key_target: None,
+                },
+            ),
+            relation(
+                "books",
+                "tags",
+                RelationDefinition::ManyToMany {
+                    foreign_collection: "tags".into(),
+                    through_collection: "book_tags".into(),
+                    origin_key: "book_id".into(),
+                    foreign_key: "tag_id".into(),
+                    origin_key_target: None,
+                    foreign_key_target: None,
+                },
+            ),
+        ]
+    }
+
+    async fn stack(customizations: Vec<Customization>) -> (Arc<dyn DataSource>, Seen) {
+        let (base, seen) = base().await;
+        let stack = build_stack_with(base, customizations, &StackOptions::default()).unwrap();
+        (stack, seen)
+    }
+
+    fn caller() -> Caller {
+        Caller::system(chrono_tz::UTC)
+    }
+
+    fn text(record: &Record, path: &str) -> String {
+        match record.get_path(path) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => "-".into(),
+            Some(other) => format!("{other:?}"),
+        }
+    }
+
+    async fn list(
+        ds: &Arc<dyn DataSource>,
+        collection: &str,
+        filter: Filter,
+        paths: &[&str],
+    ) -> Vec<Record> {
+        ds.collection(collection)
+            .unwrap()
+            .list(&caller(), &filter, &Projection::new(paths.iter().copied()))
+            .await
+            .unwrap()
+    }
+
+    fn by_id() -> Filter {
+        Filter::default().with_sort(Sort::asc("id"))
+    }
+
+    #[tokio::test]
+    async fn the_schema_has_the_relations_with_their_default_targets() {
+        let (ds, _) = stack(relations()).await;
+        let books = ds.schema().collection("books").unwrap();
+        assert_eq!(
+            books.relation("author"),
+            Some(&RelationSchema::ManyToOne {
+                foreign_collection: "authors".into(),
+                foreign_key: "author_id".into(),
+                foreign_key_target: "id".into(),
+            })
+        );
+        assert_eq!(
+            books.relation("tags"),
+            Some(&RelationSchema::ManyToMany {
+                foreign_collection: "tags".into(),
+                through_collection: "book_tags".into(),
+                origin_key: "book_id".into(),
+                origin_key_target: "id".into(),
+                foreign_key: "tag_id".into(),
+                foreign_key_target: "id".into(),
+            })
+        );
+        // The collection the layer serves has it too (the HTTP layer reads both).
+        assert!(
+            ds.collection("authors")
+                .unwrap()
+                .schema()
+                .relation("books")
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn projections_through_an_added_relation_cost_one_in_query_per_relation() {
+        let (ds, seen) = stack(relations()).await;
+        let records = list(
+            &ds,
+            "books",
+            by_id(),
+            &["title", "author:name", "cover:color"],
+        )
+        .await;
+        let rows: Vec<String> = records
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {}",
+                    text(r, "title"),
+                    text(r, "author:name"),
+                    text(r, "cover:color")
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "Dune Herbert red",
+                "Emma Austen blue",
+                "Persuasion Austen -",
+                "Anonymous - green",
+                "Children of Dune Herbert -"
+            ]
+        );
+        // Exactly what was asked: the keys read for the joins are not returned.
+        assert_eq!(
+            records[0].keys().collect::<Vec<_>>(),
+            ["title", "author", "cover"]
+        );
+        assert_eq!(
+            records[0].get("author").and_then(|a| match a {
+                Value::Record(r) => Some(r.keys().count()),
+                _ => None,
+            }),
+            Some(1)
+        );
+        let seen = seen.lock().unwrap();
+        let collections: Vec<&str> = seen.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(collections, ["books", "authors", "covers"]);
+        assert_eq!(seen[0].1, ["title", "author_id", "id"]);
+    }
+
+    #[tokio::test]
+    async fn an_added_relation_is_reached_through_a_native_one() {
+        let (ds, seen) = stack(relations()).await;
+        let covers = ds.schema().collection("covers").unwrap();
+        let native = covers
+            .relations()
+            .find(|(_, r)| r.foreign_collection() == "books")
+            .map(|(n, _)| n.clone())
+            .unwrap();
+        let path = format!("{native}:author:name");
+        let records = list(&ds, "covers", by_id(), &["color", &path]).await;
+        let names: Vec<String> = records.iter().map(|r| text(r, &path)).collect();
+        assert_eq!(names, ["Herbert", "Austen", "-"]);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert_eq!(
+            seen[0].1,
+            ["color".to_owned(), format!("{native}:author_id")]
+        );
+
+        // Filters and sorts cross it the same way.
+        drop(seen);
+        let filter = Filter::new(Some(ConditionTree::leaf(
+            path.as_str(),
+            Operator::Equal,
+            Value::String("Austen".into()),
+        )));
+        let records = list(&ds, "covers", filter, &["color"]).await;
+        assert_eq!(records.len(), 1);
+        assert_eq!(text(&records[0], "color"), "blue");
+    }
+
+    #[tokio::test]
+    async fn filters_through_added_relations_become_key_lists() {
+        let (ds, _) = stack(relations()).await;
+        let titles = |records: Vec<Record>| -> Vec<String> {
+            records.iter().map(|r| text(r, "title")).collect()
+        };
+        let leaf = |field: &str, op: Operator, value: &str| {
+            by_id().and(Some(ConditionTree::leaf(
+                field,
+                op,
+                Value::String(value.into()),
+            )))
+        };
+        let austen = list(
+            &ds,
+            "books",
+            leaf("author:name", Operator::Equal, "Austen"),
+            &["title"],
+        )
+        .await;
+        assert_eq!(titles(austen), ["Emma", "Persuasion"]);
+        // NotEqual: the keys of the equal ones, excluded (books without author are kept, as
+        // `NotIn` keeps null keys).
+        let not_austen = list(
+            &ds,
+            "books",
+            leaf("author:name", Operator::NotEqual, "Austen"),
+            &["title"],
+        )
+        .await;
+        assert_eq!(
+            titles(not_austen),
+            ["Dune", "Anonymous", "Children of Dune"]
+        );
+        let red = list(
+            &ds,
+            "books",
+            leaf("cover:color", Operator::Equal, "red"),
+            &["title"],
+        )
+        .await;
+        assert_eq!(titles(red), ["Dune"]);
+        let none = list(
+            &ds,
+            "books",
+            leaf("author:name", Operator::Equal, "Tolstoy"),
+            &["title"],
+        )
+        .await;
+        assert!(none.is_empty());
+        // In an Or with a plain column.
+        let or = by_id().and(Some(ConditionTree::or(vec![
+            ConditionTree::leaf("author:name", Operator::Equal, Value::from("Herbert")),
+            ConditionTree::leaf("title", Operator::Equal, Value::from("Emma")),
+        ])));
+        assert_eq!(
+            titles(list(&ds, "books", or, &["title"]).await),
+            ["Dune", "Emma", "Children of Dune"]
+        );
+    }
+
+    #[tokio::test]
+    async fn sorting_on_an_added_many_to_one_sorts_by_its_key() {
+        let (ds, _) = stack(relations()).await;
+        let filter = Filter::default().with_sort(Sort(vec![
+            SortClause {
+                field: "author:name".into(),
+                ascending: false,
+            },
+            SortClause {
+                field: "id".into(),
+                ascending: true,
+            },
+        ]));
+        let records = list(&ds, "books", filter, &["title", "author:name"]).await;
+        // By author_id descending (2, 2, 1, 1, null), not by name.
+        let rows: Vec<String> = records.iter().map(|r| text(r, "title")).collect();
+        assert_eq!(
+            rows,
+            [
+                "Emma",
+                "Persuasion",
+                "Dune",
+                "Children of Dune",
+                "Anonymous"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn aggregations_through_added_relations_run_in_memory_within_the_row_limit() {
+        let (ds, _) = stack(relations()).await;
+        let books = ds.collection("books").unwrap();
+        let aggregation = Aggregation::count().group_by("author:name", None);
+        let rows = books
+            .aggregate(&caller(), &Filter::default(), &aggregation, None)
+            .await
+            .unwrap();
+        let groups: Vec<(String, f64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    match r.group.get("author:name") {
+                        Some(Value::String(s)) => s.clone(),
+                        _ => "-".into(),
+                    },
+                    r.value.as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("Herbert".to_owned(), 2.0),
+                ("Austen".to_owned(), 2.0),
+                ("-".to_owned(), 1.0)
+            ]
+        );
+        // Filtered through a relation, aggregated below.
+        let filter = Filter::new(Some(ConditionTree::leaf(
+            "author:name",
+            Operator::Equal,
+            Value::from("Herbert"),
+        )));
+        let rows = books
+            .aggregate(&caller(), &filter, &Aggregation::count(), None)
+            .await
+            .unwrap();
+        assert_eq!(rows[0].value.as_f64(), Some(2.0));
+
+        let (base, _) = base().await;
+        let options = StackOptions {
+            emulation_row_limit: 3,
+            ..StackOptions::default()
+        };
+        let limited = build_stack_with(base, relations(), &options).unwrap();
+        let error = limited
+            .collection("books")
+            .unwrap()
+            .aggregate(&caller(), &Filter::default(), &aggregation, None)
+            .await
+            .unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(error, Error::Validation(_))
+                && message.contains("'books'")
+                && message.contains("'author:name'")
+                && message.contains("3 records")
+                && message.contains("emulationRowLimit"),
+            "{message}"
+        );
+    }
+
+    #[tokio::test]
+    async fn update_and_delete_filters_cross_added_relations() {
+        let (ds, _) = stack(relations()).await;
+        let books = ds.collection("books").unwrap();
+        let herbert = Filter::new(Some(ConditionTree::leaf(
+            "author:name",
+            Operator::Equal,
+            Value::from("Herbert"),
+        )));
+        let mut patch = Record::new();
+        patch.insert("title", Value::from("by Herbert"));
+        books.update(&caller(), &herbert, &patch).await.unwrap();
+        let titles: Vec<String> = list(&ds, "books", by_id(), &["title"])
+            .await
+            .iter()
+            .map(|r| text(r, "title"))
+            .collect();
+        assert_eq!(
+            titles,
+            [
+                "by Herbert",
+                "Emma",
+                "Persuasion",
+                "Anonymous",
+                "by Herbert"
+            ]
+        );
+        // Dune's cover goes first (a foreign key).
+        ds.collection("covers")
+            .unwrap()
+            .delete(
+                &caller(),
+                &Filter::new(Some(ConditionTree::leaf(
+                    "id",
+                    Operator::Equal,
+                    Value::Int(1),
+                ))),
+            )
+            .await
+            .unwrap();
+        books.delete(&caller(), &herbert).await.unwrap();
+        assert_eq!(list(&ds, "books", by_id(), &["id"]).await.len(), 3);
+    }
+
+    fn refused(result: Result<Arc<dyn DataSource>>) -> String {
+        match result {
+            Ok(_) => panic!("the stack must be refused"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_keys_are_refused_and_missing_targets_follow_the_option() {
+        let (base, _) = base().await;
+        let strict = StackOptions::default();
+        let lenient = StackOptions {
+            ignore_missing_schema_element_errors: true,
+            ..StackOptions::default()
+        };
+        let many_to_one = |foreign: &str, key: &str, target: Option<&str>| {
+            relation(
+                "books",
+                "writer",
+                RelationDefinition::ManyToOne {
+                    foreign_collection: foreign.into(),
+                    foreign_key: key.into(),
+                    foreign_key_target: target.map(str::to_owned),
+                },
+            )
+        };
+        for (customization, expected) in [
+            (
+                many_to_one("writers", "author_id", None),
+                "the foreign collection 'writers' does not exist",
+            ),
+            (
+                many_to_one("authors", "writer_id", None),
+                "the key 'books.writer_id' does not exist",
+            ),
+            (
+                many_to_one("authors", "author_id", Some("nope")),
+                "the key 'authors.nope' does not exist",
+            ),
+        ] {
+            let message = refused(build_stack_with(
+                Arc::clone(&base),
+                vec![customization.clone()],
+                &strict,
+            ));
+            assert!(
+                message.contains("test-plugin")
+                    && message.contains("'books.writer'")
+                    && message.contains(expected),
+                "{message}"
+            );
+            // Ignored: the relation is skipped, the stack is built without it.
+            let ds = build_stack_with(Arc::clone(&base), vec![customization], &lenient).unwrap();
+            assert!(
+                ds.schema()
+                    .collection("books")
+                    .unwrap()
+                    .relation("writer")
+                    .is_none()
+            );
+        }
+        // Keys that exist but cannot be used are refused even when missing ones are ignored.
+        let mismatch = many_to_one("authors", "title", None);
+        let message = refused(build_stack_with(
+            Arc::clone(&base),
+            vec![mismatch],
+            &lenient,
+        ));
+        assert!(
+            message.contains(
+                "the types of 'books.title' (\"String\") and 'authors.id' (\"Number\") do not match"
+            ),
+            "{message}"
+        );
+        let twice = refused(build_stack_with(
+            Arc::clone(&base),
+            vec![book_author(), book_author()],
+            &strict,
+        ));
+        assert!(twice.contains("already exists"), "{twice}");
+    }
+
+    #[tokio::test]
+    async fn a_key_without_the_in_operator_is_refused() {
+        // A computed field has no operator until one is emulated or replaced.
+        let (base, _) = base().await;
+        let computed = Customization::collection(
+            "test-plugin",
+            "books",
+            Kind::ComputedField {
+                name: "writer_id".into(),
+                column_type: PrimitiveType::Number.into(),
+                dependencies: vec!["author_id".into()],
+                default_value: None,
+                enum_values: None,
+                handler: super::super::closures::compute(|batch| {
+                    Ok(batch.columns[0].values.clone())
+                }),
+            },
+        );
+        let message = refused(build_stack_with(
+            base,
+            vec![
+                computed,
+                relation(
+                    "books",
+                    "writer",
+                    RelationDefinition::ManyToOne {
+                        foreign_collection: "authors".into(),
+                        foreign_key: "writer_id".into(),
+                        foreign_key_target: None,
+                    },
+                ),
+            ],
+            &StackOptions::default(),
+        ));
+        assert!(
+            message.contains("'books.writer_id' does not support the In operator"),
+            "{message}"
+        );
+    }
+
+    fn computed_copy(collection: &str, name: &str, deps: &[&str]) -> Customization {
+        Customization::collection(
+            "test-plugin",
+            collection,
+            Kind::ComputedField {
+                name: name.into(),
+                column_type: PrimitiveType::String.into(),
+                dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
+                default_value: None,
+                enum_values: None,
+                handler: super::super::closures::compute(|batch| {
+                    Ok((0..batch.len)
+                        .map(|i| {
+                            let parts: Vec<String> = batch
+                                .columns
+                                .iter()
+                                .map(|c| match &c.values[i] {
+                                    Value::String(s) => s.clone(),
+                                    Value::Null => "-".into(),
+                                    other => format!("{other:?}"),
+                                })
+                                .collect();
+                            Value::String(parts.join(" by "))
+                        })
+                        .collect())
+                }),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn a_computed_field_reading_an_added_relation_sits_above_it() {
+        let mut customizations = vec![computed_copy("books", "byline", &["title", "author:name"])];
+        customizations.extend(relations());
+        // Computed on the late field, and on a field of the foreign collection reached through
+        // the relation (early on authors).
+        customizations.push(computed_copy("authors", "shout", &["name"]));
+        customizations.push(computed_copy("books", "loud", &["byline", "author:shout"]));
+        let (ds, _) = stack(customizations).await;
+        let records = list(&ds, "books", by_id(), &["loud"]).await;
+        let rows: Vec<String> = records.iter().map(|r| text(r, "loud")).collect();
+        assert_eq!(
+            rows[..2],
+            ["Dune by Herbert by Herbert", "Emma by Austen by Austen"]
+        );
+        assert_eq!(rows[3], "Anonymous by - by -");
+        // Through the relation from the other side.
+        let records = list(&ds, "covers", by_id(), &["color"]).await;
+        assert_eq!(records.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_relation_may_use_an_imported_or_computed_key() {
+        let (base, _) = base().await;
+        let native = base
+            .schema()
+            .collection("covers")
+            .unwrap()
+            .relations()
+            .find(|(_, r)| r.foreign_collection() == "books")
+            .map(|(n, _)| n.clone())
+            .unwrap();
+        let customizations = vec![
+            // covers.book_author_id imported from the book; its operators (In among them)
+            // are replaced by the same ones on the path, under the relation layer.
+            Customization::collection(
+                "test-plugin",
+                "covers",
+                Kind::ImportField {
+                    name: "book_author_id".into(),
+                    path: format!("{native}:author_id"),
+                    readonly: Some(true),
+                },
+            ),
+            relation(
+                "covers",
+                "author",
+                RelationDefinition::ManyToOne {
+                    foreign_collection: "authors".into(),
+                    foreign_key: "book_author_id".into(),
+                    foreign_key_target: None,
+                },
+            ),
+            // authors.writer_key: a computed copy of the id, with In emulated.
+            Customization::collection(
+                "test-plugin",
+                "authors",
+                Kind::ComputedField {
+                    name: "writer_key".into(),
+                    column_type: PrimitiveType::Number.into(),
+                    dependencies: vec!["id".into()],
+                    default_value: None,
+                    enum_values: None,
+                    handler: super::super::closures::compute(|batch| {
+                        Ok(batch.columns[0].values.clone())
+                    }),
+                },
+            ),
+            Customization::collection(
+                "test-plugin",
+                "authors",
+                Kind::Filtering {
+                    field: "writer_key".into(),
+                    mode: super::super::FilteringMode::Emulate(Operator::In),
+                },
+            ),
+            relation(
+                "books",
+                "writer",
+                RelationDefinition::ManyToOne {
+                    foreign_collection: "authors".into(),
+                    foreign_key: "author_id".into(),
+                    foreign_key_target: Some("writer_key".into()),
+                },
+            ),
+        ];
+        let ds = build_stack_with(base, customizations, &StackOptions::default()).unwrap();
+        let records = list(&ds, "covers", by_id(), &["color", "author:name"]).await;
+        let rows: Vec<String> = records
+            .iter()
+            .map(|r| format!("{} {}", text(r, "color"), text(r, "author:name")))
+            .collect();
+        assert_eq!(rows, ["red Herbert", "blue Austen", "green -"]);
+        let filter = Filter::new(Some(ConditionTree::leaf(
+            "author:name",
+            Operator::Equal,
+            Value::from("Austen"),
+        )));
+        let blue = list(&ds, "covers", filter, &["color"]).await;
+        assert_eq!(blue.len(), 1);
+        assert_eq!(text(&blue[0], "color"), "blue");
+
+        let records = list(&ds, "books", by_id(), &["title", "writer:name"]).await;
+        assert_eq!(text(&records[1], "writer:name"), "Austen");
+        assert_eq!(text(&records[3], "writer:name"), "-");
+    }
+
+    #[test]
+    fn planning_adds_relations_without_checking_keys() {
+        let mut schema = DataSourceSchema::default();
+        let mut authors = CollectionSchema::new("authors");
+        let mut id = ColumnSchema::new(PrimitiveType::Number);
+        id.is_primary_key = true;
+        authors.fields.insert("id".into(), FieldSchema::Column(id));
+        schema.collections.insert("authors".into(), authors);
+        schema
+            .collections
+            .insert("books".into(), CollectionSchema::new("books"));
+        let planned = with_relations(&schema, &[book_author()]);
+        assert_eq!(
+            planned.collection("books").unwrap().relation("author"),
+            Some(&RelationSchema::ManyToOne {
+                foreign_collection: "authors".into(),
+                foreign_key: "author_id".into(),
+                foreign_key_target: "id".into(),
+            })
+        );
+    }
+}
