@@ -150,3 +150,153 @@ impl Decorator for Overridden {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::customizer::build_stack;
+    use crate::customizer::closures::{self, Overridden as Call};
+    use crate::customizer::operator::test_support::{base, by_id, caller, ids, string};
+    use crate::datasource::{ConditionTree, Operator, Value};
+
+    fn override_of(
+        operation: OverrideOperation,
+        log: Arc<Mutex<Vec<String>>>,
+        created: Vec<Record>,
+    ) -> Customization {
+        Customization::collection(
+            "test",
+            "customers",
+            Kind::Override {
+                operation,
+                handler: closures::overrides(move |caller, ctx, call| {
+                    let log = Arc::clone(&log);
+                    let created = created.clone();
+                    async move {
+                        let collection = ctx.collection()?;
+                        match call {
+                            Call::Create(records) => {
+                                log.lock()
+                                    .unwrap()
+                                    .push(format!("create {}", records.len()));
+                                Ok(created)
+                            }
+                            Call::Update(filter, patch) => {
+                                log.lock().unwrap().push(format!("update {patch:?}"));
+                                // Writes something else through the datasource below.
+                                let mut other = patch.clone();
+                                other.insert("last_name", Value::String("overridden".into()));
+                                collection.update(&caller, &filter, &other).await?;
+                                Ok(Vec::new())
+                            }
+                            Call::Delete(_) => {
+                                log.lock().unwrap().push("delete".into());
+                                Ok(Vec::new())
+                            }
+                        }
+                    }
+                }),
+            },
+        )
+    }
+
+    fn record(pairs: &[(&str, Value)]) -> Record {
+        pairs.iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    #[tokio::test]
+    async fn overrides_replace_create_update_and_delete() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let returned = vec![record(&[
+            ("id", Value::Int(42)),
+            ("first_name", string("Made")),
+            ("not_a_column", string("dropped")),
+        ])];
+        let stack = build_stack(
+            base().await,
+            vec![
+                override_of(OverrideOperation::Create, Arc::clone(&log), returned),
+                override_of(OverrideOperation::Update, Arc::clone(&log), Vec::new()),
+                override_of(OverrideOperation::Delete, Arc::clone(&log), Vec::new()),
+            ],
+        )
+        .unwrap();
+        let customers = stack.collection("customers").unwrap();
+        let created = customers
+            .create(&caller(), vec![record(&[("first_name", string("x"))])])
+            .await
+            .unwrap();
+        assert_eq!(
+            created,
+            [record(&[
+                ("id", Value::Int(42)),
+                ("first_name", string("Made"))
+            ])]
+        );
+        let one = Filter::new(Some(ConditionTree::leaf(
+            "id",
+            Operator::Equal,
+            Value::Int(1),
+        )));
+        customers
+            .update(&caller(), &one, &record(&[("first_name", string("A."))]))
+            .await
+            .unwrap();
+        customers.delete(&caller(), &one).await.unwrap();
+        // Nothing was created or deleted; the update wrote what the handler chose.
+        assert_eq!(
+            ids(&stack, "customers", &by_id(None)).await.unwrap(),
+            [1, 2, 3]
+        );
+        let tree = ConditionTree::leaf("last_name", Operator::Equal, string("overridden"));
+        assert_eq!(
+            ids(&stack, "customers", &by_id(Some(tree))).await.unwrap(),
+            [1]
+        );
+        assert_eq!(log.lock().unwrap().len(), 3, "{log:?}");
+        // Other collections keep their own writes.
+        stack
+            .collection("orders")
+            .unwrap()
+            .delete(
+                &caller(),
+                &Filter::new(Some(ConditionTree::leaf(
+                    "id",
+                    Operator::Equal,
+                    Value::Int(4),
+                ))),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            ids(&stack, "orders", &by_id(None)).await.unwrap(),
+            [1, 2, 3, 5]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_created_record_without_its_primary_key_is_a_clear_error() {
+        let stack = build_stack(
+            base().await,
+            vec![override_of(
+                OverrideOperation::Create,
+                Arc::default(),
+                vec![record(&[("first_name", string("Made"))])],
+            )],
+        )
+        .unwrap();
+        let err = stack
+            .collection("customers")
+            .unwrap()
+            .create(&caller(), vec![record(&[("first_name", string("x"))])])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Validation(_)), "{err:?}");
+        assert!(
+            err.to_string().contains("without its primary key (id)"),
+            "{err}"
+        );
+    }
+}

@@ -607,3 +607,386 @@ impl Decorator for Writer {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::customizer::operator::test_support::{base, by_id, caller, full_name, string};
+    use crate::customizer::{WriteContext, build_stack, closures};
+    use crate::datasource::PrimitiveType;
+
+    fn writing(
+        collection: &str,
+        field: &str,
+        f: impl Fn(&Value, &WriteContext) -> Result<Option<Record>> + Send + Sync + 'static,
+    ) -> Customization {
+        Customization::collection(
+            "test",
+            collection,
+            Kind::Writing {
+                field: field.into(),
+                handler: closures::write(f),
+            },
+        )
+    }
+
+    /// A computed copy of a relation path (what importField declares).
+    fn imported(collection: &str, name: &str, path: &str) -> Customization {
+        Customization::collection(
+            "test",
+            collection,
+            Kind::ComputedField {
+                name: name.into(),
+                column_type: PrimitiveType::String.into(),
+                dependencies: vec![path.into()],
+                default_value: None,
+                enum_values: None,
+                handler: closures::compute(|batch| Ok(batch.columns[0].values.clone())),
+            },
+        )
+    }
+
+    fn record(pairs: &[(&str, Value)]) -> Record {
+        pairs.iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    /// `fullName` writes `first_name` and `last_name`; `last_name` upper-cases itself.
+    fn name_writers(seen: Arc<Mutex<Vec<(WriteAction, bool)>>>) -> Vec<Customization> {
+        vec![
+            full_name(),
+            writing("customers", "fullName", move |value, ctx| {
+                seen.lock()
+                    .unwrap()
+                    .push((ctx.action, ctx.filter.is_some()));
+                let text = value.as_str().unwrap_or("");
+                let (first, last) = text.split_once(' ').unwrap_or((text, ""));
+                Ok(Some(record(&[
+                    ("first_name", string(first)),
+                    ("last_name", string(last)),
+                ])))
+            }),
+            writing("customers", "last_name", |value, _| {
+                let upper = value.as_str().map(str::to_uppercase);
+                Ok(Some(record(&[(
+                    "last_name",
+                    upper.map_or(Value::Null, Value::String),
+                )])))
+            }),
+        ]
+    }
+
+    async fn names(stack: &Arc<dyn DataSource>, id: i64) -> (Value, Value) {
+        let filter = Filter::new(Some(ConditionTree::leaf(
+            "id",
+            Operator::Equal,
+            Value::Int(id),
+        )));
+        let records = stack
+            .collection("customers")
+            .unwrap()
+            .list(
+                &caller(),
+                &filter,
+                &Projection::new(["first_name", "last_name"]),
+            )
+            .await
+            .unwrap();
+        let r = &records[0];
+        (
+            r.get("first_name").cloned().unwrap(),
+            r.get("last_name").cloned().unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn write_handlers_rewrite_the_patch_recursively_and_make_the_field_writable() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stack = build_stack(base().await, name_writers(Arc::clone(&seen))).unwrap();
+        let customers = stack.collection("customers").unwrap();
+        assert!(!customers.schema().column("fullName").unwrap().is_read_only);
+
+        let created = customers
+            .create(
+                &caller(),
+                vec![record(&[("fullName", string("Ada Byron"))])],
+            )
+            .await
+            .unwrap();
+        let Some(Value::Int(id)) = created[0].get("id").cloned() else {
+            panic!("{created:?}")
+        };
+        assert_eq!(names(&stack, id).await, (string("Ada"), string("BYRON")));
+
+        let filter = Filter::new(Some(ConditionTree::leaf(
+            "id",
+            Operator::Equal,
+            Value::Int(3),
+        )));
+        customers
+            .update(
+                &caller(),
+                &filter,
+                &record(&[("fullName", string("Grace Kelly"))]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(names(&stack, 3).await, (string("Grace"), string("KELLY")));
+        // A column without a handler of its own keeps its value; one with a handler runs it.
+        customers
+            .update(
+                &caller(),
+                &filter,
+                &record(&[("first_name", string("G.")), ("last_name", string("k"))]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(names(&stack, 3).await, (string("G."), string("K")));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [(WriteAction::Create, false), (WriteAction::Update, true)]
+        );
+    }
+
+    #[tokio::test]
+    async fn conflicting_values_and_handler_cycles_are_errors() {
+        let stack = build_stack(base().await, name_writers(Arc::default())).unwrap();
+        let err = stack
+            .collection("customers")
+            .unwrap()
+            .create(
+                &caller(),
+                vec![record(&[
+                    ("fullName", string("Ada Byron")),
+                    ("first_name", string("Other")),
+                ])],
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Validation(_)), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("Conflict value on the field \"first_name\""),
+            "{err}"
+        );
+
+        let stack = build_stack(
+            base().await,
+            vec![
+                writing("customers", "first_name", |v, _| {
+                    Ok(Some(record(&[("last_name", v.clone())])))
+                }),
+                writing("customers", "last_name", |v, _| {
+                    Ok(Some(record(&[("first_name", v.clone())])))
+                }),
+            ],
+        )
+        .unwrap();
+        let err = stack
+            .collection("customers")
+            .unwrap()
+            .create(&caller(), vec![record(&[("first_name", string("x"))])])
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cycle: first_name -> last_name -> first_name"),
+            "{err}"
+        );
+        // A handler returning a value of the wrong type is refused before the write.
+        let stack = build_stack(
+            base().await,
+            vec![writing("customers", "first_name", |_, _| {
+                Ok(Some(record(&[("last_name", Value::Int(1))])))
+            })],
+        )
+        .unwrap();
+        let err = stack
+            .collection("customers")
+            .unwrap()
+            .create(&caller(), vec![record(&[("first_name", string("x"))])])
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("Wrong type for \"last_name\""),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn many_to_one_nested_writes_create_or_update_the_related_record() {
+        let stack = build_stack(
+            base().await,
+            vec![
+                imported("orders", "customerName", "customer:first_name"),
+                writing("orders", "customerName", |v, _| {
+                    Ok(Some(record(&[(
+                        "customer",
+                        Value::Record(Box::new(record(&[("first_name", v.clone())]))),
+                    )])))
+                }),
+            ],
+        )
+        .unwrap();
+        assert!(
+            stack
+                .schema()
+                .collection("orders")
+                .unwrap()
+                .relation("customer")
+                .is_some()
+        );
+        let orders = stack.collection("orders").unwrap();
+        let name_of = |id: i64| {
+            let stack = Arc::clone(&stack);
+            async move {
+                let filter = Filter::new(Some(ConditionTree::leaf(
+                    "id",
+                    Operator::Equal,
+                    Value::Int(id),
+                )));
+                let records = stack
+                    .collection("orders")
+                    .unwrap()
+                    .list(
+                        &caller(),
+                        &filter,
+                        &Projection::new(["customer_id", "customerName"]),
+                    )
+                    .await
+                    .unwrap();
+                (
+                    records[0].get("customer_id").cloned().unwrap(),
+                    records[0].get("customerName").cloned().unwrap(),
+                )
+            }
+        };
+        // No foreign key: the customer is created first and linked.
+        let created = orders
+            .create(
+                &caller(),
+                vec![record(&[
+                    ("amount", Value::Int(5)),
+                    ("customerName", string("Zed")),
+                ])],
+            )
+            .await
+            .unwrap();
+        let Some(Value::Int(order)) = created[0].get("id").cloned() else {
+            panic!("{created:?}")
+        };
+        assert_eq!(name_of(order).await, (Value::Int(4), string("Zed")));
+        // A foreign key given: that customer is updated.
+        orders
+            .create(
+                &caller(),
+                vec![record(&[
+                    ("customer_id", Value::Int(2)),
+                    ("customerName", string("Alonzo")),
+                ])],
+            )
+            .await
+            .unwrap();
+        assert_eq!(name_of(3).await.1, string("Grace"));
+        assert_eq!(name_of(2).await, (Value::Int(2), string("Alonzo")));
+        // Update: the related customer is updated, or created and linked where there is none.
+        let filter = Filter::new(Some(ConditionTree::leaf(
+            "id",
+            Operator::In,
+            Value::Array(vec![Value::Int(1), Value::Int(4)]),
+        )));
+        orders
+            .update(
+                &caller(),
+                &filter,
+                &record(&[("customerName", string("Eve"))]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(name_of(1).await, (Value::Int(1), string("Eve")));
+        assert_eq!(name_of(4).await, (Value::Int(5), string("Eve")));
+        // Order 5 shares customer 1.
+        assert_eq!(name_of(5).await.1, string("Eve"));
+        let customers =
+            crate::customizer::operator::test_support::ids(&stack, "customers", &by_id(None))
+                .await
+                .unwrap();
+        assert_eq!(customers, [1, 2, 3, 4, 5]);
+    }
+
+    #[tokio::test]
+    async fn one_to_one_nested_writes_are_created_after_the_record_with_its_key() {
+        let stack = build_stack(
+            base().await,
+            vec![
+                imported("customers", "bio", "profile:bio"),
+                writing("customers", "bio", |v, _| {
+                    Ok(Some(record(&[(
+                        "profile",
+                        Value::Record(Box::new(record(&[("bio", v.clone())]))),
+                    )])))
+                }),
+            ],
+        )
+        .unwrap();
+        assert!(matches!(
+            stack
+                .schema()
+                .collection("customers")
+                .unwrap()
+                .relation("profile"),
+            Some(RelationSchema::OneToOne { .. })
+        ));
+        let customers = stack.collection("customers").unwrap();
+        let bio_of = |id: i64| {
+            let stack = Arc::clone(&stack);
+            async move {
+                let filter = Filter::new(Some(ConditionTree::leaf(
+                    "id",
+                    Operator::Equal,
+                    Value::Int(id),
+                )));
+                stack
+                    .collection("customers")
+                    .unwrap()
+                    .list(&caller(), &filter, &Projection::new(["bio"]))
+                    .await
+                    .unwrap()[0]
+                    .get("bio")
+                    .cloned()
+                    .unwrap()
+            }
+        };
+        let created = customers
+            .create(
+                &caller(),
+                vec![record(&[
+                    ("first_name", string("Kay")),
+                    ("bio", string("smalltalk")),
+                ])],
+            )
+            .await
+            .unwrap();
+        let Some(Value::Int(id)) = created[0].get("id").cloned() else {
+            panic!("{created:?}")
+        };
+        assert_eq!(bio_of(id).await, string("smalltalk"));
+        let filter = Filter::new(Some(ConditionTree::leaf(
+            "id",
+            Operator::In,
+            Value::Array(vec![Value::Int(1), Value::Int(2)]),
+        )));
+        customers
+            .update(&caller(), &filter, &record(&[("bio", string("logic"))]))
+            .await
+            .unwrap();
+        assert_eq!(bio_of(1).await, string("logic"));
+        assert_eq!(bio_of(2).await, string("logic"));
+        let profiles =
+            crate::customizer::operator::test_support::ids(&stack, "profiles", &by_id(None))
+                .await
+                .unwrap();
+        assert_eq!(profiles.len(), 3, "profile 1 updated, two created");
+    }
+}
