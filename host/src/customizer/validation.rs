@@ -505,7 +505,28 @@ mod tests {
         .unwrap()
         .to_string();
         assert!(err.contains("Wrong type"), "{err}");
-        // A read-only column (the primary key is generated, not read-only: use a computed one).
+        // A read-only column: a computed field.
+        let computed = Customization::collection(
+            "test",
+            "people",
+            Kind::ComputedField {
+                name: "label".into(),
+                column_type: crate::datasource::PrimitiveType::String.into(),
+                dependencies: vec!["name".into()],
+                default_value: None,
+                enum_values: None,
+                handler: super::super::closures::compute(|batch| Ok(vec![Value::Null; batch.len])),
+            },
+        );
+        let err = build_stack(
+            base().await,
+            vec![computed, rule("label", Operator::Present, None)],
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(err.contains("read-only field 'people.label'"), "{err}");
+        // A missing field.
         let err = build_stack(base().await, vec![rule("nope", Operator::Present, None)])
             .err()
             .unwrap()
