@@ -13,20 +13,35 @@ mod handlers;
 mod loader;
 mod runtime;
 
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 pub use loader::{Limits, WIT_VERSION};
-pub use runtime::{Plugin, Runtime};
+pub use runtime::{Compiled, Plugin, Runtime};
 
 use crate::customizer::Customization;
 use crate::datasource::DataSourceSchema;
 
+/// How deep `use` may nest (a plugin using a plugin using a plugin …): past it, the load fails.
+pub const MAX_USE_DEPTH: usize = 8;
+
 /// Every plugin of a directory, loaded: all or nothing, so a reload never half-applies.
 pub struct PluginSet {
+    /// The applications the directory asks for (file-name order, then `[[use]]` order); each
+    /// holds the applications of the plugins it `use`s.
     pub plugins: Vec<Arc<Plugin>>,
+}
+
+/// What one load shares: the compiled files, by name, and their settings.
+struct Loading<'a> {
+    runtime: &'a Runtime,
+    schema_json: String,
+    compiled: BTreeMap<String, (Compiled, loader::Entry)>,
 }
 
 impl PluginSet {
@@ -37,29 +52,42 @@ impl PluginSet {
         }
     }
 
-    /// Loads every plugin of `dir` in file-name order; the first failure fails the whole set
-    /// with a message naming the plugin.
+    /// Loads every plugin of `dir` in file-name order: each is compiled once, then applied once
+    /// per `[[use]]` entry of its `.toml` (or once to the datasource with `[options]`), and every
+    /// `use` it declares applies that plugin in turn, depth-first. The first failure fails the
+    /// whole set with a message naming the plugin.
     pub async fn load(
         runtime: &Runtime,
         dir: &Path,
         schema: &DataSourceSchema,
     ) -> Result<Self, String> {
         let started = Instant::now();
-        let schema_json = convert::schema_json(schema).to_string();
+        let mut loading = Loading {
+            runtime,
+            schema_json: convert::schema_json(schema).to_string(),
+            compiled: BTreeMap::new(),
+        };
+        let entries = loader::scan(dir)?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let compiled = runtime.compile(&entry.name, &entry.path).await?;
+            names.push(entry.name.clone());
+            loading
+                .compiled
+                .insert(entry.name.clone(), (compiled, entry));
+        }
         let mut plugins = Vec::new();
-        for entry in loader::scan(dir)? {
-            let options_json = serde_json::to_string(&entry.settings.options)
-                .map_err(|e| format!("plugin `{}`: options: {e}", entry.name))?;
-            let info = loader::PluginInfo {
-                name: entry.name,
-                path: entry.path,
-                limits: entry.settings.limits,
-                schema_json: schema_json.clone(),
-                options_json,
-                scope: None,
-                used_by: Vec::new(),
-            };
-            plugins.push(runtime.load(info).await?);
+        for name in &names {
+            let applications = loading
+                .compiled
+                .get(name)
+                .map(|(_, entry)| entry.settings.applications())
+                .unwrap_or_default();
+            for app in applications {
+                let options = serde_json::to_value(&app.options)
+                    .map_err(|e| format!("plugin `{name}`: options: {e}"))?;
+                plugins.push(loading.apply(name, options, app.collection, &[]).await?);
+            }
         }
         tracing::info!(
             count = plugins.len(),
@@ -79,12 +107,27 @@ impl PluginSet {
         Ok(out)
     }
 
-    /// Logs each plugin's totals: calls, errors, traps and time spent.
-    pub fn log_stats(&self) {
+    /// Every application, those applied by `use` included, depth-first.
+    pub fn applications(&self) -> Vec<Arc<Plugin>> {
+        fn walk(p: &Arc<Plugin>, out: &mut Vec<Arc<Plugin>>) {
+            out.push(p.clone());
+            for used in &p.uses {
+                walk(used, out);
+            }
+        }
+        let mut out = Vec::new();
         for p in &self.plugins {
+            walk(p, &mut out);
+        }
+        out
+    }
+
+    /// Logs each application's totals: calls, errors, traps and time spent.
+    pub fn log_stats(&self) {
+        for p in &self.applications() {
             let s = &p.stats;
             tracing::info!(
-                plugin = %p.info.name,
+                plugin = %p.info.label(),
                 calls = s.calls.load(Ordering::Relaxed),
                 errors = s.errors.load(Ordering::Relaxed),
                 traps = s.traps.load(Ordering::Relaxed),
@@ -94,5 +137,82 @@ impl PluginSet {
                 "plugin stats"
             );
         }
+    }
+}
+
+impl Loading<'_> {
+    /// Applies plugin `name` with `options` to `scope`, then the plugins it `use`s, depth-first
+    /// in declaration order. `chain` holds the plugins applying this one (outermost first): a
+    /// plugin already in it is a cycle, refused, as is a chain deeper than [`MAX_USE_DEPTH`].
+    fn apply<'s>(
+        &'s self,
+        name: &'s str,
+        options: serde_json::Value,
+        scope: Option<String>,
+        chain: &'s [String],
+    ) -> Pin<Box<dyn Future<Output = Result<Arc<Plugin>, String>> + Send + 's>> {
+        Box::pin(async move {
+            let path = || {
+                chain
+                    .iter()
+                    .map(String::as_str)
+                    .chain([name])
+                    .collect::<Vec<_>>()
+                    .join(" → ")
+            };
+            let Some((compiled, entry)) = self.compiled.get(name) else {
+                let by = chain.last().map(String::as_str).unwrap_or_default();
+                return Err(format!(
+                    "plugin `{by}` uses `{name}`, which is not in the plugin directory"
+                ));
+            };
+            if chain.iter().any(|c| c == name) {
+                return Err(format!("plugins use each other in a cycle: {}", path()));
+            }
+            if chain.len() >= MAX_USE_DEPTH {
+                return Err(format!(
+                    "plugins use each other more than {MAX_USE_DEPTH} levels deep: {}",
+                    path()
+                ));
+            }
+            let info = loader::PluginInfo {
+                name: name.to_owned(),
+                path: entry.path.clone(),
+                limits: entry.settings.limits.clone(),
+                schema_json: self.schema_json.clone(),
+                options_json: options.to_string(),
+                scope,
+                used_by: chain.to_vec(),
+            };
+            if let Some(by) = chain.last() {
+                tracing::info!(plugin = %info.label(), by = %by, "plugin applied by another");
+            }
+            let mut plugin = self.runtime.apply(compiled, info).await?;
+            let mut inner = chain.to_vec();
+            inner.push(name.to_owned());
+            for d in &plugin.declarations {
+                if !matches!(d.kind, bindings::Kind::Use) {
+                    continue;
+                }
+                let definition: serde_json::Value = serde_json::from_str(&d.definition)
+                    .map_err(|e| format!("{}: use `{}`: {e}", plugin.info.label(), d.name))?;
+                let options = match definition.get("options") {
+                    None | Some(serde_json::Value::Null) => serde_json::json!({}),
+                    Some(o @ serde_json::Value::Object(_)) => o.clone(),
+                    Some(other) => {
+                        return Err(format!(
+                            "{}: use `{}`: options must be an object, not {other}",
+                            plugin.info.label(),
+                            d.name
+                        ));
+                    }
+                };
+                let used = self
+                    .apply(&d.name, options, d.collection.clone(), &inner)
+                    .await?;
+                plugin.uses.push(used);
+            }
+            Ok(Arc::new(plugin))
+        })
     }
 }
