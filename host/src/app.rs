@@ -65,8 +65,49 @@ pub async fn serve(
     result
 }
 
-/// `canopy schema`: writes the schema file without serving (`generateSchemaOnly`).
+/// `canopy schema`: writes the schema file without serving (`generateSchemaOnly`), and the
+/// typings when `typingsPath` is set, even in production, as the agent does.
 pub async fn schema(config: &Config) -> anyhow::Result<()> {
+    let datasource = customized(config).await?;
+    build_schema_file(config, datasource.schema())?
+        .write(&config.schema.path)
+        .map_err(anyhow::Error::from)?;
+    eprintln!("Schema written to {}", config.schema.path.display());
+    if let Some(path) = &config.schema.typings_path {
+        write_typings(path, datasource.schema(), config.schema.typings_max_depth)?;
+        eprintln!("Typings written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// `canopy typings`: the typings of the customized schema (after the plugins), `max_depth`
+/// relations deep (default `typingsMaxDepth`), written to `out`, else to `typingsPath`, else
+/// printed. Written even in production: asking for them is explicit.
+pub async fn typings(
+    config: &Config,
+    out: Option<&Path>,
+    max_depth: Option<u32>,
+) -> anyhow::Result<()> {
+    let datasource = customized(config).await?;
+    let max_depth = max_depth.unwrap_or(config.schema.typings_max_depth);
+    match out.or(config.schema.typings_path.as_deref()) {
+        Some(path) => {
+            write_typings(path, datasource.schema(), max_depth)?;
+            eprintln!("Typings written to {}", path.display());
+        }
+        None => {
+            let typings = crate::typings::generate(datasource.schema(), max_depth);
+            for warning in &typings.warnings {
+                tracing::warn!("{warning}");
+            }
+            print!("{}", typings.source);
+        }
+    }
+    Ok(())
+}
+
+/// The customized datasource `canopy serve` would serve (plugins loaded), without serving it.
+async fn customized(config: &Config) -> anyhow::Result<Arc<dyn DataSource>> {
     let base: Arc<dyn DataSource> = Arc::new(connect(config).await?);
     let customizations = match &config.plugin_dir {
         Some(dir) => {
@@ -79,11 +120,19 @@ pub async fn schema(config: &Config) -> anyhow::Result<()> {
         }
         None => Vec::new(),
     };
-    let datasource = customize(config, base, customizations)?;
-    build_schema_file(config, datasource.schema())?
-        .write(&config.schema.path)
-        .map_err(anyhow::Error::from)?;
-    eprintln!("Schema written to {}", config.schema.path.display());
+    customize(config, base, customizations)
+}
+
+/// Writes the typings file of `schema` unless it already holds them (so a watcher on the plugin
+/// crate does not rebuild for nothing), and logs which.
+fn write_typings(path: &Path, schema: &DataSourceSchema, max_depth: u32) -> anyhow::Result<()> {
+    let written = crate::typings::update(path, schema, max_depth)
+        .with_context(|| format!("cannot write the typings file {}", path.display()))?;
+    if written {
+        tracing::info!(path = %path.display(), max_depth, "typings written");
+    } else {
+        tracing::info!(path = %path.display(), "typings unchanged");
+    }
     Ok(())
 }
 
@@ -155,7 +204,8 @@ fn schema_meta(config: &Config) -> Meta {
 
 /// Outside production the schema file is written at every start; in production it is read, and
 /// a missing or invalid file stops the start with a message naming its path. As in the agent,
-/// `experimental.webhookCustomActions` makes production rebuild and write it too.
+/// `experimental.webhookCustomActions` makes production rebuild and write it too. Outside
+/// production the typings file (`typingsPath`) is rewritten when it changed.
 fn prepare_schema(config: &Config, schema: &DataSourceSchema) -> anyhow::Result<()> {
     let path = &config.schema.path;
     if config.is_production && !config.experimental.webhook_custom_actions {
@@ -164,6 +214,13 @@ fn prepare_schema(config: &Config, schema: &DataSourceSchema) -> anyhow::Result<
     } else {
         build_schema_file(config, schema)?.write(path)?;
         tracing::info!(path = %path.display(), "schema file written");
+    }
+    // The typings follow the served schema (start and each reload) so that a plugin's build
+    // breaks on a name that is gone; not in production, where nothing is compiled against them.
+    if !config.is_production
+        && let Some(path) = &config.schema.typings_path
+    {
+        write_typings(path, schema, config.schema.typings_max_depth)?;
     }
     Ok(())
 }

@@ -140,9 +140,9 @@ pub struct SchemaConfig {
     pub ignore_missing_schema_element_errors: bool,
     /// The most records an emulated sort or filter may load (`emulationRowLimit`).
     pub emulation_row_limit: u64,
-    /// Not landed yet.
+    /// `typingsPath`: the typings file rewritten at start outside production.
     pub typings_path: Option<PathBuf>,
-    /// Not landed yet.
+    /// `typingsMaxDepth`: the most relations a typings path goes through.
     pub typings_max_depth: u32,
 }
 

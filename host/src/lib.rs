@@ -24,3 +24,5 @@ pub mod datasource;
 pub mod http;
 pub mod logging;
 pub mod plugins;
+pub mod scaffold;
+pub mod typings;

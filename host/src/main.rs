@@ -29,8 +29,25 @@ enum Command {
         #[arg(long)]
         watch: bool,
     },
-    /// Write the schema file (`.forestadmin-schema.json`) and exit, without serving.
+    /// Write the schema file (`.forestadmin-schema.json`), and the typings when `typingsPath` is
+    /// set, then exit without serving.
     Schema(ServeArgs),
+    /// Write typed names of the customized schema (after the plugins) as a Rust module for
+    /// plugin crates: collections, fields, relations and `relation:field` paths as constants, so
+    /// that a misspelt name is a compile error. Takes the settings of `serve`.
+    Typings {
+        #[command(flatten)]
+        args: ServeArgs,
+        /// Output file (e.g. `my-plugin/src/typings.rs`). [default: typingsPath, else stdout]
+        #[arg(long, value_name = "PATH")]
+        out: Option<PathBuf>,
+        /// Relations followed in `relation:field` paths. [default: typingsMaxDepth, i.e. 5]
+        #[arg(long, value_name = "DEPTH")]
+        max_depth: Option<u32>,
+    },
+    /// Plugin development.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// Ask a running `canopy serve` to reload its plugins (`POST /{prefix}/_canopy/reload` with
     /// the env secret as a bearer token). The server keeps its current plugins if any fails.
     Reload {
@@ -90,6 +107,25 @@ enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum PluginCommand {
+    /// Create a ready-to-build plugin crate: an example computed field and action, its own
+    /// workspace, wasm32-wasip2 as build target, the `NAME.toml` settings and a README with the
+    /// build and reload loop. Refuses to write into a folder that is not empty.
+    New {
+        /// The plugin's name: lower-case letters, digits, `-` and `_`; also its crate's name
+        /// and the `NAME.wasm` it is loaded as.
+        name: String,
+        /// The crate's folder. [default: ./NAME]
+        #[arg(long, value_name = "PATH")]
+        dir: Option<PathBuf>,
+        /// The `guest-sdk` folder of a Canopy checkout, depended on by path. [default: the
+        /// checkout this binary was built from]
+        #[arg(long, env = "CANOPY_SDK", value_name = "PATH")]
+        sdk: Option<PathBuf>,
+    },
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
@@ -120,6 +156,27 @@ async fn main() -> anyhow::Result<()> {
         Command::Schema(args) => {
             let (config, _log) = load(args)?;
             canopy::app::schema(&config).await
+        }
+        Command::Typings {
+            args,
+            out,
+            max_depth,
+        } => {
+            let (config, _log) = load(args)?;
+            canopy::app::typings(&config, out.as_deref(), max_depth).await
+        }
+        Command::Plugin(PluginCommand::New { name, dir, sdk }) => {
+            let created = canopy::scaffold::new_plugin(&name, dir.as_deref(), sdk.as_deref())?;
+            let dir = created.dir.display();
+            println!("Created the plugin crate {dir}. Next:");
+            println!("  cd {dir} && cargo build --release");
+            println!(
+                "  cp {} PLUGIN_DIR/{}  (and {name}.toml beside it)",
+                created.artifact.display(),
+                created.plugin_file
+            );
+            println!("  canopy reload   (or serve with --watch)");
+            Ok(())
         }
         Command::Token {
             email,

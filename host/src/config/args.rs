@@ -82,13 +82,14 @@ pub struct ServeArgs {
     #[arg(long, env = "CANOPY_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<String>,
 
-    /// Generated typings file; nothing is written when unset or in production. Accepted; typings
-    /// generation has not landed yet. [default: none] [file key: typingsPath]
+    /// Typings file for plugin crates (a Rust module of the customized schema's names, see
+    /// `canopy typings`), rewritten at start and at each reload when its content changed;
+    /// nothing is written when unset or in production. [default: none] [file key: typingsPath]
     #[arg(long, env = "CANOPY_TYPINGS_PATH", value_name = "PATH")]
     pub typings_path: Option<PathBuf>,
 
-    /// Relationship depth introspected for typings. Accepted; typings generation has not landed
-    /// yet. [default: 5] [file key: typingsMaxDepth]
+    /// Relationship depth introspected for typings: the most relations a `relation:field` path
+    /// of the typings goes through. [default: 5] [file key: typingsMaxDepth]
     #[arg(long, env = "CANOPY_TYPINGS_MAX_DEPTH", value_name = "DEPTH")]
     pub typings_max_depth: Option<u32>,
 
