@@ -412,3 +412,27 @@ async fn bad_options_refuse_the_load_with_a_clear_message() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_use_entry_applies_the_functions_to_its_collection() {
+    let options = "[[use]]\ncollection = \"customers\"\n\
+                   [use.options.flattenJsonColumn]\ncolumnName = \"address\"\n\
+                   columnType = { city = \"String\" }\nkeepOriginalColumn = true\n";
+    let demo = Demo::new(options).await;
+    let (_served, app) = demo.serve().await.unwrap();
+    let (status, _, body) = send(
+        &app,
+        get(
+            "/forest/customers?timezone=UTC&fields[customers]=id,address,address@@@city\
+             &sort=id&page[size]=1",
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(attributes(&body, "address@@@city"), ["Lyon"]);
+    assert_eq!(
+        *attributes(&body, "address")[0],
+        json!({"street": "1 Main Street", "city": "Lyon", "zip": "00007"})
+    );
+    assert_eq!(demo.schema_field("customers", "address@@@street"), None);
+}
