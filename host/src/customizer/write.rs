@@ -149,7 +149,7 @@ impl Shared {
                 let rewritten = self
                     .rewrite_key(run, &ctx, collection, key, value, used)
                     .await?;
-                merge_into(&mut merged, rewritten)?;
+                merge_into(&mut merged, &rewritten)?;
             }
             validate(&self.schema, self.collection_schema(collection)?, &merged)?;
             Ok(merged)
@@ -204,7 +204,7 @@ impl Shared {
                     Some(v) => own(v),
                     None => Record::new(),
                 };
-                merge_into(&mut out, rest)?;
+                merge_into(&mut out, &rest)?;
                 Ok(out)
             }
             Some(FieldSchema::Relation(relation)) if relation.is_to_one() => match value {
@@ -472,12 +472,12 @@ impl Shared {
 
 /// Adds `patch` to `acc`: new keys are added, records (and JSON objects) present in both are
 /// merged, two values for one key are a conflict.
-fn merge_into(acc: &mut Record, patch: Record) -> Result<()> {
+fn merge_into(acc: &mut Record, patch: &Record) -> Result<()> {
     for (key, value) in patch.iter() {
         match (acc.get_mut(key), value) {
             (None, _) => acc.insert(key, value.clone()),
             (Some(Value::Record(existing)), Value::Record(more)) => {
-                merge_into(existing, (**more).clone())?;
+                merge_into(existing, more)?;
             }
             (
                 Some(Value::Json(serde_json::Value::Object(existing))),
