@@ -83,7 +83,7 @@ impl Column {
                 .get(row)
                 .copied()
                 .flatten()
-                .and_then(serde_json::Number::from_f64)
+                .and_then(json_number)
                 .map_or(Value::Null, Value::Number),
             Self::Strings(v) => v
                 .get(row)
@@ -111,6 +111,17 @@ fn js_number(n: f64) -> String {
         format!("{}", n as i64)
     } else {
         n.to_string()
+    }
+}
+
+/// A number cell as JSON: integral values (below 2^53) as JSON integers, so that an id given
+/// back in a filter or a write is the integer it was (`42`, not `42.0`; databases compare a
+/// large float with an integer column inexactly), others as floats.
+fn json_number(n: f64) -> Option<serde_json::Number> {
+    if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
+        Some((n as i64).into())
+    } else {
+        serde_json::Number::from_f64(n)
     }
 }
 

@@ -1,10 +1,12 @@
 //! The real compiled plugins served the way `canopy serve --plugins` serves them (`app::Served`):
 //! every customization kind of the shop example driven through the `/forest` routes, the admin
 //! reload route, a hot swap under 16 concurrent request loops, failed reloads that keep the
-//! served stack, and `--watch`.
+//! served stack, and `--watch`; and keys read by a plugin (`keys`) exactly as the routes serve
+//! them.
 //!
-//! SQLite only: the seed is the demo's (`examples/shop/seed.sql`, SQLite SQL) and the plugin layer
-//! is above the datasource; `customizer` runs the same stack on all three databases.
+//! On all three databases: SQLite through `canopy demo`'s own seeding (`examples/shop/seed.sql`),
+//! PostgreSQL and MariaDB through the same rows in their dialects (`seed.postgres.sql`,
+//! `seed.mysql.sql`). PostgreSQL's NUMERIC money crosses to the plugin as text (`"12.30"`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,7 +20,9 @@ use canopy::app::Served;
 use canopy::config::{Config, ServeArgs};
 use canopy::datasource::DataSource;
 use canopy::http::reload::Reload as _;
+use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
+use sqlx::Connection as _;
 
 use crate::http::{get, send, token};
 
@@ -26,15 +30,22 @@ use crate::http::{get, send, token};
 const AUTH_SECRET: &str = "a-test-auth-secret";
 const ENV_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
+const SEED_POSTGRES: &str = include_str!("../../examples/shop/seed.postgres.sql");
+const SEED_MYSQL: &str = include_str!("../../examples/shop/seed.mysql.sql");
+
 fn built(name: &str) -> PathBuf {
     Path::new(env!("CANOPY_TEST_PLUGINS")).join(format!("{name}.wasm"))
 }
 
-/// A temporary directory for one test: the database, the schema file and the plugin directory.
+/// A temporary directory for one test (the schema file and the plugin directory) and its
+/// database.
 struct Shop {
     dir: PathBuf,
     plugins: PathBuf,
     url: String,
+    backend: Backend,
+    /// The server database (dropped with the test); `None` for the demo's SQLite file.
+    _db: Option<TestDb>,
 }
 
 impl Drop for Shop {
@@ -44,18 +55,49 @@ impl Drop for Shop {
 }
 
 impl Shop {
-    /// The demo database, and a plugin directory holding `shop.wasm` (the example).
-    async fn new() -> Self {
+    /// The demo database, and a plugin directory holding `shop.wasm` (the example). On SQLite
+    /// the database is built by `canopy demo`'s seeding; elsewhere by the dialect's seed file.
+    async fn new(backend: Backend) -> Self {
+        let shop = match backend {
+            Backend::Sqlite => {
+                let mut shop = Self::in_dir(backend, None);
+                shop.url = canopy::app::seed_demo(&shop.dir.join("shop.sqlite"))
+                    .await
+                    .unwrap();
+                shop
+            }
+            Backend::Postgres | Backend::MySql => {
+                let db = TestDb::new(backend).await;
+                db.execute(if backend == Backend::Postgres {
+                    SEED_POSTGRES
+                } else {
+                    SEED_MYSQL
+                })
+                .await;
+                Self::in_dir(backend, Some(db))
+            }
+        };
+        shop.install("shop_plugin", "shop");
+        shop
+    }
+
+    /// An empty database and plugin directory.
+    async fn empty(backend: Backend) -> Self {
+        Self::in_dir(backend, Some(TestDb::new(backend).await))
+    }
+
+    fn in_dir(backend: Backend, db: Option<TestDb>) -> Self {
         let dir =
             std::env::temp_dir().join(format!("canopy-plugins-http-{}", uuid::Uuid::new_v4()));
         let plugins = dir.join("plugins");
         std::fs::create_dir_all(&plugins).unwrap();
-        let url = canopy::app::seed_demo(&dir.join("shop.sqlite"))
-            .await
-            .unwrap();
-        let shop = Self { dir, plugins, url };
-        shop.install("shop_plugin", "shop");
-        shop
+        Self {
+            dir,
+            plugins,
+            url: db.as_ref().map(|db| db.url.clone()).unwrap_or_default(),
+            backend,
+            _db: db,
+        }
     }
 
     /// Copies a built plugin into the directory as `<as_name>.wasm`, replacing it atomically (a
@@ -94,12 +136,61 @@ impl Shop {
         Ok((served, router))
     }
 
-    /// One number from the database itself, to compare with what the routes answer.
+    /// One number from the database itself (`sql` is a query of one value), to compare with what
+    /// the routes answer.
     async fn scalar(&self, sql: &str) -> f64 {
-        let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
-        let value: f64 = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-        pool.close().await;
-        value
+        match self.backend {
+            Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(&format!("SELECT CAST(({sql}) AS REAL)"))
+                    .fetch_one(&mut c)
+                    .await
+                    .unwrap()
+            }
+            Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(&format!("SELECT CAST(({sql}) AS DOUBLE PRECISION)"))
+                    .fetch_one(&mut c)
+                    .await
+                    .unwrap()
+            }
+            Backend::MySql => {
+                let mut c = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(&format!("SELECT CAST(({sql}) AS DOUBLE)"))
+                    .fetch_one(&mut c)
+                    .await
+                    .unwrap()
+            }
+        }
+    }
+
+    /// One text value from the database itself.
+    async fn text(&self, sql: &str) -> String {
+        match self.backend {
+            Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap()
+            }
+            Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap()
+            }
+            Backend::MySql => {
+                // The test databases' binary collation makes text columns VARBINARY to sqlx.
+                let mut c = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+                let bytes: Vec<u8> = sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap();
+                String::from_utf8(bytes).unwrap()
+            }
+        }
+    }
+
+    /// Runs SQL on the database (DDL and rows for a test).
+    async fn execute(&self, sql: &str) {
+        self._db
+            .as_ref()
+            .expect("a test database")
+            .execute(sql)
+            .await;
     }
 }
 
@@ -124,9 +215,8 @@ fn selection(collection: &str, ids: &[&str], values: &Json) -> Json {
     json!({"data": {"attributes": {"collection_name": collection, "ids": ids, "values": values}}})
 }
 
-#[tokio::test]
-async fn computed_fields_of_the_shop_plugin_are_served_through_relations() {
-    let shop = Shop::new().await;
+async fn computed_fields_of_the_shop_plugin_are_served_through_relations(backend: Backend) {
+    let shop = Shop::new(backend).await;
     let (_served, app) = shop.serve().await.unwrap();
     let (status, _, body) = send(
         &app,
@@ -181,9 +271,8 @@ async fn computed_fields_of_the_shop_plugin_are_served_through_relations() {
     assert_eq!(names("segments"), [json!("VIP customers")]);
 }
 
-#[tokio::test]
-async fn the_shop_plugin_hook_refuses_bad_emails_and_lowercases_good_ones() {
-    let shop = Shop::new().await;
+async fn the_shop_plugin_hook_refuses_bad_emails_and_lowercases_good_ones(backend: Backend) {
+    let shop = Shop::new(backend).await;
     let (_served, app) = shop.serve().await.unwrap();
     let create = |email: &str| {
         post(
@@ -203,9 +292,8 @@ async fn the_shop_plugin_hook_refuses_bad_emails_and_lowercases_good_ones() {
     assert_eq!(body["data"]["attributes"]["email"], "zoe.hook@example.com");
 }
 
-#[tokio::test]
-async fn the_shop_plugin_segments_and_searches_filter_the_lists() {
-    let shop = Shop::new().await;
+async fn the_shop_plugin_segments_and_searches_filter_the_lists(backend: Backend) {
+    let shop = Shop::new(backend).await;
     let (_served, app) = shop.serve().await.unwrap();
     let count = |uri: &str| {
         let app = app.clone();
@@ -219,16 +307,14 @@ async fn the_shop_plugin_segments_and_searches_filter_the_lists() {
     // Static segment.
     assert_eq!(
         count("/forest/customers/count?timezone=UTC&segment=VIP%20customers").await,
-        shop.scalar("SELECT CAST(COUNT(*) AS REAL) FROM customers WHERE is_vip")
+        shop.scalar("SELECT COUNT(*) FROM customers WHERE is_vip")
             .await
     );
     // Dynamic segment: computed from an aggregate the plugin asks the host for.
     assert_eq!(
         count("/forest/orders/count?timezone=UTC&segment=Above%20average").await,
-        shop.scalar(
-            "SELECT CAST(COUNT(*) AS REAL) FROM orders WHERE total > (SELECT AVG(total) FROM orders)"
-        )
-        .await
+        shop.scalar("SELECT COUNT(*) FROM orders WHERE total > (SELECT AVG(total) FROM orders)")
+            .await
     );
     // Field selection: names and email only.
     let (status, _, body) = send(
@@ -254,7 +340,7 @@ async fn the_shop_plugin_segments_and_searches_filter_the_lists() {
     assert_eq!(attributes(&body, "id"), [&json!(42)]);
     assert_eq!(
         count("/forest/orders/count?timezone=UTC&search=PAID").await,
-        shop.scalar("SELECT CAST(COUNT(*) AS REAL) FROM orders WHERE status = 'paid'")
+        shop.scalar("SELECT COUNT(*) FROM orders WHERE status = 'paid'")
             .await
     );
     assert_eq!(
@@ -270,9 +356,8 @@ async fn the_shop_plugin_segments_and_searches_filter_the_lists() {
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
 }
 
-#[tokio::test]
-async fn the_shop_plugin_actions_run_with_their_forms_for_each_scope() {
-    let shop = Shop::new().await;
+async fn the_shop_plugin_actions_run_with_their_forms_for_each_scope(backend: Backend) {
+    let shop = Shop::new(backend).await;
     let (_served, app) = shop.serve().await.unwrap();
     // Single, form load: a dynamic value from the selected record; Reason hidden at Amount 10.
     let (status, _, body) = send(
@@ -348,7 +433,7 @@ async fn the_shop_plugin_actions_run_with_their_forms_for_each_scope() {
         json!({"success": "2 customers are now VIP", "refresh": {"relationships": ["orders"]}})
     );
     assert_eq!(
-        shop.scalar("SELECT CAST(COUNT(*) AS REAL) FROM customers WHERE id IN (3, 4) AND is_vip")
+        shop.scalar("SELECT COUNT(*) FROM customers WHERE id IN (3, 4) AND is_vip")
             .await,
         2.0
     );
@@ -368,11 +453,22 @@ async fn the_shop_plugin_actions_run_with_their_forms_for_each_scope() {
     let csv = String::from_utf8(bytes.to_vec()).unwrap();
     assert!(csv.starts_with("id,status,total\n1,paid,"), "{csv}");
     assert_eq!(csv.lines().count(), 101, "{csv}");
+    // The total the plugin read is the one the routes serve: PostgreSQL's NUMERIC as its text
+    // (`"123.40"`, the scale kept), MariaDB's and SQLite's as a number.
+    let (status, _, body) = send(&app, get("/forest/orders/1?timezone=UTC")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let total = &body["data"]["attributes"]["total"];
+    let served = js_text(total);
+    assert_eq!(backend == Backend::Postgres, total.is_string(), "{body}");
+    assert_eq!(
+        csv.lines().nth(1),
+        Some(format!("1,paid,{served}").as_str()),
+        "{csv}"
+    );
 }
 
-#[tokio::test]
-async fn action_forms_carry_separators_html_blocks_rows_and_pages() {
-    let shop = Shop::new().await;
+async fn action_forms_carry_separators_html_blocks_rows_and_pages(backend: Backend) {
+    let shop = Shop::new(backend).await;
     shop.install("forms", "forms");
     let (_served, app) = shop.serve().await.unwrap();
     // A static form: its layout is in the schema file, values moved to defaults.
@@ -489,19 +585,12 @@ async fn action_forms_carry_separators_html_blocks_rows_and_pages() {
 }
 
 async fn shop_email(shop: &Shop, id: i64) -> String {
-    let pool = sqlx::SqlitePool::connect(&shop.url).await.unwrap();
-    let email: String = sqlx::query_scalar("SELECT email FROM customers WHERE id = ?")
-        .bind(id)
-        .fetch_one(&pool)
+    shop.text(&format!("SELECT email FROM customers WHERE id = {id}"))
         .await
-        .unwrap();
-    pool.close().await;
-    email
 }
 
-#[tokio::test]
-async fn the_shop_plugin_charts_answer_on_the_chart_routes() {
-    let shop = Shop::new().await;
+async fn the_shop_plugin_charts_answer_on_the_chart_routes(backend: Backend) {
+    let shop = Shop::new(backend).await;
     let (_served, app) = shop.serve().await.unwrap();
     let (status, _, body) = send(
         &app,
@@ -510,7 +599,7 @@ async fn the_shop_plugin_charts_answer_on_the_chart_routes() {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let expected = shop
-        .scalar("SELECT CAST(SUM(total) AS REAL) FROM orders WHERE customer_id = 1")
+        .scalar("SELECT SUM(total) FROM orders WHERE customer_id = 1")
         .await;
     let got = body["countCurrent"]
         .as_f64()
@@ -524,9 +613,8 @@ async fn the_shop_plugin_charts_answer_on_the_chart_routes() {
     assert_eq!(total, 5000.0);
 }
 
-#[tokio::test]
-async fn a_plugin_that_fails_to_load_stops_the_start_with_its_name() {
-    let shop = Shop::new().await;
+async fn a_plugin_that_fails_to_load_stops_the_start_with_its_name(backend: Backend) {
+    let shop = Shop::new(backend).await;
     std::fs::write(shop.plugins.join("broken.wasm"), b"not a component").unwrap();
     let Err(error) = shop.serve().await else {
         panic!("a broken plugin must stop the start");
@@ -542,9 +630,8 @@ fn admin_reload(secret: Option<&str>) -> Request<Body> {
     request.body(Body::empty()).unwrap()
 }
 
-#[tokio::test]
-async fn a_failed_reload_keeps_serving_the_old_stack() {
-    let shop = Shop::new().await;
+async fn a_failed_reload_keeps_serving_the_old_stack(backend: Backend) {
+    let shop = Shop::new(backend).await;
     let (served, app) = shop.serve().await.unwrap();
     let full_names =
         "/forest/customers?timezone=UTC&fields[customers]=id,full_name&sort=id&page[size]=1";
@@ -598,9 +685,8 @@ async fn a_failed_reload_keeps_serving_the_old_stack() {
     assert_eq!(attributes(&body, "full_name"), ["Boris Customer1"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_hot_swap_under_sixteen_concurrent_request_loops_loses_no_request() {
-    let shop = Shop::new().await;
+async fn a_hot_swap_under_sixteen_concurrent_request_loops_loses_no_request(backend: Backend) {
+    let shop = Shop::new(backend).await;
     let (served, app) = shop.serve().await.unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (done, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -664,9 +750,8 @@ async fn a_hot_swap_under_sixteen_concurrent_request_loops_loses_no_request() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
 
-#[tokio::test]
-async fn watch_reloads_when_the_plugin_directory_changes() {
-    let shop = Shop::new().await;
+async fn watch_reloads_when_the_plugin_directory_changes(backend: Backend) {
+    let shop = Shop::new(backend).await;
     let (served, app) = shop.serve().await.unwrap();
     served.reload_on_change();
     // Give the watcher its first look, then replace the plugin.
@@ -685,5 +770,169 @@ async fn watch_reloads_when_the_plugin_directory_changes() {
             "no reload after the change: {body}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+on_all_backends!(
+    computed_fields_of_the_shop_plugin_are_served_through_relations,
+    the_shop_plugin_hook_refuses_bad_emails_and_lowercases_good_ones,
+    the_shop_plugin_segments_and_searches_filter_the_lists,
+    the_shop_plugin_actions_run_with_their_forms_for_each_scope,
+    action_forms_carry_separators_html_blocks_rows_and_pages,
+    the_shop_plugin_charts_answer_on_the_chart_routes,
+    a_plugin_that_fails_to_load_stops_the_start_with_its_name,
+    a_failed_reload_keeps_serving_the_old_stack,
+    a_hot_swap_under_sixteen_concurrent_request_loops_loses_no_request,
+    watch_reloads_when_the_plugin_directory_changes,
+    keys_read_by_a_plugin_are_the_ids_the_routes_serve,
+);
+
+/// A served value as JavaScript's `String(value)` writes it (strings as they are, integral
+/// numbers without a fraction): how a packed id or a CSV cell shows it.
+fn js_text(value: &Json) -> String {
+    match value {
+        Json::String(text) => text.clone(),
+        Json::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap();
+            if f.fract() == 0.0 {
+                format!("{}", f as i64)
+            } else {
+                f.to_string()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// What the `keys` plugin's `Round trip` action answers.
+async fn round_trip(app: &Router, collection: &str) -> Json {
+    let (status, _, body) = send(
+        app,
+        post(
+            &format!("/forest/_actions/{collection}/0/round-trip?timezone=UTC"),
+            &selection(collection, &[], &json!({})),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{collection}: {body}");
+    serde_json::from_str(body["success"].as_str().unwrap_or_else(|| panic!("{body}"))).unwrap()
+}
+
+/// Keys whose wire form is text reach a plugin exactly, as the list route serves them: a
+/// PostgreSQL decimal key keeps its scale (`12.30`, where an `f64` made it `12.3`), a bigint past
+/// 2^53 its last digit on PostgreSQL and MariaDB, a binary key crosses as hex (not JSON), through
+/// `collections.list` and in a computed field's batch. Given back as they came, in an `In` filter
+/// they find their records and written into another column they store the same value (the
+/// binary one then served as a data URI, that column's form). MariaDB and SQLite decimals and
+/// SQLite bigints are numbers on the wire, and cross as numbers.
+async fn keys_read_by_a_plugin_are_the_ids_the_routes_serve(backend: Backend) {
+    /// 2^53 + 1. On SQLite a bigint is a number on the wire (the Node agent's driver returns a
+    /// JavaScript number), so there the key is 2^53 - 1, the largest a number holds exactly.
+    const BIG: &str = "9007199254740993";
+    const SQLITE_BIG: &str = "9007199254740991";
+    let shop = Shop::empty(backend).await;
+    let (money, key, bytes) = match backend {
+        Backend::Postgres => ("NUMERIC(10,2)", "BYTEA", "BYTEA"),
+        Backend::MySql => ("DECIMAL(10,2)", "VARBINARY(16)", "BLOB"),
+        Backend::Sqlite => ("DECIMAL(10,2)", "BLOB", "BLOB"),
+    };
+    let big = if backend == Backend::Sqlite {
+        SQLITE_BIG
+    } else {
+        BIG
+    };
+    let (cafe, zero_ff) = match backend {
+        Backend::Postgres => ("'\\xcafe'", "'\\x00ff'"),
+        Backend::MySql | Backend::Sqlite => ("X'cafe'", "X'00ff'"),
+    };
+    shop.execute(&format!(
+        "CREATE TABLE dec_keys (id {money} NOT NULL PRIMARY KEY, copied {money});
+         CREATE TABLE big_keys (id BIGINT NOT NULL PRIMARY KEY, copied BIGINT);
+         CREATE TABLE bin_keys (id {key} NOT NULL PRIMARY KEY, copied {bytes});
+         INSERT INTO dec_keys (id) VALUES (12.30), (5.00);
+         INSERT INTO big_keys (id) VALUES (42), ({big});
+         INSERT INTO bin_keys (id) VALUES ({cafe}), ({zero_ff});"
+    ))
+    .await;
+    shop.install("keys", "keys");
+    std::fs::write(
+        shop.plugins.join("keys.toml"),
+        "[options]\ncollections = [\"dec_keys\", \"big_keys\", \"bin_keys\"]\n",
+    )
+    .unwrap();
+    let (_served, app) = shop.serve().await.unwrap();
+
+    let decimals = match backend {
+        Backend::Postgres => ["5.00", "12.30"],
+        Backend::MySql | Backend::Sqlite => ["5", "12.3"],
+    };
+    let cases: [(&str, [&str; 2], &str); 3] = [
+        (
+            "dec_keys",
+            decimals,
+            if backend == Backend::Postgres {
+                "strings"
+            } else {
+                "numbers"
+            },
+        ),
+        (
+            "big_keys",
+            ["42", big],
+            if backend == Backend::Sqlite {
+                "numbers"
+            } else {
+                "strings"
+            },
+        ),
+        ("bin_keys", ["00ff", "cafe"], "strings"),
+    ];
+    for (collection, expected, kind) in cases {
+        let list =
+            format!("/forest/{collection}?timezone=UTC&sort=id&fields[{collection}]=id,key_text");
+        let (status, _, body) = send(&app, get(&list)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let ids: Vec<&str> = body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, expected, "{collection}: {body}");
+        // The computed field received the keys in the batch and wrote them as text.
+        assert_eq!(attributes(&body, "key_text"), ids, "{collection}: {body}");
+
+        let answer = round_trip(&app, collection).await;
+        assert_eq!(answer["ids"], json!(ids), "{collection}");
+        assert_eq!(answer["kind"], kind, "{collection}");
+        assert_eq!(
+            answer["matched"], 2,
+            "{collection}: the cells as filter values"
+        );
+
+        // The keys, written back as they came, are stored exactly.
+        let uri = format!("/forest/{collection}?timezone=UTC&sort=id");
+        let (status, _, body) = send(&app, get(&uri)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let copied = attributes(&body, "copied");
+        if collection == "bin_keys" {
+            assert_eq!(
+                copied,
+                [
+                    "data:application/octet-stream;base64,AP8=",
+                    "data:application/octet-stream;base64,yv4="
+                ],
+                "{body}"
+            );
+        } else {
+            let copied: Vec<String> = copied.into_iter().map(js_text).collect();
+            assert_eq!(copied, expected, "{collection}: {body}");
+            // In the same JSON form as the key itself.
+            assert_eq!(
+                attributes(&body, "copied"),
+                attributes(&body, "id"),
+                "{collection}: {body}"
+            );
+        }
     }
 }

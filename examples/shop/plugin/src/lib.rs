@@ -22,8 +22,12 @@ fn text(v: Option<&String>) -> &str {
     v.map_or("", String::as_str)
 }
 
-/// A number as a person writes it: numbers cross the boundary as `f64`, so an id is `1.0`.
+/// A number as a person writes it: numbers cross the boundary as `f64`, so an id is `1.0`;
+/// exact ones (PostgreSQL's NUMERIC totals, bigints) as text, kept as they are (`"12.30"`).
 fn number(v: &Value) -> String {
+    if let Some(text) = v.as_str() {
+        return text.to_owned();
+    }
     match v.as_f64() {
         Some(n) if n.fract() == 0.0 && n.abs() < 1e15 => format!("{}", n as i64),
         Some(n) => n.to_string(),
