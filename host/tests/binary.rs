@@ -1,7 +1,9 @@
 //! The real `canopy` binary over a real socket: `canopy serve` on a SQLite database, a token from
 //! `canopy token`, a list read with a hand-written HTTP/1.1 request, then SIGTERM and a clean
-//! exit. Lives in the `canopy` package because Cargo only builds (and names, through
-//! `CARGO_BIN_EXE_canopy`) the binaries of the package whose integration tests run.
+//! exit; `canopy plugin new` crates built for wasm32-wasip2 and loaded; a plugin swapped under a
+//! running server and reloaded by SIGHUP and by `canopy reload`. Lives in the `canopy` package
+//! because Cargo only builds (and names, through `CARGO_BIN_EXE_canopy`) the binaries of the
+//! package whose integration tests run.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -176,4 +178,286 @@ async fn serve_answers_over_tcp_and_stops_cleanly_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(exit.success(), "{exit:?}");
+}
+
+/// Plugins made by `canopy plugin new` and built, once per test run: `alpha` and `beta`, the
+/// scaffold's example (a `greeting` computed field, a `Say hello` action) under two names, so
+/// that the greeting tells which one is served.
+struct Scaffolded {
+    /// Keeps the crates until the process ends.
+    _crates: TempDir,
+    alpha: PathBuf,
+    beta: PathBuf,
+    /// The scaffold's `alpha.toml`.
+    settings: String,
+}
+
+fn scaffolded() -> &'static Scaffolded {
+    static BUILT: std::sync::OnceLock<Scaffolded> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let crates = TempDir::new();
+        // Shared across runs (and kept out of the workspace's own target dir, whose lock the
+        // outer cargo may hold): only the plugin crates themselves recompile.
+        let target = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .join("target/plugin-scaffold-test");
+        let mut built = Vec::new();
+        for name in ["alpha", "beta"] {
+            let dir = crates.0.join(name);
+            let out = Command::new(BIN)
+                .args(["plugin", "new", name, "--dir"])
+                .arg(&dir)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            let stdout = String::from_utf8(out.stdout).unwrap();
+            assert!(
+                stdout.contains(&format!("target/wasm32-wasip2/release/{name}.wasm")),
+                "{stdout}"
+            );
+            cargo_build(&dir, &target);
+            built.push(target.join(format!("wasm32-wasip2/debug/{name}.wasm")));
+        }
+        let settings = std::fs::read_to_string(crates.0.join("alpha/alpha.toml")).unwrap();
+        let beta = built.pop().unwrap();
+        let alpha = built.pop().unwrap();
+        Scaffolded {
+            _crates: crates,
+            alpha,
+            beta,
+            settings,
+        }
+    })
+}
+
+/// `cargo build --target wasm32-wasip2` of the crate in `dir`: offline first (the registry
+/// cache holds the SDK's pinned dependencies), then online.
+fn cargo_build(dir: &Path, target: &Path) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    for offline in [true, false] {
+        let mut command = Command::new(&cargo);
+        command
+            .current_dir(dir)
+            .args(["build", "--quiet", "--target", "wasm32-wasip2"])
+            .env("CARGO_TARGET_DIR", target);
+        if offline {
+            command.arg("--offline");
+        }
+        // The outer test build's settings are for the host, not for the plugin.
+        for var in [
+            "RUSTFLAGS",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "CARGO_BUILD_TARGET",
+            "RUSTC_WORKSPACE_WRAPPER",
+        ] {
+            command.env_remove(var);
+        }
+        let status = command.status().unwrap();
+        if status.success() {
+            return;
+        }
+        assert!(offline, "building {} failed", dir.display());
+    }
+}
+
+/// `canopy plugin new` writes a crate that builds as is into a component the host loads, and
+/// the example customizations are declared on the collection its settings name.
+#[tokio::test]
+async fn a_scaffolded_plugin_builds_and_loads_with_its_field_and_action() {
+    let plugins = scaffolded();
+    let dir = TempDir::new();
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let datasource = canopy::datasource::sql::SqlDataSource::connect(
+        &database_url,
+        canopy::datasource::sql::Options::default(),
+    )
+    .await
+    .unwrap();
+    let plugin_dir = dir.0.join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    std::fs::copy(&plugins.alpha, plugin_dir.join("alpha.wasm")).unwrap();
+    std::fs::write(
+        plugin_dir.join("alpha.toml"),
+        plugins.settings.replace("\"customers\"", "\"books\""),
+    )
+    .unwrap();
+
+    let runtime = canopy::plugins::Runtime::new(None).unwrap();
+    let schema = canopy::datasource::DataSource::schema(&datasource);
+    let set = canopy::plugins::PluginSet::load(&runtime, &plugin_dir, schema)
+        .await
+        .unwrap();
+    let declared: Vec<(Option<String>, String)> = set
+        .customizations(schema)
+        .unwrap()
+        .into_iter()
+        .map(|c| {
+            let what = match &c.kind {
+                canopy::customizer::Kind::ComputedField {
+                    name, dependencies, ..
+                } => format!("field {name} {dependencies:?}"),
+                canopy::customizer::Kind::Action { name, .. } => format!("action {name}"),
+                other => format!("{other:?}"),
+            };
+            (c.collection, what)
+        })
+        .collect();
+    assert_eq!(
+        declared,
+        [
+            (Some("books".into()), "field greeting [\"id\"]".into()),
+            (Some("books".into()), "action Say hello".into()),
+        ]
+    );
+}
+
+/// Starts `canopy serve` with `extra` arguments; returns the server and its address once the
+/// healthcheck answers.
+async fn start(database_url: &str, dir: &Path, extra: &[&std::ffi::OsStr]) -> (Server, String) {
+    let child = Command::new(BIN)
+        .args(["serve", "--database-url", database_url])
+        .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
+        .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
+        .arg("--schema-path")
+        .arg(dir.join(".forestadmin-schema.json"))
+        .args(extra)
+        // Compiled plugins are cached here rather than in the user's cache directory.
+        .env("CANOPY_PLUGIN_CACHE_DIR", dir.join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .trim()
+        .strip_prefix("Canopy is serving on http://")
+        .and_then(|rest| rest.strip_suffix("/forest"))
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !matches!(request(&address, "/forest", None), Ok((200, _))) {
+        assert!(Instant::now() < deadline, "no healthcheck");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (server, address)
+}
+
+fn token() -> String {
+    let minted = Command::new(BIN)
+        .args(["token", "--email", "ann@x.io", "--auth-secret", AUTH_SECRET])
+        .output()
+        .unwrap();
+    assert!(minted.status.success(), "{minted:?}");
+    String::from_utf8(minted.stdout).unwrap().trim().to_owned()
+}
+
+/// The `greeting` computed field of the first book, as the list route serves it.
+fn greeting(address: &str, token: &str) -> String {
+    let (status, body) = request(
+        address,
+        "/forest/books?timezone=UTC&sort=id&fields%5Bbooks%5D=id%2Cgreeting",
+        Some(token),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let body: Json = serde_json::from_str(&body).unwrap();
+    body["data"][0]["attributes"]["greeting"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no greeting: {body}"))
+        .to_owned()
+}
+
+/// Issue 4's reload paths on the real binary: a plugin file swapped in the plugin directory is
+/// served after SIGHUP, and after `canopy reload` (which answers once the new stack is served);
+/// the typings file follows the served schema.
+#[tokio::test]
+async fn sighup_and_canopy_reload_both_serve_a_swapped_plugin() {
+    let plugins = scaffolded();
+    let dir = TempDir::new();
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let plugin_dir = dir.0.join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    // One file name, `hello.wasm`, whose content is swapped between the two builds.
+    let served = plugin_dir.join("hello.wasm");
+    std::fs::copy(&plugins.alpha, &served).unwrap();
+    std::fs::write(
+        plugin_dir.join("hello.toml"),
+        "[options]\ncollection = \"books\"\nfield = \"title\"\n",
+    )
+    .unwrap();
+    let typings = dir.0.join("typings.rs");
+    let (mut server, address) = start(
+        &database_url,
+        &dir.0,
+        &[
+            "--plugins".as_ref(),
+            plugin_dir.as_os_str(),
+            "--typings-path".as_ref(),
+            typings.as_os_str(),
+        ],
+    )
+    .await;
+    let token = token();
+    assert_eq!(greeting(&address, &token), "Hello from alpha, Dune");
+    let generated = std::fs::read_to_string(&typings).unwrap();
+    assert!(
+        generated.contains("pub mod books {")
+            && generated.contains("pub const GREETING: &str = \"greeting\";"),
+        "{generated}"
+    );
+
+    std::fs::copy(&plugins.beta, &served).unwrap();
+    let killed = Command::new("kill")
+        .args(["-HUP", &server.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = greeting(&address, &token);
+        if now == "Hello from beta, Dune" {
+            break;
+        }
+        assert_eq!(now, "Hello from alpha, Dune", "neither plugin's greeting");
+        assert!(Instant::now() < deadline, "SIGHUP did not reload");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        matches!(server.0.try_wait(), Ok(None)),
+        "SIGHUP stopped the server"
+    );
+
+    std::fs::copy(&plugins.alpha, &served).unwrap();
+    let reloaded = Command::new(BIN)
+        .args(["reload", "--listen", &address, "--env-secret", ENV_SECRET])
+        .output()
+        .unwrap();
+    assert!(reloaded.status.success(), "{reloaded:?}");
+    let answer: Json = serde_json::from_slice(&reloaded.stdout).unwrap();
+    assert_eq!(answer["plugins"], 1, "{answer}");
+    // `canopy reload` returns once the new stack is served: no polling.
+    assert_eq!(greeting(&address, &token), "Hello from alpha, Dune");
+
+    // A refused secret changes nothing and says so.
+    let refused = Command::new(BIN)
+        .args([
+            "reload",
+            "--listen",
+            &address,
+            "--env-secret",
+            &"2".repeat(64),
+        ])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("reload refused (401)"),
+        "{refused:?}"
+    );
+    assert_eq!(greeting(&address, &token), "Hello from alpha, Dune");
 }
