@@ -511,7 +511,7 @@ pub fn schema_json(schema: &DataSourceSchema) -> Json {
         .map(|(name, c)| {
             let fields: Vec<Json> = c
                 .columns()
-                .map(|(n, col)| json!({"name": n, "type": col.column_type.to_json(), "isPrimaryKey": col.is_primary_key}))
+                .map(|(n, col)| json!({"name": n, "type": col.column_type.to_json(), "isPrimaryKey": col.is_primary_key, "isReadOnly": col.is_read_only}))
                 .chain(c.relations().map(|(n, r)| json!({"name": n, "relation": r.kind_name(), "foreignCollection": r.foreign_collection()})))
                 .collect();
             json!({"name": name, "fields": fields})
