@@ -238,7 +238,7 @@ impl Renames {
     }
 
     /// A `:` path of the layer below as `collection` exposes it.
-    fn from_child_path(&self, collection: &str, path: &str) -> String {
+    fn path_from_child(&self, collection: &str, path: &str) -> String {
         let (head, rest) = match path.split_once(':') {
             Some((head, rest)) => (head, Some(rest)),
             None => (path, None),
@@ -251,7 +251,7 @@ impl Renames {
         match rest {
             None => exposed.to_owned(),
             Some(rest) => match self.foreign(collection, exposed) {
-                Some(foreign) => format!("{exposed}:{}", self.from_child_path(foreign, rest)),
+                Some(foreign) => format!("{exposed}:{}", self.path_from_child(foreign, rest)),
                 None => format!("{exposed}:{rest}"),
             },
         }
@@ -446,7 +446,7 @@ impl Decorator for Renamed {
                 group: row
                     .group
                     .into_iter()
-                    .map(|(path, value)| (self.renames.from_child_path(&self.name, &path), value))
+                    .map(|(path, value)| (self.renames.path_from_child(&self.name, &path), value))
                     .collect::<IndexMap<_, _>>(),
             })
             .collect())
