@@ -158,10 +158,15 @@ async fn main() -> anyhow::Result<()> {
             canopy::app::schema(&config).await
         }
         Command::Typings {
-            args,
+            mut args,
             out,
             max_depth,
         } => {
+            // Typings neither serve nor sign anything: the secrets `serve` requires are not
+            // asked for (placeholders stand in when none is given).
+            args.auth_secret
+                .get_or_insert_with(|| "unused-by-typings".to_owned());
+            args.env_secret.get_or_insert_with(|| "0".repeat(64));
             let (config, _log) = load(args)?;
             canopy::app::typings(&config, out.as_deref(), max_depth).await
         }

@@ -461,3 +461,44 @@ async fn sighup_and_canopy_reload_both_serve_a_swapped_plugin() {
     );
     assert_eq!(greeting(&address, &token), "Hello from alpha, Dune");
 }
+
+/// `canopy typings` needs only the database: it prints the module, or writes it with `--out`.
+#[tokio::test]
+async fn canopy_typings_prints_or_writes_the_module_without_secrets() {
+    let dir = TempDir::new();
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let printed = Command::new(BIN)
+        .args([
+            "typings",
+            "--database-url",
+            &database_url,
+            "--max-depth",
+            "0",
+        ])
+        .env_remove("CANOPY_AUTH_SECRET")
+        .env_remove("CANOPY_ENV_SECRET")
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{printed:?}");
+    let module = String::from_utf8(printed.stdout).unwrap();
+    assert!(
+        module.contains("pub mod books {")
+            && module.contains("        pub const TITLE: &str = \"title\";"),
+        "{module}"
+    );
+    let out = dir.0.join("src").join("typings.rs");
+    let written = Command::new(BIN)
+        .args([
+            "typings",
+            "--database-url",
+            &database_url,
+            "--max-depth",
+            "0",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(written.status.success(), "{written:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), module);
+}
