@@ -513,7 +513,7 @@ mod tests {
                  CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER, \
                    customer_id INTEGER REFERENCES customers(id));
                  INSERT INTO customers VALUES (1, 'Ada'), (2, 'Alan');
-                 INSERT INTO orders VALUES (1, 10, 1), (2, 20, 1), (3, 30, 2);",
+                 INSERT INTO orders VALUES (1, 10, 1), (2, 20, 1), (3, 30, 2), (4, 40, NULL);",
             )
             .execute(sqlite)
             .await
@@ -607,16 +607,49 @@ mod tests {
 
         let aggregation = Aggregation::new(AggregationOperation::Sum, Some("total"))
             .group_by("buyer:firstName", None);
-        let mut groups = orders
+        let groups = orders
             .aggregate(&caller(), &Filter::default(), &aggregation, None)
             .await
             .unwrap();
-        groups.sort_by(|a, b| a.value.compare(&b.value));
+        // Groups keyed by the exposed path: Ada 10 + 20, Alan 30, no buyer 40.
+        let mut sums: Vec<(Value, Option<f64>)> = groups
+            .iter()
+            .map(|g| {
+                assert_eq!(g.group.keys().collect::<Vec<_>>(), ["buyer:firstName"]);
+                (g.group["buyer:firstName"].clone(), g.value.as_f64())
+            })
+            .collect();
+        sums.sort_by(|a, b| a.0.compare(&b.0));
         assert_eq!(
-            groups[0].group.get("buyer:firstName"),
-            Some(&Value::String("Alan".into()))
+            sums,
+            [
+                (Value::Null, Some(40.0)),
+                (Value::String("Ada".into()), Some(30.0)),
+                (Value::String("Alan".into()), Some(30.0)),
+            ]
         );
-        assert_eq!(groups[1].value.as_f64(), Some(30.0));
+
+        // Records with and without a related record, renamed alike; a null relation stays null.
+        let rows = orders
+            .list(
+                &caller(),
+                &Filter::default().with_sort(Sort::asc("id")),
+                &Projection::new(["id", "buyer:firstName"]),
+            )
+            .await
+            .unwrap();
+        let names: Vec<Option<&Value>> =
+            rows.iter().map(|r| r.get_path("buyer:firstName")).collect();
+        assert_eq!(
+            names,
+            [
+                Some(&Value::String("Ada".into())),
+                Some(&Value::String("Ada".into())),
+                Some(&Value::String("Alan".into())),
+                Some(&Value::Null),
+            ]
+        );
+        assert_eq!(rows[3].get("buyer"), Some(&Value::Null));
     }
 
     #[tokio::test]
@@ -663,7 +696,7 @@ mod tests {
             .list(&caller(), &Filter::default(), &Projection::new(["b"]))
             .await
             .unwrap();
-        assert_eq!(rows.len(), 3);
+        assert_eq!(rows.len(), 4);
         assert!(rows.iter().all(|r| r.get("b").is_some()));
     }
 
