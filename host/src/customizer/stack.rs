@@ -1,24 +1,44 @@
 //! The decorator stack: the base datasource, then one layer per kind of customization, in the
 //! Node agent's order (protocol §8.1). Each layer wraps every collection of the layer below and
-//! overrides only what its customizations change.
+//! overrides only what its customizations change; a layer without customizations is left out.
 //!
-//! Bottom to top (the numbers are the Node agent's positions):
-//! 1. `computed` (4 and 9, early and late computed): computed fields sit lowest so that every
-//!    layer above (search, segments, actions, hooks) sees them as ordinary read-only columns, and
-//!    a hook's `projection` or an action's `getRecords` can ask for them. The Node agent splits it
-//!    around the relation layer; Canopy adds no relations yet, so every dependency exists below
-//!    and one layer serves both.
-//! 2. `search` (12): above computed fields, so a field selection may name them (they contribute
-//!    no condition, having no operators, exactly as in the agent), and below segments so that a
-//!    segment handler's own queries are not searched.
-//! 3. `segment` (13): turns the segment name into a condition tree before anything below sees
+//! Bottom to top (the numbers are the Node agent's positions), with why each sits where it does:
+//! 1. `overrides` (1): lowest, so an `overrideCreate/Update/Delete` handler receives data that
+//!    every layer above has already validated, hooked and rewritten, and replaces only the
+//!    datasource's own write.
+//! 2. `computed`, early (4): computed fields whose dependencies exist in the datasource. Below
+//!    relations, so an added relation may use one as its key (with an operator below it).
+//! 3. `operator`, early (5): emulated and replaced operators on the fields that exist so far
+//!    (columns and early computed fields), so a relation keyed on a computed field can filter it
+//!    with `In`.
+//! 4. `relation` (7): relations added by customizations, emulated over keys, also across
+//!    datasources. Above early computed fields and operators, because it queries its keys with
+//!    `In`.
+//! 5. `computed`, late (9), and `operator`, late (10): computed fields that depend on an added
+//!    relation's path, and operators on them; they need the relation layer below them.
+//! 6. `search` (12): above every computed field, so a field selection may name them (they
+//!    contribute no condition unless they have operators, exactly as in the agent), and below
+//!    segments so that a segment handler's own queries are not searched.
+//! 7. `segment` (13): turns the segment name into a condition tree before anything below sees
 //!    the filter (the SQL collection only knows its own, empty, list of segments).
-//! 4. `chart` (15): charts, then actions, as in the agent; both only add entry points, so their
-//!    relative order only matters for what their handlers' `datasource` sees.
-//! 5. `action` (17): below hooks, so the writes an action makes through its context do not run
-//!    the public hooks (§8.6).
-//! 6. `hook` (20): near the top, so hooks see the requests as the agent sends them, and run
-//!    around everything below (computed values are in an After List hook's records).
+//! 8. `sort` (14): sort emulation and replacement, above search and segments so an emulated sort
+//!    fetches exactly the filtered records, and below charts and actions so their handlers'
+//!    queries may sort on emulated fields.
+//! 9. `chart` (15) and `action` (17): both only add entry points. Actions sit below hooks so the
+//!    writes an action makes through its context do not run the public hooks (§8.6).
+//! 10. `schema` (18): `disableCount` and `disableFieldSorting` change only what is advertised.
+//! 11. `write` (19): `replaceFieldWriting` and nested to-one writes, below hooks, so a Before
+//!     hook sees (and may change) the record the client sent, before it is rewritten.
+//! 12. `hook` (20): near the top, so hooks see the requests as the agent sends them (in the names
+//!     below renames), and run around everything below (computed values are in an After List
+//!     hook's records).
+//! 13. `validation` (21): above hooks, so a record that breaks a rule is refused before any hook
+//!     runs, as in the agent.
+//! 14. `binary` (22): the wire form of binary columns (data URI or hex), for everything below.
+//! 15. `publication` (23): `removeField` and `removeCollection` hide fields only from what is
+//!     exposed: every layer below, and every customization, still uses them.
+//! 16. `rename` (24): the top, so renames only change the exposed names; every customization
+//!     addresses fields by their names below it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -129,13 +149,7 @@ pub fn build_stack_with(
     let planning = Arc::clone(&base);
     let mut stack = base;
     // Layers without customizations are left out: a request then crosses only the layers it needs.
-    let mut apply = |group: Vec<Customization>,
-                     layer: fn(
-        &Arc<dyn DataSource>,
-        Vec<Customization>,
-        &StackOptions,
-    ) -> Result<Arc<dyn DataSource>>|
-     -> Result<()> {
+    let mut apply = |group: Vec<Customization>, layer: LayerFn| -> Result<()> {
         if !group.is_empty() {
             stack = layer(&stack, group, options)?;
         }
@@ -197,6 +211,10 @@ pub fn build_stack_with(
     apply(groups.rename, rename::layer)?;
     Ok(stack)
 }
+
+/// What every layer module exports: the layer of `customizations` over `child`.
+type LayerFn =
+    fn(&Arc<dyn DataSource>, Vec<Customization>, &StackOptions) -> Result<Arc<dyn DataSource>>;
 
 /// The customizations of each layer, in declaration order.
 #[derive(Default)]
