@@ -502,3 +502,44 @@ async fn canopy_typings_prints_or_writes_the_module_without_secrets() {
     assert!(written.status.success(), "{written:?}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), module);
 }
+
+/// `canopy schema` writes the typings with the schema file (`generateSchemaOnly`), even in
+/// production; a production start never writes them.
+#[tokio::test]
+async fn typings_are_written_by_canopy_schema_but_not_by_a_production_start() {
+    let dir = TempDir::new();
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let typings = dir.0.join("typings.rs");
+    let schema = Command::new(BIN)
+        .args(["schema", "--database-url", &database_url, "--production"])
+        .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
+        .arg("--schema-path")
+        .arg(dir.0.join(".forestadmin-schema.json"))
+        .arg("--typings-path")
+        .arg(&typings)
+        .output()
+        .unwrap();
+    assert!(schema.status.success(), "{schema:?}");
+    assert!(
+        std::fs::read_to_string(&typings)
+            .unwrap()
+            .contains("pub mod books {")
+    );
+    std::fs::remove_file(&typings).unwrap();
+
+    let (mut server, address) = start(
+        &database_url,
+        &dir.0,
+        &[
+            "--production".as_ref(),
+            "--typings-path".as_ref(),
+            typings.as_os_str(),
+        ],
+    )
+    .await;
+    let (status, _) = request(&address, "/forest/books?timezone=UTC", Some(&token())).unwrap();
+    assert_eq!(status, 200);
+    assert!(!typings.exists(), "a production start wrote the typings");
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+}
