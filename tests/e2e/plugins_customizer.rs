@@ -164,7 +164,7 @@ fn included_names(body: &Json) -> Vec<String> {
 }
 
 async fn related_ids(app: &Router, path: &str) -> Vec<String> {
-    let mut found = ids(&list(app, &format!("/forest/{path}?timezone=UTC")).await);
+    let mut found = ids(&list(app, &format!("/forest/{path}?timezone=UTC&sort=id")).await);
     found.sort();
     found
 }

@@ -100,8 +100,46 @@ impl ComputeHandler for Handler {
                 batch.len
             )));
         }
+        if matches!(self.column_type, ColumnType::Array(_)) {
+            return values
+                .into_iter()
+                .map(|v| typed_array(v, &self.column_type))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|m| self.plugin.malformed(&m));
+        }
         Ok(values)
     }
+}
+
+/// An array-typed computed value: it crosses as JSON text (a `json` column), and the customizer
+/// holds arrays as `Value::Array` of typed items (`[{"title": "String"}]`, the type of an
+/// external relation, holds JSON objects).
+fn typed_array(value: Value, ty: &ColumnType) -> std::result::Result<Value, String> {
+    let json = match value {
+        Value::Null => return Ok(Value::Null),
+        Value::Json(j) => j,
+        Value::Array(_) => return Ok(value),
+        other => return Err(format!("{other:?} for a field of type {}", ty.to_json())),
+    };
+    fn item(j: &Json, ty: &ColumnType) -> std::result::Result<Value, String> {
+        match ty {
+            _ if j.is_null() => Ok(Value::Null),
+            ColumnType::Array(inner) => match j {
+                Json::Array(items) => Ok(Value::Array(
+                    items
+                        .iter()
+                        .map(|i| item(i, inner))
+                        .collect::<std::result::Result<_, _>>()?,
+                )),
+                other => Err(format!("{other} is not an array")),
+            },
+            ColumnType::Composite(_) => Ok(Value::Json(j.clone())),
+            ColumnType::Primitive(PrimitiveType::Json) => Ok(Value::Json(j.clone())),
+            ColumnType::Primitive(p) => Value::from_json_typed(j, *p)
+                .ok_or_else(|| format!("{j} is not a valid {}", p.as_str())),
+        }
+    }
+    item(&json, ty)
 }
 
 fn action_json(ctx: &ActionContext, hook: &str, phase: Option<&FormPhase>) -> Result<Json> {
