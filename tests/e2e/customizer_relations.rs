@@ -11,6 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use canopy::agent::schema_file::{Meta, NoActions, SchemaFile};
 use canopy::auth::SessionKey;
 use canopy::config::HttpConfig;
 use canopy::customizer::{
@@ -18,7 +19,9 @@ use canopy::customizer::{
     closures,
 };
 use canopy::datasource::sql::Options;
-use canopy::datasource::{CompositeDataSource, DataSource, Operator, PrimitiveType, Value};
+use canopy::datasource::{
+    ColumnType, CompositeDataSource, DataSource, Operator, PrimitiveType, Value,
+};
 use canopy::http::{AppState, router};
 use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
@@ -112,7 +115,7 @@ async fn app(
     backend: Backend,
     customizations: Vec<Customization>,
     options: &StackOptions,
-) -> (TestDb, Result<Router, String>) {
+) -> (TestDb, Result<(Router, Json), String>) {
     let (db, _) = shop(backend).await;
     db.execute(&portable(
         backend,
@@ -130,10 +133,36 @@ async fn app(
             ..Options::default()
         })
         .await;
-    let router = build_stack_with(Arc::new(datasource), customizations, options)
-        .map(serve)
+    let served = build_stack_with(Arc::new(datasource), customizations, options)
+        .map(|stack| {
+            let file = schema_file(&stack);
+            (serve(stack), file)
+        })
         .map_err(|e| e.to_string());
-    (db, router)
+    (db, served)
+}
+
+/// The collections of the schema file the agent would send for this stack.
+fn schema_file(stack: &Arc<dyn DataSource>) -> Json {
+    let file = SchemaFile::build(stack.schema(), &NoActions, Meta::default()).unwrap();
+    json!({ "collections": file.collections })
+}
+
+/// A field of a collection in the schema file.
+fn schema_field<'a>(file: &'a Json, collection: &str, field: &str) -> &'a Json {
+    file["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == collection)
+        .and_then(|c| {
+            c["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["field"] == field)
+        })
+        .unwrap_or_else(|| panic!("no field {collection}.{field} in {file}"))
 }
 
 fn serve(stack: Arc<dyn DataSource>) -> Router {
@@ -250,7 +279,16 @@ fn relations() -> Vec<Customization> {
 /// associated and dissociated by the relation routes.
 async fn added_relations_through_the_routes(backend: Backend) {
     let (_db, app) = app(backend, relations(), &StackOptions::default()).await;
-    let app = app.unwrap();
+    let (app, file) = app.unwrap();
+    for (collection, field, kind, reference) in [
+        ("orders", "buyer", "BelongsTo", "customers.id"),
+        ("customers", "purchases", "HasMany", "orders.id"),
+        ("orders", "tags", "BelongsToMany", "tags.id"),
+    ] {
+        let field = schema_field(&file, collection, field);
+        assert_eq!(field["relationship"], kind, "{field}");
+        assert_eq!(field["reference"], reference, "{field}");
+    }
     let body = get_ok(
         &app,
         "/forest/orders?timezone=UTC&fields[orders]=id,buyer&fields[buyer]=name&sort=id",
@@ -405,7 +443,11 @@ async fn decorator_order_with_relations(backend: Backend) {
         ),
     ]);
     let (_db, app) = app(backend, customizations, &StackOptions::default()).await;
-    let app = app.unwrap();
+    let (app, file) = app.unwrap();
+    assert_eq!(
+        schema_field(&file, "customers", "homeland")["reference"],
+        "countries.key"
+    );
 
     let body = get_ok(
         &app,
@@ -475,7 +517,16 @@ async fn import_field(backend: Backend) {
         import("orders", "buyer_email", "customer:email", Some(true)),
     ];
     let (_db, app) = app(backend, customizations, &StackOptions::default()).await;
-    let app = app.unwrap();
+    let (app, file) = app.unwrap();
+    let imported = schema_field(&file, "customers", "country_name");
+    assert_eq!(imported["type"], "String", "{imported}");
+    assert_eq!(imported["isReadOnly"], false, "{imported}");
+    assert_eq!(imported["isSortable"], true, "{imported}");
+    assert_eq!(imported["isFilterable"], true, "{imported}");
+    assert_eq!(
+        schema_field(&file, "orders", "buyer_email")["isReadOnly"],
+        true
+    );
     let body = get_ok(
         &app,
         "/forest/customers?timezone=UTC&fields[customers]=id,country_name&sort=id",
@@ -592,7 +643,7 @@ async fn missing_targets(backend: Backend) {
             &StackOptions::default(),
         )
         .await;
-        let message = refused.err().expect("the stack must be refused");
+        let message = refused.expect_err("the stack must be refused");
         assert!(
             message.starts_with(PLUGIN) && message.contains(expected),
             "{message}"
@@ -603,7 +654,11 @@ async fn missing_targets(backend: Backend) {
             &lenient,
         )
         .await;
-        let app = app.unwrap();
+        let (app, file) = app.unwrap();
+        assert!(
+            file.to_string().contains("tagline") && !file.to_string().contains("shopper"),
+            "{file}"
+        );
         // Skipped: the field is unknown, the rest is served.
         let (status, _, body) = send(
             &app,
@@ -625,11 +680,73 @@ async fn missing_targets(backend: Backend) {
         &lenient,
     )
     .await;
-    let message = refused.err().expect("mismatched key types are refused");
+    let message = refused.expect_err("mismatched key types are refused");
     assert!(message.contains("do not match"), "{message}");
 }
 
+/// What `addExternalRelation` declares: a computed field whose type is a list of objects, here
+/// the orders of the customer as `[{id, status}]` objects, served by list and get.
+async fn external_relation_as_a_computed_list_of_objects(backend: Backend) {
+    let column_type = ColumnType::Array(Box::new(ColumnType::Composite(
+        [
+            ("id".to_owned(), ColumnType::from(PrimitiveType::Number)),
+            ("status".to_owned(), PrimitiveType::String.into()),
+        ]
+        .into_iter()
+        .collect(),
+    )));
+    let external = Customization::collection(
+        PLUGIN,
+        "customers",
+        Kind::ComputedField {
+            name: "history".to_owned(),
+            column_type,
+            dependencies: vec!["id".to_owned()],
+            default_value: None,
+            enum_values: None,
+            handler: closures::compute(|batch| {
+                Ok(batch.columns[0]
+                    .values
+                    .iter()
+                    .map(|id| match id {
+                        // As a plugin's listRecords answers: JSON objects.
+                        Value::Int(1) => Value::Array(vec![
+                            Value::Json(json!({"id": 1, "status": "paid"})),
+                            Value::Json(json!({"id": 2, "status": "new"})),
+                        ]),
+                        _ => Value::Array(Vec::new()),
+                    })
+                    .collect())
+            }),
+        },
+    );
+    let (_db, app) = app(backend, vec![external], &StackOptions::default()).await;
+    let (app, file) = app.unwrap();
+    assert_eq!(
+        schema_field(&file, "customers", "history")["type"],
+        json!([{"fields": [{"field": "id", "type": "Number"}, {"field": "status", "type": "String"}]}])
+    );
+    let body = get_ok(
+        &app,
+        "/forest/customers?timezone=UTC&fields[customers]=id,history&sort=id",
+    )
+    .await;
+    let history = attribute(&body, "history");
+    assert_eq!(
+        history[0],
+        json!([{"id": 1, "status": "paid"}, {"id": 2, "status": "new"}])
+    );
+    assert_eq!(history[1], json!([]));
+    let body = get_ok(&app, "/forest/customers/1?timezone=UTC").await;
+    assert_eq!(
+        body["data"]["attributes"]["history"],
+        json!([{"id": 1, "status": "paid"}, {"id": 2, "status": "new"}]),
+        "{body}"
+    );
+}
+
 on_all_backends!(
+    external_relation_as_a_computed_list_of_objects,
     added_relations_through_the_routes,
     decorator_order_with_relations,
     import_field,

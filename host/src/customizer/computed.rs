@@ -45,7 +45,7 @@ type Registry = HashMap<String, IndexMap<String, Arc<Field>>>;
 pub(super) fn layer(
     child: &Arc<dyn DataSource>,
     customizations: Vec<Customization>,
-    _options: &StackOptions,
+    options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
     let mut schema = child.schema().clone();
     let mut registry: Registry = HashMap::new();
@@ -92,6 +92,7 @@ pub(super) fn layer(
             );
         }
     }
+    prune_missing(&mut schema, &mut registry, options)?;
     validate(&schema, &registry)?;
     let schema = Arc::new(schema);
     let registry = Arc::new(registry);
@@ -215,6 +216,61 @@ pub(super) fn split(
         early.into_iter().map(|(c, _)| c).collect(),
         late.into_iter().map(|(c, _)| c).collect(),
     )
+}
+
+/// Why a dependency path does not exist: the first collection or field on the way that is
+/// missing. `None` when every segment exists (it may still be the wrong kind of field, which
+/// `validate` reports).
+fn missing_segment(schema: &DataSourceSchema, collection: &str, path: &str) -> Option<String> {
+    let mut current = collection;
+    for segment in path.split(':') {
+        let Some(holder) = schema.collections.get(current) else {
+            return Some(format!("the collection '{current}' does not exist"));
+        };
+        match holder.fields.get(segment) {
+            None => return Some(format!("the field '{current}.{segment}' does not exist")),
+            Some(FieldSchema::Relation(relation)) => current = relation.foreign_collection(),
+            Some(FieldSchema::Column(_)) => return None,
+        }
+    }
+    None
+}
+
+/// Computed fields depending on a missing field are refused, or skipped with a warning when
+/// missing elements are ignored (and so are the fields depending on a skipped one).
+fn prune_missing(
+    schema: &mut DataSourceSchema,
+    registry: &mut Registry,
+    options: &StackOptions,
+) -> Result<()> {
+    loop {
+        let found = registry.iter().find_map(|(collection, fields)| {
+            fields.values().find_map(|field| {
+                field.dependencies.iter().find_map(|dep| {
+                    missing_segment(schema, collection, dep).map(|detail| {
+                        (
+                            collection.clone(),
+                            field.name.clone(),
+                            format!(
+                                "{}: the computed field '{collection}.{}' depends on '{dep}': {detail}",
+                                field.origin, field.name
+                            ),
+                        )
+                    })
+                })
+            })
+        });
+        let Some((collection, name, message)) = found else {
+            return Ok(());
+        };
+        options.missing(message)?;
+        if let Some(fields) = registry.get_mut(&collection) {
+            fields.shift_remove(&name);
+        }
+        if let Some(target) = schema.collections.get_mut(&collection) {
+            target.fields.shift_remove(&name);
+        }
+    }
 }
 
 /// Every dependency resolves to a column (maybe computed) through to-one relations, and no
@@ -666,5 +722,135 @@ impl Decorator for Computed {
             caller.timezone,
             limit,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datasource::sql::{Options, Pool, SqlDataSource};
+    use crate::datasource::{PrimitiveType, RelationSchema};
+
+    fn field(collection: &str, name: &str, deps: &[&str]) -> Customization {
+        Customization::collection(
+            "test",
+            collection,
+            Kind::ComputedField {
+                name: name.into(),
+                column_type: PrimitiveType::String.into(),
+                dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
+                default_value: None,
+                enum_values: None,
+                handler: super::super::closures::compute(|b| Ok(vec![Value::Null; b.len])),
+            },
+        )
+    }
+
+    fn names(customizations: &[Customization]) -> Vec<String> {
+        customizations
+            .iter()
+            .filter_map(|c| match &c.kind {
+                Kind::ComputedField { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn schema() -> DataSourceSchema {
+        let mut schema = DataSourceSchema::default();
+        let mut books = CollectionSchema::new("books");
+        books.fields.insert(
+            "title".into(),
+            FieldSchema::Column(ColumnSchema::new(PrimitiveType::String)),
+        );
+        books.fields.insert(
+            "author_id".into(),
+            FieldSchema::Column(ColumnSchema::new(PrimitiveType::Number)),
+        );
+        let mut authors = CollectionSchema::new("authors");
+        authors.fields.insert(
+            "name".into(),
+            FieldSchema::Column(ColumnSchema::new(PrimitiveType::String)),
+        );
+        schema.collections.insert("books".into(), books);
+        schema.collections.insert("authors".into(), authors);
+        schema
+    }
+
+    #[test]
+    fn fields_reading_only_existing_fields_are_early_the_others_late() {
+        let below = schema();
+        let customizations = vec![
+            // Depends on a field declared after it, which is early: early too.
+            field("books", "shout", &["loud"]),
+            field("books", "loud", &["title"]),
+            // Reads a relation that only the relation layer adds: late, and so is its reader.
+            field("books", "byline", &["title", "author:name"]),
+            field("books", "credit", &["byline"]),
+            // Reads an early field of another collection.
+            field("authors", "upper", &["name"]),
+        ];
+        let (early, late) = split(&below, customizations);
+        assert_eq!(names(&early), ["shout", "loud", "upper"]);
+        assert_eq!(names(&late), ["byline", "credit"]);
+
+        // With the relation below (a native one), everything is early.
+        let mut with_relation = below;
+        if let Some(books) = with_relation.collections.get_mut("books") {
+            books.fields.insert(
+                "author".into(),
+                FieldSchema::Relation(RelationSchema::ManyToOne {
+                    foreign_collection: "authors".into(),
+                    foreign_key: "author_id".into(),
+                    foreign_key_target: "id".into(),
+                }),
+            );
+        }
+        let (early, late) = split(
+            &with_relation,
+            vec![field("books", "byline", &["title", "author:name"])],
+        );
+        assert_eq!(names(&early), ["byline"]);
+        assert!(late.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_missing_dependency_fails_or_skips_the_field_and_its_readers() {
+        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
+        if let Pool::Sqlite(sqlite) = &pool {
+            sqlx::raw_sql("CREATE TABLE books (id INTEGER PRIMARY KEY, title TEXT);")
+                .execute(sqlite)
+                .await
+                .unwrap();
+        }
+        let base: Arc<dyn DataSource> = Arc::new(
+            SqlDataSource::from_pool(pool, Options::default())
+                .await
+                .unwrap(),
+        );
+        let customizations = || {
+            vec![
+                field("books", "a", &["nope"]),
+                field("books", "b", &["a"]),
+                field("books", "c", &["title"]),
+            ]
+        };
+        let Err(error) = layer(&base, customizations(), &StackOptions::default()) else {
+            panic!("a missing dependency is refused")
+        };
+        let message = error.to_string();
+        assert!(
+            message.contains("test: the computed field 'books.a' depends on 'nope'")
+                && message.contains("'books.nope' does not exist"),
+            "{message}"
+        );
+        let lenient = StackOptions {
+            ignore_missing_schema_element_errors: true,
+            ..StackOptions::default()
+        };
+        let ds = layer(&base, customizations(), &lenient).unwrap();
+        let books = ds.schema().collection("books").unwrap();
+        assert!(books.column("a").is_none() && books.column("b").is_none());
+        assert!(books.column("c").is_some());
     }
 }
