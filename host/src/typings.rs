@@ -36,7 +36,7 @@ pub fn generate(schema: &DataSourceSchema, max_depth: u32) -> Typings {
     let mut out = String::new();
     out.push_str(HEADER);
     let _ = writeln!(out, "\n/// Every collection, by name.");
-    let _ = writeln!(out, "{ALLOW_UNUSED}");
+    let _ = writeln!(out, "{SKIP_FMT}\n{ALLOW_UNUSED}");
     let _ = writeln!(out, "pub const COLLECTIONS: &[&str] = &[");
     for collection in &collections {
         let _ = writeln!(out, "    {:?},", collection.name);
@@ -92,7 +92,9 @@ pub fn write_if_changed(path: &Path, source: &str) -> std::io::Result<bool> {
     Ok(true)
 }
 
-/// A plugin uses only the names it needs; the others must not warn.
+/// Attributes of each top-level item: a plugin uses only the names it needs, the others must
+/// not warn; and `cargo fmt` must leave a generated file as it is (its `--check` would fail).
+const SKIP_FMT: &str = "#[rustfmt::skip]";
 const ALLOW_UNUSED: &str =
     "#[allow(dead_code, reason = \"generated: a plugin uses the names it needs\")]";
 
@@ -119,7 +121,7 @@ fn write_collection(
     relations.sort_by(|a, b| a.0.cmp(b.0));
 
     let _ = writeln!(out, "\n/// Collection {}.", code(&collection.name));
-    let _ = writeln!(out, "{ALLOW_UNUSED}");
+    let _ = writeln!(out, "{SKIP_FMT}\n{ALLOW_UNUSED}");
     let _ = writeln!(out, "pub mod {module} {{");
     let _ = writeln!(out, "    /// {}", code(&collection.name));
     let _ = writeln!(out, "    pub const NAME: &str = {:?};", collection.name);

@@ -311,7 +311,7 @@ fn compile(dir: &std::path::Path, lib: &str) -> Result<(), String> {
 }
 
 #[test]
-fn the_generated_module_compiles_without_warnings_and_a_typo_does_not() {
+fn the_generated_module_compiles_without_warnings_is_left_alone_by_rustfmt_and_a_typo_does_not() {
     let dir = temp_dir();
     std::fs::write(dir.join("typings.rs"), generate(&shop(false), 5).source).unwrap();
     // As a plugin uses it: a private module, only some names used, every warning an error
@@ -328,6 +328,17 @@ fn the_generated_module_compiles_without_warnings_and_a_typo_does_not() {
         "#![deny(warnings)]\ninclude!(\"typings.rs\");\npub fn n() -> usize { std::mem::size_of::<u8>() + COLLECTIONS.len() }\n",
     )
     .unwrap_or_else(|stderr| panic!("{stderr}"));
+    // `cargo fmt --check` in the plugin crate leaves the generated file alone.
+    let fmt = Command::new("rustfmt")
+        .current_dir(&dir)
+        .args(["--edition", "2024", "--check", "typings.rs"])
+        .output()
+        .expect("run rustfmt");
+    assert!(
+        fmt.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fmt.stdout)
+    );
     let typo =
         "mod typings;\npub fn name() -> &'static str { typings::customers::fields::FRIST_NAME }\n";
     let stderr = compile(&dir, typo).unwrap_err();
