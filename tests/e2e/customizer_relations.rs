@@ -109,8 +109,8 @@ fn joined(collection: &str, name: &str, deps: &[&str]) -> Customization {
     )
 }
 
-/// The shop with `tags` and the `order_tags` junction (order 1: gift, urgent; order 3: urgent),
-/// under the customizations.
+/// The shop with `tags` and the `order_tags` junction (order 1: gift, urgent; order 3: urgent)
+/// and `profiles` (a unique `customer_id`: Ann's, and a spare one), under the customizations.
 async fn app(
     backend: Backend,
     customizations: Vec<Customization>,
@@ -124,7 +124,10 @@ async fn app(
             PRIMARY KEY (order_id, tag_id));
          INSERT INTO tags (label) VALUES ('gift');
          INSERT INTO tags (label) VALUES ('urgent');
-         INSERT INTO order_tags (order_id, tag_id) VALUES (1, 1), (1, 2), (3, 2);",
+         INSERT INTO order_tags (order_id, tag_id) VALUES (1, 1), (1, 2), (3, 2);
+         CREATE TABLE profiles (id {pk}, customer_id INT UNIQUE, bio VARCHAR(50));
+         INSERT INTO profiles (customer_id, bio) VALUES (1, 'ann bio');
+         INSERT INTO profiles (customer_id, bio) VALUES (NULL, 'spare');",
     ))
     .await;
     let datasource = db
@@ -261,6 +264,15 @@ fn relations() -> Vec<Customization> {
             },
         ),
         relation(
+            "customers",
+            "profile",
+            RelationDefinition::OneToOne {
+                foreign_collection: "profiles".into(),
+                origin_key: "customer_id".into(),
+                origin_key_target: None,
+            },
+        ),
+        relation(
             "orders",
             "tags",
             RelationDefinition::ManyToMany {
@@ -320,6 +332,68 @@ async fn added_relations_through_the_routes(backend: Backend) {
         )
         .await,
         2
+    );
+
+    // Setting the ManyToOne writes the foreign key.
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "PUT",
+            "/forest/orders/4/relationships/buyer?timezone=UTC",
+            &json!({"data": {"type": "customers", "id": "4"}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let body = get_ok(
+        &app,
+        "/forest/orders/4?timezone=UTC&fields[orders]=id,customer_id,buyer&fields[buyer]=name",
+    )
+    .await;
+    assert_eq!(body["data"]["attributes"]["customer_id"], 4, "{body}");
+    assert_eq!(included(&body, "customers", "4", "name"), "dora");
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "PUT",
+            "/forest/orders/4/relationships/buyer?timezone=UTC",
+            &json!({"data": null}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+
+    // OneToOne: projected and filtered through the origin key; set by the to-one route.
+    let profiles =
+        "/forest/customers?timezone=UTC&fields[customers]=id,profile&fields[profile]=bio&sort=id";
+    let body = get_ok(&app, profiles).await;
+    assert_eq!(
+        linked(&body, "profile"),
+        [Some("1".into()), None, None, None]
+    );
+    assert_eq!(included(&body, "profiles", "1", "bio"), "ann bio");
+    let ann_bio =
+        filters(&json!({"field": "profile:bio", "operator": "equal", "value": "ann bio"}));
+    let body = get_ok(
+        &app,
+        &format!("/forest/customers?timezone=UTC&fields[customers]=id&filters={ann_bio}"),
+    )
+    .await;
+    assert_eq!(ids(&body), ["1"]);
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "PUT",
+            "/forest/customers/2/relationships/profile?timezone=UTC",
+            &json!({"data": {"type": "profiles", "id": "2"}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let body = get_ok(&app, profiles).await;
+    assert_eq!(
+        linked(&body, "profile"),
+        [Some("1".into()), Some("2".into()), None, None]
     );
 
     // OneToMany: the routes go through the foreign collection's origin key.
