@@ -554,3 +554,111 @@ async fn using_a_missing_plugin_is_refused_by_name() {
     let e = refused(&dir).await;
     assert!(e.contains("`a` uses `nowhere`"), "{e}");
 }
+
+fn number(v: &Json) -> f64 {
+    v.as_f64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The shop example's plugin on `canopy demo`'s SQLite database: its relations, imported
+/// field, replaced operator and sort, validation, delete override, emulated sort and disabled
+/// count, each through the routes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shop_plugin_uses_the_new_kinds() {
+    let dir = plugin_dir(&[("shop_plugin", "shop", None)]);
+    let url = canopy::app::seed_demo(&dir.join("db").join("shop.sqlite"))
+        .await
+        .unwrap();
+    let base = canopy::datasource::sql::SqlDataSource::connect(&url, Default::default())
+        .await
+        .unwrap();
+    let (app, _) = serve(Arc::new(base), &dir)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let purchases = related_ids(&app, "customers/1/relationships/purchases").await;
+    let tree = json!({"field": "customer_id", "operator": "equal", "value": 1});
+    let mut orders = ids(&list(
+        &app,
+        &format!("/forest/orders?timezone=UTC&{}", filters(&tree)),
+    )
+    .await);
+    orders.sort();
+    assert!(!purchases.is_empty());
+    assert_eq!(purchases, orders);
+
+    let body = list(
+        &app,
+        "/forest/orders?timezone=UTC&fields[orders]=id,customer_email&sort=id",
+    )
+    .await;
+    assert!(
+        attribute(&body, "customer_email")[0]
+            .as_str()
+            .unwrap()
+            .contains('@')
+    );
+
+    let premium = json!({"field": "price_band", "operator": "equal", "value": "premium"});
+    let body = list(
+        &app,
+        &format!(
+            "/forest/products?timezone=UTC&fields[products]=id,price,price_band&sort=price_band&{}",
+            filters(&premium)
+        ),
+    )
+    .await;
+    let prices: Vec<f64> = attribute(&body, "price").iter().map(number).collect();
+    assert!(
+        !prices.is_empty() && prices.iter().all(|p| *p >= 20.0),
+        "{prices:?}"
+    );
+    assert!(prices.windows(2).all(|w| w[0] <= w[1]), "{prices:?}");
+    assert!(
+        attribute(&body, "price_band")
+            .iter()
+            .all(|b| b == "premium")
+    );
+
+    let body = list(&app, "/forest/order_items/count?timezone=UTC").await;
+    assert_eq!(body, json!({"meta": {"count": "deactivated"}}));
+
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "POST",
+            "/forest/products?timezone=UTC",
+            &json!({"data": {"type": "products", "attributes": {"name": "Free", "price": 0, "category": "x"}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    let (status, _, body) = send(
+        &app,
+        with_body("DELETE", "/forest/products/1?timezone=UTC", &json!({})),
+    )
+    .await;
+    assert!(status.is_success(), "{status}: {body}");
+    let body = list(&app, "/forest/products/1?timezone=UTC").await;
+    assert_eq!(body["data"]["attributes"]["stock"], 0, "{body}");
+
+    let (status, _, body) = send(
+        &app,
+        get("/forest/products/1/relationships/labels?timezone=UTC&sort=id"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let body = list(
+        &app,
+        "/forest/orders?timezone=UTC&fields[orders]=id,customer_name&sort=customer_name",
+    )
+    .await;
+    let names: Vec<String> = attribute(&body, "customer_name")
+        .iter()
+        .map(|n| n.as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(names.windows(2).all(|w| w[0] <= w[1]), "{names:?}");
+}

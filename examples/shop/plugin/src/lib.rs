@@ -9,11 +9,19 @@
 //! - segments: `VIP customers` (static) and `Above average` orders (dynamic, from an aggregate);
 //! - search: customers by email and names only; orders by a handler (a number is an id, a word a
 //!   status);
-//! - charts: `lifetime_value` on a customer, `orders_by_status` on the dashboard.
+//! - charts: `lifetime_value` on a customer, `orders_by_status` on the dashboard;
+//! - relations: `customers.purchases` (one-to-many), `products.labels` (many-to-many through
+//!   `product_tags`); `orders.customer_email` imported read-only from the customer;
+//! - `products.price_band`, filtered and sorted through `price`; a price validation; products'
+//!   delete overridden (the stock is emptied); `customer_name` sorted in memory; no count on
+//!   `order_items`.
 
 use canopy_sdk::prelude::*;
 
 struct Shop;
+
+/// A product at this price or above is in the `premium` band.
+const PREMIUM: f64 = 20.0;
 
 /// The statuses of `orders.status` in the seed.
 const STATUSES: [&str; 5] = ["pending", "paid", "shipped", "delivered", "cancelled"];
@@ -227,8 +235,65 @@ impl Plugin for Shop {
                 })
                 .generate_file()
                 .description("The first 100 orders as CSV"),
-            );
+            )
+            // The customer's email as a read-only field of the order.
+            .import_field("customer_email", "customer:email", true)
+            // A computed field cannot be sorted by the database: sorted in memory.
+            .emulate_field_sorting("customer_name");
         });
+
+        // Every order of a customer, as a relation declared over the keys.
+        ds.collection("customers").add_one_to_many_relation(
+            "purchases",
+            "orders",
+            OneToManyOptions::new("customer_id"),
+        );
+
+        ds.customize_collection("products", |c| {
+            c.add_field(
+                "price_band",
+                ComputedField::new(ColumnType::ENUM, ["price"], |rows, _| {
+                    Ok(rows
+                        .records()
+                        .iter()
+                        .map(|r| {
+                            let price = number(&r["price"]).parse::<f64>().ok()?;
+                            Some(if price < PREMIUM { "budget" } else { "premium" }.to_owned())
+                        })
+                        .collect::<Vec<_>>()
+                        .into())
+                })
+                .enum_values(["budget", "premium"]),
+            )
+            // Filtering and sorting the band go to the price, which the database answers.
+            .replace_field_operator("price_band", "Equal", |value, _| {
+                let operator = if value == "premium" {
+                    "GreaterThan"
+                } else {
+                    "LessThan"
+                };
+                let bound = if value == "premium" {
+                    PREMIUM - 0.005
+                } else {
+                    PREMIUM
+                };
+                Ok(json!({"field": "price", "operator": operator, "value": bound}))
+            })
+            .replace_field_sorting("price_band", [("price", true)])
+            .add_field_validation("price", "GreaterThan", json!(0))
+            .add_many_to_many_relation(
+                "labels",
+                "tags",
+                "product_tags",
+                ManyToManyOptions::new("product_id", "tag_id"),
+            )
+            // Products are kept for the order history: deleting one empties its stock.
+            .override_delete(|filter, ctx| {
+                ctx.collection("products")
+                    .update(filter, &json!({"stock": 0}))
+            });
+        });
+        ds.collection("order_items").disable_count();
 
         ds.add_chart("orders_by_status", |ctx| {
             let rows = ctx.context().collection("orders").aggregate(
