@@ -1126,6 +1126,59 @@ mod tests {
     use super::*;
 
     #[test]
+    fn relations_and_sorts_are_read_from_the_sdk_shape_and_bad_ones_refused() {
+        assert_eq!(
+            relation(&json!({"type": "ManyToMany", "foreignCollection": "tags",
+                "throughCollection": "product_tags", "originKey": "product_id",
+                "foreignKey": "tag_id", "foreignKeyTarget": "id"}))
+            .unwrap(),
+            RelationDefinition::ManyToMany {
+                foreign_collection: "tags".into(),
+                through_collection: "product_tags".into(),
+                origin_key: "product_id".into(),
+                foreign_key: "tag_id".into(),
+                origin_key_target: None,
+                foreign_key_target: Some("id".into()),
+            }
+        );
+        let e = relation(&json!({"type": "ManyToOne", "foreignCollection": "c"})).unwrap_err();
+        assert!(e.contains("foreignKey"), "{e}");
+        assert!(relation(&json!({"type": "Sideways", "foreignCollection": "c"})).is_err());
+        let clauses = sort_clauses(Some(&json!([{"field": "a", "ascending": false},
+            {"field": "b"}])))
+        .unwrap();
+        assert_eq!(
+            clauses,
+            [
+                SortClause {
+                    field: "a".into(),
+                    ascending: false
+                },
+                SortClause {
+                    field: "b".into(),
+                    ascending: true
+                }
+            ]
+        );
+        assert!(sort_clauses(Some(&json!([]))).is_err());
+        assert!(sort_clauses(None).is_err());
+    }
+
+    #[test]
+    fn an_array_computed_value_becomes_typed_items() {
+        let ty = column_type(&json!([{"title": "String"}])).unwrap();
+        let v = typed_array(Value::Json(json!([{"title": "a"}])), &ty).unwrap();
+        assert_eq!(v, Value::Array(vec![Value::Json(json!({"title": "a"}))]));
+        let numbers = column_type(&json!(["Number"])).unwrap();
+        assert_eq!(
+            typed_array(Value::Json(json!([1, null])), &numbers).unwrap(),
+            Value::Array(vec![Value::Int(1), Value::Null])
+        );
+        assert!(typed_array(Value::Json(json!({"a": 1})), &numbers).is_err());
+        assert!(typed_array(Value::Json(json!(["x"])), &numbers).is_err());
+    }
+
+    #[test]
     fn a_dropdown_with_dynamic_search_and_a_value_is_read_from_the_sdk_shape() {
         let e = form_element(&json!({"id": "p", "label": "Product", "type": "Number",
             "widget": "Dropdown", "search": "dynamic", "options": [{"label": "a", "value": 1}],
