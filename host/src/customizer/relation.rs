@@ -620,6 +620,28 @@ impl Shared {
                     continue;
                 };
                 let foreign_name = relation.foreign_collection();
+                // Only the target of a ManyToOne: it is the foreign key, no query needed (the
+                // agent's lazy join, position 8; a dangling key still reads as a record).
+                if let Some(RelationSchema::ManyToOne {
+                    foreign_key,
+                    foreign_key_target,
+                    ..
+                }) = self.added(collection, prefix)
+                    && sub.iter().all(|p| p == foreign_key_target)
+                {
+                    for record in records.iter_mut() {
+                        let related = match record.get(foreign_key).filter(|v| usable(v)) {
+                            Some(value) => {
+                                let mut target = Record::with_capacity(1);
+                                target.insert(foreign_key_target.as_str(), value.clone());
+                                Value::Record(Box::new(target))
+                            }
+                            None => Value::Null,
+                        };
+                        record.insert(prefix, related);
+                    }
+                    continue;
+                }
                 match key_and_target {
                     Some((key, target)) => {
                         let foreign = self.view(foreign_name)?;
@@ -1159,6 +1181,25 @@ mod tests {
         let collections: Vec<&str> = seen.iter().map(|(c, _)| c.as_str()).collect();
         assert_eq!(collections, ["books", "authors", "covers"]);
         assert_eq!(seen[0].1, ["title", "author_id", "id"]);
+    }
+
+    #[tokio::test]
+    async fn only_the_target_of_a_many_to_one_is_read_from_the_foreign_key() {
+        let (ds, seen) = stack(relations()).await;
+        let records = list(&ds, "books", by_id(), &["title", "author:id"]).await;
+        let ids: Vec<Option<&Value>> = records.iter().map(|r| r.get_path("author:id")).collect();
+        assert_eq!(
+            ids,
+            [
+                Some(&Value::Int(1)),
+                Some(&Value::Int(2)),
+                Some(&Value::Int(2)),
+                Some(&Value::Null),
+                Some(&Value::Int(1))
+            ]
+        );
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1, "no query on authors: {seen:?}");
     }
 
     #[tokio::test]
