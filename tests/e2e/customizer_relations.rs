@@ -908,6 +908,24 @@ async fn a_relation_across_datasources() {
         .await,
         1
     );
+    // Writing the import through the added relation updates the author in PostgreSQL.
+    let (status, _, body) = send(
+        &app,
+        with_body(
+            "PUT",
+            "/forest/books/2?timezone=UTC",
+            &json!({"data": {"type": "books", "id": "2",
+                "attributes": {"author_name": "J. Austen"}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["data"]["attributes"]["author_name"], "J. Austen",
+        "{body}"
+    );
+    let body = get_ok(&app, "/forest/authors/2?timezone=UTC").await;
+    assert_eq!(body["data"]["attributes"]["name"], "J. Austen", "{body}");
     let body = get_ok(
         &app,
         "/forest/authors/1/relationships/books?timezone=UTC&sort=id",
