@@ -662,3 +662,35 @@ async fn the_shop_plugin_uses_the_new_kinds() {
         .collect();
     assert!(names.windows(2).all(|w| w[0] <= w[1]), "{names:?}");
 }
+
+/// `p0` uses `p1`, which uses `p2`, … nine levels down: refused past the depth limit, naming
+/// the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_use_chain_deeper_than_the_limit_is_refused() {
+    let levels = canopy::plugins::MAX_USE_DEPTH + 1;
+    let mut options = String::from("{}");
+    for i in (1..=levels).rev() {
+        options = format!("{{ uses = [{{ plugin = \"p{i}\", options = {options} }}] }}");
+    }
+    let root = format!(
+        "[options]\nuses = {}\n",
+        &options["{ uses = ".len()..options.len() - 2]
+    );
+    let names: Vec<String> = (0..=levels).map(|i| format!("p{i}")).collect();
+    let plugins: Vec<(&str, &str, Option<&str>)> = names
+        .iter()
+        .map(|n| {
+            let toml = if n == "p0" {
+                root.as_str()
+            } else {
+                "use = []\n"
+            };
+            ("applier", n.as_str(), Some(toml))
+        })
+        .collect();
+    let e = refused(&plugin_dir(&plugins)).await;
+    assert!(
+        e.contains("levels deep") && e.contains("p0 → p1 → p2"),
+        "{e}"
+    );
+}
