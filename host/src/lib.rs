@@ -11,9 +11,13 @@
 //! - `http`: the axum router of every route family, the shared middleware, and the one place
 //!   errors become responses.
 //! - `logging`: text or JSON log lines on stderr, written by a background thread.
+//! - `customizer`: the decorator stack of customizations, in the Node agent's order.
+//! - `plugins`: WebAssembly components loaded from the plugin directory, implementing the
+//!   customizer's handlers.
+//! - `typings`, `scaffold`: tools for plugin authors (`canopy typings`, `canopy plugin new`).
 //!
-//! The agent routes, the customizer stack, plugins, auth, the platform API, workflows and MCP are
-//! added by later issues; `docs/architecture.md` holds the whole map.
+//! The platform API, workflows and MCP are added by later issues; `docs/architecture.md` holds
+//! the whole map.
 
 pub mod agent;
 pub mod app;
