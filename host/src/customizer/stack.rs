@@ -164,29 +164,43 @@ pub fn build_stack_with(
     // such fields) sit under it (Node position 4), so relations may use them as keys and their
     // operators (position 5) let a relation filter on them; the others, which read an added
     // relation, sit above it (9), with the operators on them (10).
+    // (The planning schemas are only built when there is something to plan.)
     let base_schema = planning.schema();
-    let imported = import_field::expand(
-        &relation::with_relations(
-            &computed::with_fields(base_schema, &groups.computed),
-            &groups.relation,
-        ),
-        groups.import,
-        options,
-    )?;
+    let imported = if groups.import.is_empty() {
+        import_field::Imported::default()
+    } else {
+        import_field::expand(
+            &relation::with_relations(
+                &computed::with_fields(base_schema, &groups.computed),
+                &groups.relation,
+            ),
+            groups.import,
+            options,
+        )?
+    };
     let mut computed = groups.computed;
     computed.extend(imported.computed);
-    let (early_computed, late_computed) = computed::split(base_schema, computed);
-    let below_relations = computed::with_fields(base_schema, &early_computed);
+    let (early_computed, late_computed) = if computed.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        computed::split(base_schema, computed)
+    };
     let mut filtering = groups.filtering;
     filtering.extend(imported.filtering);
-    let (early_filtering, late_filtering): (Vec<_>, Vec<_>) =
-        filtering.into_iter().partition(|c| match (&c.collection, &c.kind) {
-            (Some(collection), Kind::Filtering { field, .. }) => below_relations
-                .collections
-                .get(collection)
-                .is_some_and(|s| s.fields.contains_key(field)),
-            _ => true,
-        });
+    let (early_filtering, late_filtering): (Vec<_>, Vec<_>) = if filtering.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        let below_relations = computed::with_fields(base_schema, &early_computed);
+        filtering
+            .into_iter()
+            .partition(|c| match (&c.collection, &c.kind) {
+                (Some(collection), Kind::Filtering { field, .. }) => below_relations
+                    .collections
+                    .get(collection)
+                    .is_some_and(|s| s.fields.contains_key(field)),
+                _ => true,
+            })
+    };
     let mut sorting = groups.sorting;
     sorting.extend(imported.sorting);
     let mut writing = groups.write;
