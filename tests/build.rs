@@ -12,7 +12,16 @@ fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let plugins = manifest.join("plugins");
     let root = manifest.parent().expect("workspace root").to_path_buf();
-    for path in ["Cargo.toml", "Cargo.lock", "applier", "customizer2", "forms", "hostile", "keys", "other-wit"] {
+    for path in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "applier",
+        "customizer2",
+        "forms",
+        "hostile",
+        "keys",
+        "other-wit",
+    ] {
         println!("cargo:rerun-if-changed={}", plugins.join(path).display());
     }
     println!(

@@ -176,8 +176,8 @@ pub fn customize(
         ignore_missing_schema_element_errors: config.schema.ignore_missing_schema_element_errors,
         emulation_row_limit: config.schema.emulation_row_limit,
     };
-    let stack = build_stack_with(base, customizations, &options)
-        .context("applying the customizations")?;
+    let stack =
+        build_stack_with(base, customizations, &options).context("applying the customizations")?;
     if config.actions.use_unsafe_action_endpoint {
         crate::agent::action::check_unique_slugs(stack.schema())?;
     }

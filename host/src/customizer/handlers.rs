@@ -403,7 +403,9 @@ pub trait OverrideHandler: Send + Sync {
         _ctx: &Context,
         _records: Vec<Record>,
     ) -> Result<Vec<Record>> {
-        Err(Error::Internal("this override does not replace create".into()))
+        Err(Error::Internal(
+            "this override does not replace create".into(),
+        ))
     }
 
     async fn update(
@@ -413,10 +415,14 @@ pub trait OverrideHandler: Send + Sync {
         _filter: &Filter,
         _patch: &Record,
     ) -> Result<()> {
-        Err(Error::Internal("this override does not replace update".into()))
+        Err(Error::Internal(
+            "this override does not replace update".into(),
+        ))
     }
 
     async fn delete(&self, _caller: &Caller, _ctx: &Context, _filter: &Filter) -> Result<()> {
-        Err(Error::Internal("this override does not replace delete".into()))
+        Err(Error::Internal(
+            "this override does not replace delete".into(),
+        ))
     }
 }
