@@ -402,9 +402,8 @@ async fn bad_options_refuse_the_load_with_a_clear_message() {
     ];
     for (options, expected) in cases {
         let demo = Demo::new(options).await;
-        let error = match demo.serve().await {
-            Ok(_) => panic!("loaded with {options}"),
-            Err(e) => e,
+        let Err(error) = demo.serve().await else {
+            panic!("loaded with {options}")
         };
         assert!(
             error.contains(expected) && error.contains("flattener"),
