@@ -23,6 +23,8 @@ mod search;
 mod segment;
 mod sort;
 mod stack;
+#[cfg(test)]
+mod test_support;
 mod validation;
 mod write;
 

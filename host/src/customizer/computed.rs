@@ -728,7 +728,7 @@ impl Decorator for Computed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::datasource::sql::{Options, Pool, SqlDataSource};
+    use crate::customizer::test_support::sqlite;
     use crate::datasource::{PrimitiveType, RelationSchema};
 
     fn field(collection: &str, name: &str, deps: &[&str]) -> Customization {
@@ -816,18 +816,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_dependency_fails_or_skips_the_field_and_its_readers() {
-        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
-        if let Pool::Sqlite(sqlite) = &pool {
-            sqlx::raw_sql("CREATE TABLE books (id INTEGER PRIMARY KEY, title TEXT);")
-                .execute(sqlite)
-                .await
-                .unwrap();
-        }
-        let base: Arc<dyn DataSource> = Arc::new(
-            SqlDataSource::from_pool(pool, Options::default())
-                .await
-                .unwrap(),
-        );
+        let base = sqlite("CREATE TABLE books (id INTEGER PRIMARY KEY, title TEXT);").await;
         let customizations = || {
             vec![
                 field("books", "a", &["nope"]),

@@ -436,102 +436,10 @@ pub(super) fn too_many_rows(collection: &str, field: &str, what: &str, limit: u6
     ))
 }
 
-/// A small SQLite shop and a computed `customers.fullName`, shared by the unit tests of the
-/// emulation and write layers.
-#[cfg(test)]
-pub(super) mod test_support {
-    use std::sync::Arc;
-
-    use crate::customizer::{Customization, Kind, closures};
-    use crate::datasource::sql::{Options, Pool, SqlDataSource};
-    use crate::datasource::{
-        Caller, DataSource, Filter, PrimitiveType, Projection, Record, Sort, Value,
-    };
-
-    const SEED: &str = "
-    CREATE TABLE customers (id INTEGER PRIMARY KEY, first_name TEXT, last_name TEXT);
-    CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER, customer_id INTEGER REFERENCES customers(id));
-    CREATE TABLE profiles (id INTEGER PRIMARY KEY, bio TEXT, customer_id INTEGER UNIQUE REFERENCES customers(id));
-    INSERT INTO customers VALUES (1, 'Ada', 'Lovelace'), (2, 'Alan', 'Turing'), (3, 'Grace', 'Hopper');
-    INSERT INTO orders VALUES (1, 10, 1), (2, 20, 2), (3, 30, 3), (4, 40, NULL), (5, 15, 1);
-    INSERT INTO profiles VALUES (1, 'math', 1);
-    ";
-
-    pub(crate) async fn base() -> Arc<dyn DataSource> {
-        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
-        if let Pool::Sqlite(sqlite) = &pool {
-            sqlx::raw_sql(SEED).execute(sqlite).await.unwrap();
-        }
-        Arc::new(
-            SqlDataSource::from_pool(pool, Options::default())
-                .await
-                .unwrap(),
-        )
-    }
-
-    pub(crate) fn caller() -> Caller {
-        Caller::system(chrono_tz::UTC)
-    }
-
-    pub(crate) fn string(s: &str) -> Value {
-        Value::String(s.to_owned())
-    }
-
-    /// `customers.fullName` = "first last".
-    pub(crate) fn full_name() -> Customization {
-        Customization::collection(
-            "test",
-            "customers",
-            Kind::ComputedField {
-                name: "fullName".into(),
-                column_type: PrimitiveType::String.into(),
-                dependencies: vec!["first_name".into(), "last_name".into()],
-                default_value: None,
-                enum_values: None,
-                handler: closures::compute(|batch| {
-                    Ok((0..batch.len)
-                        .map(|i| {
-                            let row = batch.row(i);
-                            let part = |k: &str| {
-                                row.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
-                            };
-                            Value::String(format!("{} {}", part("first_name"), part("last_name")))
-                        })
-                        .collect())
-                }),
-            },
-        )
-    }
-
-    /// The `id`s of `collection` listed with `filter`, in order.
-    pub(crate) async fn ids(
-        ds: &Arc<dyn DataSource>,
-        collection: &str,
-        filter: &Filter,
-    ) -> crate::datasource::Result<Vec<i64>> {
-        let records = ds
-            .collection(collection)?
-            .list(&caller(), filter, &Projection::new(["id"]))
-            .await?;
-        Ok(records
-            .iter()
-            .map(|r: &Record| match r.get("id") {
-                Some(Value::Int(i)) => *i,
-                other => panic!("no id: {other:?}"),
-            })
-            .collect())
-    }
-
-    /// A filter sorted by id.
-    pub(crate) fn by_id(tree: Option<crate::datasource::ConditionTree>) -> Filter {
-        Filter::new(tree).with_sort(Sort::asc("id"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::test_support::{base, by_id, caller, full_name, ids, string};
     use super::*;
+    use crate::customizer::test_support::{base, by_id, caller, full_name, ids, string};
     use crate::customizer::{StackOptions, build_stack, build_stack_with, closures};
 
     fn filtering(field: &str, mode: FilteringMode) -> Customization {

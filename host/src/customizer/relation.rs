@@ -877,7 +877,7 @@ mod tests {
 
     use super::super::{StackOptions, build_stack_with};
     use super::*;
-    use crate::datasource::sql::{Options, Pool, SqlDataSource};
+    use crate::customizer::test_support::{caller, sqlite};
     use crate::datasource::{CompositeDataSource, PrimitiveType};
 
     /// Lists seen by the base collections: (collection, projection).
@@ -964,18 +964,6 @@ mod tests {
         async fn delete(&self, caller: &Caller, filter: &Filter) -> Result<()> {
             self.inner.delete(caller, filter).await
         }
-    }
-
-    async fn sqlite(seed: &str) -> Arc<dyn DataSource> {
-        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
-        if let Pool::Sqlite(sqlite) = &pool {
-            sqlx::raw_sql(seed).execute(sqlite).await.unwrap();
-        }
-        Arc::new(
-            SqlDataSource::from_pool(pool, Options::default())
-                .await
-                .unwrap(),
-        )
     }
 
     /// Authors in one database; books, covers (a native relation to books) and tags in another.
@@ -1070,10 +1058,6 @@ mod tests {
         let (base, seen) = base().await;
         let stack = build_stack_with(base, customizations, &StackOptions::default()).unwrap();
         (stack, seen)
-    }
-
-    fn caller() -> Caller {
-        Caller::system(chrono_tz::UTC)
     }
 
     fn text(record: &Record, path: &str) -> String {

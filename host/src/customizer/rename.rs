@@ -502,32 +502,18 @@ impl Decorator for Renamed {
 mod tests {
     use super::super::{build_stack, build_stack_with};
     use super::*;
+    use crate::customizer::test_support::{caller, sqlite};
     use crate::datasource::{AggregationOperation, Operator};
 
     async fn base() -> Arc<dyn DataSource> {
-        use crate::datasource::sql::{Options, Pool, SqlDataSource};
-        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
-        if let Pool::Sqlite(sqlite) = &pool {
-            sqlx::raw_sql(
-                "CREATE TABLE customers (id INTEGER PRIMARY KEY, first_name TEXT);
+        sqlite(
+            "CREATE TABLE customers (id INTEGER PRIMARY KEY, first_name TEXT);
                  CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER, \
                    customer_id INTEGER REFERENCES customers(id));
                  INSERT INTO customers VALUES (1, 'Ada'), (2, 'Alan');
                  INSERT INTO orders VALUES (1, 10, 1), (2, 20, 1), (3, 30, 2), (4, 40, NULL);",
-            )
-            .execute(sqlite)
-            .await
-            .unwrap();
-        }
-        Arc::new(
-            SqlDataSource::from_pool(pool, Options::default())
-                .await
-                .unwrap(),
         )
-    }
-
-    fn caller() -> Caller {
-        Caller::system(chrono_tz::UTC)
+        .await
     }
 
     fn rename(collection: &str, from: &str, to: &str) -> Customization {

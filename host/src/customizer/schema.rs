@@ -76,21 +76,10 @@ impl Decorator for Overridden {
 mod tests {
     use super::super::build_stack;
     use super::*;
-    use crate::datasource::sql::{Options, Pool, SqlDataSource};
+    use crate::customizer::test_support::sqlite;
 
     async fn base() -> Arc<dyn DataSource> {
-        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
-        if let Pool::Sqlite(sqlite) = &pool {
-            sqlx::raw_sql("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);")
-                .execute(sqlite)
-                .await
-                .unwrap();
-        }
-        Arc::new(
-            SqlDataSource::from_pool(pool, Options::default())
-                .await
-                .unwrap(),
-        )
+        sqlite("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);").await
     }
 
     fn on_items(kind: Kind) -> Customization {

@@ -364,7 +364,7 @@ impl Decorator for Sorted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::customizer::operator::test_support::{base, caller, full_name, ids};
+    use crate::customizer::test_support::{base, caller, full_name, ids};
     use crate::customizer::{StackOptions, build_stack, build_stack_with};
 
     fn sorting(collection: &str, field: &str, mode: SortingMode) -> Customization {

@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use super::closures;
+use super::test_support::{caller, sqlite, string};
 use super::*;
 use crate::datasource::action::{
     ActionOutcome, ActionResult, ActionScope, FieldType, FormElement, FormField, FormPhase,
     FormValues,
 };
 use crate::datasource::chart::{ChartRequest, ChartResult};
-use crate::datasource::sql::{Options, Pool, SqlDataSource};
 use crate::datasource::{
     Aggregation, Caller, DataSource, Error, Filter, Operator, PrimitiveType, Projection, Record,
     Sort, Value,
@@ -26,23 +26,7 @@ INSERT INTO orders VALUES (1, 10, 1), (2, 20, 1), (3, 30, 2), (4, 40, NULL), (5,
 ";
 
 async fn base() -> Arc<dyn DataSource> {
-    let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
-    if let Pool::Sqlite(sqlite) = &pool {
-        sqlx::raw_sql(SEED).execute(sqlite).await.unwrap();
-    }
-    Arc::new(
-        SqlDataSource::from_pool(pool, Options::default())
-            .await
-            .unwrap(),
-    )
-}
-
-fn caller() -> Caller {
-    Caller::system(chrono_tz::UTC)
-}
-
-fn string(s: &str) -> Value {
-    Value::String(s.to_owned())
+    sqlite(SEED).await
 }
 
 /// The name of the orders → customers relation, as the SQL datasource names it.

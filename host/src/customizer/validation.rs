@@ -280,30 +280,16 @@ impl Decorator for Validated {
 mod tests {
     use super::super::{build_stack, build_stack_with};
     use super::*;
-    use crate::datasource::sql::{Options, Pool, SqlDataSource};
+    use crate::customizer::test_support::{caller, sqlite};
     use crate::datasource::{Projection, Sort};
 
     async fn base() -> Arc<dyn DataSource> {
-        let pool = Pool::connect("sqlite::memory:", 1).await.unwrap();
-        if let Pool::Sqlite(sqlite) = &pool {
-            sqlx::raw_sql(
-                "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT NOT NULL, age INTEGER, \
+        sqlite(
+            "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT NOT NULL, age INTEGER, \
                  email TEXT);
                  INSERT INTO people (name, age, email) VALUES ('Ada', 36, 'ada@x.io');",
-            )
-            .execute(sqlite)
-            .await
-            .unwrap();
-        }
-        Arc::new(
-            SqlDataSource::from_pool(pool, Options::default())
-                .await
-                .unwrap(),
         )
-    }
-
-    fn caller() -> Caller {
-        Caller::system(chrono_tz::UTC)
+        .await
     }
 
     fn rule(field: &str, operator: Operator, value: Option<Json>) -> Customization {

@@ -613,7 +613,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::customizer::operator::test_support::{base, by_id, caller, full_name, string};
+    use crate::customizer::test_support::{base, by_id, caller, full_name, string};
     use crate::customizer::{WriteContext, build_stack, closures};
     use crate::datasource::PrimitiveType;
 
@@ -908,10 +908,9 @@ mod tests {
         assert_eq!(name_of(4).await, (Value::Int(5), string("Eve")));
         // Order 5 shares customer 1.
         assert_eq!(name_of(5).await.1, string("Eve"));
-        let customers =
-            crate::customizer::operator::test_support::ids(&stack, "customers", &by_id(None))
-                .await
-                .unwrap();
+        let customers = crate::customizer::test_support::ids(&stack, "customers", &by_id(None))
+            .await
+            .unwrap();
         assert_eq!(customers, [1, 2, 3, 4, 5]);
     }
 
@@ -983,10 +982,9 @@ mod tests {
             .unwrap();
         assert_eq!(bio_of(1).await, string("logic"));
         assert_eq!(bio_of(2).await, string("logic"));
-        let profiles =
-            crate::customizer::operator::test_support::ids(&stack, "profiles", &by_id(None))
-                .await
-                .unwrap();
+        let profiles = crate::customizer::test_support::ids(&stack, "profiles", &by_id(None))
+            .await
+            .unwrap();
         assert_eq!(profiles.len(), 3, "profile 1 updated, two created");
     }
 }
