@@ -3,16 +3,12 @@
 //! from the column's [`Wire`] (`agent::wire`: values, write bodies, filter values, and the
 //! served `String` type with its `Match`/length rules), so this layer only sets that form.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::stack::StackOptions;
-use super::stack::{Decorator, Layer, by_collection, decorated};
+use super::stack::{StackOptions, schema_layer};
 use super::{BinaryMode, Customization, Kind};
 use crate::datasource::schema::{FieldSchema, Wire};
-use crate::datasource::{
-    Collection, CollectionSchema, ColumnType, DataSource, Error, PrimitiveType, Result,
-};
+use crate::datasource::{ColumnType, DataSource, Error, PrimitiveType, Result};
 
 /// The binary layer over `child`. The last mode declared for a column wins.
 pub(super) fn layer(
@@ -20,12 +16,12 @@ pub(super) fn layer(
     customizations: Vec<Customization>,
     options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
-    let mut schemas: HashMap<String, CollectionSchema> = HashMap::new();
-    for (collection, list) in by_collection(customizations) {
-        let mut schema = child.schema().collection(&collection)?.clone();
-        for customization in list {
+    schema_layer(
+        child,
+        customizations,
+        |collection, schema, customization| {
             let Kind::BinaryMode { field, mode } = &customization.kind else {
-                continue;
+                return Ok(());
             };
             let origin = &customization.origin;
             match schema.fields.get_mut(field) {
@@ -36,47 +32,20 @@ pub(super) fn layer(
                         BinaryMode::DataUri => Wire::DataUri,
                         BinaryMode::Hex => Wire::Hex,
                     };
+                    Ok(())
                 }
                 // The agent's "Expected a binary field", naming the field.
-                Some(_) => {
-                    return Err(Error::validation(format!(
-                        "{origin}: cannot set the binary mode of '{collection}.{field}': \
-                         expected a binary field"
-                    )));
-                }
+                Some(_) => Err(Error::validation(format!(
+                    "{origin}: cannot set the binary mode of '{collection}.{field}': \
+                 expected a binary field"
+                ))),
                 None => options.missing(format!(
                     "{origin}: cannot set the binary mode of '{collection}.{field}', which does \
-                     not exist"
-                ))?,
+                 not exist"
+                )),
             }
-        }
-        schemas.insert(collection, schema);
-    }
-    let layer = Layer::new(Arc::clone(child), |collection| {
-        Ok(schemas.remove(&collection.schema().name).map(|schema| {
-            decorated(BinaryForm {
-                child: collection,
-                schema,
-            })
-        }))
-    })?;
-    Ok(Arc::new(layer))
-}
-
-/// A collection whose binary columns have the declared wire forms.
-struct BinaryForm {
-    child: Arc<dyn Collection>,
-    schema: CollectionSchema,
-}
-
-impl Decorator for BinaryForm {
-    fn child(&self) -> &Arc<dyn Collection> {
-        &self.child
-    }
-
-    fn schema(&self) -> &CollectionSchema {
-        &self.schema
-    }
+        },
+    )
 }
 
 #[cfg(test)]

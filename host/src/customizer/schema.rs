@@ -2,14 +2,12 @@
 //! and `disableFieldSorting` (`isSortable: false`). Only the schema changes; every operation is
 //! forwarded, the agent refusing what the schema no longer advertises.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::stack::StackOptions;
-use super::stack::{Decorator, Layer, by_collection, decorated};
+use super::stack::{StackOptions, schema_layer};
 use super::{Customization, Kind, SortingMode};
 use crate::datasource::schema::FieldSchema;
-use crate::datasource::{Collection, CollectionSchema, DataSource, Result};
+use crate::datasource::{DataSource, Result};
 
 /// The schema layer over `child`.
 pub(super) fn layer(
@@ -17,59 +15,34 @@ pub(super) fn layer(
     customizations: Vec<Customization>,
     options: &StackOptions,
 ) -> Result<Arc<dyn DataSource>> {
-    let mut schemas: HashMap<String, CollectionSchema> = HashMap::new();
-    for (collection, list) in by_collection(customizations) {
-        let mut schema = child.schema().collection(&collection)?.clone();
-        for customization in list {
+    schema_layer(
+        child,
+        customizations,
+        |collection, schema, customization| {
             match &customization.kind {
-                Kind::DisableCount => schema.countable = false,
-                Kind::Sorting {
-                    field,
-                    mode: SortingMode::Disable,
-                } => match schema.fields.get_mut(field) {
-                    Some(FieldSchema::Column(column)) => column.is_sortable = false,
-                    Some(FieldSchema::Relation(_)) => {
-                        return Err(crate::datasource::Error::validation(format!(
-                            "{}: cannot disable sorting on '{collection}.{field}', which is a \
-                             relation",
-                            customization.origin
-                        )));
-                    }
-                    None => options.missing(format!(
-                        "{}: cannot disable sorting on '{collection}.{field}', which does not exist",
+            Kind::DisableCount => schema.countable = false,
+            Kind::Sorting {
+                field,
+                mode: SortingMode::Disable,
+            } => match schema.fields.get_mut(field) {
+                Some(FieldSchema::Column(column)) => column.is_sortable = false,
+                Some(FieldSchema::Relation(_)) => {
+                    return Err(crate::datasource::Error::validation(format!(
+                        "{}: cannot disable sorting on '{collection}.{field}', which is a \
+                         relation",
                         customization.origin
-                    ))?,
-                },
-                _ => {}
-            }
+                    )));
+                }
+                None => options.missing(format!(
+                    "{}: cannot disable sorting on '{collection}.{field}', which does not exist",
+                    customization.origin
+                ))?,
+            },
+            _ => {}
         }
-        schemas.insert(collection, schema);
-    }
-    let layer = Layer::new(Arc::clone(child), |collection| {
-        Ok(schemas.remove(&collection.schema().name).map(|schema| {
-            decorated(Overridden {
-                child: collection,
-                schema,
-            })
-        }))
-    })?;
-    Ok(Arc::new(layer))
-}
-
-/// A collection served with an overridden schema.
-struct Overridden {
-    child: Arc<dyn Collection>,
-    schema: CollectionSchema,
-}
-
-impl Decorator for Overridden {
-    fn child(&self) -> &Arc<dyn Collection> {
-        &self.child
-    }
-
-    fn schema(&self) -> &CollectionSchema {
-        &self.schema
-    }
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]

@@ -265,6 +265,49 @@ pub(super) fn by_collection(
     out
 }
 
+/// A layer that changes only what collections advertise: `edit(collection, schema,
+/// customization)` applies each customization, in declaration order, to a copy of its
+/// collection's schema; every operation is forwarded to the layer below.
+pub(super) fn schema_layer(
+    child: &Arc<dyn DataSource>,
+    customizations: Vec<Customization>,
+    mut edit: impl FnMut(&str, &mut CollectionSchema, &Customization) -> Result<()>,
+) -> Result<Arc<dyn DataSource>> {
+    let mut schemas: HashMap<String, CollectionSchema> = HashMap::new();
+    for (collection, list) in by_collection(customizations) {
+        let mut schema = child.schema().collection(&collection)?.clone();
+        for customization in &list {
+            edit(&collection, &mut schema, customization)?;
+        }
+        schemas.insert(collection, schema);
+    }
+    let layer = Layer::new(Arc::clone(child), |collection| {
+        Ok(schemas.remove(&collection.schema().name).map(|schema| {
+            decorated(SchemaOnly {
+                child: collection,
+                schema,
+            })
+        }))
+    })?;
+    Ok(Arc::new(layer))
+}
+
+/// A collection served with another schema, every operation forwarded.
+struct SchemaOnly {
+    child: Arc<dyn Collection>,
+    schema: CollectionSchema,
+}
+
+impl Decorator for SchemaOnly {
+    fn child(&self) -> &Arc<dyn Collection> {
+        &self.child
+    }
+
+    fn schema(&self) -> &CollectionSchema {
+        &self.schema
+    }
+}
+
 /// One layer of the stack: the decorated collections over the layer below. Collections without
 /// customizations are the child's own.
 pub(super) struct Layer {
