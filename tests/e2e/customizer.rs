@@ -8,10 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use canopy::auth::SessionKey;
-use canopy::config::HttpConfig;
+use axum::http::{StatusCode, header};
 use canopy::customizer::{
     ActionHandler, Customization, FieldSelection, HookData, HookOperation, HookPosition, Kind,
     SearchMode, SegmentSource, build_stack, closures,
@@ -25,11 +22,12 @@ use canopy::datasource::sql::Options;
 use canopy::datasource::{
     ConditionTree, DataSource, Error, Operator, PrimitiveType, Record, Value,
 };
-use canopy::http::{AppState, router};
+use canopy::http::router;
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::http::{envelope, get, send, token};
+use crate::harness::{attribute, ids, post, serve, state, with_body};
+use crate::http::{delete, envelope, get, send};
 use crate::list::shop;
 
 /// What the closure handlers saw: computed-field calls with their row counts, hook runs.
@@ -397,57 +395,14 @@ fn who_ordered() -> Customization {
     )
 }
 
-fn http_config() -> HttpConfig {
-    HttpConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
-        json_limit: 1 << 20,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
-    }
-}
-
 /// The router over the customized shop.
 async fn app(backend: Backend, unsafe_endpoint: bool) -> (canopy_e2e::TestDb, Router, Arc<Log>) {
     let (db, datasource) = shop(backend).await;
     let log = Arc::new(Log::default());
     let stack = build_stack(Arc::new(datasource), customizations(&log)).unwrap();
-    let mut state = AppState::new(stack, SessionKey::new("a-test-auth-secret"), &http_config());
+    let mut state = state(stack);
     state.use_unsafe_action_endpoint = unsafe_endpoint;
     (db, router(Arc::new(state)), log)
-}
-
-fn post(uri: &str, body: &Json) -> Request<Body> {
-    with_body("POST", uri, body)
-}
-
-fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
-    Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn attribute<'a>(body: &'a Json, field: &str) -> Vec<&'a Json> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| &r["attributes"][field])
-        .collect()
-}
-
-fn ids(body: &Json) -> Vec<String> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 async fn computed_fields(backend: Backend) {
@@ -542,14 +497,7 @@ async fn hooks(backend: Backend) {
     assert_eq!(body["data"]["attributes"]["note"], "PATCHED", "{body}");
 
     // A Before Delete error stops the delete with its message.
-    let (status, _, body) = send(
-        &app,
-        Request::delete(format!("/forest/orders/{id}?timezone=UTC"))
-            .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await;
+    let (status, _, body) = send(&app, delete(&format!("/forest/orders/{id}?timezone=UTC"))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body, envelope("ValidationError", "Orders are kept", 400));
     let (status, _, body) = send(&app, get(&format!("/forest/orders/{id}?timezone=UTC"))).await;
@@ -944,8 +892,7 @@ async fn keyed_app(backend: Backend) -> (canopy_e2e::TestDb, Router) {
         })
         .collect();
     let stack = build_stack(Arc::new(datasource), customizations).unwrap();
-    let state = AppState::new(stack, SessionKey::new("a-test-auth-secret"), &http_config());
-    (db, router(Arc::new(state)))
+    (db, serve(stack))
 }
 
 /// `getRecordIds()` gives the ids the client sees: the list route's ids of the same records,

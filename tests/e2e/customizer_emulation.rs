@@ -7,10 +7,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use canopy::auth::SessionKey;
-use canopy::config::HttpConfig;
+use axum::http::StatusCode;
 use canopy::customizer::{
     Customization, FilteringMode, Kind, OverrideOperation, SortingMode, StackOptions,
     build_stack_with, closures,
@@ -18,27 +15,12 @@ use canopy::customizer::{
 use canopy::datasource::{
     ConditionTree, Filter, Operator, PrimitiveType, Projection, Record, SortClause, Value,
 };
-use canopy::http::{AppState, router};
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::http::{get, send, token};
+use crate::harness::{filters, get_ok, ids, on, serve, with_body};
+use crate::http::{delete, get, send};
 use crate::list::shop;
-
-fn http_config() -> HttpConfig {
-    HttpConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
-        json_limit: 1 << 20,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
-    }
-}
-
-fn on(collection: &str, kind: Kind) -> Customization {
-    Customization::collection("test-plugin", collection, kind)
-}
 
 fn text(v: &Value) -> String {
     match v {
@@ -165,53 +147,13 @@ async fn app_with(
 ) -> (canopy_e2e::TestDb, Router) {
     let (db, datasource) = shop(backend).await;
     let stack = build_stack_with(Arc::new(datasource), customizations, options).unwrap();
-    let state = AppState::new(stack, SessionKey::new("a-test-auth-secret"), &http_config());
-    (db, router(Arc::new(state)))
-}
-
-/// A condition tree for the `filters` query parameter, percent-encoded.
-fn filters(tree: &Json) -> String {
-    tree.to_string()
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
-    Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn ids(body: &Json) -> Vec<String> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-async fn list(app: &Router, uri: &str) -> Json {
-    let (status, _, body) = send(app, get(uri)).await;
-    assert_eq!(status, StatusCode::OK, "{uri}: {body}");
-    body
+    (db, serve(stack))
 }
 
 async fn emulated_filter_and_sort_on_a_computed_field(backend: Backend) {
     let (_db, app) = app_with(backend, customizations(), &StackOptions::default()).await;
     // ANN, BOB, CARL, DORA.
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/customers?timezone=UTC&fields[customers]=id,shout&sort=-shout",
     )
@@ -228,7 +170,7 @@ async fn emulated_filter_and_sort_on_a_computed_field(backend: Backend) {
         [&json!("DORA"), &json!("CARL"), &json!("BOB"), &json!("ANN")]
     );
     // Paginated in memory.
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/customers?timezone=UTC&fields[customers]=id,shout&sort=shout&page[number]=2&page[size]=3",
     )
@@ -237,7 +179,7 @@ async fn emulated_filter_and_sort_on_a_computed_field(backend: Backend) {
 
     // Filtered in memory, then sorted in memory.
     let contains_a = filters(&json!({"field": "shout", "operator": "contains", "value": "A"}));
-    let body = list(
+    let body = get_ok(
         &app,
         &format!(
             "/forest/customers?timezone=UTC&fields[customers]=id&filters={contains_a}&sort=-shout"
@@ -259,7 +201,7 @@ async fn emulated_filter_and_sort_on_a_computed_field(backend: Backend) {
         {"field": "shout", "operator": "starts_with", "value": "B"},
         {"field": "vip", "operator": "equal", "value": false},
     ]}));
-    let body = list(
+    let body = get_ok(
         &app,
         &format!("/forest/customers?timezone=UTC&fields[customers]=id&filters={tree}"),
     )
@@ -267,7 +209,7 @@ async fn emulated_filter_and_sort_on_a_computed_field(backend: Backend) {
     assert_eq!(ids(&body), ["2"]);
     // Through a relation: the customers' rule, nested under orders.customer.
     let tree = filters(&json!({"field": "customer:shout", "operator": "equal", "value": "ANN"}));
-    let body = list(
+    let body = get_ok(
         &app,
         &format!("/forest/orders?timezone=UTC&fields[orders]=id&filters={tree}&sort=id"),
     )
@@ -313,7 +255,7 @@ async fn the_row_limit_stops_emulation_with_a_clear_error(backend: Backend) {
     );
     // A sort whose filter keeps the records under the limit is answered.
     let tree = filters(&json!({"field": "id", "operator": "greater_than", "value": 1}));
-    let body = list(
+    let body = get_ok(
         &app,
         &format!("/forest/customers?timezone=UTC&fields[customers]=id&filters={tree}&sort=-shout"),
     )
@@ -324,7 +266,7 @@ async fn the_row_limit_stops_emulation_with_a_clear_error(backend: Backend) {
 async fn replaced_operator_and_sort(backend: Backend) {
     let (_db, app) = app_with(backend, customizations(), &StackOptions::default()).await;
     let tree = filters(&json!({"field": "countryName", "operator": "equal", "value": "France"}));
-    let body = list(
+    let body = get_ok(
         &app,
         &format!(
             "/forest/customers?timezone=UTC&fields[customers]=id,countryName&filters={tree}&sort=id"
@@ -344,7 +286,7 @@ async fn replaced_operator_and_sort(backend: Backend) {
     // Sorting by countryName sorts by country name, then name (Carl, without email nor country,
     // is left out: where NULLs go differs between databases).
     let present = filters(&json!({"field": "email", "operator": "present"}));
-    let body = list(
+    let body = get_ok(
         &app,
         &format!(
             "/forest/customers?timezone=UTC&fields[customers]=id&filters={present}&sort=countryName"
@@ -353,7 +295,7 @@ async fn replaced_operator_and_sort(backend: Backend) {
     .await;
     assert_eq!(ids(&body), ["1", "4", "2"]);
     // Descending inverts every replacing clause.
-    let body = list(
+    let body = get_ok(
         &app,
         &format!("/forest/customers?timezone=UTC&fields[customers]=id&filters={present}&sort=-countryName"),
     )
@@ -390,7 +332,7 @@ async fn replaced_writing(backend: Backend) {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let body = list(&app, "/forest/countries/2?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/countries/2?timezone=UTC").await;
     assert_eq!(body["data"]["attributes"]["name"], "Nippon", "{body}");
     // Carl has no country: one is created and linked.
     let (status, _, body) = send(
@@ -403,7 +345,7 @@ async fn replaced_writing(backend: Backend) {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/customers/3?timezone=UTC&fields[customers]=id,countryName",
     )
@@ -421,7 +363,7 @@ async fn replaced_writing(backend: Backend) {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let id = body["data"]["id"].as_str().unwrap().to_owned();
-    let body = list(
+    let body = get_ok(
         &app,
         &format!("/forest/customers/{id}?timezone=UTC&fields[customers]=id,name,countryName"),
     )
@@ -519,17 +461,10 @@ async fn overrides_of_each_operation(backend: Backend) {
     );
     assert_eq!(body["data"]["attributes"]["status"], "new", "{body}");
 
-    let (status, _, body) = send(
-        &app,
-        Request::delete("/forest/orders/2?timezone=UTC")
-            .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await;
+    let (status, _, body) = send(&app, delete("/forest/orders/2?timezone=UTC")).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     // Still there, cancelled.
-    let body = list(&app, "/forest/orders/2?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/orders/2?timezone=UTC").await;
     assert_eq!(body["data"]["attributes"]["status"], "cancelled", "{body}");
 
     // A created record without its primary key.

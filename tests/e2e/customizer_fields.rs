@@ -8,46 +8,27 @@
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use canopy::agent::schema_file::{Meta, NoActions, SchemaFile};
-use canopy::auth::SessionKey;
-use canopy::config::HttpConfig;
+use axum::http::StatusCode;
 use canopy::customizer::{
     BinaryMode, Customization, HookData, HookOperation, HookPosition, Kind, SortingMode,
     build_stack, closures,
 };
 use canopy::datasource::sql::Options;
 use canopy::datasource::{DataSource, Operator, PrimitiveType, Value};
-use canopy::http::{AppState, router};
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::http::{envelope, get, send, token};
+use crate::harness::{
+    attribute, filters, ids, on, schema_collection, schema_field, schema_file, serve, with_body,
+};
+use crate::http::{envelope, get, send};
 use crate::list::shop;
-
-fn http_config() -> HttpConfig {
-    HttpConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
-        json_limit: 1 << 20,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
-    }
-}
 
 /// The router over `datasource` customized with `customizations`, and the schema file it serves.
 fn app(datasource: Arc<dyn DataSource>, customizations: Vec<Customization>) -> (Router, Json) {
     let stack = build_stack(datasource, customizations).unwrap();
-    let file = SchemaFile::build(stack.schema(), &NoActions, Meta::default()).unwrap();
-    let file = json!({ "collections": file.collections });
-    let state = AppState::new(stack, SessionKey::new("a-test-auth-secret"), &http_config());
-    (router(Arc::new(state)), file)
-}
-
-fn on(collection: &str, kind: Kind) -> Customization {
-    Customization::collection("test-plugin", collection, kind)
+    let file = schema_file(&stack);
+    (serve(stack), file)
 }
 
 fn rename(collection: &str, from: &str, to: &str) -> Customization {
@@ -89,47 +70,6 @@ fn joined(collection: &str, name: &str, deps: &[&str]) -> Customization {
     )
 }
 
-fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
-    Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn attribute<'a>(body: &'a Json, field: &str) -> Vec<&'a Json> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| &r["attributes"][field])
-        .collect()
-}
-
-fn ids(body: &Json) -> Vec<&str> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| r["id"].as_str().unwrap())
-        .collect()
-}
-
-/// A condition tree for the `filters` query parameter, percent-encoded.
-fn filters(tree: &Json) -> String {
-    let mut out = String::new();
-    for byte in tree.to_string().bytes() {
-        if byte.is_ascii_alphanumeric() {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
 /// The field names of a collection in the schema file.
 fn field_names(file: &Json, collection: &str) -> Vec<String> {
     schema_collection(file, collection)["fields"]
@@ -138,25 +78,6 @@ fn field_names(file: &Json, collection: &str) -> Vec<String> {
         .iter()
         .map(|f| f["field"].as_str().unwrap().to_owned())
         .collect()
-}
-
-fn schema_collection<'a>(file: &'a Json, collection: &str) -> &'a Json {
-    file["collections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == collection)
-        .unwrap_or_else(|| panic!("no collection {collection}"))
-}
-
-fn schema_field(file: &Json, collection: &str, field: &str) -> Json {
-    schema_collection(file, collection)["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["field"] == field)
-        .unwrap_or_else(|| panic!("no field {collection}.{field}"))
-        .clone()
 }
 
 /// Renames over a computed field and a hook; validation (on the name below) above the hook.
@@ -367,7 +288,7 @@ async fn removed_fields_and_collections(backend: Backend) {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         attribute(&body, "place")[..2],
-        [&json!("France"), &json!("Japan")]
+        [json!("France"), json!("Japan")]
     );
 
     let (status, _, body) = send(
@@ -523,7 +444,7 @@ async fn binary_mode(backend: Backend) {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(attribute(&body, "avatar"), [&json!(PNG)]);
+    assert_eq!(attribute(&body, "avatar"), [json!(PNG)]);
 
     let (status, _, body) = send(
         &app,

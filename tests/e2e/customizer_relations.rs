@@ -9,11 +9,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use canopy::agent::schema_file::{Meta, NoActions, SchemaFile};
-use canopy::auth::SessionKey;
-use canopy::config::HttpConfig;
+use axum::http::StatusCode;
 use canopy::customizer::{
     Customization, FilteringMode, Kind, RelationDefinition, StackOptions, build_stack_with,
     closures,
@@ -22,25 +18,16 @@ use canopy::datasource::sql::Options;
 use canopy::datasource::{
     ColumnType, CompositeDataSource, DataSource, Operator, PrimitiveType, Value,
 };
-use canopy::http::{AppState, router};
 use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::http::{get, send, token};
+use crate::harness::{
+    attribute, filters, get_ok, ids, schema_field, schema_file, serve, with_body,
+};
+use crate::http::{get, send};
 use crate::list::{portable, shop};
 
 const PLUGIN: &str = "relations-plugin";
-
-fn http_config() -> HttpConfig {
-    HttpConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
-        json_limit: 1 << 20,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
-    }
-}
 
 fn relation(collection: &str, name: &str, definition: RelationDefinition) -> Customization {
     Customization::collection(
@@ -145,75 +132,6 @@ async fn app(
     (db, served)
 }
 
-/// The collections of the schema file the agent would send for this stack.
-fn schema_file(stack: &Arc<dyn DataSource>) -> Json {
-    let file = SchemaFile::build(stack.schema(), &NoActions, Meta::default()).unwrap();
-    json!({ "collections": file.collections })
-}
-
-/// A field of a collection in the schema file.
-fn schema_field<'a>(file: &'a Json, collection: &str, field: &str) -> &'a Json {
-    file["collections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == collection)
-        .and_then(|c| {
-            c["fields"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|f| f["field"] == field)
-        })
-        .unwrap_or_else(|| panic!("no field {collection}.{field} in {file}"))
-}
-
-fn serve(stack: Arc<dyn DataSource>) -> Router {
-    let state = AppState::new(stack, SessionKey::new("a-test-auth-secret"), &http_config());
-    router(Arc::new(state))
-}
-
-fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
-    Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-/// A condition tree for the `filters` query parameter, percent-encoded.
-fn filters(tree: &Json) -> String {
-    let mut out = String::new();
-    for byte in tree.to_string().bytes() {
-        if byte.is_ascii_alphanumeric() {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-fn ids(body: &Json) -> Vec<String> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn attribute(body: &Json, field: &str) -> Vec<Json> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| r["attributes"][field].clone())
-        .collect()
-}
-
 /// The id each record links to through a to-one relation (`None` for null).
 fn linked(body: &Json, relation: &str) -> Vec<Option<String>> {
     body["data"]
@@ -237,12 +155,6 @@ fn included<'a>(body: &'a Json, kind: &str, id: &str, field: &str) -> &'a Json {
         .find(|r| r["type"] == kind && r["id"] == id)
         .map(|r| &r["attributes"][field])
         .unwrap_or_else(|| panic!("{kind} {id} is not included: {body}"))
-}
-
-async fn get_ok(app: &Router, uri: &str) -> Json {
-    let (status, _, body) = send(app, get(uri)).await;
-    assert_eq!(status, StatusCode::OK, "{uri}: {body}");
-    body
 }
 
 async fn count(app: &Router, uri: &str) -> u64 {

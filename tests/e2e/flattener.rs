@@ -10,16 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::StatusCode;
 use canopy::app::Served;
 use canopy::config::{Config, ServeArgs};
 use canopy::datasource::DataSource;
 use serde_json::{Value as Json, json};
 
-use crate::http::{get, send, token};
+use crate::harness::{AUTH_SECRET, attribute, filters, with_body};
+use crate::http::{get, send};
 
-const AUTH_SECRET: &str = "a-test-auth-secret";
 const ENV_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 /// The options file the demo loads.
@@ -109,37 +108,9 @@ impl Demo {
     }
 }
 
-fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
-    Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn attributes<'a>(body: &'a Json, field: &str) -> Vec<&'a Json> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| &r["attributes"][field])
-        .collect()
-}
-
 /// `field Operator value` as the list route's `filters` parameter, URL-encoded.
 fn filter(field: &str, operator: &str, value: &Json) -> String {
-    let tree = json!({"field": field, "operator": operator, "value": value}).to_string();
-    tree.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    filters(&json!({"field": field, "operator": operator, "value": value}))
 }
 
 #[tokio::test]
@@ -155,12 +126,12 @@ async fn lists_show_the_flattened_fields_and_the_schema_hides_the_json_column() 
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(attributes(&body, "address@@@city"), ["Lyon", "Berlin"]);
+    assert_eq!(attribute(&body, "address@@@city"), ["Lyon", "Berlin"]);
     assert_eq!(
-        attributes(&body, "address@@@street"),
+        attribute(&body, "address@@@street"),
         ["1 Main Street", "2 Main Street"]
     );
-    assert_eq!(attributes(&body, "address@@@zip"), ["00007", "00014"]);
+    assert_eq!(attribute(&body, "address@@@zip"), ["00007", "00014"]);
 
     let city = demo.schema_field("customers", "address@@@city").unwrap();
     assert_eq!(city["type"], "String", "{city}");
@@ -191,12 +162,12 @@ async fn lists_show_the_flattened_fields_and_the_schema_hides_the_json_column() 
     assert_eq!(status, StatusCode::OK, "{body}");
     // Order i belongs to customer 1 + (i * 31 % 1000); its shipping city cycles on i % 3.
     assert_eq!(
-        attributes(&body, "customer@@@email"),
+        attribute(&body, "customer@@@email"),
         ["customer32@example.com", "customer63@example.com"]
     );
-    assert_eq!(attributes(&body, "customer@@@first_name"), ["Cleo", "Dave"]);
+    assert_eq!(attribute(&body, "customer@@@first_name"), ["Cleo", "Dave"]);
     assert_eq!(
-        attributes(&body, "shipping_address@@@city"),
+        attribute(&body, "shipping_address@@@city"),
         ["Lyon", "Berlin"]
     );
 }
@@ -234,7 +205,7 @@ async fn column_fields_refuse_filters_and_sorts_and_relation_fields_accept_them(
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let emails = attributes(&body, "customer@@@email");
+    let emails = attribute(&body, "customer@@@email");
     assert!(!emails.is_empty());
     assert!(
         emails.iter().all(|e| *e == "customer32@example.com"),
@@ -251,7 +222,7 @@ async fn column_fields_refuse_filters_and_sorts_and_relation_fields_accept_them(
     assert_eq!(status, StatusCode::OK, "{body}");
     // Descending as text: `@` sorts after the digits, so customer9@ comes first.
     assert_eq!(
-        attributes(&body, "customer@@@email"),
+        attribute(&body, "customer@@@email"),
         ["customer9@example.com"]
     );
 }
@@ -428,9 +399,9 @@ async fn a_use_entry_applies_the_functions_to_its_collection() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(attributes(&body, "address@@@city"), ["Lyon"]);
+    assert_eq!(attribute(&body, "address@@@city"), ["Lyon"]);
     assert_eq!(
-        *attributes(&body, "address")[0],
+        attribute(&body, "address")[0],
         json!({"street": "1 Main Street", "city": "Lyon", "zip": "00007"})
     );
     assert_eq!(demo.schema_field("customers", "address@@@street"), None);

@@ -70,6 +70,14 @@ pub(crate) fn get(uri: &str) -> Request<Body> {
         .unwrap()
 }
 
+/// A DELETE without a body, with the session token.
+pub(crate) fn delete(uri: &str) -> Request<Body> {
+    Request::delete(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
+        .body(Body::empty())
+        .unwrap()
+}
+
 /// Status, headers and body (JSON when it parses, else a string).
 pub(crate) async fn send(
     app: &Router,
@@ -302,11 +310,8 @@ async fn csv_export_and_deletes(backend: Backend) {
     );
     assert_eq!(headers[header::CONTENT_TYPE], "application/octet-stream");
 
-    let delete = Request::delete("/forest/order_lines/1%7C2?timezone=UTC")
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .body(Body::empty())
-        .unwrap();
-    assert_eq!(send(&app, delete).await.0, StatusCode::NO_CONTENT);
+    let one = delete("/forest/order_lines/1%7C2?timezone=UTC");
+    assert_eq!(send(&app, one).await.0, StatusCode::NO_CONTENT);
     let bulk = Request::delete("/forest/order_lines?timezone=UTC")
         .header(header::AUTHORIZATION, format!("Bearer {}", token()))
         .header(header::CONTENT_TYPE, "application/json")

@@ -5,16 +5,13 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use canopy::auth::SessionKey;
-use canopy::config::HttpConfig;
+use axum::http::StatusCode;
 use canopy::datasource::sql::Options;
-use canopy::http::{AppState, router};
 use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::http::{envelope, get, send, token};
+use crate::harness::{serve, with_body};
+use crate::http::{envelope, get, send};
 use crate::list::portable;
 
 /// customers ← orders (customer), orders ↔ tags through order_tags, orders ← invoices
@@ -65,31 +62,7 @@ async fn crm(backend: Backend) -> (TestDb, Router) {
 /// The router over the database's tables.
 async fn app_over(db: &TestDb) -> Router {
     let datasource = db.datasource(Options::default()).await;
-    let http = HttpConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
-        json_limit: 1 << 20,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
-    };
-    let state = AppState::new(
-        Arc::new(datasource),
-        SessionKey::new("a-test-auth-secret"),
-        &http,
-    );
-    router(Arc::new(state))
-}
-
-/// A request with a JSON body and the session token.
-fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
-    Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
+    serve(Arc::new(datasource))
 }
 
 /// The selection body of these ids.

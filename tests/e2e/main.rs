@@ -15,6 +15,7 @@ mod customizer_emulation;
 mod customizer_fields;
 mod customizer_relations;
 mod flattener;
+mod harness;
 mod http;
 mod http_props;
 mod http_stats;

@@ -9,17 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use canopy::auth::SessionKey;
-use canopy::config::HttpConfig;
+use axum::http::StatusCode;
 use canopy::customizer::build_stack;
 use canopy::datasource::DataSource;
-use canopy::http::{AppState, router};
 use canopy::plugins::{PluginSet, Runtime};
 use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 
+use crate::harness::{attribute, filters, get_ok, ids, with_body};
 use crate::http::{get, send};
 use crate::list::shop;
 
@@ -38,17 +35,6 @@ fn plugin_dir(plugins: &[(&str, &str, Option<&str>)]) -> PathBuf {
         }
     }
     dir
-}
-
-fn http_config() -> HttpConfig {
-    HttpConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
-        json_limit: 1024 * 1024,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
-    }
 }
 
 /// The shop fixture plus a many-to-many pair (`tags`, `customer_tags`) and a binary column
@@ -87,12 +73,7 @@ async fn serve(
     let set = PluginSet::load(&runtime, dir, base.schema()).await?;
     let customizations = set.customizations(base.schema())?;
     let stack = build_stack(base, customizations).map_err(|e| e.to_string())?;
-    let state = AppState::new(
-        stack.clone(),
-        SessionKey::new("a-test-auth-secret"),
-        &http_config(),
-    );
-    Ok((router(Arc::new(state)), stack))
+    Ok((crate::harness::serve(stack.clone()), stack))
 }
 
 /// The shop served with customizer2 declaring the given groups of kinds.
@@ -102,56 +83,6 @@ async fn app(backend: Backend, kinds: &[&str]) -> (TestDb, Router, Arc<dyn DataS
     let dir = plugin_dir(&[("customizer2", "customizer2", Some(&toml))]);
     let (router, stack) = serve(base, &dir).await.unwrap_or_else(|e| panic!("{e}"));
     (db, router, stack)
-}
-
-fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
-    Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(
-            header::AUTHORIZATION,
-            format!("Bearer {}", crate::http::token()),
-        )
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-/// `filters=` with the condition tree percent-encoded.
-fn filters(tree: &Json) -> String {
-    let mut out = String::from("filters=");
-    for b in tree.to_string().bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-async fn list(app: &Router, uri: &str) -> Json {
-    let (status, _, body) = send(app, get(uri)).await;
-    assert_eq!(status, StatusCode::OK, "{uri}: {body}");
-    body
-}
-
-fn ids(body: &Json) -> Vec<String> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn attribute(body: &Json, field: &str) -> Vec<Json> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| r["attributes"][field].clone())
-        .collect()
 }
 
 fn included_names(body: &Json) -> Vec<String> {
@@ -164,7 +95,7 @@ fn included_names(body: &Json) -> Vec<String> {
 }
 
 async fn related_ids(app: &Router, path: &str) -> Vec<String> {
-    let mut found = ids(&list(app, &format!("/forest/{path}?timezone=UTC&sort=id")).await);
+    let mut found = ids(&get_ok(app, &format!("/forest/{path}?timezone=UTC&sort=id")).await);
     found.sort();
     found
 }
@@ -184,7 +115,7 @@ on_all_backends!(
 /// Many-to-one, one-to-many, one-to-one, many-to-many and an external relation.
 async fn relations_declared_by_a_plugin(backend: Backend) {
     let (_db, app, _) = app(backend, &["relations"]).await;
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/orders?timezone=UTC&fields[orders]=id,buyer&fields[buyer]=name&sort=id",
     )
@@ -206,13 +137,13 @@ async fn relations_declared_by_a_plugin(backend: Backend) {
         related_ids(&app, "customers/2/relationships/labels").await,
         ["2"]
     );
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/countries?timezone=UTC&fields[countries]=id,resident&fields[resident]=name&sort=id",
     )
     .await;
     assert!(included_names(&body).contains(&"Bob".to_owned()), "{body}");
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/customers?timezone=UTC&fields[customers]=id,notes&sort=id",
     )
@@ -223,7 +154,7 @@ async fn relations_declared_by_a_plugin(backend: Backend) {
 /// `import_field` (read-only), `rename_field`, `remove_field`, `remove_collection`.
 async fn fields_imported_renamed_and_removed_by_a_plugin(backend: Backend) {
     let (_db, app, _) = app(backend, &["fields"]).await;
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/orders?timezone=UTC&fields[orders]=id,buyerName&sort=id",
     )
@@ -248,10 +179,10 @@ async fn fields_imported_renamed_and_removed_by_a_plugin(backend: Backend) {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "read-only import: {body}");
-    let body = list(&app, "/forest/orders/1?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/orders/1?timezone=UTC").await;
     let attributes = body["data"]["attributes"].as_object().unwrap();
     assert!(!attributes.contains_key("note"), "{body}");
-    let body = list(&app, "/forest/customers/1?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/customers/1?timezone=UTC").await;
     assert_eq!(body["data"]["attributes"]["mail"], "ann@x.io", "{body}");
     assert!(body["data"]["attributes"].get("email").is_none(), "{body}");
     let (status, _, body) = send(&app, get("/forest/order_lines?timezone=UTC")).await;
@@ -320,7 +251,7 @@ async fn field_writing_replaced_by_a_plugin(backend: Backend) {
 /// data URI.
 async fn binary_mode_replaced_by_a_plugin(backend: Backend) {
     let (_db, app, _) = app(backend, &["binary"]).await;
-    let body = list(&app, "/forest/files/1?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/files/1?timezone=UTC").await;
     assert_eq!(body["data"]["attributes"]["data"], "cafe", "{body}");
 }
 
@@ -328,19 +259,19 @@ async fn binary_mode_replaced_by_a_plugin(backend: Backend) {
 /// `amount` descending), a disabled one (`isSortable: false`).
 async fn sorting_emulated_replaced_and_disabled_by_a_plugin(backend: Backend) {
     let (_db, app, stack) = app(backend, &["sorting"]).await;
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/customers?timezone=UTC&fields[customers]=id,displayName&sort=displayName",
     )
     .await;
     assert_eq!(ids(&body), ["1", "2", "3", "4"]);
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/customers?timezone=UTC&fields[customers]=id,displayName&sort=-displayName",
     )
     .await;
     assert_eq!(ids(&body), ["4", "3", "2", "1"]);
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/orders?timezone=UTC&fields[orders]=id,status&sort=status",
     )
@@ -355,26 +286,32 @@ async fn sorting_emulated_replaced_and_disabled_by_a_plugin(backend: Backend) {
 async fn filtering_emulated_and_replaced_by_a_plugin(backend: Backend) {
     let (_db, app, _) = app(backend, &["filtering"]).await;
     let equal = json!({"field": "displayName", "operator": "equal", "value": "Bob!"});
-    let body = list(
+    let body = get_ok(
         &app,
-        &format!("/forest/customers?timezone=UTC&sort=id&{}", filters(&equal)),
+        &format!(
+            "/forest/customers?timezone=UTC&sort=id&filters={}",
+            filters(&equal)
+        ),
     )
     .await;
     assert_eq!(ids(&body), ["2"]);
     let contains = json!({"field": "displayName", "operator": "contains", "value": "o"});
-    let body = list(
+    let body = get_ok(
         &app,
         &format!(
-            "/forest/customers?timezone=UTC&sort=id&{}",
+            "/forest/customers?timezone=UTC&sort=id&filters={}",
             filters(&contains)
         ),
     )
     .await;
     assert_eq!(ids(&body), ["2", "4"]);
     let paid = json!({"field": "status", "operator": "equal", "value": "paid"});
-    let body = list(
+    let body = get_ok(
         &app,
-        &format!("/forest/orders?timezone=UTC&sort=id&{}", filters(&paid)),
+        &format!(
+            "/forest/orders?timezone=UTC&sort=id&filters={}",
+            filters(&paid)
+        ),
     )
     .await;
     assert_eq!(ids(&body), ["1", "3"]);
@@ -415,16 +352,16 @@ async fn writes_overridden_by_a_plugin(backend: Backend) {
     )
     .await;
     assert!(status.is_success(), "{status}: {body}");
-    let body = list(&app, "/forest/orders/5?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/orders/5?timezone=UTC").await;
     assert_eq!(body["data"]["attributes"]["status"], "cancelled", "{body}");
 }
 
 /// `disable_count`: the count route answers `deactivated`.
 async fn count_disabled_by_a_plugin(backend: Backend) {
     let (_db, app, _) = app(backend, &["count"]).await;
-    let body = list(&app, "/forest/customers/count?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/customers/count?timezone=UTC").await;
     assert_eq!(body, json!({"meta": {"count": "deactivated"}}));
-    let body = list(&app, "/forest/orders/count?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/orders/count?timezone=UTC").await;
     assert_eq!(body, json!({"count": 5}));
 }
 
@@ -468,13 +405,13 @@ uses = [
     ]);
     let (_db, base) = fixture(Backend::Sqlite).await;
     let (app, stack) = serve(base, &dir).await.unwrap();
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/customers?timezone=UTC&fields[customers]=id,tag&sort=id",
     )
     .await;
     assert_eq!(attribute(&body, "tag")[0], "from outer on customers");
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/orders?timezone=UTC&fields[orders]=id,tag&sort=id",
     )
@@ -508,13 +445,13 @@ value = "K"
     let dir = plugin_dir(&[("applier", "applier", Some(toml))]);
     let (_db, base) = fixture(Backend::Sqlite).await;
     let (app, stack) = serve(base, &dir).await.unwrap();
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/customers?timezone=UTC&fields[customers]=id,origin&sort=id",
     )
     .await;
     assert_eq!(attribute(&body, "origin"), vec![json!("C"); 4]);
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/countries?timezone=UTC&fields[countries]=id,origin&sort=id",
     )
@@ -579,16 +516,16 @@ async fn the_shop_plugin_uses_the_new_kinds() {
 
     let purchases = related_ids(&app, "customers/1/relationships/purchases").await;
     let tree = json!({"field": "customer_id", "operator": "equal", "value": 1});
-    let mut orders = ids(&list(
+    let mut orders = ids(&get_ok(
         &app,
-        &format!("/forest/orders?timezone=UTC&{}", filters(&tree)),
+        &format!("/forest/orders?timezone=UTC&filters={}", filters(&tree)),
     )
     .await);
     orders.sort();
     assert!(!purchases.is_empty());
     assert_eq!(purchases, orders);
 
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/orders?timezone=UTC&fields[orders]=id,customer_email&sort=id",
     )
@@ -601,10 +538,10 @@ async fn the_shop_plugin_uses_the_new_kinds() {
     );
 
     let premium = json!({"field": "price_band", "operator": "equal", "value": "premium"});
-    let body = list(
+    let body = get_ok(
         &app,
         &format!(
-            "/forest/products?timezone=UTC&fields[products]=id,price,price_band&sort=price_band&{}",
+            "/forest/products?timezone=UTC&fields[products]=id,price,price_band&sort=price_band&filters={}",
             filters(&premium)
         ),
     )
@@ -621,7 +558,7 @@ async fn the_shop_plugin_uses_the_new_kinds() {
             .all(|b| b == "premium")
     );
 
-    let body = list(&app, "/forest/order_items/count?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/order_items/count?timezone=UTC").await;
     assert_eq!(body, json!({"meta": {"count": "deactivated"}}));
 
     let (status, _, body) = send(
@@ -641,7 +578,7 @@ async fn the_shop_plugin_uses_the_new_kinds() {
     )
     .await;
     assert!(status.is_success(), "{status}: {body}");
-    let body = list(&app, "/forest/products/1?timezone=UTC").await;
+    let body = get_ok(&app, "/forest/products/1?timezone=UTC").await;
     assert_eq!(body["data"]["attributes"]["stock"], 0, "{body}");
 
     let (status, _, body) = send(
@@ -651,7 +588,7 @@ async fn the_shop_plugin_uses_the_new_kinds() {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
 
-    let body = list(
+    let body = get_ok(
         &app,
         "/forest/orders?timezone=UTC&fields[orders]=id,customer_name&sort=customer_name",
     )

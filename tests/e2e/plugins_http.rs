@@ -24,10 +24,9 @@ use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 use sqlx::Connection as _;
 
-use crate::http::{get, send, token};
+use crate::harness::{AUTH_SECRET, attribute, post};
+use crate::http::{get, send};
 
-/// The auth secret `crate::http::token` signs with.
-const AUTH_SECRET: &str = "a-test-auth-secret";
 const ENV_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 const SEED_POSTGRES: &str = include_str!("../../examples/shop/seed.postgres.sql");
@@ -194,23 +193,6 @@ impl Shop {
     }
 }
 
-fn post(uri: &str, body: &Json) -> Request<Body> {
-    Request::post(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn attributes<'a>(body: &'a Json, field: &str) -> Vec<&'a Json> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{body}"))
-        .iter()
-        .map(|r| &r["attributes"][field])
-        .collect()
-}
-
 fn selection(collection: &str, ids: &[&str], values: &Json) -> Json {
     json!({"data": {"attributes": {"collection_name": collection, "ids": ids, "values": values}}})
 }
@@ -225,7 +207,7 @@ async fn computed_fields_of_the_shop_plugin_are_served_through_relations(backend
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
-        attributes(&body, "full_name"),
+        attribute(&body, "full_name"),
         ["Boris Customer1", "Cleo Customer2", "Dave Customer3"]
     );
     // orders.customer_name depends on customer:full_name, a computed field through a relation.
@@ -236,7 +218,7 @@ async fn computed_fields_of_the_shop_plugin_are_served_through_relations(backend
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
-        attributes(&body, "customer_name"),
+        attribute(&body, "customer_name"),
         ["Cleo Customer32", "Dave Customer63"]
     );
     // And the schema file describes them, with the actions and segments.
@@ -323,7 +305,7 @@ async fn the_shop_plugin_segments_and_searches_filter_the_lists(backend: Backend
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let names = attributes(&body, "last_name");
+    let names = attribute(&body, "last_name");
     assert_eq!(names.len(), 12, "Customer10, 100–109, 1000: {body}");
     assert!(
         names
@@ -337,7 +319,7 @@ async fn the_shop_plugin_segments_and_searches_filter_the_lists(backend: Backend
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(attributes(&body, "id"), [&json!(42)]);
+    assert_eq!(attribute(&body, "id"), [json!(42)]);
     assert_eq!(
         count("/forest/orders/count?timezone=UTC&search=PAID").await,
         shop.scalar("SELECT COUNT(*) FROM orders WHERE status = 'paid'")
@@ -652,7 +634,7 @@ async fn a_failed_reload_keeps_serving_the_old_stack(backend: Backend) {
     );
     let (status, _, body) = send(&app, get(full_names)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(attributes(&body, "full_name"), ["Boris Customer1"]);
+    assert_eq!(attribute(&body, "full_name"), ["Boris Customer1"]);
 
     // A plugin whose customizations do not apply (another collection's field) is refused too.
     std::fs::remove_file(shop.plugins.join("broken.wasm")).unwrap();
@@ -681,8 +663,8 @@ async fn a_failed_reload_keeps_serving_the_old_stack(backend: Backend) {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(attributes(&body, "ok"), [&json!(2)]);
-    assert_eq!(attributes(&body, "full_name"), ["Boris Customer1"]);
+    assert_eq!(attribute(&body, "ok"), [json!(2)]);
+    assert_eq!(attribute(&body, "full_name"), ["Boris Customer1"]);
 }
 
 async fn a_hot_swap_under_sixteen_concurrent_request_loops_loses_no_request(backend: Backend) {
@@ -741,7 +723,7 @@ async fn a_hot_swap_under_sixteen_concurrent_request_loops_loses_no_request(back
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(attributes(&body, "ok"), [&json!(2), &json!(4)]);
+    assert_eq!(attribute(&body, "ok"), [json!(2), json!(4)]);
     let (status, _, body) = send(
         &app,
         get("/forest/customers?timezone=UTC&fields[customers]=id,full_name&page[size]=2"),
@@ -762,7 +744,7 @@ async fn watch_reloads_when_the_plugin_directory_changes(backend: Backend) {
     loop {
         let (status, _, body) = send(&app, get(uri)).await;
         if status == StatusCode::OK {
-            assert_eq!(attributes(&body, "ok"), [&json!(2)]);
+            assert_eq!(attribute(&body, "ok"), [json!(2)]);
             break;
         }
         assert!(
@@ -900,7 +882,7 @@ async fn keys_read_by_a_plugin_are_the_ids_the_routes_serve(backend: Backend) {
             .collect();
         assert_eq!(ids, expected, "{collection}: {body}");
         // The computed field received the keys in the batch and wrote them as text.
-        assert_eq!(attributes(&body, "key_text"), ids, "{collection}: {body}");
+        assert_eq!(attribute(&body, "key_text"), ids, "{collection}: {body}");
 
         let answer = round_trip(&app, collection).await;
         assert_eq!(answer["ids"], json!(ids), "{collection}");
@@ -914,7 +896,7 @@ async fn keys_read_by_a_plugin_are_the_ids_the_routes_serve(backend: Backend) {
         let uri = format!("/forest/{collection}?timezone=UTC&sort=id");
         let (status, _, body) = send(&app, get(&uri)).await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        let copied = attributes(&body, "copied");
+        let copied = attribute(&body, "copied");
         if collection == "bin_keys" {
             assert_eq!(
                 copied,
@@ -925,12 +907,12 @@ async fn keys_read_by_a_plugin_are_the_ids_the_routes_serve(backend: Backend) {
                 "{body}"
             );
         } else {
-            let copied: Vec<String> = copied.into_iter().map(js_text).collect();
+            let copied: Vec<String> = copied.iter().map(js_text).collect();
             assert_eq!(copied, expected, "{collection}: {body}");
             // In the same JSON form as the key itself.
             assert_eq!(
-                attributes(&body, "copied"),
-                attributes(&body, "id"),
+                attribute(&body, "copied"),
+                attribute(&body, "id"),
                 "{collection}: {body}"
             );
         }

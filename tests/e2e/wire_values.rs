@@ -8,15 +8,13 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use canopy::auth::SessionKey;
-use canopy::config::HttpConfig;
+use axum::http::{Request, StatusCode};
 use canopy::datasource::sql::Options;
-use canopy::http::{AppState, router};
 use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::http::{get, send, token};
+use crate::harness::{serve, with_body};
+use crate::http::{get, send};
 
 /// The first bytes of a PNG file: served as `data:image/png;base64,…`.
 const PNG: &str = "89504e470d0a1a0a";
@@ -69,20 +67,7 @@ pub(crate) async fn bank(backend: Backend) -> (TestDb, Router) {
 /// The router over the database's tables as they are now.
 async fn app_over(db: &TestDb) -> Router {
     let datasource = db.datasource(Options::default()).await;
-    let http = HttpConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
-        json_limit: 1 << 20,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
-    };
-    let state = AppState::new(
-        Arc::new(datasource),
-        SessionKey::new("a-test-auth-secret"),
-        &http,
-    );
-    router(Arc::new(state))
+    serve(Arc::new(datasource))
 }
 
 /// The wire forms of one backend.
@@ -124,16 +109,6 @@ fn forms(backend: Backend) -> Forms {
             decimal: float,
         },
     }
-}
-
-fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
-    Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
 }
 
 async fn ok(app: &Router, request: Request<Body>) -> Json {

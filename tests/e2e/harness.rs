@@ -1,0 +1,134 @@
+//! Set-up shared by the route tests over a customized stack: the router over a stack, requests
+//! with a JSON body and the session token, reading lists (ids, attributes), the `filters`
+//! parameter, and the schema file the agent would send. One place, so that every module builds
+//! its routers and reads its answers the same way.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use canopy::agent::schema_file::{Meta, NoActions, SchemaFile};
+use canopy::auth::SessionKey;
+use canopy::config::HttpConfig;
+use canopy::customizer::{Customization, Kind};
+use canopy::datasource::DataSource;
+use canopy::http::{AppState, router};
+use serde_json::{Value as Json, json};
+
+use crate::http::{get, send, token};
+
+/// The secret the session token of `crate::http::token` is minted with.
+pub(crate) const AUTH_SECRET: &str = "a-test-auth-secret";
+
+/// The HTTP settings of the routers over a stack: a 1 MiB JSON limit, so that write bodies are
+/// never refused for their size.
+pub(crate) fn http_config() -> HttpConfig {
+    HttpConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        prefix: String::new(),
+        json_limit: 1 << 20,
+        enable_raw_checking: false,
+        limit_export_size: None,
+        customize_error_message: None,
+    }
+}
+
+/// The application state over `stack`, for tests that change a setting before routing it.
+pub(crate) fn state(stack: Arc<dyn DataSource>) -> AppState {
+    AppState::new(stack, SessionKey::new(AUTH_SECRET), &http_config())
+}
+
+/// The `/forest` router over `stack`.
+pub(crate) fn serve(stack: Arc<dyn DataSource>) -> Router {
+    router(Arc::new(state(stack)))
+}
+
+/// A customization of `collection` declared by the plugin `test-plugin`.
+pub(crate) fn on(collection: &str, kind: Kind) -> Customization {
+    Customization::collection("test-plugin", collection, kind)
+}
+
+/// A request with a JSON body and the session token.
+pub(crate) fn with_body(method: &str, uri: &str, body: &Json) -> Request<Body> {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// A POST with a JSON body and the session token.
+pub(crate) fn post(uri: &str, body: &Json) -> Request<Body> {
+    with_body("POST", uri, body)
+}
+
+/// The body of a GET that must answer 200.
+pub(crate) async fn get_ok(app: &Router, uri: &str) -> Json {
+    let (status, _, body) = send(app, get(uri)).await;
+    assert_eq!(status, StatusCode::OK, "{uri}: {body}");
+    body
+}
+
+/// The ids of a list body, in order.
+pub(crate) fn ids(body: &Json) -> Vec<String> {
+    body["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// One attribute of each record of a list body, in order.
+pub(crate) fn attribute(body: &Json, field: &str) -> Vec<Json> {
+    body["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .map(|r| r["attributes"][field].clone())
+        .collect()
+}
+
+/// A condition tree for the `filters` query parameter, percent-encoded (unreserved characters
+/// kept).
+pub(crate) fn filters(tree: &Json) -> String {
+    tree.to_string()
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The collections of the schema file the agent would send for this stack.
+pub(crate) fn schema_file(stack: &Arc<dyn DataSource>) -> Json {
+    let file = SchemaFile::build(stack.schema(), &NoActions, Meta::default()).unwrap();
+    json!({ "collections": file.collections })
+}
+
+/// A collection of a schema file.
+pub(crate) fn schema_collection<'a>(file: &'a Json, collection: &str) -> &'a Json {
+    file["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == collection)
+        .unwrap_or_else(|| panic!("no collection {collection} in {file}"))
+}
+
+/// A field of a collection of a schema file.
+pub(crate) fn schema_field<'a>(file: &'a Json, collection: &str, field: &str) -> &'a Json {
+    schema_collection(file, collection)["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == field)
+        .unwrap_or_else(|| panic!("no field {collection}.{field} in {file}"))
+}
