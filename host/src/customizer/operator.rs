@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 
 use super::handlers::{Context, OperatorHandler};
-use super::stack::{FilterRefiner, Layer, StackOptions, by_collection, refining};
+use super::stack::{ColumnTarget, FilterRefiner, Layer, StackOptions, by_collection, refining};
 use super::{Customization, FilteringMode, Kind};
 use crate::datasource::query::evaluate::Matcher;
 use crate::datasource::{
@@ -55,21 +55,18 @@ pub(super) fn layer(
                 continue;
             };
             let origin = customization.origin;
-            let Some(target) = schema.collections.get_mut(&collection) else {
-                options.missing(format!(
-                    "{origin}: filtering on '{collection}.{field}' targets a collection that does not exist"
-                ))?;
+            let target = ColumnTarget {
+                origin: &origin,
+                collection: &collection,
+                field: &field,
+                declared: "filtering",
+                refused: "emulate or replace operators of",
+            };
+            let Some(target) = target.find(&mut schema, options)? else {
                 continue;
             };
-            if target.relation(&field).is_some() {
-                return Err(Error::validation(format!(
-                    "{origin}: cannot emulate or replace operators of '{collection}.{field}': it is a relation, not a column"
-                )));
-            }
+            // `find` checked that the field is a column.
             let Some(column) = target.column(&field) else {
-                options.missing(format!(
-                    "{origin}: filtering on '{collection}.{field}' targets a field that does not exist"
-                ))?;
                 continue;
             };
             check_primary_keys(&origin, target)?;

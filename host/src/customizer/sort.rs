@@ -17,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::operator::{match_records, too_many_rows};
-use super::stack::{Decorator, Layer, StackOptions, by_collection, decorated};
+use super::stack::{ColumnTarget, Decorator, Layer, StackOptions, by_collection, decorated};
 use super::{Customization, Kind, SortingMode};
 use crate::datasource::query::evaluate;
 use crate::datasource::schema::FieldSchema;
@@ -58,25 +58,18 @@ pub(super) fn layer(
                     )));
                 }
             };
-            let Some(target) = schema.collections.get_mut(&collection) else {
-                options.missing(format!(
-                    "{origin}: sorting on '{collection}.{field}' targets a collection that does not exist"
-                ))?;
+            let target = ColumnTarget {
+                origin: &origin,
+                collection: &collection,
+                field: &field,
+                declared: "sorting",
+                refused: "emulate or replace the sorting of",
+            };
+            let Some(target) = target.find(&mut schema, options)? else {
                 continue;
             };
-            match target.fields.get_mut(&field) {
-                Some(FieldSchema::Column(column)) => column.is_sortable = true,
-                Some(FieldSchema::Relation(_)) => {
-                    return Err(Error::validation(format!(
-                        "{origin}: cannot emulate or replace the sorting of '{collection}.{field}': it is a relation, not a column"
-                    )));
-                }
-                None => {
-                    options.missing(format!(
-                        "{origin}: sorting on '{collection}.{field}' targets a field that does not exist"
-                    ))?;
-                    continue;
-                }
+            if let Some(FieldSchema::Column(column)) = target.fields.get_mut(&field) {
+                column.is_sortable = true;
             }
             if rule.is_some() {
                 replaced.push((origin, collection.clone(), field.clone()));

@@ -92,6 +92,55 @@ impl StackOptions {
     }
 }
 
+/// A customization that targets one column of one collection, in the words its refusals use.
+pub(super) struct ColumnTarget<'a> {
+    pub(super) origin: &'a str,
+    pub(super) collection: &'a str,
+    pub(super) field: &'a str,
+    /// The customization, in "… on 'collection.field' targets a field that does not exist".
+    pub(super) declared: &'a str,
+    /// What a relation cannot have, in "cannot … 'collection.field': it is a relation".
+    pub(super) refused: &'a str,
+}
+
+impl ColumnTarget<'_> {
+    /// The schema of the targeted collection in `schema`, whose `field` is a column. A relation
+    /// is refused; a missing collection or field is reported through `options.missing`, and
+    /// `Ok(None)` then tells the caller to skip the customization.
+    pub(super) fn find<'s>(
+        &self,
+        schema: &'s mut DataSourceSchema,
+        options: &StackOptions,
+    ) -> Result<Option<&'s mut CollectionSchema>> {
+        let Self {
+            origin,
+            collection,
+            field,
+            declared,
+            refused,
+        } = self;
+        let Some(target) = schema.collections.get_mut(*collection) else {
+            options.missing(format!(
+                "{origin}: {declared} on '{collection}.{field}' targets a collection that does \
+                 not exist"
+            ))?;
+            return Ok(None);
+        };
+        if target.relation(field).is_some() {
+            return Err(Error::validation(format!(
+                "{origin}: cannot {refused} '{collection}.{field}': it is a relation, not a column"
+            )));
+        }
+        if target.column(field).is_none() {
+            options.missing(format!(
+                "{origin}: {declared} on '{collection}.{field}' targets a field that does not exist"
+            ))?;
+            return Ok(None);
+        }
+        Ok(Some(target))
+    }
+}
+
 /// The customized datasource: `base` under every layer that `customizations` need, with the
 /// default options. See [`build_stack_with`].
 pub fn build_stack(

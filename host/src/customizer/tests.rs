@@ -772,3 +772,72 @@ async fn a_single_action_runs_on_exactly_one_record_and_reads_it_with_get_field(
         "refused selections do not run"
     );
 }
+
+/// The column customizations (sorting, writing, filtering) name the plugin, the target and what
+/// was attempted when the target is a relation or a missing field; a missing one may be skipped.
+#[tokio::test]
+async fn column_customizations_name_their_missing_or_relation_target() {
+    let base = base().await;
+    let relation = customer_relation(base.as_ref());
+    let error = |c: Customization| match build_stack(Arc::clone(&base), vec![c]) {
+        Err(Error::Validation(m)) => m,
+        Err(other) => panic!("refused as invalid, not {other:?}"),
+        Ok(_) => panic!("refused"),
+    };
+    let sorting = Customization::collection(
+        "p",
+        "orders",
+        Kind::Sorting {
+            field: relation.clone(),
+            mode: SortingMode::Emulate,
+        },
+    );
+    assert_eq!(
+        error(sorting),
+        format!(
+            "p: cannot emulate or replace the sorting of 'orders.{relation}': it is a relation, \
+             not a column"
+        )
+    );
+    let writing = |collection: &str, field: &str| {
+        Customization::collection(
+            "p",
+            collection,
+            Kind::Writing {
+                field: field.into(),
+                handler: closures::write(|_, _| Ok(None)),
+            },
+        )
+    };
+    assert_eq!(
+        error(writing("customers", "nope")),
+        "p: replaceFieldWriting on 'customers.nope' targets a field that does not exist"
+    );
+    let filtering = Customization::collection(
+        "p",
+        "orders",
+        Kind::Filtering {
+            field: relation.clone(),
+            mode: FilteringMode::Emulate(Operator::Equal),
+        },
+    );
+    assert_eq!(
+        error(filtering),
+        format!(
+            "p: cannot emulate or replace operators of 'orders.{relation}': it is a relation, \
+             not a column"
+        )
+    );
+    let lenient = StackOptions {
+        ignore_missing_schema_element_errors: true,
+        ..StackOptions::default()
+    };
+    assert!(
+        build_stack_with(
+            Arc::clone(&base),
+            vec![writing("customers", "nope")],
+            &lenient
+        )
+        .is_ok()
+    );
+}

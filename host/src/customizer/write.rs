@@ -25,7 +25,7 @@ use futures::future::BoxFuture;
 
 use super::handlers::{Context, WriteAction, WriteContext, WriteHandler};
 use super::operator::match_records;
-use super::stack::{Decorator, Layer, StackOptions, by_collection, decorated};
+use super::stack::{ColumnTarget, Decorator, Layer, StackOptions, by_collection, decorated};
 use super::{Customization, Kind};
 use crate::datasource::schema::FieldSchema;
 use crate::datasource::{
@@ -56,25 +56,18 @@ pub(super) fn layer(
                 continue;
             };
             let origin = customization.origin;
-            let Some(target) = schema.collections.get_mut(&collection) else {
-                options.missing(format!(
-                    "{origin}: replaceFieldWriting on '{collection}.{field}' targets a collection that does not exist"
-                ))?;
+            let target = ColumnTarget {
+                origin: &origin,
+                collection: &collection,
+                field: &field,
+                declared: "replaceFieldWriting",
+                refused: "replace the writing of",
+            };
+            let Some(target) = target.find(&mut schema, options)? else {
                 continue;
             };
-            match target.fields.get_mut(&field) {
-                Some(FieldSchema::Column(column)) => column.is_read_only = false,
-                Some(FieldSchema::Relation(_)) => {
-                    return Err(Error::validation(format!(
-                        "{origin}: cannot replace the writing of '{collection}.{field}': it is a relation, not a column"
-                    )));
-                }
-                None => {
-                    options.missing(format!(
-                        "{origin}: replaceFieldWriting on '{collection}.{field}' targets a field that does not exist"
-                    ))?;
-                    continue;
-                }
+            if let Some(FieldSchema::Column(column)) = target.fields.get_mut(&field) {
+                column.is_read_only = false;
             }
             // The last declaration wins, as in the agent.
             registry
