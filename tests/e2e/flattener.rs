@@ -12,14 +12,10 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::StatusCode;
 use canopy::app::Served;
-use canopy::config::{Config, ServeArgs};
-use canopy::datasource::DataSource;
 use serde_json::{Value as Json, json};
 
-use crate::harness::{AUTH_SECRET, attribute, filters, with_body};
+use crate::harness::{attribute, filters, plugin_config, served, with_body};
 use crate::http::{get, send};
-
-const ENV_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 /// The options file the demo loads.
 fn demo_options() -> String {
@@ -60,22 +56,7 @@ impl Demo {
     }
 
     async fn serve(&self) -> Result<(Arc<Served>, Router), String> {
-        let args = ServeArgs {
-            database_url: Some(self.url.clone()),
-            auth_secret: Some(AUTH_SECRET.to_owned()),
-            env_secret: Some(ENV_SECRET.to_owned()),
-            schema_path: Some(self.schema_path()),
-            plugin_dir: Some(self.plugins.clone()),
-            ..ServeArgs::default()
-        };
-        let config = Config::load(args).unwrap().0;
-        let base: Arc<dyn DataSource> = Arc::new(canopy::app::connect(&config).await.unwrap());
-        let served = Served::start(config, base)
-            .await
-            .map_err(|e| format!("{e:#}"))?;
-        let served = Arc::new(served);
-        let router = served.router();
-        Ok((served, router))
+        served(plugin_config(&self.url, &self.plugins, &self.schema_path())).await
     }
 
     /// One text from the database itself.

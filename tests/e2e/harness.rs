@@ -3,14 +3,16 @@
 //! parameter, and the schema file the agent would send. One place, so that every module builds
 //! its routers and reads its answers the same way.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use canopy::agent::schema_file::{Meta, NoActions, SchemaFile};
+use canopy::app::Served;
 use canopy::auth::SessionKey;
-use canopy::config::HttpConfig;
+use canopy::config::{Config, HttpConfig, ServeArgs};
 use canopy::customizer::{Customization, Kind};
 use canopy::datasource::DataSource;
 use canopy::http::{AppState, router};
@@ -20,6 +22,36 @@ use crate::http::{get, send, token};
 
 /// The secret the session token of `crate::http::token` is minted with.
 pub(crate) const AUTH_SECRET: &str = "a-test-auth-secret";
+
+/// The environment secret of the agents served from a configuration (`plugin_config`).
+pub(crate) const ENV_SECRET: &str =
+    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// The configuration `canopy serve --plugins` would load for the database at `url`, the plugin
+/// directory `plugins` and the schema file `schema_path`.
+pub(crate) fn plugin_config(url: &str, plugins: &Path, schema_path: &Path) -> Config {
+    let args = ServeArgs {
+        database_url: Some(url.to_owned()),
+        auth_secret: Some(AUTH_SECRET.to_owned()),
+        env_secret: Some(ENV_SECRET.to_owned()),
+        schema_path: Some(schema_path.to_owned()),
+        plugin_dir: Some(plugins.to_owned()),
+        ..ServeArgs::default()
+    };
+    Config::load(args).unwrap().0
+}
+
+/// What `canopy serve --plugins` serves for `config`, and its router; `Err` is the start's error
+/// with its causes.
+pub(crate) async fn served(config: Config) -> Result<(Arc<Served>, Router), String> {
+    let base: Arc<dyn DataSource> = Arc::new(canopy::app::connect(&config).await.unwrap());
+    let served = Served::start(config, base)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    let served = Arc::new(served);
+    let router = served.router();
+    Ok((served, router))
+}
 
 /// The HTTP settings of the routers over a stack: a 1 MiB JSON limit, so that write bodies are
 /// never refused for their size.
@@ -92,10 +124,14 @@ pub(crate) fn attribute(body: &Json, field: &str) -> Vec<Json> {
         .collect()
 }
 
-/// A condition tree for the `filters` query parameter, percent-encoded (unreserved characters
-/// kept).
+/// A condition tree for the `filters` query parameter, percent-encoded.
 pub(crate) fn filters(tree: &Json) -> String {
-    tree.to_string()
+    encode(&tree.to_string())
+}
+
+/// Percent-encodes a query-string value (everything but unreserved characters).
+pub(crate) fn encode(value: &str) -> String {
+    value
         .bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

@@ -21,6 +21,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value as Json, json};
 use tower::ServiceExt as _;
 
+use crate::harness::encode;
 use crate::snapshots::{bearer, fixture};
 
 /// Cases per property and database when `PROPTEST_CASES` is not set.
@@ -223,20 +224,6 @@ fn condition_tree() -> BoxedStrategy<Json> {
             })
     })
     .boxed()
-}
-
-/// Percent-encodes a query-string value (everything but unreserved characters).
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// One `key=value` pair of a query string, already encoded (or deliberately malformed).

@@ -3,34 +3,12 @@
 //! `POST /_internal/capabilities`, and `segmentQuery` on list, count and CSV.
 
 use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::{Request, StatusCode};
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::http::{app, envelope, get, send, token};
-
-/// A POST with the session token and a JSON body.
-fn post(uri: &str, body: &Json) -> Request<Body> {
-    Request::post(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-/// Percent-encodes a query-string value (everything but unreserved characters).
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
+use crate::harness::{encode, post};
+use crate::http::{app, envelope, get, send};
 
 /// The stats document around `value`, with a fresh uuid as its id.
 fn assert_stats(body: &Json, value: &Json) {

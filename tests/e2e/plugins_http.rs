@@ -17,17 +17,14 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use canopy::app::Served;
-use canopy::config::{Config, ServeArgs};
-use canopy::datasource::DataSource;
+use canopy::config::Config;
 use canopy::http::reload::Reload as _;
 use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 use sqlx::Connection as _;
 
-use crate::harness::{AUTH_SECRET, attribute, post};
+use crate::harness::{ENV_SECRET, attribute, plugin_config, post, served};
 use crate::http::{get, send};
-
-const ENV_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 const SEED_POSTGRES: &str = include_str!("../../examples/shop/seed.postgres.sql");
 const SEED_MYSQL: &str = include_str!("../../examples/shop/seed.mysql.sql");
@@ -112,27 +109,12 @@ impl Shop {
     }
 
     fn config(&self) -> Config {
-        let args = ServeArgs {
-            database_url: Some(self.url.clone()),
-            auth_secret: Some(AUTH_SECRET.to_owned()),
-            env_secret: Some(ENV_SECRET.to_owned()),
-            schema_path: Some(self.schema_path()),
-            plugin_dir: Some(self.plugins.clone()),
-            ..ServeArgs::default()
-        };
-        Config::load(args).unwrap().0
+        plugin_config(&self.url, &self.plugins, &self.schema_path())
     }
 
     /// What `canopy serve --plugins` serves.
     async fn serve(&self) -> Result<(Arc<Served>, Router), String> {
-        let config = self.config();
-        let base: Arc<dyn DataSource> = Arc::new(canopy::app::connect(&config).await.unwrap());
-        let served = Served::start(config, base)
-            .await
-            .map_err(|e| format!("{e:#}"))?;
-        let served = Arc::new(served);
-        let router = served.router();
-        Ok((served, router))
+        served(self.config()).await
     }
 
     /// One number from the database itself (`sql` is a query of one value), to compare with what

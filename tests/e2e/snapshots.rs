@@ -30,6 +30,7 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value as Json, json};
 use tower::ServiceExt as _;
 
+use crate::harness::encode;
 use crate::list::{portable, ts};
 
 const SECRET: &str = "a-test-auth-secret";
@@ -218,20 +219,6 @@ fn raw(method: &str, uri: &str, body: impl Into<Body>) -> Request<Body> {
         .header(header::CONTENT_TYPE, "application/json")
         .body(body.into())
         .unwrap()
-}
-
-/// Percent-encodes a query-string value (everything but unreserved characters).
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// `filters=<tree>` for a query string.

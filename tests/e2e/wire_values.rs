@@ -13,7 +13,7 @@ use canopy::datasource::sql::Options;
 use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::harness::{serve, with_body};
+use crate::harness::{encode, serve, with_body};
 use crate::http::{get, send};
 
 /// The first bytes of a PNG file: served as `data:image/png;base64,…`.
@@ -149,7 +149,7 @@ async fn list_and_get_follow_the_driver_forms(backend: Backend) {
         let filter = json!({ "field": "big", "operator": "Equal", "value": value }).to_string();
         let uri = format!(
             "/forest/accounts?timezone=UTC&fields[accounts]=id&filters={}",
-            urlencode(&filter)
+            encode(&filter)
         );
         let body = ok(&app, get(&uri)).await;
         assert_eq!(body["data"].as_array().unwrap().len(), 1, "{value}");
@@ -295,7 +295,7 @@ async fn binary_keys_are_hex_in_writes_and_filters(backend: Backend) {
         let filter = json!({ "field": field, "operator": "Equal", "value": value }).to_string();
         let uri = format!(
             "/forest/{collection}?timezone=UTC&filters={}",
-            urlencode(&filter)
+            encode(&filter)
         );
         let body = ok(&app, get(&uri)).await;
         let ids: Vec<&str> = body["data"]
@@ -527,19 +527,6 @@ async fn binary_chart_keys_take_the_wire_form(backend: Backend) {
         .await;
         assert_eq!(leaderboard, json!([{ "key": key, "value": 1 }]), "{label}");
     }
-}
-
-/// Percent-encodes everything but ASCII letters and digits.
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 on_all_backends!(
