@@ -728,21 +728,15 @@ impl Decorator for Computed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::customizer::test_support::sqlite;
+    use crate::customizer::test_support::{computed, sqlite};
     use crate::datasource::{PrimitiveType, RelationSchema};
 
     fn field(collection: &str, name: &str, deps: &[&str]) -> Customization {
-        Customization::collection(
-            "test",
+        computed(
             collection,
-            Kind::ComputedField {
-                name: name.into(),
-                column_type: PrimitiveType::String.into(),
-                dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
-                default_value: None,
-                enum_values: None,
-                handler: super::super::closures::compute(|b| Ok(vec![Value::Null; b.len])),
-            },
+            name,
+            deps,
+            super::super::closures::compute(|b| Ok(vec![Value::Null; b.len])),
         )
     }
 

@@ -877,7 +877,7 @@ mod tests {
 
     use super::super::{StackOptions, build_stack_with};
     use super::*;
-    use crate::customizer::test_support::{caller, sqlite};
+    use crate::customizer::test_support::{caller, computed, sqlite};
     use crate::datasource::{CompositeDataSource, PrimitiveType};
 
     /// Lists seen by the base collections: (collection, projection).
@@ -1539,33 +1539,26 @@ mod tests {
     }
 
     fn computed_copy(collection: &str, name: &str, deps: &[&str]) -> Customization {
-        Customization::collection(
-            "test-plugin",
-            collection,
-            Kind::ComputedField {
-                name: name.into(),
-                column_type: PrimitiveType::String.into(),
-                dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
-                default_value: None,
-                enum_values: None,
-                handler: super::super::closures::compute(|batch| {
-                    Ok((0..batch.len)
-                        .map(|i| {
-                            let parts: Vec<String> = batch
-                                .columns
-                                .iter()
-                                .map(|c| match &c.values[i] {
-                                    Value::String(s) => s.clone(),
-                                    Value::Null => "-".into(),
-                                    other => format!("{other:?}"),
-                                })
-                                .collect();
-                            Value::String(parts.join(" by "))
+        let handler = super::super::closures::compute(|batch| {
+            Ok((0..batch.len)
+                .map(|i| {
+                    let parts: Vec<String> = batch
+                        .columns
+                        .iter()
+                        .map(|c| match &c.values[i] {
+                            Value::String(s) => s.clone(),
+                            Value::Null => "-".into(),
+                            other => format!("{other:?}"),
                         })
-                        .collect())
-                }),
-            },
-        )
+                        .collect();
+                    Value::String(parts.join(" by "))
+                })
+                .collect())
+        });
+        Customization {
+            origin: "test-plugin".into(),
+            ..computed(collection, name, deps, handler)
+        }
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::customizer::{Customization, Kind, closures};
+use crate::customizer::{ComputeHandler, Customization, Kind, closures};
 use crate::datasource::sql::{Options, Pool, SqlDataSource};
 use crate::datasource::{
     Caller, ConditionTree, DataSource, Filter, PrimitiveType, Projection, Record, Sort, Value,
@@ -45,28 +45,43 @@ pub(crate) async fn base() -> Arc<dyn DataSource> {
     sqlite(SHOP).await
 }
 
-/// `customers.fullName` = "first last".
-pub(crate) fn full_name() -> Customization {
+/// A string computed field `collection.name` over `deps`, declared by "test".
+pub(crate) fn computed(
+    collection: &str,
+    name: &str,
+    deps: &[&str],
+    handler: Arc<dyn ComputeHandler>,
+) -> Customization {
     Customization::collection(
         "test",
-        "customers",
+        collection,
         Kind::ComputedField {
-            name: "fullName".into(),
+            name: name.into(),
             column_type: PrimitiveType::String.into(),
-            dependencies: vec!["first_name".into(), "last_name".into()],
+            dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
             default_value: None,
             enum_values: None,
-            handler: closures::compute(|batch| {
-                Ok((0..batch.len)
-                    .map(|i| {
-                        let row = batch.row(i);
-                        let part =
-                            |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-                        Value::String(format!("{} {}", part("first_name"), part("last_name")))
-                    })
-                    .collect())
-            }),
+            handler,
         },
+    )
+}
+
+/// `customers.fullName` = "first last".
+pub(crate) fn full_name() -> Customization {
+    computed(
+        "customers",
+        "fullName",
+        &["first_name", "last_name"],
+        closures::compute(|batch| {
+            Ok((0..batch.len)
+                .map(|i| {
+                    let row = batch.row(i);
+                    let part =
+                        |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                    Value::String(format!("{} {}", part("first_name"), part("last_name")))
+                })
+                .collect())
+        }),
     )
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use super::closures;
-use super::test_support::{caller, sqlite, string};
+use super::test_support::{caller, computed, sqlite, string};
 use super::*;
 use crate::datasource::action::{
     ActionOutcome, ActionResult, ActionScope, FieldType, FormElement, FormField, FormPhase,
@@ -14,8 +14,7 @@ use crate::datasource::action::{
 };
 use crate::datasource::chart::{ChartRequest, ChartResult};
 use crate::datasource::{
-    Aggregation, Caller, DataSource, Error, Filter, Operator, PrimitiveType, Projection, Record,
-    Sort, Value,
+    Aggregation, Caller, DataSource, Error, Filter, Operator, Projection, Record, Sort, Value,
 };
 
 const SEED: &str = "
@@ -38,26 +37,6 @@ fn customer_relation(ds: &dyn DataSource) -> String {
         .find(|(_, r)| r.foreign_collection() == "customers")
         .map(|(n, _)| n.clone())
         .unwrap()
-}
-
-fn computed(
-    collection: &str,
-    name: &str,
-    deps: &[&str],
-    handler: Arc<dyn ComputeHandler>,
-) -> Customization {
-    Customization::collection(
-        "test",
-        collection,
-        Kind::ComputedField {
-            name: name.into(),
-            column_type: PrimitiveType::String.into(),
-            dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
-            default_value: None,
-            enum_values: None,
-            handler,
-        },
-    )
 }
 
 /// `fullName` on customers, counting its calls and the rows it got.

@@ -280,7 +280,7 @@ impl Decorator for Validated {
 mod tests {
     use super::super::{build_stack, build_stack_with};
     use super::*;
-    use crate::customizer::test_support::{caller, sqlite};
+    use crate::customizer::test_support::{caller, computed, sqlite};
     use crate::datasource::{Projection, Sort};
 
     async fn base() -> Arc<dyn DataSource> {
@@ -492,17 +492,11 @@ mod tests {
         .to_string();
         assert!(err.contains("Wrong type"), "{err}");
         // A read-only column: a computed field.
-        let computed = Customization::collection(
-            "test",
+        let computed = computed(
             "people",
-            Kind::ComputedField {
-                name: "label".into(),
-                column_type: crate::datasource::PrimitiveType::String.into(),
-                dependencies: vec!["name".into()],
-                default_value: None,
-                enum_values: None,
-                handler: super::super::closures::compute(|batch| Ok(vec![Value::Null; batch.len])),
-            },
+            "label",
+            &["name"],
+            super::super::closures::compute(|batch| Ok(vec![Value::Null; batch.len])),
         );
         let err = build_stack(
             base().await,

@@ -606,9 +606,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::customizer::test_support::{base, by_id, caller, full_name, string};
+    use crate::customizer::test_support::{base, by_id, caller, computed, full_name, string};
     use crate::customizer::{WriteContext, build_stack, closures};
-    use crate::datasource::PrimitiveType;
 
     fn writing(
         collection: &str,
@@ -627,17 +626,11 @@ mod tests {
 
     /// A computed copy of a relation path (what importField declares).
     fn imported(collection: &str, name: &str, path: &str) -> Customization {
-        Customization::collection(
-            "test",
+        computed(
             collection,
-            Kind::ComputedField {
-                name: name.into(),
-                column_type: PrimitiveType::String.into(),
-                dependencies: vec![path.into()],
-                default_value: None,
-                enum_values: None,
-                handler: closures::compute(|batch| Ok(batch.columns[0].values.clone())),
-            },
+            name,
+            &[path],
+            closures::compute(|batch| Ok(batch.columns[0].values.clone())),
         )
     }
 
