@@ -158,7 +158,7 @@ mod tests {
     use super::*;
     use crate::customizer::build_stack;
     use crate::customizer::closures::{self, Overridden as Call};
-    use crate::customizer::test_support::{base, by_id, caller, ids, string};
+    use crate::customizer::test_support::{base, by_id, caller, ids, record, string};
     use crate::datasource::{ConditionTree, Operator, Value};
 
     fn override_of(
@@ -200,10 +200,6 @@ mod tests {
                 }),
             },
         )
-    }
-
-    fn record(pairs: &[(&str, Value)]) -> Record {
-        pairs.iter().map(|(k, v)| (*k, v.clone())).collect()
     }
 
     #[tokio::test]

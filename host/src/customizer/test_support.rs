@@ -31,6 +31,11 @@ pub(crate) fn string(s: &str) -> Value {
     Value::String(s.to_owned())
 }
 
+/// A record of `pairs`.
+pub(crate) fn record(pairs: &[(&str, Value)]) -> Record {
+    pairs.iter().map(|(k, v)| (*k, v.clone())).collect()
+}
+
 const SHOP: &str = "
 CREATE TABLE customers (id INTEGER PRIMARY KEY, first_name TEXT, last_name TEXT);
 CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER, customer_id INTEGER REFERENCES customers(id));

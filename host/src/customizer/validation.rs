@@ -280,7 +280,7 @@ impl Decorator for Validated {
 mod tests {
     use super::super::{build_stack, build_stack_with};
     use super::*;
-    use crate::customizer::test_support::{caller, computed, sqlite};
+    use crate::customizer::test_support::{caller, computed, record, sqlite};
     use crate::datasource::{Projection, Sort};
 
     async fn base() -> Arc<dyn DataSource> {
@@ -302,13 +302,6 @@ mod tests {
                 value,
             },
         )
-    }
-
-    fn record(fields: &[(&str, Value)]) -> Record {
-        fields
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect()
     }
 
     fn people(stack: &Arc<dyn DataSource>) -> Arc<dyn Collection> {

@@ -606,7 +606,9 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::customizer::test_support::{base, by_id, caller, computed, full_name, string};
+    use crate::customizer::test_support::{
+        base, by_id, caller, computed, full_name, record, string,
+    };
     use crate::customizer::{WriteContext, build_stack, closures};
 
     fn writing(
@@ -632,10 +634,6 @@ mod tests {
             &[path],
             closures::compute(|batch| Ok(batch.columns[0].values.clone())),
         )
-    }
-
-    fn record(pairs: &[(&str, Value)]) -> Record {
-        pairs.iter().map(|(k, v)| (*k, v.clone())).collect()
     }
 
     /// `fullName` writes `first_name` and `last_name`; `last_name` upper-cases itself.
