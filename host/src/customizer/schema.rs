@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use super::stack::{StackOptions, schema_layer};
+use super::stack::{StackOptions, schema_layer, target_column};
 use super::{Customization, Kind, SortingMode};
-use crate::datasource::schema::FieldSchema;
 use crate::datasource::{DataSource, Result};
 
 /// The schema layer over `child`.
@@ -20,26 +19,35 @@ pub(super) fn layer(
         customizations,
         |collection, schema, customization| {
             match &customization.kind {
-            Kind::DisableCount => schema.countable = false,
-            Kind::Sorting {
-                field,
-                mode: SortingMode::Disable,
-            } => match schema.fields.get_mut(field) {
-                Some(FieldSchema::Column(column)) => column.is_sortable = false,
-                Some(FieldSchema::Relation(_)) => {
-                    return Err(crate::datasource::Error::validation(format!(
-                        "{}: cannot disable sorting on '{collection}.{field}', which is a \
-                         relation",
-                        customization.origin
-                    )));
+                Kind::DisableCount => schema.countable = false,
+                Kind::Sorting {
+                    field,
+                    mode: SortingMode::Disable,
+                } => {
+                    let origin = &customization.origin;
+                    let column = target_column(
+                        schema,
+                        field,
+                        options,
+                        || {
+                            format!(
+                                "{origin}: cannot disable sorting on '{collection}.{field}', which \
+                             is a relation"
+                            )
+                        },
+                        || {
+                            format!(
+                                "{origin}: cannot disable sorting on '{collection}.{field}', which \
+                             does not exist"
+                            )
+                        },
+                    )?;
+                    if let Some(column) = column {
+                        column.is_sortable = false;
+                    }
                 }
-                None => options.missing(format!(
-                    "{}: cannot disable sorting on '{collection}.{field}', which does not exist",
-                    customization.origin
-                ))?,
-            },
-            _ => {}
-        }
+                _ => {}
+            }
             Ok(())
         },
     )

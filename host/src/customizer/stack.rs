@@ -54,6 +54,7 @@ use super::{
 };
 use crate::datasource::action::{ActionResult, FormElement, FormPhase, FormValues};
 use crate::datasource::chart::{ChartRequest, ChartResult};
+use crate::datasource::schema::{ColumnSchema, FieldSchema};
 use crate::datasource::{
     AggregateResult, Aggregation, Caller, Collection, CollectionSchema, DataSource,
     DataSourceSchema, Error, Filter, Projection, Record, Result, Value,
@@ -126,18 +127,42 @@ impl ColumnTarget<'_> {
             ))?;
             return Ok(None);
         };
-        if target.relation(field).is_some() {
-            return Err(Error::validation(format!(
-                "{origin}: cannot {refused} '{collection}.{field}': it is a relation, not a column"
-            )));
-        }
-        if target.column(field).is_none() {
-            options.missing(format!(
-                "{origin}: {declared} on '{collection}.{field}' targets a field that does not exist"
-            ))?;
-            return Ok(None);
-        }
-        Ok(Some(target))
+        let column = target_column(
+            target,
+            field,
+            options,
+            || {
+                format!(
+                    "{origin}: cannot {refused} '{collection}.{field}': it is a relation, not a \
+                     column"
+                )
+            },
+            || {
+                format!(
+                    "{origin}: {declared} on '{collection}.{field}' targets a field that does \
+                     not exist"
+                )
+            },
+        )?;
+        Ok(column.is_some().then_some(target))
+    }
+}
+
+/// The column `field` of `schema` that a customization targets. A relation is refused with the
+/// message `relation` makes; a missing field is reported through `options.missing` with the one
+/// `missing` makes, and `Ok(None)` then tells the caller to skip the customization. Both
+/// messages name the plugin, the target and what was attempted.
+pub(super) fn target_column<'s>(
+    schema: &'s mut CollectionSchema,
+    field: &str,
+    options: &StackOptions,
+    relation: impl FnOnce() -> String,
+    missing: impl FnOnce() -> String,
+) -> Result<Option<&'s mut ColumnSchema>> {
+    match schema.fields.get_mut(field) {
+        Some(FieldSchema::Column(column)) => Ok(Some(column)),
+        Some(FieldSchema::Relation(_)) => Err(Error::validation(relation())),
+        None => options.missing(missing()).map(|()| None),
     }
 }
 

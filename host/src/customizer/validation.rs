@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
 use super::stack::StackOptions;
-use super::stack::{Decorator, Layer, by_collection, decorated};
+use super::stack::{Decorator, Layer, by_collection, decorated, target_column};
 use super::{Customization, Kind};
 use crate::datasource::query::evaluate::Matcher;
 use crate::datasource::schema::{FieldSchema, ValidationRule};
@@ -53,21 +53,25 @@ pub(super) fn layer(
                     operator,
                     value,
                 } => {
-                    let column = match schema.fields.get(field) {
-                        Some(FieldSchema::Column(column)) => column,
-                        Some(FieldSchema::Relation(_)) => {
-                            return Err(Error::validation(format!(
+                    let column = target_column(
+                        &mut schema,
+                        field,
+                        options,
+                        || {
+                            format!(
                                 "{origin}: cannot add validators on the relation \
                                  '{collection}.{field}', use the foreign key instead"
-                            )));
-                        }
-                        None => {
-                            options.missing(format!(
+                            )
+                        },
+                        || {
+                            format!(
                                 "{origin}: cannot add a validator on '{collection}.{field}', \
                                  which does not exist"
-                            ))?;
-                            continue;
-                        }
+                            )
+                        },
+                    )?;
+                    let Some(column) = column else {
+                        continue;
                     };
                     if column.is_read_only {
                         return Err(Error::validation(format!(
@@ -88,8 +92,25 @@ pub(super) fn layer(
                     }
                     rules.entry(field.clone()).or_default().push(rule);
                 }
-                Kind::Nullable { field } => match schema.fields.get_mut(field) {
-                    Some(FieldSchema::Column(column)) => {
+                Kind::Nullable { field } => {
+                    let column = target_column(
+                        &mut schema,
+                        field,
+                        options,
+                        || {
+                            format!(
+                                "{origin}: cannot make the relation '{collection}.{field}' \
+                                 nullable"
+                            )
+                        },
+                        || {
+                            format!(
+                                "{origin}: cannot make '{collection}.{field}' nullable, it does \
+                                 not exist"
+                            )
+                        },
+                    )?;
+                    if let Some(column) = column {
                         // The schema only: a `Present` rule added here is still checked, as in
                         // the agent (its checks read the declared rules, not the schema).
                         column.allow_null = true;
@@ -97,15 +118,7 @@ pub(super) fn layer(
                             .validation
                             .retain(|r| r.operator != Operator::Present);
                     }
-                    Some(FieldSchema::Relation(_)) => {
-                        return Err(Error::validation(format!(
-                            "{origin}: cannot make the relation '{collection}.{field}' nullable"
-                        )));
-                    }
-                    None => options.missing(format!(
-                        "{origin}: cannot make '{collection}.{field}' nullable, it does not exist"
-                    ))?,
-                },
+                }
                 _ => {}
             }
         }
