@@ -26,7 +26,7 @@ use canopy::http::router;
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::harness::{attribute, ids, post, serve, state, with_body};
+use crate::harness::{attribute, ids, join_rows, on, post, serve, state, text, with_body};
 use crate::http::{delete, envelope, get, send};
 use crate::list::shop;
 
@@ -37,19 +37,10 @@ struct Log {
     hooks: Mutex<Vec<String>>,
 }
 
-fn text(v: &Value) -> String {
-    match v {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn computed(log: &Arc<Log>, collection: &str, name: &str, deps: &[&str]) -> Customization {
     let log = Arc::clone(log);
     let field = name.to_owned();
-    Customization::collection(
-        "test-plugin",
+    on(
         collection,
         Kind::ComputedField {
             name: name.to_owned(),
@@ -62,13 +53,7 @@ fn computed(log: &Arc<Log>, collection: &str, name: &str, deps: &[&str]) -> Cust
                     .lock()
                     .unwrap()
                     .push((field.clone(), batch.len));
-                Ok((0..batch.len)
-                    .map(|i| {
-                        let parts: Vec<String> =
-                            batch.columns.iter().map(|c| text(&c.values[i])).collect();
-                        Value::String(parts.join(" / "))
-                    })
-                    .collect())
+                Ok(join_rows(batch))
             }),
         },
     )
@@ -76,8 +61,7 @@ fn computed(log: &Arc<Log>, collection: &str, name: &str, deps: &[&str]) -> Cust
 
 fn hook(log: &Arc<Log>, position: HookPosition, operation: HookOperation) -> Customization {
     let log = Arc::clone(log);
-    Customization::collection(
-        "test-plugin",
+    on(
         "orders",
         Kind::Hook {
             position,
@@ -159,8 +143,7 @@ fn customizations(log: &Arc<Log>) -> Vec<Customization> {
         out.push(hook(log, HookPosition::Before, operation));
         out.push(hook(log, HookPosition::After, operation));
     }
-    out.push(Customization::collection(
-        "test-plugin",
+    out.push(on(
         "orders",
         Kind::Segment {
             name: "Paid".into(),
@@ -171,8 +154,7 @@ fn customizations(log: &Arc<Log>) -> Vec<Customization> {
             )),
         },
     ));
-    out.push(Customization::collection(
-        "test-plugin",
+    out.push(on(
         "orders",
         Kind::Segment {
             name: "Mine".into(),
@@ -185,16 +167,14 @@ fn customizations(log: &Arc<Log>) -> Vec<Customization> {
             })),
         },
     ));
-    out.push(Customization::collection(
-        "test-plugin",
+    out.push(on(
         "customers",
         Kind::Search(SearchMode::Fields(FieldSelection {
             only: Some(vec!["email".into()]),
             ..FieldSelection::default()
         })),
     ));
-    out.push(Customization::collection(
-        "test-plugin",
+    out.push(on(
         "countries",
         Kind::Search(SearchMode::Handler(closures::search(|text, _| {
             Ok(Some(ConditionTree::leaf(
@@ -204,15 +184,10 @@ fn customizations(log: &Arc<Log>) -> Vec<Customization> {
             )))
         }))),
     ));
-    out.push(Customization::collection(
-        "test-plugin",
-        "order_lines",
-        Kind::Search(SearchMode::Disabled),
-    ));
+    out.push(on("order_lines", Kind::Search(SearchMode::Disabled)));
     out.extend(actions());
     out.push(who_ordered());
-    out.push(Customization::collection(
-        "test-plugin",
+    out.push(on(
         "customers",
         Kind::Chart {
             name: "record".into(),
@@ -364,7 +339,7 @@ fn actions() -> Vec<Customization> {
     };
     [mark_vip, send_mail, result]
         .into_iter()
-        .map(|kind| Customization::collection("test-plugin", "customers", kind))
+        .map(|kind| on("customers", kind))
         .collect()
 }
 
@@ -383,8 +358,7 @@ fn who_ordered() -> Customization {
             )))
         },
     );
-    Customization::collection(
-        "test-plugin",
+    on(
         "orders",
         action(
             "Who ordered",
@@ -879,8 +853,7 @@ async fn keyed_app(backend: Backend) -> (canopy_e2e::TestDb, Router) {
     let customizations = ["prices", "blobs"]
         .into_iter()
         .map(|collection| {
-            Customization::collection(
-                "test-plugin",
+            on(
                 collection,
                 action(
                     "Record ids",

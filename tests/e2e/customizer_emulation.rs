@@ -18,16 +18,9 @@ use canopy::datasource::{
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::harness::{filters, get_ok, ids, on, serve, with_body};
+use crate::harness::{filters, get_ok, ids, on, serve, text, with_body};
 use crate::http::{delete, get, send};
 use crate::list::shop;
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        _ => String::new(),
-    }
-}
 
 /// A string computed field from one dependency.
 fn computed(collection: &str, name: &str, dep: &str, f: fn(&str) -> String) -> Customization {

@@ -14,12 +14,13 @@ use canopy::customizer::{
     build_stack, closures,
 };
 use canopy::datasource::sql::Options;
-use canopy::datasource::{DataSource, Operator, PrimitiveType, Value};
+use canopy::datasource::{DataSource, Operator, Value};
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
 use crate::harness::{
-    attribute, filters, ids, on, schema_collection, schema_field, schema_file, serve, with_body,
+    attribute, filters, ids, joined, on, schema_collection, schema_field, schema_file, serve,
+    with_body,
 };
 use crate::http::{envelope, get, send};
 use crate::list::shop;
@@ -37,35 +38,6 @@ fn rename(collection: &str, from: &str, to: &str) -> Customization {
         Kind::RenameField {
             from: from.into(),
             to: to.into(),
-        },
-    )
-}
-
-/// A String computed field joining its dependencies with " / " (nulls as empty strings).
-fn joined(collection: &str, name: &str, deps: &[&str]) -> Customization {
-    on(
-        collection,
-        Kind::ComputedField {
-            name: name.into(),
-            column_type: PrimitiveType::String.into(),
-            dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
-            default_value: None,
-            enum_values: None,
-            handler: closures::compute(|batch| {
-                Ok((0..batch.len)
-                    .map(|i| {
-                        let parts: Vec<String> = batch
-                            .columns
-                            .iter()
-                            .map(|c| match &c.values[i] {
-                                Value::String(s) => s.clone(),
-                                _ => String::new(),
-                            })
-                            .collect();
-                        Value::String(parts.join(" / "))
-                    })
-                    .collect())
-            }),
         },
     )
 }
@@ -88,7 +60,7 @@ async fn renamed_fields(backend: Backend) {
     let hook_seen = Arc::clone(&seen);
     let customizations = vec![
         // Declared on the names below the renames: customizations never see the exposed names.
-        joined("orders", "label", &["note", "customer:name"]),
+        joined("test-plugin", "orders", "label", &["note", "customer:name"]),
         on(
             "orders",
             Kind::Hook {
@@ -254,7 +226,7 @@ async fn removed_fields_and_collections(backend: Backend) {
     let (_db, datasource) = shop(backend).await;
     let customizations = vec![
         // Uses the removed collection through the relation that removal hides.
-        joined("customers", "place", &["country:name"]),
+        joined("test-plugin", "customers", "place", &["country:name"]),
         on(
             "customers",
             Kind::RemoveField {

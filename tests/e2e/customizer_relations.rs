@@ -22,7 +22,7 @@ use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 
 use crate::harness::{
-    attribute, filters, get_ok, ids, schema_field, schema_file, serve, with_body,
+    attribute, filters, get_ok, ids, joined, schema_field, schema_file, serve, with_body,
 };
 use crate::http::{get, send};
 use crate::list::{portable, shop};
@@ -60,38 +60,6 @@ fn import(collection: &str, name: &str, path: &str, readonly: Option<bool>) -> C
             name: name.to_owned(),
             path: path.to_owned(),
             readonly,
-        },
-    )
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// A string field joining its dependencies with " / ".
-fn joined(collection: &str, name: &str, deps: &[&str]) -> Customization {
-    Customization::collection(
-        PLUGIN,
-        collection,
-        Kind::ComputedField {
-            name: name.to_owned(),
-            column_type: PrimitiveType::String.into(),
-            dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
-            default_value: None,
-            enum_values: None,
-            handler: closures::compute(|batch| {
-                Ok((0..batch.len)
-                    .map(|i| {
-                        let parts: Vec<String> =
-                            batch.columns.iter().map(|c| text(&c.values[i])).collect();
-                        Value::String(parts.join(" / "))
-                    })
-                    .collect())
-            }),
         },
     )
 }
@@ -390,7 +358,7 @@ async fn added_relations_through_the_routes(backend: Backend) {
 async fn decorator_order_with_relations(backend: Backend) {
     let mut customizations = relations();
     customizations.extend([
-        joined("orders", "buyer_label", &["buyer:name", "status"]),
+        joined(PLUGIN, "orders", "buyer_label", &["buyer:name", "status"]),
         import(
             "orders",
             "buyer_country_id",
@@ -636,7 +604,10 @@ async fn missing_targets(backend: Backend) {
         );
         let (_db, app) = app(
             backend,
-            vec![customization, joined("orders", "tagline", &["status"])],
+            vec![
+                customization,
+                joined(PLUGIN, "orders", "tagline", &["status"]),
+            ],
             &lenient,
         )
         .await;
@@ -772,7 +743,7 @@ async fn a_relation_across_datasources() {
                 origin_key_target: None,
             },
         ),
-        joined("books", "byline", &["title", "author:name"]),
+        joined(PLUGIN, "books", "byline", &["title", "author:name"]),
         import("books", "author_name", "author:name", None),
     ];
     let stack = build_stack_with(

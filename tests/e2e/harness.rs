@@ -13,8 +13,8 @@ use canopy::agent::schema_file::{Meta, NoActions, SchemaFile};
 use canopy::app::Served;
 use canopy::auth::SessionKey;
 use canopy::config::{Config, HttpConfig, ServeArgs};
-use canopy::customizer::{Customization, Kind};
-use canopy::datasource::DataSource;
+use canopy::customizer::{Batch, Customization, Kind, closures};
+use canopy::datasource::{DataSource, PrimitiveType, Value};
 use canopy::http::{AppState, router};
 use serde_json::{Value as Json, json};
 
@@ -79,6 +79,43 @@ pub(crate) fn serve(stack: Arc<dyn DataSource>) -> Router {
 /// A customization of `collection` declared by the plugin `test-plugin`.
 pub(crate) fn on(collection: &str, kind: Kind) -> Customization {
     Customization::collection("test-plugin", collection, kind)
+}
+
+/// A value as text for the string computations of the tests: null empty, a string as it is,
+/// anything else printed.
+pub(crate) fn text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Each row of `batch` as a string: the texts of its dependencies joined with " / ".
+pub(crate) fn join_rows(batch: &Batch) -> Vec<Value> {
+    (0..batch.len)
+        .map(|i| {
+            let parts: Vec<String> = batch.columns.iter().map(|c| text(&c.values[i])).collect();
+            Value::String(parts.join(" / "))
+        })
+        .collect()
+}
+
+/// A String computed field of `collection`, declared by `plugin`, joining its dependencies with
+/// " / " (nulls as empty strings).
+pub(crate) fn joined(plugin: &str, collection: &str, name: &str, deps: &[&str]) -> Customization {
+    Customization::collection(
+        plugin,
+        collection,
+        Kind::ComputedField {
+            name: name.to_owned(),
+            column_type: PrimitiveType::String.into(),
+            dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
+            default_value: None,
+            enum_values: None,
+            handler: closures::compute(|batch| Ok(join_rows(batch))),
+        },
+    )
 }
 
 /// A request with a JSON body and the session token.

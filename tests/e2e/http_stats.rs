@@ -7,7 +7,7 @@ use axum::http::{Request, StatusCode};
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::harness::{encode, post};
+use crate::harness::{encode, ids, post};
 use crate::http::{app, envelope, get, send};
 
 /// The stats document around `value`, with a fresh uuid as its id.
@@ -198,13 +198,7 @@ async fn live_query_segments(backend: Backend) {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let ids: Vec<&str> = body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, ["1", "3"]);
+    assert_eq!(ids(&body), ["1", "3"]);
     let count = send(
         &app,
         get(&format!(

@@ -84,12 +84,7 @@ async fn related_ids(app: &Router, path: &str) -> Vec<String> {
     let uri = format!("/forest/{path}{separator}timezone=UTC");
     let (status, _, body) = send(app, get(&uri)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let mut ids: Vec<String> = body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect();
+    let mut ids = crate::harness::ids(&body);
     ids.sort();
     ids
 }

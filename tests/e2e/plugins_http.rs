@@ -23,7 +23,7 @@ use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 use sqlx::Connection as _;
 
-use crate::harness::{ENV_SECRET, attribute, plugin_config, post, served};
+use crate::harness::{ENV_SECRET, attribute, ids, plugin_config, post, served};
 use crate::http::{get, send};
 
 const SEED_POSTGRES: &str = include_str!("../../examples/shop/seed.postgres.sql");
@@ -856,12 +856,7 @@ async fn keys_read_by_a_plugin_are_the_ids_the_routes_serve(backend: Backend) {
             format!("/forest/{collection}?timezone=UTC&sort=id&fields[{collection}]=id,key_text");
         let (status, _, body) = send(&app, get(&list)).await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        let ids: Vec<&str> = body["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["id"].as_str().unwrap())
-            .collect();
+        let ids = ids(&body);
         assert_eq!(ids, expected, "{collection}: {body}");
         // The computed field received the keys in the batch and wrote them as text.
         assert_eq!(attribute(&body, "key_text"), ids, "{collection}: {body}");
