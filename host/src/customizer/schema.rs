@@ -29,18 +29,14 @@ pub(super) fn layer(
                         schema,
                         field,
                         options,
-                        || {
-                            format!(
-                                "{origin}: cannot disable sorting on '{collection}.{field}', which \
+                        format!(
+                            "{origin}: cannot disable sorting on '{collection}.{field}', which \
                              is a relation"
-                            )
-                        },
-                        || {
-                            format!(
-                                "{origin}: cannot disable sorting on '{collection}.{field}', which \
+                        ),
+                        format!(
+                            "{origin}: cannot disable sorting on '{collection}.{field}', which \
                              does not exist"
-                            )
-                        },
+                        ),
                     )?;
                     if let Some(column) = column {
                         column.is_sortable = false;

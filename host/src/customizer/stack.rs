@@ -131,38 +131,34 @@ impl ColumnTarget<'_> {
             target,
             field,
             options,
-            || {
-                format!(
-                    "{origin}: cannot {refused} '{collection}.{field}': it is a relation, not a \
-                     column"
-                )
-            },
-            || {
-                format!(
-                    "{origin}: {declared} on '{collection}.{field}' targets a field that does \
-                     not exist"
-                )
-            },
+            format!(
+                "{origin}: cannot {refused} '{collection}.{field}': it is a relation, not a \
+                 column"
+            ),
+            format!(
+                "{origin}: {declared} on '{collection}.{field}' targets a field that does \
+                 not exist"
+            ),
         )?;
         Ok(column.is_some().then_some(target))
     }
 }
 
 /// The column `field` of `schema` that a customization targets. A relation is refused with the
-/// message `relation` makes; a missing field is reported through `options.missing` with the one
-/// `missing` makes, and `Ok(None)` then tells the caller to skip the customization. Both
-/// messages name the plugin, the target and what was attempted.
+/// message `relation`; a missing field is reported through `options.missing` with the message
+/// `missing`, and `Ok(None)` then tells the caller to skip the customization. Both messages name
+/// the plugin, the target and what was attempted (built up front: this runs once, at startup).
 pub(super) fn target_column<'s>(
     schema: &'s mut CollectionSchema,
     field: &str,
     options: &StackOptions,
-    relation: impl FnOnce() -> String,
-    missing: impl FnOnce() -> String,
+    relation: String,
+    missing: String,
 ) -> Result<Option<&'s mut ColumnSchema>> {
     match schema.fields.get_mut(field) {
         Some(FieldSchema::Column(column)) => Ok(Some(column)),
-        Some(FieldSchema::Relation(_)) => Err(Error::validation(relation())),
-        None => options.missing(missing()).map(|()| None),
+        Some(FieldSchema::Relation(_)) => Err(Error::validation(relation)),
+        None => options.missing(missing).map(|()| None),
     }
 }
 

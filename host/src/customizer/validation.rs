@@ -57,18 +57,14 @@ pub(super) fn layer(
                         &mut schema,
                         field,
                         options,
-                        || {
-                            format!(
-                                "{origin}: cannot add validators on the relation \
-                                 '{collection}.{field}', use the foreign key instead"
-                            )
-                        },
-                        || {
-                            format!(
-                                "{origin}: cannot add a validator on '{collection}.{field}', \
-                                 which does not exist"
-                            )
-                        },
+                        format!(
+                            "{origin}: cannot add validators on the relation \
+                             '{collection}.{field}', use the foreign key instead"
+                        ),
+                        format!(
+                            "{origin}: cannot add a validator on '{collection}.{field}', \
+                             which does not exist"
+                        ),
                     )?;
                     let Some(column) = column else {
                         continue;
@@ -97,18 +93,14 @@ pub(super) fn layer(
                         &mut schema,
                         field,
                         options,
-                        || {
-                            format!(
-                                "{origin}: cannot make the relation '{collection}.{field}' \
-                                 nullable"
-                            )
-                        },
-                        || {
-                            format!(
-                                "{origin}: cannot make '{collection}.{field}' nullable, it does \
-                                 not exist"
-                            )
-                        },
+                        format!(
+                            "{origin}: cannot make the relation '{collection}.{field}' \
+                             nullable"
+                        ),
+                        format!(
+                            "{origin}: cannot make '{collection}.{field}' nullable, it does \
+                             not exist"
+                        ),
                     )?;
                     if let Some(column) = column {
                         // The schema only: a `Present` rule added here is still checked, as in
