@@ -820,3 +820,60 @@ async fn column_customizations_name_their_missing_or_relation_target() {
         .is_ok()
     );
 }
+
+/// The schema-level column customizations keep their own wording for a relation or a missing
+/// field: `disableFieldSorting`, `addFieldValidation` and the nullable override.
+#[tokio::test]
+async fn schema_column_customizations_name_their_missing_or_relation_target() {
+    let base = base().await;
+    let relation = customer_relation(base.as_ref());
+    let error = |collection: &str, kind: Kind| match build_stack(
+        Arc::clone(&base),
+        vec![Customization::collection("p", collection, kind)],
+    ) {
+        Err(Error::Validation(m)) => m,
+        Err(other) => panic!("refused as invalid, not {other:?}"),
+        Ok(_) => panic!("refused"),
+    };
+    let disable = |field: &str| Kind::Sorting {
+        field: field.into(),
+        mode: SortingMode::Disable,
+    };
+    assert_eq!(
+        error("customers", disable("nope")),
+        "p: cannot disable sorting on 'customers.nope', which does not exist"
+    );
+    assert_eq!(
+        error("orders", disable(&relation)),
+        format!("p: cannot disable sorting on 'orders.{relation}', which is a relation")
+    );
+    assert_eq!(
+        error(
+            "orders",
+            Kind::Nullable {
+                field: relation.clone()
+            }
+        ),
+        format!("p: cannot make the relation 'orders.{relation}' nullable")
+    );
+    assert_eq!(
+        error(
+            "customers",
+            Kind::Nullable {
+                field: "nope".into()
+            }
+        ),
+        "p: cannot make 'customers.nope' nullable, it does not exist"
+    );
+    assert_eq!(
+        error(
+            "customers",
+            Kind::Validation {
+                field: "nope".into(),
+                operator: Operator::Present,
+                value: None,
+            }
+        ),
+        "p: cannot add a validator on 'customers.nope', which does not exist"
+    );
+}
