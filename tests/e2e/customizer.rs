@@ -19,14 +19,14 @@ use canopy::datasource::action::{
 };
 use canopy::datasource::chart::ChartResult;
 use canopy::datasource::sql::Options;
-use canopy::datasource::{
-    ConditionTree, DataSource, Error, Operator, PrimitiveType, Record, Value,
-};
+use canopy::datasource::{ConditionTree, DataSource, Error, Operator, Record, Value};
 use canopy::http::router;
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::harness::{attribute, ids, join_rows, on, post, serve, state, text, with_body};
+use crate::harness::{
+    attribute, ids, join_rows, on, post, serve, state, string_field, text, with_body,
+};
 use crate::http::{delete, envelope, get, send};
 use crate::list::shop;
 
@@ -40,22 +40,18 @@ struct Log {
 fn computed(log: &Arc<Log>, collection: &str, name: &str, deps: &[&str]) -> Customization {
     let log = Arc::clone(log);
     let field = name.to_owned();
-    on(
+    string_field(
+        "test-plugin",
         collection,
-        Kind::ComputedField {
-            name: name.to_owned(),
-            column_type: PrimitiveType::String.into(),
-            dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
-            default_value: None,
-            enum_values: None,
-            handler: closures::compute(move |batch| {
-                log.computed
-                    .lock()
-                    .unwrap()
-                    .push((field.clone(), batch.len));
-                Ok(join_rows(batch))
-            }),
-        },
+        name,
+        deps,
+        closures::compute(move |batch| {
+            log.computed
+                .lock()
+                .unwrap()
+                .push((field.clone(), batch.len));
+            Ok(join_rows(batch))
+        }),
     )
 }
 

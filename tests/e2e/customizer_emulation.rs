@@ -12,37 +12,31 @@ use canopy::customizer::{
     Customization, FilteringMode, Kind, OverrideOperation, SortingMode, StackOptions,
     build_stack_with, closures,
 };
-use canopy::datasource::{
-    ConditionTree, Filter, Operator, PrimitiveType, Projection, Record, SortClause, Value,
-};
+use canopy::datasource::{ConditionTree, Filter, Operator, Projection, Record, SortClause, Value};
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::harness::{filters, get_ok, ids, on, serve, text, with_body};
+use crate::harness::{filters, get_ok, ids, on, serve, string_field, text, with_body};
 use crate::http::{delete, get, send};
 use crate::list::shop;
 
 /// A string computed field from one dependency.
 fn computed(collection: &str, name: &str, dep: &str, f: fn(&str) -> String) -> Customization {
-    on(
+    string_field(
+        "test-plugin",
         collection,
-        Kind::ComputedField {
-            name: name.into(),
-            column_type: PrimitiveType::String.into(),
-            dependencies: vec![dep.into()],
-            default_value: None,
-            enum_values: None,
-            handler: closures::compute(move |batch| {
-                Ok(batch.columns[0]
-                    .values
-                    .iter()
-                    .map(|v| match v {
-                        Value::Null => Value::Null,
-                        v => Value::String(f(&text(v))),
-                    })
-                    .collect())
-            }),
-        },
+        name,
+        &[dep],
+        closures::compute(move |batch| {
+            Ok(batch.columns[0]
+                .values
+                .iter()
+                .map(|v| match v {
+                    Value::Null => Value::Null,
+                    v => Value::String(f(&text(v))),
+                })
+                .collect())
+        }),
     )
 }
 

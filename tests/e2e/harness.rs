@@ -13,7 +13,7 @@ use canopy::agent::schema_file::{Meta, NoActions, SchemaFile};
 use canopy::app::Served;
 use canopy::auth::SessionKey;
 use canopy::config::{Config, HttpConfig, ServeArgs};
-use canopy::customizer::{Batch, Customization, Kind, closures};
+use canopy::customizer::{Batch, ComputeHandler, Customization, Kind, closures};
 use canopy::datasource::{DataSource, PrimitiveType, Value};
 use canopy::http::{AppState, router};
 use serde_json::{Value as Json, json};
@@ -104,6 +104,23 @@ pub(crate) fn join_rows(batch: &Batch) -> Vec<Value> {
 /// A String computed field of `collection`, declared by `plugin`, joining its dependencies with
 /// " / " (nulls as empty strings).
 pub(crate) fn joined(plugin: &str, collection: &str, name: &str, deps: &[&str]) -> Customization {
+    string_field(
+        plugin,
+        collection,
+        name,
+        deps,
+        closures::compute(|batch| Ok(join_rows(batch))),
+    )
+}
+
+/// A String computed field of `collection`, declared by `plugin`, over `deps`.
+pub(crate) fn string_field(
+    plugin: &str,
+    collection: &str,
+    name: &str,
+    deps: &[&str],
+    handler: Arc<dyn ComputeHandler>,
+) -> Customization {
     Customization::collection(
         plugin,
         collection,
@@ -113,7 +130,7 @@ pub(crate) fn joined(plugin: &str, collection: &str, name: &str, deps: &[&str]) 
             dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
             default_value: None,
             enum_values: None,
-            handler: closures::compute(|batch| Ok(join_rows(batch))),
+            handler,
         },
     )
 }
