@@ -6,8 +6,9 @@
 # What it does:
 #   1. builds the release binary (cargo build --release -p canopy);
 #   2. recreates the database $DB (default canopy_loadbench) on $PGHOST:$PGPORT (default
-#      127.0.0.1:5432, user postgres, trust auth) and loads bench/shop-postgres.sql, the
-#      PostgreSQL port of examples/shop/seed.sql (same rows);
+#      127.0.0.1:5432, user postgres, trust auth) and loads
+#      examples/shop/seed.postgres.sql, the PostgreSQL port of examples/shop/seed.sql (same rows,
+#      also what the plugin end-to-end tests load);
 #   3. starts `canopy serve` on a free loopback port in the background and mints a token;
 #   4. runs wrk (installed with apt-get when missing, which needs root) for $DURATION seconds
 #      (default 10) per scenario, $CONNECTIONS connections (16) and $THREADS threads (2):
@@ -57,7 +58,7 @@ BIN=$PWD/target/release/canopy
 # --- database -----------------------------------------------------------------------------------
 psql -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>&1 \
   | grep -v 'does not exist, skipping' || true
-psql -q -v ON_ERROR_STOP=1 -d "$DB" -f bench/shop-postgres.sql
+psql -q -v ON_ERROR_STOP=1 -d "$DB" -f examples/shop/seed.postgres.sql
 
 # --- server -------------------------------------------------------------------------------------
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
