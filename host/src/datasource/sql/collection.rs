@@ -126,6 +126,9 @@ impl SqlCollection {
         each: impl FnMut(&mut Vec<Value>) + Send,
     ) -> Result<()> {
         let Statement { sql, binds } = statement;
+        // Off unless asked for (`canopy::sql=trace`): the binds are the caller's filter values.
+        // `bench/load.sh` reads these lines to replay each scenario's SQL with pgbench.
+        tracing::trace!(target: "canopy::sql", sql = %sql, binds = ?binds, "read");
         match &self.shared.pool {
             Pool::Postgres(pool) => {
                 let rows = sqlx::query_with(&sql, pg_args(binds)?)
