@@ -66,7 +66,7 @@ fi
 # --- binary and plugin ---------------------------------------------------------------------------
 cargo build --release -p canopy
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/canopy
-(cd examples/shop/plugin && cargo build --release --target wasm32-wasip2 --quiet)
+(cd examples/shop/plugin && cargo build --release --target wasm32-wasip2 --target-dir target --quiet)
 mkdir -p "$WORK/plugins"
 cp examples/shop/plugin/target/wasm32-wasip2/release/shop_plugin.wasm "$WORK/plugins/shop.wasm"
 
@@ -83,11 +83,12 @@ PID=
 stop_server() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=; fi; }
 trap stop_server EXIT
 start_server() { # start_server <log level> <log format> <log file>
+  : >"$3"
   "$BIN" serve \
     --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$DB" \
     --auth-secret "$AUTH_SECRET" --env-secret "$ENV_SECRET" --plugins "$WORK/plugins" \
     --listen "127.0.0.1:$PORT" --schema-path "$WORK/.forestadmin-schema.json" \
-    --log-level "$1" --log-format "$2" >"$3" 2>&1 &
+    --log-level "$1" --log-format "$2" >>"$3" 2>&1 & # appended: the markers below go in between
   PID=$!
   for _ in $(seq 300); do
     curl -fs -o /dev/null "http://127.0.0.1:$PORT/forest" && return 0
