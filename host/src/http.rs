@@ -66,17 +66,49 @@ impl AppState {
     }
 }
 
-/// A `200 application/json` response of bytes already written (JSON:API documents).
+/// The `Content-Type` of every JSON answer: koa writes the charset, and clients compare the
+/// whole header.
+pub const JSON_CONTENT_TYPE: &str = "application/json; charset=utf-8";
+
+/// A `200` JSON response of bytes already written (JSON:API documents).
 fn json_bytes(body: Vec<u8>) -> axum::response::Response {
+    json_bytes_with(axum::http::StatusCode::OK, body)
+}
+
+/// A JSON response of bytes already written, with this status.
+fn json_bytes_with(status: axum::http::StatusCode, body: Vec<u8>) -> axum::response::Response {
     use axum::response::IntoResponse as _;
     (
+        status,
         [(
             axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("application/json"),
+            axum::http::HeaderValue::from_static(JSON_CONTENT_TYPE),
         )],
         body,
     )
         .into_response()
+}
+
+/// A `200` JSON response of this value. Every JSON answer goes through here or `json_bytes`
+/// (`axum::Json` is a disallowed type: it omits the charset).
+pub fn json(value: &impl serde::Serialize) -> axum::response::Response {
+    json_with(axum::http::StatusCode::OK, value)
+}
+
+/// A JSON response of this value, with this status.
+pub fn json_with(
+    status: axum::http::StatusCode,
+    value: &impl serde::Serialize,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match serde_json::to_vec(value) {
+        Ok(body) => json_bytes_with(status, body),
+        // Only a map with non-string keys fails, and no route builds one.
+        Err(error) => {
+            tracing::error!(%error, "a JSON answer could not be written");
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
 }
 
 /// Shared handle to the state, as handlers receive it.

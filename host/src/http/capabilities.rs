@@ -4,7 +4,7 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Value as Json, json};
 
@@ -56,7 +56,7 @@ async fn capabilities(
         },
         "collections": collections,
     });
-    Ok(axum::Json(body).into_response())
+    Ok(super::json(&body))
 }
 
 /// One collection: its filterable columns, its ManyToOne relations, its aggregation support.

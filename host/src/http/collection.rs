@@ -8,7 +8,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 
 use super::error::{ApiError, ApiResult};
@@ -146,7 +146,7 @@ async fn count(
     let collection_schema = served(schema, &name)?;
     auth::authorize(&context.caller, &name, Action::Browse)?;
     if !collection_schema.countable {
-        return Ok(axum::Json(serialize::count_deactivated_body()).into_response());
+        return Ok(super::json(&serialize::count_deactivated_body()));
     }
     let filter = resolve(
         &state,
@@ -165,7 +165,7 @@ async fn count(
         .first()
         .and_then(|row| row.value.as_f64())
         .map_or(0, |n| n as u64);
-    Ok(axum::Json(serialize::count_body(count)).into_response())
+    Ok(super::json(&serialize::count_body(count)))
 }
 
 /// `GET /{c}/{id}`: one record, 404 `Record does not exists` when none.

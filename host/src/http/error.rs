@@ -166,7 +166,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 /// `{"errors":[{"name","detail","status"}]}` with that status.
 pub fn envelope(status: StatusCode, name: &str, detail: &str) -> Response {
     let body = json!({ "errors": [{ "name": name, "detail": detail, "status": status.as_u16() }] });
-    (status, axum::Json(body)).into_response()
+    super::json_with(status, &body)
 }
 
 /// The answer of paths that match no route.
