@@ -192,7 +192,7 @@ pub(crate) fn bearer() -> String {
 }
 
 /// A request with the session token and, when given, a JSON body.
-fn request(method: &str, uri: &str, body: Option<&Json>) -> Request<Body> {
+pub(crate) fn request(method: &str, uri: &str, body: Option<&Json>) -> Request<Body> {
     let builder = Request::builder()
         .method(method)
         .uri(uri)
@@ -206,12 +206,12 @@ fn request(method: &str, uri: &str, body: Option<&Json>) -> Request<Body> {
     .unwrap()
 }
 
-fn get(uri: &str) -> Request<Body> {
+pub(crate) fn get(uri: &str) -> Request<Body> {
     request("GET", uri, None)
 }
 
 /// A request with the session token and this raw body.
-fn raw(method: &str, uri: &str, body: impl Into<Body>) -> Request<Body> {
+pub(crate) fn raw(method: &str, uri: &str, body: impl Into<Body>) -> Request<Body> {
     Request::builder()
         .method(method)
         .uri(uri)
@@ -222,7 +222,7 @@ fn raw(method: &str, uri: &str, body: impl Into<Body>) -> Request<Body> {
 }
 
 /// `filters=<tree>` for a query string.
-fn filters(tree: &Json) -> String {
+pub(crate) fn filters(tree: &Json) -> String {
     format!("filters={}", encode(&tree.to_string()))
 }
 
@@ -288,7 +288,7 @@ impl Fixture {
 
     /// Sends the request and checks the whole response against the snapshot `name`, shared by
     /// the three databases.
-    async fn snap(&self, name: &str, request: Request<Body>) {
+    pub(crate) async fn snap(&self, name: &str, request: Request<Body>) {
         let response = self.respond(request).await;
         settings(false).bind(|| insta::assert_json_snapshot!(name, response));
     }
@@ -303,7 +303,7 @@ impl Fixture {
     }
 
     /// As `snap`, with the stats document id redacted (checked to be a uuid first).
-    async fn snap_stats(&self, name: &str, request: Request<Body>) {
+    pub(crate) async fn snap_stats(&self, name: &str, request: Request<Body>) {
         let response = self.respond(request).await;
         assert_eq!(response["body"]["data"]["type"], "stats", "{response}");
         settings(true).bind(|| insta::assert_json_snapshot!(name, response));

@@ -247,8 +247,10 @@ async fn bulk_delete(
 }
 
 /// `GET /{c}.csv`: the header row, then pages of records streamed as they are read, up to
-/// `limitExportSize` (§3.5). Errors before the first byte are answered in the envelope; a page
-/// that fails later ends the stream (the status is already sent), and is logged.
+/// `limitExportSize` (§3.5). Errors before the first byte are answered in the envelope, without
+/// the download headers (the agent sets them only once every parameter is parsed, so that a
+/// browser shows the error instead of saving it); a page that fails later ends the stream (the
+/// status is already sent), and is logged.
 pub(super) async fn csv(
     state: &SharedState,
     name: &str,
@@ -307,19 +309,17 @@ pub(super) async fn csv(
         Some((Ok::<_, std::io::Error>(chunk), export))
     });
     let body = Body::from_stream(futures::StreamExt::chain(first, pages));
-    let filename = params.filename.unwrap_or_else(|| format!("{name}.csv"));
+    // The agent interpolates the query parameter as is: without one, the name is `undefined`
+    // (what `@forestadmin/agent-client` gets, as it sends none).
+    let filename = params.filename.unwrap_or_else(|| "undefined".to_owned());
     let disposition = serialize::csv_content_disposition(&filename);
     let mut response = Response::new(body);
     let out = response.headers_mut();
-    let content_type = if filename
-        .rsplit_once('.')
-        .is_some_and(|(_, ext)| ext == "csv")
-    {
-        "text/csv; charset=utf-8"
-    } else {
-        "application/octet-stream"
-    };
-    out.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // koa 3 keeps the type the agent sets before `attachment()`, whatever the file name.
+    out.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
     if let Ok(value) = HeaderValue::from_str(&disposition) {
         out.insert(header::CONTENT_DISPOSITION, value);
     }
