@@ -111,6 +111,28 @@ pub fn json_with(
     }
 }
 
+/// koa's router matches a route with or without one trailing slash (`/forest/` is the
+/// healthcheck): the slash is dropped before routing.
+fn trim_trailing_slash(mut request: axum::extract::Request) -> axum::extract::Request {
+    let uri = request.uri();
+    let Some(path) = uri.path().strip_suffix('/').filter(|p| !p.is_empty()) else {
+        return request;
+    };
+    let path_and_query = match uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    let mut parts = uri.clone().into_parts();
+    let Ok(path_and_query) = axum::http::uri::PathAndQuery::try_from(path_and_query) else {
+        return request;
+    };
+    parts.path_and_query = Some(path_and_query);
+    if let Ok(trimmed) = axum::http::Uri::from_parts(parts) {
+        *request.uri_mut() = trimmed;
+    }
+    request
+}
+
 /// Shared handle to the state, as handlers receive it.
 pub type SharedState = Arc<AppState>;
 
@@ -130,9 +152,12 @@ pub fn router(state: SharedState) -> Router {
         .merge(api_chart::router())
         .fallback(error::not_found)
         .with_state(Arc::clone(&state));
-    Router::new()
+    let routes = Router::new()
         .nest(&mount_path, forest)
-        .fallback(error::not_found)
+        .fallback(error::not_found);
+    // Trimmed before routing, which layers added to `routes` itself would follow.
+    Router::new()
+        .fallback_service(tower::ServiceExt::map_request(routes, trim_trailing_slash))
         .layer(DefaultBodyLimit::max(json_limit))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             error::panic_response,

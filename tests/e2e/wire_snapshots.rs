@@ -5,6 +5,8 @@
 //! One function per item of the issue; every other JSON snapshot also pins item 1 (the
 //! `content-type` of JSON answers).
 
+use axum::body::Body;
+use axum::http::Request;
 use canopy_e2e::{Backend, on_all_backends};
 
 use crate::snapshots::{fixture, get};
@@ -34,6 +36,19 @@ async fn csv_headers(backend: Backend) {
     .await;
 }
 
+/// 3. One trailing slash is ignored: `GET /forest/` is the healthcheck, as every route.
+async fn trailing_slash(backend: Backend) {
+    let f = fixture(backend).await;
+    let anonymous = Request::get("/forest/").body(Body::empty()).unwrap();
+    f.snap("healthcheck_trailing_slash", anonymous).await;
+    f.snap(
+        "count_trailing_slash",
+        get("/forest/books/count/?timezone=UTC"),
+    )
+    .await;
+}
+
 on_all_backends!(
     csv_headers,
+    trailing_slash,
 );
