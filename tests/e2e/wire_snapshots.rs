@@ -48,7 +48,29 @@ async fn trailing_slash(backend: Backend) {
     .await;
 }
 
+/// 4. To-one relationships only for the relations in the projection; included records only
+///    carry the to-one relations loaded under them (and their to-many links).
+async fn relationships_of_the_projection(backend: Backend) {
+    let f = fixture(backend).await;
+    // The keys of book_tags are its foreign keys: they are attributes, not relationships.
+    f.snap(
+        "list_projection_without_relations",
+        get(
+            "/forest/book_tags?timezone=UTC&fields[book_tags]=book_id&sort=book_id,tag_id\
+             &page[size]=2",
+        ),
+    )
+    .await;
+    // The included cover has a `book_id`, but its `book` relation was not loaded.
+    f.snap(
+        "get_included_without_nested_to_one",
+        get("/forest/books/1?timezone=UTC&fields[books]=id,cover&fields[cover]=id,book_id"),
+    )
+    .await;
+}
+
 on_all_backends!(
     csv_headers,
     trailing_slash,
+    relationships_of_the_projection,
 );
