@@ -8,8 +8,9 @@
 use axum::body::Body;
 use axum::http::Request;
 use canopy_e2e::{Backend, on_all_backends};
+use serde_json::json;
 
-use crate::snapshots::{fixture, get};
+use crate::snapshots::{fixture, get, request};
 
 /// 2. CSV exports are `text/csv; charset=utf-8` whatever the file name; an error before the
 ///    first byte is the usual envelope, without the download headers.
@@ -69,8 +70,26 @@ async fn relationships_of_the_projection(backend: Backend) {
     .await;
 }
 
+/// 5. An objective chart answers `{value}` alone, with or without an objective.
+async fn objective_chart(backend: Backend) {
+    let f = fixture(backend).await;
+    f.snap_stats(
+        "stats_objective_without_objective",
+        request(
+            "POST",
+            "/forest/stats/books?timezone=UTC",
+            Some(
+                &json!({"type": "Objective", "sourceCollectionName": "books",
+                "aggregator": "Count"}),
+            ),
+        ),
+    )
+    .await;
+}
+
 on_all_backends!(
     csv_headers,
     trailing_slash,
     relationships_of_the_projection,
+    objective_chart,
 );
