@@ -22,6 +22,7 @@ use axum::body::Body;
 use axum::http::{Request, header};
 use canopy::auth::{SessionClaims, SessionKey};
 use canopy::config::HttpConfig;
+use canopy::customizer::{Customization, build_stack};
 use canopy::datasource::sql::{Options, SqlDataSource};
 use canopy::datasource::{Caller, Collection, DataSource, DataSourceSchema, Record, Value};
 use canopy::http::{AppState, router};
@@ -147,6 +148,11 @@ pub(crate) struct Fixture {
 }
 
 pub(crate) async fn fixture(backend: Backend) -> Fixture {
+    fixture_with(backend, Vec::new()).await
+}
+
+/// The fixture with these customizations stacked over the library (none: the library as is).
+pub(crate) async fn fixture_with(backend: Backend, customizations: Vec<Customization>) -> Fixture {
     let (db, inner) = library(backend).await;
     let mut schema = inner.schema().clone();
     schema
@@ -162,11 +168,13 @@ pub(crate) async fn fixture(backend: Backend) -> Fixture {
         limit_export_size: None,
         customize_error_message: None,
     };
-    let state = AppState::new(
-        Arc::new(WithoutTagCount { inner, schema }),
-        SessionKey::new(SECRET),
-        &http,
-    );
+    let base: Arc<dyn DataSource> = Arc::new(WithoutTagCount { inner, schema });
+    let served = if customizations.is_empty() {
+        base
+    } else {
+        build_stack(base, customizations).expect("the fixture's customizations")
+    };
+    let state = AppState::new(served, SessionKey::new(SECRET), &http);
     Fixture {
         _db: db,
         app: router(Arc::new(state)),

@@ -5,12 +5,16 @@
 //! One function per item of the issue; every other JSON snapshot also pins item 1 (the
 //! `content-type` of JSON answers).
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::http::Request;
+use canopy::customizer::{Customization, Kind, closures};
+use canopy::datasource::action::{ActionScope, FieldType, FormElement, FormField, FormPhase};
 use canopy_e2e::{Backend, on_all_backends};
-use serde_json::json;
+use serde_json::{Value as Json, json};
 
-use crate::snapshots::{fixture, get, request};
+use crate::snapshots::{fixture, fixture_with, get, request};
 
 /// 2. CSV exports are `text/csv; charset=utf-8` whatever the file name; an error before the
 ///    first byte is the usual envelope, without the download headers.
@@ -87,9 +91,84 @@ async fn objective_chart(backend: Backend) {
     .await;
 }
 
+/// An action on books whose form declares one field required, one read-only, one neither, the
+/// last watched (so the change hook is called).
+fn review_action() -> Customization {
+    let handler = closures::action(
+        |_, phase| {
+            let mut score = FormField::new("Score", FieldType::Number);
+            score.is_required = true;
+            let mut comment = FormField::new("Comment", FieldType::String);
+            comment.watch_changes = true;
+            let mut summary = FormField::new("Summary", FieldType::String);
+            summary.is_read_only = true;
+            summary.value = Some(json!(match phase {
+                FormPhase::Change { .. } => "changed",
+                _ => "loaded",
+            }));
+            Ok(vec![
+                FormElement::Field(score),
+                FormElement::Field(comment),
+                FormElement::Field(summary),
+            ])
+        },
+        |_, _| async { unreachable!("the test runs no action") },
+    );
+    Customization::collection(
+        "wire-test",
+        "books",
+        Kind::Action {
+            name: "Review".to_owned(),
+            scope: ActionScope::Single,
+            generate_file: false,
+            description: None,
+            submit_button_label: None,
+            static_form: None,
+            handler: Arc::clone(&handler),
+        },
+    )
+}
+
+/// 6. Form fields carry `isRequired` / `isReadOnly` only when declared, in the load and change
+///    hook answers.
+async fn action_form_flags(backend: Backend) {
+    let f = fixture_with(backend, vec![review_action()]).await;
+    let selection = |extra: Json| {
+        let mut body = json!({"data": {"attributes": {"collection_name": "books",
+            "ids": ["1"], "all_records": false}}});
+        if let (Some(attributes), Json::Object(extra)) =
+            (body["data"]["attributes"].as_object_mut(), extra)
+        {
+            attributes.extend(extra);
+        }
+        body
+    };
+    f.snap(
+        "action_load_hook",
+        request(
+            "POST",
+            "/forest/_actions/books/0/review/hooks/load?timezone=UTC",
+            Some(&selection(json!({}))),
+        ),
+    )
+    .await;
+    f.snap(
+        "action_change_hook",
+        request(
+            "POST",
+            "/forest/_actions/books/0/review/hooks/change?timezone=UTC",
+            Some(&selection(json!({"changed_field": "Comment", "fields": [
+                {"field": "Score", "value": 4}, {"field": "Comment", "value": "good"},
+                {"field": "Summary", "value": "loaded"}]}))),
+        ),
+    )
+    .await;
+}
+
 on_all_backends!(
     csv_headers,
     trailing_slash,
     relationships_of_the_projection,
     objective_chart,
+    action_form_flags,
 );
