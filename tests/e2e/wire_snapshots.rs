@@ -14,7 +14,7 @@ use canopy::datasource::action::{ActionScope, FieldType, FormElement, FormField,
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::snapshots::{fixture, fixture_with, get, request};
+use crate::snapshots::{filters, fixture, fixture_with, get, request};
 
 /// 2. CSV exports are `text/csv; charset=utf-8` whatever the file name; an error before the
 ///    first byte is the usual envelope, without the download headers.
@@ -165,10 +165,76 @@ async fn action_form_flags(backend: Backend) {
     .await;
 }
 
+/// 7. Error details in the agent's words: unknown fields and relations listing what exists,
+///    operators in PascalCase, the id type message.
+async fn error_wording(backend: Backend) {
+    let f = fixture(backend).await;
+    let leaf = |field: &str, operator: &str, value: Json| {
+        get(&format!(
+            "/forest/books?timezone=UTC&{}",
+            filters(&json!({"field": field, "operator": operator, "value": value}))
+        ))
+    };
+    f.snap_per_backend(
+        "400_filters_unknown_relation",
+        leaf("writer:name", "equal", json!("Terry")),
+    )
+    .await;
+    f.snap(
+        "400_filters_unknown_nested_field",
+        leaf("author:nope", "equal", json!(1)),
+    )
+    .await;
+    f.snap(
+        "400_filters_operator_not_listed",
+        leaf("published", "like", json!("2024%")),
+    )
+    .await;
+    f.snap_per_backend(
+        "400_get_projection_unknown_field",
+        get("/forest/books/1?timezone=UTC&fields[books]=id,nope"),
+    )
+    .await;
+    f.snap(
+        "400_stats_leaderboard_unknown_relation",
+        request(
+            "POST",
+            "/forest/stats/authors?timezone=UTC",
+            Some(
+                &json!({"type": "Leaderboard", "sourceCollectionName": "authors",
+                "aggregator": "Count", "relationshipFieldName": "novels",
+                "labelFieldName": "name", "limit": 2}),
+            ),
+        ),
+    )
+    .await;
+    f.snap_per_backend(
+        "400_stats_filter_unknown_field",
+        request(
+            "POST",
+            "/forest/stats/books?timezone=UTC",
+            Some(&json!({"type": "Value", "sourceCollectionName": "books",
+                "aggregator": "Count",
+                "filter": {"field": "nope", "operator": "equal", "value": 1}})),
+        ),
+    )
+    .await;
+    f.snap(
+        "400_create_unknown_field_listed",
+        request(
+            "POST",
+            "/forest/tags?timezone=UTC",
+            Some(&json!({"data": {"attributes": {"label": "x", "colour": "red"}}})),
+        ),
+    )
+    .await;
+}
+
 on_all_backends!(
     csv_headers,
     trailing_slash,
     relationships_of_the_projection,
     objective_chart,
     action_form_flags,
+    error_wording,
 );

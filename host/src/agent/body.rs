@@ -266,7 +266,7 @@ fn cast_attributes(
                     relation.kind_name()
                 )));
             }
-            None => return Err(Error::Validation(format!("Unknown field \"{name}\""))),
+            None => return Err(Error::Datasource(collection.missing_field(name))),
         };
         if column.is_read_only {
             return Err(Error::Validation(format!(
@@ -397,7 +397,7 @@ fn parse_relationships(
                     collection.name
                 )));
             }
-            None => return Err(Error::Validation(format!("Unknown field \"{name}\""))),
+            None => return Err(Error::Datasource(collection.missing_field(name))),
         };
         if !matches!(
             relation,
@@ -550,11 +550,22 @@ mod tests {
         Value::Uuid(uuid::Uuid::parse_str(UUID).expect("valid uuid"))
     }
 
+    /// The message of a 400: a validation error, or the agent's missing field error.
     fn message(result: Result<impl std::fmt::Debug>) -> String {
         match result {
-            Err(Error::Validation(m)) => m,
+            Err(Error::Validation(m) | Error::Datasource(datasource::Error::MissingField(m))) => m,
             other => panic!("expected a validation error, got {other:?}"),
         }
+    }
+
+    /// The agent's message for a field `books` does not have.
+    fn missing_books_field(name: &str) -> String {
+        format!(
+            "The 'books.{name}' field was not found. Available fields are: \
+             [id,title,price,published_at,release_day,available,meta,cover_file,starts,ref,mood,\
+             moods,created_at,author_id,author,cover,reviews]. Please check if the field name is \
+             correct."
+        )
     }
 
     #[test]
@@ -692,10 +703,7 @@ mod tests {
         let attempt = |attributes: Json| {
             parse_create(&json!({"data": {"attributes": attributes}}), &s, books)
         };
-        assert_eq!(
-            message(attempt(json!({"nope": 1}))),
-            "Unknown field \"nope\""
-        );
+        assert_eq!(message(attempt(json!({"nope": 1}))), missing_books_field("nope"));
         assert_eq!(
             message(attempt(json!({"author": {"id": UUID}}))),
             "Unexpected field type: 'books.author' (found 'ManyToOne' expected 'Column')"
@@ -731,7 +739,10 @@ mod tests {
             message(parse_create(&json!({"data": {"id": "B"}}), &s, covers)),
             "Expected 2 values, found 1"
         );
-        assert!(message(parse_create(&json!({"data": {"id": "B|x"}}), &s, covers)).contains("'x'"));
+        assert_eq!(
+            message(parse_create(&json!({"data": {"id": "B|x"}}), &s, covers)),
+            "The given value has a wrong type for \"slot\": NaN.\n Expects \"Number\""
+        );
         assert_eq!(
             message(parse_create(&json!({"data": {"id": 4}}), &s, covers)),
             "Expected data.id to be a string, received: number"
@@ -771,7 +782,7 @@ mod tests {
         );
         assert_eq!(
             message(attempt(json!({"nope": {"data": null}}))),
-            "Unknown field \"nope\""
+            missing_books_field("nope")
         );
         assert_eq!(
             message(attempt(json!({"title": {"data": null}}))),
@@ -869,7 +880,7 @@ mod tests {
                 &json!({"data": {"id": "x", "attributes": {"title": "a"}}}),
                 books
             )),
-            "Failed to parse Number from 'x' for primary key 'id'"
+            "The given value has a wrong type for \"id\": NaN.\n Expects \"Number\""
         );
     }
 
@@ -1034,7 +1045,10 @@ mod tests {
 
         fn check<T>(result: &Result<T>) -> Result<(), TestCaseError> {
             match result {
-                Ok(_) | Err(Error::Validation(_)) => Ok(()),
+                Ok(_)
+                | Err(
+                    Error::Validation(_) | Error::Datasource(datasource::Error::MissingField(_)),
+                ) => Ok(()),
                 Err(e) => Err(TestCaseError::fail(format!(
                     "not a validation error: {e:?}"
                 ))),

@@ -337,8 +337,13 @@ impl ChartRequest {
             .map(|tree| {
                 let tree = variables.substitute_tree(&tree)?;
                 ConditionTree::parse(&tree, collection, schema).map_err(|e| match e {
-                    // A bad filter is a bad body: one error kind for every body problem.
-                    crate::datasource::Error::Validation(message) => Error::Validation(message),
+                    // A bad filter is a bad body: one error kind for every body problem, worded
+                    // as the agent's filter parser words it.
+                    crate::datasource::Error::Validation(message)
+                    | crate::datasource::Error::MissingField(message)
+                    | crate::datasource::Error::MissingRelation(message) => {
+                        Error::Validation(format!("Invalid filters ({message})"))
+                    }
                     other => Error::from(other),
                 })
             })
@@ -810,6 +815,12 @@ async fn leaderboard_chart(
 ) -> Result<Json> {
     let schema = ds.schema();
     let source = schema.collection(collection)?;
+    // The agent looks the relation up first: an unknown one lists those the collection has.
+    if let Some(relationship) = request.relationship_field.as_deref()
+        && source.relation(relationship).is_none()
+    {
+        return Err(source.missing_relation(relationship).into());
+    }
     let (Some(relationship), Some(label), Some(limit)) = (
         request.relationship_field.as_deref(),
         request.label_field.as_deref(),

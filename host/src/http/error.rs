@@ -77,6 +77,10 @@ impl ApiError {
                 D::MissingCollection(_) => {
                     public(StatusCode::BAD_REQUEST, "MissingCollectionError", true)
                 }
+                D::MissingField(_) => public(StatusCode::BAD_REQUEST, "MissingFieldError", true),
+                D::MissingRelation(_) => {
+                    public(StatusCode::BAD_REQUEST, "MissingRelationError", true)
+                }
                 D::Unprocessable(_) => {
                     public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
                 }

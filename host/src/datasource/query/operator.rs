@@ -237,6 +237,67 @@ impl Operator {
     }
 }
 
+impl Operator {
+    /// Every operator in the agent's `allOperators` order, the order in which it lists a column's
+    /// operators (capabilities, error messages): its schema sets are rebuilt by filtering it.
+    pub const AGENT_ORDER: &'static [Operator] = {
+        use Operator::*;
+        &[
+            Equal,
+            NotEqual,
+            LessThan,
+            GreaterThan,
+            LessThanOrEqual,
+            GreaterThanOrEqual,
+            Match,
+            NotContains,
+            NotIContains,
+            LongerThan,
+            ShorterThan,
+            IncludesAll,
+            IncludesNone,
+            Today,
+            Yesterday,
+            PreviousMonth,
+            PreviousQuarter,
+            PreviousWeek,
+            PreviousYear,
+            PreviousMonthToDate,
+            PreviousQuarterToDate,
+            PreviousWeekToDate,
+            PreviousXDaysToDate,
+            PreviousXDays,
+            PreviousYearToDate,
+            Present,
+            Blank,
+            Missing,
+            In,
+            NotIn,
+            StartsWith,
+            EndsWith,
+            Contains,
+            IStartsWith,
+            IEndsWith,
+            IContains,
+            Like,
+            ILike,
+            Before,
+            After,
+            AfterXHoursAgo,
+            BeforeXHoursAgo,
+            Future,
+            Past,
+        ]
+    };
+
+    /// These operators in [`Operator::AGENT_ORDER`].
+    pub fn in_agent_order<'a>(operators: impl IntoIterator<Item = &'a Operator>) -> Vec<Operator> {
+        let mut out: Vec<Operator> = operators.into_iter().copied().collect();
+        out.sort_by_key(|op| Self::AGENT_ORDER.iter().position(|o| o == op));
+        out
+    }
+}
+
 impl fmt::Display for Operator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -282,6 +343,18 @@ mod tests {
             Ok(Operator::PreviousXDaysToDate)
         );
         assert!("nope".parse::<Operator>().is_err());
+    }
+
+    #[test]
+    fn the_agent_order_holds_every_operator_once() {
+        assert_eq!(Operator::AGENT_ORDER.len(), Operator::ALL.len());
+        for op in Operator::ALL {
+            assert!(Operator::AGENT_ORDER.contains(op), "{op}");
+        }
+        assert_eq!(
+            Operator::in_agent_order(&[Operator::Present, Operator::In, Operator::Equal]),
+            [Operator::Equal, Operator::Present, Operator::In]
+        );
     }
 
     #[test]
