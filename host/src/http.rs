@@ -133,6 +133,13 @@ fn trim_trailing_slash(mut request: axum::extract::Request) -> axum::extract::Re
     request
 }
 
+/// The agent's router sends no `Allow` header (it has no `allowedMethods()`); axum adds one to
+/// the answer of a method that a path does not serve.
+fn without_allow(mut response: axum::response::Response) -> axum::response::Response {
+    response.headers_mut().remove(axum::http::header::ALLOW);
+    response
+}
+
 /// Shared handle to the state, as handlers receive it.
 pub type SharedState = Arc<AppState>;
 
@@ -150,14 +157,17 @@ pub fn router(state: SharedState) -> Router {
         .merge(capabilities::router())
         .merge(action::router(state.use_unsafe_action_endpoint))
         .merge(api_chart::router())
-        .fallback(error::not_found)
+        // Set once every route is merged: it applies to the routes present.
+        .method_not_allowed_fallback(error::forest_not_found)
+        .fallback(error::forest_not_found)
         .with_state(Arc::clone(&state));
     let routes = Router::new()
         .nest(&mount_path, forest)
         .fallback(error::not_found);
     // Trimmed before routing, which layers added to `routes` itself would follow.
+    let routes = tower::ServiceExt::map_request(routes, trim_trailing_slash);
     Router::new()
-        .fallback_service(tower::ServiceExt::map_request(routes, trim_trailing_slash))
+        .fallback_service(tower::ServiceExt::map_response(routes, without_allow))
         .layer(DefaultBodyLimit::max(json_limit))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             error::panic_response,

@@ -8,13 +8,13 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::Request;
+use axum::http::{Request, header};
 use canopy::customizer::{Customization, Kind, closures};
 use canopy::datasource::action::{ActionScope, FieldType, FormElement, FormField, FormPhase};
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::snapshots::{filters, fixture, fixture_with, get, request};
+use crate::snapshots::{filters, fixture, fixture_with, get, raw, request};
 
 /// 2. CSV exports are `text/csv; charset=utf-8` whatever the file name; an error before the
 ///    first byte is the usual envelope, without the download headers.
@@ -230,6 +230,39 @@ async fn error_wording(backend: Backend) {
     .await;
 }
 
+/// 8. koa's own answers: plain-text 404 for a path or method no route serves (after the token
+///    check under `/forest`), 400 for a body that is not JSON, 413 over `jsonLimit`.
+async fn unknown_routes(backend: Backend) {
+    let f = fixture(backend).await;
+    f.snap("404_unknown_path_under_forest", get("/forest/books/1/2/3"))
+        .await;
+    let anonymous = Request::get("/forest/books/1/2/3")
+        .body(Body::empty())
+        .unwrap();
+    f.snap("401_unknown_path_without_token", anonymous).await;
+    f.snap(
+        "404_wrong_method",
+        request("PATCH", "/forest/books?timezone=UTC", None),
+    )
+    .await;
+    f.snap(
+        "404_wrong_method_on_record",
+        request("POST", "/forest/books/1?timezone=UTC", None),
+    )
+    .await;
+    let mut preflight_free = request("OPTIONS", "/forest/books?timezone=UTC", None);
+    preflight_free
+        .headers_mut()
+        .insert(header::ORIGIN, "https://app.example.com".parse().unwrap());
+    f.snap("404_options_without_preflight", preflight_free)
+        .await;
+    f.snap(
+        "400_body_not_json_without_route_detail",
+        raw("PUT", "/forest/books/1?timezone=UTC", "[1,"),
+    )
+    .await;
+}
+
 on_all_backends!(
     csv_headers,
     trailing_slash,
@@ -237,4 +270,5 @@ on_all_backends!(
     objective_chart,
     action_form_flags,
     error_wording,
+    unknown_routes,
 );

@@ -4,6 +4,10 @@
 //!
 //! Business and validation errors show their own message; unexpected ones (database, internal)
 //! are logged and show "Unexpected error", or the `customizeErrorMessage` template when set.
+//!
+//! Three answers come from koa itself rather than from the agent's error handler, and keep koa's
+//! plain-text shape: a path (or method) that no route serves (404 `Not Found`), a body that is
+//! not JSON (400 `Bad Request`) and a body over `jsonLimit` (413 `request entity too large`).
 
 use std::any::Any;
 
@@ -26,13 +30,14 @@ pub enum ApiError {
     Datasource(#[from] datasource::Error),
     #[error(transparent)]
     Auth(#[from] auth::Error),
-    /// No route (or no collection) at this path.
+    /// No route (or no collection) at this path, or not with this method.
     #[error("Not Found")]
     RouteNotFound,
     /// The request body is over `jsonLimit`.
     #[error("request entity too large")]
     PayloadTooLarge,
-    /// The request body could not be read as JSON.
+    /// The request body could not be read as JSON; the parser's detail is logged only, as koa
+    /// answers `Bad Request` alone.
     #[error("{0}")]
     BadRequest(String),
 }
@@ -117,6 +122,33 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The plain-text body of the answers koa writes itself (see the module notes).
+    fn koa_text(&self) -> Option<&'static str> {
+        match self {
+            Self::RouteNotFound => Some("Not Found"),
+            Self::BadRequest(_) => Some("Bad Request"),
+            Self::PayloadTooLarge => Some("request entity too large"),
+            Self::Agent(_) | Self::Datasource(_) | Self::Auth(_) => None,
+        }
+    }
+}
+
+/// koa's own answer: `text/plain; charset=utf-8` with the text, marked [`BeforeRoute`].
+fn plain_text(status: StatusCode, text: &'static str) -> Response {
+    let mut response = (
+        status,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("text/plain; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response();
+    response.extensions_mut().insert(BeforeRoute);
+    response
+}
+
 /// Carried by the response of an unexpected error so that the request-log middleware, which has
 /// the settings, can apply the `customizeErrorMessage` template ([`customize`]).
 #[derive(Debug, Clone)]
@@ -125,8 +157,19 @@ pub struct Unexpected {
     message: String,
 }
 
+/// Marks a response that koa would have answered before any route built a caller: the
+/// request-log layer then sends no correlation id, as the agent does not.
+#[derive(Debug, Clone, Copy)]
+pub struct BeforeRoute;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if let Some(text) = self.koa_text() {
+            if let Self::BadRequest(detail) = &self {
+                tracing::debug!(detail, "request body is not JSON");
+            }
+            return plain_text(self.public().status, text);
+        }
         let public = self.public();
         let message = self.to_string();
         if public.expose && !message.is_empty() {
@@ -173,9 +216,21 @@ pub fn envelope(status: StatusCode, name: &str, detail: &str) -> Response {
     super::json_with(status, &body)
 }
 
-/// The answer of paths that match no route.
+/// The answer of paths outside the mount path that match no route.
 pub async fn not_found() -> Response {
     ApiError::RouteNotFound.into_response()
+}
+
+/// The answer of paths (or methods) under the mount path that match no route: the agent's
+/// router checks the session token on every path before finding no route, so a request
+/// without a valid token gets the 401, and only an authenticated one the plain 404.
+pub async fn forest_not_found(
+    authenticated: Result<super::caller::Authenticated, ApiError>,
+) -> Response {
+    match authenticated {
+        Ok(_) => ApiError::RouteNotFound.into_response(),
+        Err(error) => error.into_response(),
+    }
 }
 
 /// A handler panicked: the request gets a 500 in the envelope and the server keeps serving.
