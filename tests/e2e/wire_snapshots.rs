@@ -263,6 +263,43 @@ async fn unknown_routes(backend: Backend) {
     .await;
 }
 
+/// 9. Capabilities: every type's operators as the agent lists them, in its order.
+async fn capabilities_operators(backend: Backend) {
+    let f = fixture(backend).await;
+    f.snap(
+        "capabilities_every_type",
+        request(
+            "POST",
+            "/forest/_internal/capabilities",
+            Some(&json!({"collectionNames": ["authors", "covers"]})),
+        ),
+    )
+    .await;
+    // What is listed is answered: `in` on a date, comparisons on a string (code point order,
+    // on every database).
+    let published = json!({"field": "published", "operator": "in",
+        "value": ["2024-01-15", "2024-04-01"]});
+    f.snap(
+        "list_date_in",
+        get(&format!(
+            "/forest/books?timezone=UTC&fields[books]=id,published&sort=id&{}",
+            filters(&published)
+        )),
+    )
+    .await;
+    let titles = json!({"aggregator": "and", "conditions": [
+        {"field": "title", "operator": "greater_than_or_equal", "value": "Earthsea"},
+        {"field": "title", "operator": "less_than", "value": "Mort"}]});
+    f.snap(
+        "list_string_comparison",
+        get(&format!(
+            "/forest/books?timezone=UTC&fields[books]=id,title&sort=id&{}",
+            filters(&titles)
+        )),
+    )
+    .await;
+}
+
 on_all_backends!(
     csv_headers,
     trailing_slash,
@@ -271,4 +308,5 @@ on_all_backends!(
     action_form_flags,
     error_wording,
     unknown_routes,
+    capabilities_operators,
 );

@@ -209,6 +209,9 @@ impl Operator {
             LessThanOrEqual,
         ];
         const DATE_EXTRA: &[Operator] = &[BeforeXHoursAgo, AfterXHoursAgo];
+        // Beyond the agent's rules, what its capabilities list for SQL columns (derived by its
+        // equivalence graph from the Sequelize operators), which Canopy also answers.
+        const DATE_LISTS: &[Operator] = &[In, NotIn];
         const TIME: &[Operator] = &[LessThan, GreaterThan, LessThanOrEqual, GreaterThanOrEqual];
 
         let primitive = match column_type {
@@ -222,10 +225,13 @@ impl Operator {
             return true;
         }
         match primitive {
-            PrimitiveType::String => ARRAY.contains(&self) || STRING.contains(&self),
+            PrimitiveType::String => {
+                ARRAY.contains(&self) || STRING.contains(&self) || NUMBER.contains(&self)
+            }
             PrimitiveType::Number => ARRAY.contains(&self) || NUMBER.contains(&self),
-            PrimitiveType::Dateonly => DATEONLY.contains(&self),
-            PrimitiveType::Date => DATEONLY.contains(&self) || DATE_EXTRA.contains(&self),
+            PrimitiveType::Dateonly | PrimitiveType::Date => {
+                DATEONLY.contains(&self) || DATE_EXTRA.contains(&self) || DATE_LISTS.contains(&self)
+            }
             PrimitiveType::Time => TIME.contains(&self),
             PrimitiveType::Binary
             | PrimitiveType::Enum
@@ -367,13 +373,16 @@ mod tests {
     }
 
     #[test]
-    fn dateonly_has_no_in_but_string_has_like() {
+    fn dates_take_lists_and_strings_take_comparisons_as_the_agent_lists_them() {
         let dateonly = ColumnType::Primitive(PrimitiveType::Dateonly);
-        assert!(!Operator::In.allowed_for(&dateonly));
+        assert!(Operator::In.allowed_for(&dateonly));
         assert!(Operator::Today.allowed_for(&dateonly));
-        assert!(!Operator::BeforeXHoursAgo.allowed_for(&dateonly));
+        assert!(Operator::BeforeXHoursAgo.allowed_for(&dateonly));
+        assert!(!Operator::Like.allowed_for(&dateonly));
         let string = ColumnType::Primitive(PrimitiveType::String);
         assert!(Operator::Like.allowed_for(&string));
+        assert!(Operator::LessThanOrEqual.allowed_for(&string));
+        assert!(!Operator::Today.allowed_for(&string));
         assert!(!Operator::GreaterThan.allowed_for(&ColumnType::Primitive(PrimitiveType::Boolean)));
     }
 }
