@@ -995,15 +995,6 @@ async fn body_errors(backend: Backend) {
     )
     .await;
     f.snap(
-        "404_update_unknown_record",
-        request(
-            "PUT",
-            "/forest/books/99?timezone=UTC",
-            Some(&json!({"data": {"attributes": {"title": "x"}}})),
-        ),
-    )
-    .await;
-    f.snap(
         "400_update_bad_value",
         request(
             "PUT",

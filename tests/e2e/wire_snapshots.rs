@@ -300,6 +300,55 @@ async fn capabilities_operators(backend: Backend) {
     .await;
 }
 
+/// 10. Writes of `@forestadmin/agent-client`: a to-one relation named in `attributes`, an
+///     explicit auto-increment key, an update of a record that does not exist.
+async fn agent_client_writes(backend: Backend) {
+    let f = fixture(backend).await;
+    f.snap(
+        "create_to_one_in_attributes",
+        request(
+            "POST",
+            "/forest/books?timezone=UTC",
+            Some(&json!({"data": {"type": "books", "attributes": {
+                "title": "Small Gods", "author": [2]}}})),
+        ),
+    )
+    .await;
+    f.snap(
+        "create_to_one_in_attributes_null",
+        request(
+            "POST",
+            "/forest/covers?timezone=UTC",
+            Some(&json!({"data": {"type": "covers", "attributes": {
+                "color": "green", "book": null}}})),
+        ),
+    )
+    .await;
+    f.snap(
+        "create_explicit_auto_increment_key",
+        request(
+            "POST",
+            "/forest/tags?timezone=UTC",
+            Some(&json!({"data": {"type": "tags", "attributes": {"id": 990001, "label": "epic"}}})),
+        ),
+    )
+    .await;
+    f.snap(
+        "read_explicit_auto_increment_key",
+        get("/forest/tags/990001?timezone=UTC"),
+    )
+    .await;
+    f.snap(
+        "update_unknown_record",
+        request(
+            "PUT",
+            "/forest/books/99?timezone=UTC",
+            Some(&json!({"data": {"attributes": {"title": "x"}}})),
+        ),
+    )
+    .await;
+}
+
 on_all_backends!(
     csv_headers,
     trailing_slash,
@@ -309,4 +358,5 @@ on_all_backends!(
     error_wording,
     unknown_routes,
     capabilities_operators,
+    agent_client_writes,
 );

@@ -82,6 +82,16 @@ pub fn serialize_one<'a>(
     })
 }
 
+/// The JSON:API document of no record: `{"data": null}`, what the agent answers an update of a
+/// record that its filter no longer finds.
+pub fn serialize_none<'a>() -> Document<'a> {
+    Document {
+        data: Data::None,
+        included: IndexMap::new(),
+        decorators: None,
+    }
+}
+
 /// The body of a count route: `{"count": n}`.
 pub fn count_body(count: u64) -> Json {
     json!({ "count": count })
@@ -118,6 +128,7 @@ impl Document<'_> {
     /// growing it from a small start copied a list of 100 rows about six times.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let resources = match &self.data {
+            Data::None => 0,
             Data::One(_) => 1,
             Data::Many(resources) => resources.len(),
         } + self.included.len();
@@ -129,6 +140,7 @@ impl Document<'_> {
 }
 
 enum Data<'a> {
+    None,
     One(Resource<'a>),
     Many(Vec<Resource<'a>>),
 }
@@ -137,6 +149,7 @@ impl Serialize for Document<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         let mut document = s.serialize_map(None)?;
         match &self.data {
+            Data::None => document.serialize_entry("data", &())?,
             Data::One(resource) => document.serialize_entry("data", resource)?,
             Data::Many(resources) => document.serialize_entry("data", resources)?,
         }
