@@ -349,6 +349,23 @@ async fn agent_client_writes(backend: Backend) {
     .await;
 }
 
+/// 11. A live-query segment on an unknown connection: `BusinessError` with `data: {}`.
+async fn live_query_unknown_connection(backend: Backend) {
+    let f = fixture(backend).await;
+    f.snap(
+        "422_live_query_unknown_connection",
+        get("/forest/books?timezone=UTC&connectionName=other\
+             &segmentQuery=SELECT%20id%20FROM%20books"),
+    )
+    .await;
+    f.snap(
+        "422_live_query_unknown_connection_count",
+        get("/forest/books/count?timezone=UTC&connectionName=other\
+             &segmentQuery=SELECT%20id%20FROM%20books"),
+    )
+    .await;
+}
+
 on_all_backends!(
     csv_headers,
     trailing_slash,
@@ -359,4 +376,5 @@ on_all_backends!(
     unknown_routes,
     capabilities_operators,
     agent_client_writes,
+    live_query_unknown_connection,
 );

@@ -1548,7 +1548,10 @@ mod tests {
         /// Errors must be the client's fault (4xx), never an internal or database failure.
         fn is_client_error(e: &Error) -> bool {
             match e {
-                Error::Validation(_) | Error::Unprocessable(_) | Error::NotFound(_) => true,
+                Error::Validation(_)
+                | Error::Unprocessable(_)
+                | Error::NotFound(_)
+                | Error::Business(_) => true,
                 Error::Datasource(d) => matches!(
                     d,
                     crate::datasource::Error::Validation(_)

@@ -48,8 +48,8 @@ pub(super) fn served<'a>(
 
 /// The filter of a request, with its live-query segment resolved: the native query runs on its
 /// connection (`{{var}}` placeholders bound, never spliced) and the first primary key of its rows
-/// restricts the filter with an `In` leaf (§8.5). Any failure is a 422, as the agent's
-/// `BusinessError`.
+/// restricts the filter with an `In` leaf (§8.5). Any failure is a 422 `BusinessError`, as the
+/// agent wraps it (its cause logged, not sent).
 pub(super) async fn resolve(
     state: &SharedState,
     caller: &Caller,
@@ -60,10 +60,23 @@ pub(super) async fn resolve(
         return Ok(request.filter);
     };
     let failed = |detail: String| {
-        agent::Error::Unprocessable(format!(
+        tracing::debug!(%detail, "live-query segment failed");
+        agent::Error::Business(format!(
             "An error occurred during the execution of the segment query - {detail}"
         ))
     };
+    // The agent's datasource names an unknown connection so (the native query route another way).
+    if !state
+        .datasource
+        .native_query_connections()
+        .contains(&segment.connection_name)
+    {
+        return Err(failed(format!(
+            "Unknown connection name '{}'",
+            segment.connection_name
+        ))
+        .into());
+    }
     // The agent keys the segment on the first primary key only.
     let pk = *collection
         .primary_keys()

@@ -75,6 +75,9 @@ impl ApiError {
             Self::Agent(agent::Error::NotFound(_)) => {
                 public(StatusCode::NOT_FOUND, "NotFoundError", true)
             }
+            Self::Agent(agent::Error::Business(_)) => {
+                public(StatusCode::UNPROCESSABLE_ENTITY, "BusinessError", true)
+            }
             Self::Agent(agent::Error::Datasource(e)) | Self::Datasource(e) => match e {
                 D::Validation(_) | D::Constraint(_) => {
                     public(StatusCode::BAD_REQUEST, "ValidationError", true)
@@ -172,6 +175,9 @@ impl IntoResponse for ApiError {
         }
         let public = self.public();
         let message = self.to_string();
+        if let Self::Agent(agent::Error::Business(_)) = &self {
+            return envelope_with_data(public.status, public.name, &message, &json!({}));
+        }
         if public.expose && !message.is_empty() {
             return envelope(public.status, public.name, &message);
         }
@@ -213,6 +219,19 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 /// `{"errors":[{"name","detail","status"}]}` with that status.
 pub fn envelope(status: StatusCode, name: &str, detail: &str) -> Response {
     let body = json!({ "errors": [{ "name": name, "detail": detail, "status": status.as_u16() }] });
+    super::json_with(status, &body)
+}
+
+/// The envelope of a business error with its `data`.
+fn envelope_with_data(
+    status: StatusCode,
+    name: &str,
+    detail: &str,
+    data: &serde_json::Value,
+) -> Response {
+    let body = json!({ "errors": [{
+        "name": name, "detail": detail, "status": status.as_u16(), "data": data,
+    }] });
     super::json_with(status, &body)
 }
 
