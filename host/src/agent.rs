@@ -25,6 +25,11 @@ pub enum Error {
     /// The named record does not exist. (agent: `NotFoundError`, 404)
     #[error("{0}")]
     NotFound(String),
+    /// A failure the agent wraps in a plain `BusinessError` carrying the cause as `data`: a
+    /// live-query segment that fails. The cause stays in the logs; `data` is `{}`, what the agent
+    /// shows of a plain `Error`. (agent: `BusinessError`, 422)
+    #[error("{0}")]
+    Business(String),
     #[error(transparent)]
     Datasource(#[from] datasource::Error),
 }

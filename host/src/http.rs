@@ -66,17 +66,78 @@ impl AppState {
     }
 }
 
-/// A `200 application/json` response of bytes already written (JSON:API documents).
+/// The `Content-Type` of every JSON answer: koa writes the charset, and clients compare the
+/// whole header.
+pub const JSON_CONTENT_TYPE: &str = "application/json; charset=utf-8";
+
+/// A `200` JSON response of bytes already written (JSON:API documents).
 fn json_bytes(body: Vec<u8>) -> axum::response::Response {
+    json_bytes_with(axum::http::StatusCode::OK, body)
+}
+
+/// A JSON response of bytes already written, with this status.
+fn json_bytes_with(status: axum::http::StatusCode, body: Vec<u8>) -> axum::response::Response {
     use axum::response::IntoResponse as _;
     (
+        status,
         [(
             axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("application/json"),
+            axum::http::HeaderValue::from_static(JSON_CONTENT_TYPE),
         )],
         body,
     )
         .into_response()
+}
+
+/// A `200` JSON response of this value. Every JSON answer goes through here or `json_bytes`
+/// (`axum::Json` is a disallowed type: it omits the charset).
+pub fn json(value: &impl serde::Serialize) -> axum::response::Response {
+    json_with(axum::http::StatusCode::OK, value)
+}
+
+/// A JSON response of this value, with this status.
+pub fn json_with(
+    status: axum::http::StatusCode,
+    value: &impl serde::Serialize,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match serde_json::to_vec(value) {
+        Ok(body) => json_bytes_with(status, body),
+        // Only a map with non-string keys fails, and no route builds one.
+        Err(error) => {
+            tracing::error!(%error, "a JSON answer could not be written");
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+/// koa's router matches a route with or without one trailing slash (`/forest/` is the
+/// healthcheck): the slash is dropped before routing.
+fn trim_trailing_slash(mut request: axum::extract::Request) -> axum::extract::Request {
+    let uri = request.uri();
+    let Some(path) = uri.path().strip_suffix('/').filter(|p| !p.is_empty()) else {
+        return request;
+    };
+    let path_and_query = match uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    let mut parts = uri.clone().into_parts();
+    let Ok(path_and_query) = axum::http::uri::PathAndQuery::try_from(path_and_query) else {
+        return request;
+    };
+    parts.path_and_query = Some(path_and_query);
+    if let Ok(trimmed) = axum::http::Uri::from_parts(parts) {
+        *request.uri_mut() = trimmed;
+    }
+    request
+}
+
+/// The agent's router sends no `Allow` header (it has no `allowedMethods()`); axum adds one to
+/// the answer of a method that a path does not serve.
+fn without_allow(mut response: axum::response::Response) -> axum::response::Response {
+    response.headers_mut().remove(axum::http::header::ALLOW);
+    response
 }
 
 /// Shared handle to the state, as handlers receive it.
@@ -96,11 +157,17 @@ pub fn router(state: SharedState) -> Router {
         .merge(capabilities::router())
         .merge(action::router(state.use_unsafe_action_endpoint))
         .merge(api_chart::router())
-        .fallback(error::not_found)
+        // Set once every route is merged: it applies to the routes present.
+        .method_not_allowed_fallback(error::forest_not_found)
+        .fallback(error::forest_not_found)
         .with_state(Arc::clone(&state));
-    Router::new()
+    let routes = Router::new()
         .nest(&mount_path, forest)
-        .fallback(error::not_found)
+        .fallback(error::not_found);
+    // Trimmed before routing, which layers added to `routes` itself would follow.
+    let routes = tower::ServiceExt::map_request(routes, trim_trailing_slash);
+    Router::new()
+        .fallback_service(tower::ServiceExt::map_response(routes, without_allow))
         .layer(DefaultBodyLimit::max(json_limit))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             error::panic_response,

@@ -122,7 +122,12 @@ async fn value_objective_and_pie(backend: Backend) {
         (num(&objective["value"]) - 42.75).abs() < 1e-9,
         "{objective}"
     );
-    assert_eq!(objective["objective"], json!(200.0));
+    // `{value}` alone, as the agent answers: the objective is the frontend's.
+    assert_eq!(
+        objective.as_object().map(|o| o.len()),
+        Some(1),
+        "{objective}"
+    );
     let pie = chart(
         &ds,
         &c,

@@ -559,8 +559,7 @@ async fn actions_and_forms(backend: Backend) {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         body,
-        json!({"fields": [{"field": "VIP", "label": "VIP", "isRequired": false, "isReadOnly": false,
-            "value": false, "type": "Boolean",
+        json!({"fields": [{"field": "VIP", "label": "VIP", "value": false, "type": "Boolean",
             "widgetEdit": {"name": "boolean editor", "parameters": {}}}], "layout": []})
     );
     let mut execute = selection(&["2"]);

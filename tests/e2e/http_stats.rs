@@ -244,7 +244,9 @@ async fn live_query_segments(backend: Backend) {
         )
         .await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{query}: {body}");
-        assert_eq!(body["errors"][0]["name"], "UnprocessableError");
+        // The agent's wrapper of segment failures, without the cause's details.
+        assert_eq!(body["errors"][0]["name"], "BusinessError");
+        assert_eq!(body["errors"][0]["data"], json!({}));
         assert!(
             body["errors"][0]["detail"]
                 .as_str()

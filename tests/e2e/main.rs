@@ -29,5 +29,6 @@ mod plugins_http;
 mod properties;
 mod safety;
 mod snapshots;
+mod wire_snapshots;
 mod wire_values;
 mod write;

@@ -253,8 +253,14 @@ pub fn field_json(schema: &DataSourceSchema, field: &FormField) -> Result<Json> 
     if let Some(description) = &field.description {
         out.insert("description".into(), json!(description));
     }
-    out.insert("isRequired".into(), json!(field.is_required));
-    out.insert("isReadOnly".into(), json!(field.is_read_only));
+    // The agent copies the declared flags and JSON drops the undeclared ones; a plugin only
+    // declares them to turn them on, so `false` reads as "not declared" and is left out.
+    if field.is_required {
+        out.insert("isRequired".into(), json!(true));
+    }
+    if field.is_read_only {
+        out.insert("isReadOnly".into(), json!(true));
+    }
     if let Some(value) = wire_value(field) {
         out.insert("value".into(), value);
     }
@@ -751,7 +757,7 @@ mod tests {
         assert_eq!(
             json["fields"][0],
             json!({
-                "field": "Amount", "label": "Amount", "isRequired": false, "isReadOnly": false,
+                "field": "Amount", "label": "Amount",
                 "type": ["Number"],
                 "widgetEdit": {"name": "input array", "parameters": {
                     "placeholder": null, "allowDuplicate": false, "enableReorder": true,

@@ -58,7 +58,7 @@ pub fn parse_create(
     collection: &CollectionSchema,
 ) -> Result<CreatePlan> {
     let data = data_object(body)?;
-    let mut record = parse_attributes(data, collection)?;
+    let (mut record, attribute_links) = create_attributes(data, schema, collection)?;
     if let Some(id) = packed_id(data)? {
         // `data.id` only fills keys that the attributes leave out, as the agent merges them.
         for (pk, value) in unpack(collection, id)? {
@@ -70,7 +70,14 @@ pub fn parse_create(
     if record.is_empty() {
         return Err(Error::validation("The record data is empty"));
     }
-    let to_one = parse_relationships(data, schema, collection)?;
+    let mut to_one = parse_relationships(data, schema, collection)?;
+    // A relation given in both places takes its `relationships` link, as the agent's
+    // deserializer writes relationships over attributes.
+    for link in attribute_links.into_iter().rev() {
+        if !to_one.iter().any(|l| l.relation == link.relation) {
+            to_one.insert(0, link);
+        }
+    }
     Ok(CreatePlan { record, to_one })
 }
 
@@ -94,7 +101,7 @@ pub fn parse_update(body: &Json, collection: &CollectionSchema) -> Result<Record
             }
         }
     }
-    let record = cast_attributes(&attributes, collection)?;
+    let record = cast_attributes(&attributes, collection, Write::Update)?;
     if record.is_empty() {
         return Err(Error::validation("The record data is empty"));
     }
@@ -245,15 +252,81 @@ fn from_datasource(error: datasource::Error) -> Error {
     }
 }
 
-fn parse_attributes(data: &Map<String, Json>, collection: &CollectionSchema) -> Result<Record> {
-    cast_attributes(attributes_object(data)?, collection)
+/// Which write an attribute map is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Create,
+    Update,
+}
+
+/// The attributes of a create body: column values, and the to-one relations named among them
+/// (what `@forestadmin/agent-client` sends, as it has no `relationships`): `"customer": [2]`
+/// (the target's primary key values, as the agent reads a composite id), a packed id
+/// `"customer": "2"`, or `null` to leave it unset. To-many relations are ignored, as by the
+/// agent.
+fn create_attributes(
+    data: &Map<String, Json>,
+    schema: &DataSourceSchema,
+    collection: &CollectionSchema,
+) -> Result<(Record, Vec<ToOneLink>)> {
+    let mut columns = Map::new();
+    let mut links = Vec::new();
+    for (name, raw) in attributes_object(data)? {
+        match collection.fields.get(name) {
+            Some(FieldSchema::Relation(
+                relation @ (RelationSchema::ManyToOne { .. } | RelationSchema::OneToOne { .. }),
+            )) => {
+                let foreign = schema
+                    .collection(relation.foreign_collection())
+                    .map_err(from_datasource)?;
+                links.push(ToOneLink {
+                    relation: name.clone(),
+                    target_id: attribute_target(name, foreign, raw)?,
+                });
+            }
+            Some(FieldSchema::Relation(_)) => {}
+            _ => {
+                columns.insert(name.clone(), raw.clone());
+            }
+        }
+    }
+    Ok((cast_attributes(&columns, collection, Write::Create)?, links))
+}
+
+/// The target id of a to-one relation written as an attribute.
+fn attribute_target(
+    name: &str,
+    foreign: &CollectionSchema,
+    raw: &Json,
+) -> Result<Option<CompositeId>> {
+    let packed = match raw {
+        Json::Null => return Ok(None),
+        Json::String(packed) => packed.clone(),
+        Json::Number(_) => super::js::string(raw),
+        // The key values in primary key order, packed as the agent packs ids.
+        Json::Array(parts) if parts.iter().all(|p| p.is_string() || p.is_number()) => parts
+            .iter()
+            .map(super::js::string)
+            .collect::<Vec<_>>()
+            .join("|"),
+        other => {
+            return Err(Error::Validation(format!(
+                "Expected {name} to be the id of a '{}' record, received: {}",
+                foreign.name,
+                type_name(Some(other))
+            )));
+        }
+    };
+    unpack(foreign, &packed).map(Some)
 }
 
 /// Casts every attribute to its column's typed value; relations, unknown and read-only fields
-/// are refused, since the HTTP routes write only columns.
+/// are refused, since the HTTP routes write only columns. A create may still give an
+/// auto-increment primary key (read-only) its value, as the agent lets the database take it.
 fn cast_attributes(
     attributes: &Map<String, Json>,
     collection: &CollectionSchema,
+    write: Write,
 ) -> Result<Record> {
     let mut record = Record::with_capacity(attributes.len());
     for (name, raw) in attributes {
@@ -266,9 +339,10 @@ fn cast_attributes(
                     relation.kind_name()
                 )));
             }
-            None => return Err(Error::Validation(format!("Unknown field \"{name}\""))),
+            None => return Err(Error::Datasource(collection.missing_field(name))),
         };
-        if column.is_read_only {
+        let given_key = write == Write::Create && column.is_primary_key;
+        if column.is_read_only && !given_key {
             return Err(Error::Validation(format!(
                 "Read only field \"{name}\" cannot be written"
             )));
@@ -397,7 +471,7 @@ fn parse_relationships(
                     collection.name
                 )));
             }
-            None => return Err(Error::Validation(format!("Unknown field \"{name}\""))),
+            None => return Err(Error::Datasource(collection.missing_field(name))),
         };
         if !matches!(
             relation,
@@ -550,11 +624,22 @@ mod tests {
         Value::Uuid(uuid::Uuid::parse_str(UUID).expect("valid uuid"))
     }
 
+    /// The message of a 400: a validation error, or the agent's missing field error.
     fn message(result: Result<impl std::fmt::Debug>) -> String {
         match result {
-            Err(Error::Validation(m)) => m,
+            Err(Error::Validation(m) | Error::Datasource(datasource::Error::MissingField(m))) => m,
             other => panic!("expected a validation error, got {other:?}"),
         }
+    }
+
+    /// The agent's message for a field `books` does not have.
+    fn missing_books_field(name: &str) -> String {
+        format!(
+            "The 'books.{name}' field was not found. Available fields are: \
+             [id,title,price,published_at,release_day,available,meta,cover_file,starts,ref,mood,\
+             moods,created_at,author_id,author,cover,reviews]. Please check if the field name is \
+             correct."
+        )
     }
 
     #[test]
@@ -694,21 +779,75 @@ mod tests {
         };
         assert_eq!(
             message(attempt(json!({"nope": 1}))),
-            "Unknown field \"nope\""
+            missing_books_field("nope")
         );
+        // A to-one relation in the attributes takes an id, not a record.
         assert_eq!(
             message(attempt(json!({"author": {"id": UUID}}))),
-            "Unexpected field type: 'books.author' (found 'ManyToOne' expected 'Column')"
+            "Expected author to be the id of a 'persons' record, received: object"
         );
         assert_eq!(
             message(attempt(json!({"created_at": "2024-03-01T10:34:56Z"}))),
             "Read only field \"created_at\" cannot be written"
         );
+        // An auto-increment (read-only) key takes an explicit value on create, not on update.
+        let plan = attempt(json!({"id": 3, "title": "x"})).expect("an explicit key");
+        assert_eq!(plan.record.get("id"), Some(&Value::Int(3)));
         assert_eq!(
-            message(attempt(json!({"id": 3}))),
+            message(parse_update(
+                &json!({"data": {"attributes": {"id": 3}}}),
+                books
+            )),
             "Read only field \"id\" cannot be written"
         );
         assert_eq!(message(attempt(json!({}))), "The record data is empty");
+    }
+
+    #[test]
+    fn create_takes_to_one_relations_from_attributes() {
+        let s = schema();
+        let books = coll(&s, "books");
+        let link = |relation: &str, target_id: Option<CompositeId>| ToOneLink {
+            relation: relation.to_owned(),
+            target_id,
+        };
+        let cover = vec![
+            ("shelf".to_owned(), Value::from("A")),
+            ("slot".to_owned(), Value::Int(3)),
+        ];
+        // As `@forestadmin/agent-client` sends them: key values in an array, or null.
+        let body = json!({"data": {"attributes": {"title": "Dune", "author": [UUID],
+            "cover": ["A", 3], "reviews": [1, 2]}}});
+        let plan = parse_create(&body, &s, books).expect("valid body");
+        assert_eq!(plan.record.len(), 1, "only the column: {:?}", plan.record);
+        assert_eq!(
+            plan.to_one,
+            [
+                link("author", Some(vec![("id".to_owned(), uuid())])),
+                link("cover", Some(cover.clone())),
+            ]
+        );
+        // A packed id, and null.
+        let body = json!({"data": {"attributes": {"title": "Dune", "cover": "A|3",
+            "author": null}}});
+        let plan = parse_create(&body, &s, books).expect("valid body");
+        assert_eq!(
+            plan.to_one,
+            [link("cover", Some(cover)), link("author", None)]
+        );
+        // `relationships` wins over the attribute of the same relation.
+        let body = json!({"data": {"attributes": {"title": "Dune", "author": null},
+            "relationships": {"author": {"data": {"type": "persons", "id": UUID}}}}});
+        let plan = parse_create(&body, &s, books).expect("valid body");
+        assert_eq!(
+            plan.to_one,
+            [link("author", Some(vec![("id".to_owned(), uuid())]))]
+        );
+        let body = json!({"data": {"attributes": {"title": "Dune", "cover": ["A"]}}});
+        assert_eq!(
+            message(parse_create(&body, &s, books)),
+            "Expected 2 values, found 1"
+        );
     }
 
     #[test]
@@ -731,7 +870,10 @@ mod tests {
             message(parse_create(&json!({"data": {"id": "B"}}), &s, covers)),
             "Expected 2 values, found 1"
         );
-        assert!(message(parse_create(&json!({"data": {"id": "B|x"}}), &s, covers)).contains("'x'"));
+        assert_eq!(
+            message(parse_create(&json!({"data": {"id": "B|x"}}), &s, covers)),
+            "The given value has a wrong type for \"slot\": NaN.\n Expects \"Number\""
+        );
         assert_eq!(
             message(parse_create(&json!({"data": {"id": 4}}), &s, covers)),
             "Expected data.id to be a string, received: number"
@@ -771,7 +913,7 @@ mod tests {
         );
         assert_eq!(
             message(attempt(json!({"nope": {"data": null}}))),
-            "Unknown field \"nope\""
+            missing_books_field("nope")
         );
         assert_eq!(
             message(attempt(json!({"title": {"data": null}}))),
@@ -869,7 +1011,7 @@ mod tests {
                 &json!({"data": {"id": "x", "attributes": {"title": "a"}}}),
                 books
             )),
-            "Failed to parse Number from 'x' for primary key 'id'"
+            "The given value has a wrong type for \"id\": NaN.\n Expects \"Number\""
         );
     }
 
@@ -1034,7 +1176,10 @@ mod tests {
 
         fn check<T>(result: &Result<T>) -> Result<(), TestCaseError> {
             match result {
-                Ok(_) | Err(Error::Validation(_)) => Ok(()),
+                Ok(_)
+                | Err(
+                    Error::Validation(_) | Error::Datasource(datasource::Error::MissingField(_)),
+                ) => Ok(()),
                 Err(e) => Err(TestCaseError::fail(format!(
                     "not a validation error: {e:?}"
                 ))),

@@ -234,8 +234,6 @@ pub struct ChartRequest {
     pub group_by_field: Option<String>,
     /// Line only.
     pub time_range: Option<DateOperation>,
-    /// Objective only.
-    pub objective: Option<Json>,
     /// Leaderboard: the label field of the related collection, the relation, the row count.
     pub label_field: Option<String>,
     pub relationship_field: Option<String>,
@@ -253,7 +251,6 @@ struct RawChart {
     aggregate_field_name: Option<String>,
     group_by_field_name: Option<String>,
     time_range: Option<Json>,
-    objective: Option<Json>,
     label_field_name: Option<String>,
     relationship_field_name: Option<String>,
     limit: Option<Json>,
@@ -321,12 +318,6 @@ impl ChartRequest {
             Some(other) => return Err(Error::validation(format!("Invalid time range {other}"))),
             None => None,
         };
-        let objective = match text(&raw.objective)? {
-            Some(Json::String(s)) => Some(Json::from(parse_number(&s, "objective")?)),
-            Some(n @ Json::Number(_)) => Some(n),
-            Some(other) => return Err(Error::validation(format!("Invalid objective {other}"))),
-            None => None,
-        };
         let limit = match text(&raw.limit)? {
             Some(Json::String(s)) => Some(parse_limit(parse_number(&s, "limit")?)?),
             Some(Json::Number(n)) => Some(parse_limit(n.as_f64().unwrap_or(-1.0))?),
@@ -346,8 +337,13 @@ impl ChartRequest {
             .map(|tree| {
                 let tree = variables.substitute_tree(&tree)?;
                 ConditionTree::parse(&tree, collection, schema).map_err(|e| match e {
-                    // A bad filter is a bad body: one error kind for every body problem.
-                    crate::datasource::Error::Validation(message) => Error::Validation(message),
+                    // A bad filter is a bad body: one error kind for every body problem, worded
+                    // as the agent's filter parser words it.
+                    crate::datasource::Error::Validation(message)
+                    | crate::datasource::Error::MissingField(message)
+                    | crate::datasource::Error::MissingRelation(message) => {
+                        Error::Validation(format!("Invalid filters ({message})"))
+                    }
                     other => Error::from(other),
                 })
             })
@@ -358,7 +354,6 @@ impl ChartRequest {
             aggregate_field: raw.aggregate_field_name.filter(|f| !f.is_empty()),
             group_by_field: raw.group_by_field_name.filter(|f| !f.is_empty()),
             time_range,
-            objective,
             label_field: raw.label_field_name.filter(|f| !f.is_empty()),
             relationship_field: raw.relationship_field_name.filter(|f| !f.is_empty()),
             limit,
@@ -378,7 +373,7 @@ impl ChartRequest {
         };
         match self.chart_type {
             ChartType::Value => {}
-            ChartType::Objective if self.objective.is_none() => return missing("objective"),
+            // The objective is the frontend's: the agent reads none of it.
             ChartType::Objective => {}
             ChartType::Pie if self.group_by_field.is_none() => {
                 return missing("groupByFieldName");
@@ -454,10 +449,10 @@ pub async fn evaluate(
     let tree = ConditionTree::intersect([request.filter.clone(), scope]);
     match request.chart_type {
         ChartType::Value => value_chart(ds, caller, collection, request, tree).await,
+        // `{value}` alone, as the agent answers: the frontend has the objective.
         ChartType::Objective => {
             let value = compute_value(ds, caller, collection, request, tree).await?;
-            let objective = request.objective.clone().unwrap_or(Json::Null);
-            Ok(json!({ "value": value, "objective": objective }))
+            Ok(json!({ "value": value }))
         }
         ChartType::Pie => pie_chart(ds, caller, collection, request, tree).await,
         ChartType::Line => line_chart(ds, caller, collection, request, tree).await,
@@ -820,6 +815,12 @@ async fn leaderboard_chart(
 ) -> Result<Json> {
     let schema = ds.schema();
     let source = schema.collection(collection)?;
+    // The agent looks the relation up first: an unknown one lists those the collection has.
+    if let Some(relationship) = request.relationship_field.as_deref()
+        && source.relation(relationship).is_none()
+    {
+        return Err(source.missing_relation(relationship).into());
+    }
     let (Some(relationship), Some(label), Some(limit)) = (
         request.relationship_field.as_deref(),
         request.label_field.as_deref(),
@@ -1166,11 +1167,16 @@ mod tests {
                 ),
             ]))
         );
-        let objective = json!({"type": "Objective", "aggregator": "Count",
-            "objective": "{{goal}}", "contextVariables": {"goal": "12.5"}});
-        let request =
-            ChartRequest::parse(&objective, &schema(), "orders", &caller()).expect("objective");
-        assert_eq!(request.objective, Some(json!(12.5)));
+        // The objective is not read (the agent ignores it): neither missing nor odd ones fail.
+        for objective in [
+            json!({"type": "Objective", "aggregator": "Count"}),
+            json!({"type": "Objective", "aggregator": "Count", "objective": "{{goal}}",
+                "contextVariables": {"goal": "a lot"}}),
+        ] {
+            let request =
+                ChartRequest::parse(&objective, &schema(), "orders", &caller()).expect("objective");
+            assert_eq!(request.chart_type, ChartType::Objective);
+        }
         let leaderboard = json!({"type": "Leaderboard", "aggregator": "Count", "limit": "{{n}}",
             "relationshipFieldName": "r", "labelFieldName": "l", "contextVariables": {"n": 5}});
         let request =
@@ -1212,10 +1218,6 @@ mod tests {
             (
                 json!({"type": "Pie", "aggregator": "Count"}),
                 "Missing groupByFieldName for a Pie chart",
-            ),
-            (
-                json!({"type": "Objective", "aggregator": "Count"}),
-                "Missing objective for a Objective chart",
             ),
             (
                 json!({"type": "Leaderboard", "aggregator": "Count", "relationshipFieldName": "r",

@@ -82,6 +82,16 @@ pub fn serialize_one<'a>(
     })
 }
 
+/// The JSON:API document of no record: `{"data": null}`, what the agent answers an update of a
+/// record that its filter no longer finds.
+pub fn serialize_none<'a>() -> Document<'a> {
+    Document {
+        data: Data::None,
+        included: IndexMap::new(),
+        decorators: None,
+    }
+}
+
 /// The body of a count route: `{"count": n}`.
 pub fn count_body(count: u64) -> Json {
     json!({ "count": count })
@@ -118,6 +128,7 @@ impl Document<'_> {
     /// growing it from a small start copied a list of 100 rows about six times.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let resources = match &self.data {
+            Data::None => 0,
             Data::One(_) => 1,
             Data::Many(resources) => resources.len(),
         } + self.included.len();
@@ -129,6 +140,7 @@ impl Document<'_> {
 }
 
 enum Data<'a> {
+    None,
     One(Resource<'a>),
     Many(Vec<Resource<'a>>),
 }
@@ -137,6 +149,7 @@ impl Serialize for Document<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         let mut document = s.serialize_map(None)?;
         match &self.data {
+            Data::None => document.serialize_entry("data", &())?,
             Data::One(resource) => document.serialize_entry("data", resource)?,
             Data::Many(resources) => document.serialize_entry("data", resources)?,
         }
@@ -224,22 +237,10 @@ impl<'a> Resource<'a> {
                         name
                     ))
                 }
-                RelationSchema::ManyToOne { foreign_key, .. } => {
-                    match to_one_linkage(schema, foreign, record.get(name), included)? {
-                        Some(linkage) => linkage,
-                        // Not loaded: the agent's serializer falls back on the foreign key
-                        // column (json-api-serializer `alternativeKey`) when it was projected.
-                        None => match record.get(foreign_key) {
-                            Some(Value::Null) => Linkage::Null,
-                            Some(fk) => {
-                                let wire = collection.column(foreign_key).map(|c| c.wire);
-                                Linkage::To(foreign, wire::id_string(fk, wire.unwrap_or_default()))
-                            }
-                            None => continue,
-                        },
-                    }
-                }
-                RelationSchema::OneToOne { .. } => {
+                // To-one: only when the relation was loaded (it is in the projection), as the
+                // agent's serializer reads the relation's own key and nothing else; a foreign
+                // key column in the record stays an attribute.
+                RelationSchema::ManyToOne { .. } | RelationSchema::OneToOne { .. } => {
                     match to_one_linkage(schema, foreign, record.get(name), included)? {
                         Some(linkage) => linkage,
                         None => continue,
@@ -782,11 +783,14 @@ mod tests {
     }
 
     #[test]
-    fn included_only_when_a_to_one_was_loaded_and_foreign_key_fallback() {
+    fn to_one_relationships_only_for_loaded_relations() {
+        // Foreign keys without their relation in the projection: attributes only, as the
+        // agent's serializer reads the relation's own key and nothing else.
         let books = vec![
             rec(vec![("isbn", "1".into()), ("title", "A".into())]),
             rec(vec![("isbn", "2".into()), ("authorId", "x|y".into())]),
             rec(vec![("isbn", "3".into()), ("authorId", Value::Null)]),
+            rec(vec![("isbn", "4".into()), ("author", Value::Null)]),
         ];
         let doc = list_json(&library(), "book", &books, None).unwrap();
         assert_eq!(
@@ -794,9 +798,9 @@ mod tests {
             json!({
                 "data": [
                     { "type": "book", "id": "1", "attributes": { "isbn": "1", "title": "A" } },
-                    { "type": "book", "id": "2", "attributes": { "isbn": "2", "authorId": "x|y" },
-                      "relationships": { "author": { "data": { "type": "person", "id": "x|y" } } } },
-                    { "type": "book", "id": "3", "attributes": { "isbn": "3", "authorId": null },
+                    { "type": "book", "id": "2", "attributes": { "isbn": "2", "authorId": "x|y" } },
+                    { "type": "book", "id": "3", "attributes": { "isbn": "3", "authorId": null } },
+                    { "type": "book", "id": "4", "attributes": { "isbn": "4" },
                       "relationships": { "author": { "data": null } } }
                 ],
                 "jsonapi": { "version": "1.0" }

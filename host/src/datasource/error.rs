@@ -10,6 +10,14 @@ pub enum Error {
     /// column type, value of the wrong type, unsortable field, bad id. (agent: `ValidationError`, 400)
     #[error("{0}")]
     Validation(String),
+    /// A field name that the collection does not have, with the agent's message listing the
+    /// available fields ([`Error::missing_field`]). (agent: `MissingFieldError`, 400)
+    #[error("{0}")]
+    MissingField(String),
+    /// A relation name that the collection does not have, with the agent's message listing the
+    /// available relations ([`Error::missing_relation`]). (agent: `MissingRelationError`, 400)
+    #[error("{0}")]
+    MissingRelation(String),
     /// A collection name that the datasource does not serve. (agent: `MissingCollectionError`, 400)
     #[error("Collection '{0}' not found.")]
     MissingCollection(String),
@@ -74,6 +82,40 @@ impl Error {
     pub fn validation(message: impl Into<String>) -> Self {
         Self::Validation(message.into())
     }
+
+    /// `field` is not a field of `collection`, which has `available` (the agent's wording, its
+    /// list written as JavaScript prints an array).
+    pub fn missing_field<'a>(
+        collection: &str,
+        field: &str,
+        available: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        Self::MissingField(missing_element("field", collection, field, available))
+    }
+
+    /// `relation` is not a relation of `collection`, which has `available`.
+    pub fn missing_relation<'a>(
+        collection: &str,
+        relation: &str,
+        available: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        Self::MissingRelation(missing_element("relation", collection, relation, available))
+    }
+}
+
+/// The agent's `buildMessageMissingElement`.
+fn missing_element<'a>(
+    kind: &str,
+    collection: &str,
+    name: &str,
+    available: impl IntoIterator<Item = &'a str>,
+) -> String {
+    let available: Vec<&str> = available.into_iter().collect();
+    format!(
+        "The '{collection}.{name}' {kind} was not found. Available {kind}s are: [{}]. \
+         Please check if the {kind} name is correct.",
+        available.join(",")
+    )
 }
 
 /// Result alias of the datasource layer.

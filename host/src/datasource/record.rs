@@ -693,8 +693,15 @@ pub fn unpack_id(schema: &CollectionSchema, packed: &str) -> Result<Vec<(String,
             let value = Value::from_json_typed(&json, ty)
                 .filter(|v| !v.is_null())
                 .ok_or_else(|| {
+                    // The agent's wording: it casts a Number key with `Number(…)` first, so
+                    // what it shows of an unreadable one is `NaN`.
+                    let shown = if ty == PrimitiveType::Number {
+                        "NaN"
+                    } else {
+                        raw
+                    };
                     Error::validation(format!(
-                        "Failed to parse {ty} from '{raw}' for primary key '{pk}'"
+                        "The given value has a wrong type for \"{pk}\": {shown}.\n Expects \"{ty}\""
                     ))
                 })?;
             Ok(((*pk).to_owned(), value))

@@ -368,6 +368,20 @@ impl CollectionSchema {
             .filter_map(|(n, f)| f.as_column().map(|c| (n, c)))
     }
 
+    /// The agent's error for a field this collection does not have: every field is listed.
+    pub fn missing_field(&self, field: &str) -> Error {
+        Error::missing_field(&self.name, field, self.fields.keys().map(String::as_str))
+    }
+
+    /// The agent's error for a relation this collection does not have: every relation is listed.
+    pub fn missing_relation(&self, relation: &str) -> Error {
+        Error::missing_relation(
+            &self.name,
+            relation,
+            self.relations().map(|(name, _)| name.as_str()),
+        )
+    }
+
     pub fn relations(&self) -> impl Iterator<Item = (&String, &RelationSchema)> {
         self.fields
             .iter()
@@ -408,8 +422,13 @@ impl DataSourceSchema {
         let mut current = collection;
         let mut segments = path.split(':').peekable();
         while let Some(segment) = segments.next() {
+            // A segment followed by others names a relation, the last one a field.
             let field = current.fields.get(segment).ok_or_else(|| {
-                Error::validation(format!("Column not found: '{}.{}'", current.name, segment))
+                if segments.peek().is_some() {
+                    current.missing_relation(segment)
+                } else {
+                    current.missing_field(segment)
+                }
             })?;
             match field {
                 FieldSchema::Column(column) => {

@@ -150,11 +150,10 @@ async fn execute(
 /// The response of a result, with the headers it set.
 fn respond(result: ActionResult) -> ApiResult<Response> {
     let mut response = match result_body(result.outcome) {
-        ResultBody::Json { status, body } => (
+        ResultBody::Json { status, body } => super::json_with(
             StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-            axum::Json(body),
-        )
-            .into_response(),
+            &body,
+        ),
         ResultBody::File {
             name,
             mime_type,
@@ -218,7 +217,7 @@ async fn hook(
         .collection(&schema.name)?
         .get_form(&context.caller, &name, &filter, &request.values, &phase)
         .await?;
-    Ok(axum::Json(form_json(state.datasource.schema(), &form)?).into_response())
+    Ok(super::json(&form_json(state.datasource.schema(), &form)?))
 }
 
 /// `POST /actions/{action}/values` (spec): the values of the action's form as it opens, by field
@@ -261,5 +260,5 @@ async fn values(
             &FormPhase::Load,
         )
         .await?;
-    Ok(axum::Json(values_json(&form)).into_response())
+    Ok(super::json(&values_json(&form)))
 }

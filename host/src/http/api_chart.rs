@@ -4,7 +4,7 @@
 
 use axum::Router;
 use axum::extract::{OriginalUri, Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use serde_json::Value as Json;
 
@@ -103,7 +103,7 @@ async fn collection_get(
 ) -> ApiResult<Response> {
     let request = request(&state, &uri, &Json::Null, Some(&collection))?;
     let value = render(&state, &context, Some(&collection), &chart, &request).await?;
-    Ok(axum::Json(value).into_response())
+    Ok(super::json(&value))
 }
 
 async fn collection_post(
@@ -115,7 +115,7 @@ async fn collection_post(
 ) -> ApiResult<Response> {
     let request = request(&state, &uri, &body, Some(&collection))?;
     let value = render(&state, &context, Some(&collection), &chart, &request).await?;
-    Ok(axum::Json(stats_document(value)).into_response())
+    Ok(super::json(&stats_document(value)))
 }
 
 async fn datasource_get(
@@ -126,7 +126,7 @@ async fn datasource_get(
 ) -> ApiResult<Response> {
     let request = request(&state, &uri, &Json::Null, None)?;
     let value = render(&state, &context, None, &chart, &request).await?;
-    Ok(axum::Json(value).into_response())
+    Ok(super::json(&value))
 }
 
 async fn datasource_post(
@@ -138,5 +138,5 @@ async fn datasource_post(
 ) -> ApiResult<Response> {
     let request = request(&state, &uri, &body, None)?;
     let value = render(&state, &context, None, &chart, &request).await?;
-    Ok(axum::Json(stats_document(value)).into_response())
+    Ok(super::json(&stats_document(value)))
 }

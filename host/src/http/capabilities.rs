@@ -4,7 +4,7 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Value as Json, json};
 
@@ -13,7 +13,9 @@ use super::error::ApiResult;
 use super::{JsonBody, SharedState};
 use crate::agent::wire::served_type;
 use crate::datasource::schema::AggregationCapabilities;
-use crate::datasource::{CollectionSchema, ColumnType, DateOperation, FieldSchema, RelationSchema};
+use crate::datasource::{
+    CollectionSchema, ColumnType, DateOperation, FieldSchema, Operator, RelationSchema,
+};
 
 pub fn router() -> Router<SharedState> {
     Router::new().route("/_internal/capabilities", post(capabilities))
@@ -56,7 +58,7 @@ async fn capabilities(
         },
         "collections": collections,
     });
-    Ok(axum::Json(body).into_response())
+    Ok(super::json(&body))
 }
 
 /// One collection: its filterable columns, its ManyToOne relations, its aggregation support.
@@ -69,10 +71,10 @@ fn collection_capabilities(collection: &CollectionSchema) -> Json {
                 "name": name,
                 // As served: binary columns are strings (§8.12).
                 "type": served_type(&column.column_type).to_json(),
-                "operators": column
-                    .filter_operators
-                    .iter()
-                    .map(|op| op.snake_case())
+                // In the agent's order, which clients may show as is.
+                "operators": Operator::in_agent_order(&column.filter_operators)
+                    .into_iter()
+                    .map(Operator::snake_case)
                     .collect::<Vec<_>>(),
                 "isGroupable": column.is_groupable,
             })),

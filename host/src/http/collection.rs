@@ -8,7 +8,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 
 use super::error::{ApiError, ApiResult};
@@ -48,8 +48,8 @@ pub(super) fn served<'a>(
 
 /// The filter of a request, with its live-query segment resolved: the native query runs on its
 /// connection (`{{var}}` placeholders bound, never spliced) and the first primary key of its rows
-/// restricts the filter with an `In` leaf (§8.5). Any failure is a 422, as the agent's
-/// `BusinessError`.
+/// restricts the filter with an `In` leaf (§8.5). Any failure is a 422 `BusinessError`, as the
+/// agent wraps it (its cause logged, not sent).
 pub(super) async fn resolve(
     state: &SharedState,
     caller: &Caller,
@@ -60,10 +60,23 @@ pub(super) async fn resolve(
         return Ok(request.filter);
     };
     let failed = |detail: String| {
-        agent::Error::Unprocessable(format!(
+        tracing::debug!(%detail, "live-query segment failed");
+        agent::Error::Business(format!(
             "An error occurred during the execution of the segment query - {detail}"
         ))
     };
+    // The agent's datasource names an unknown connection so (the native query route another way).
+    if !state
+        .datasource
+        .native_query_connections()
+        .contains(&segment.connection_name)
+    {
+        return Err(failed(format!(
+            "Unknown connection name '{}'",
+            segment.connection_name
+        ))
+        .into());
+    }
     // The agent keys the segment on the first primary key only.
     let pk = *collection
         .primary_keys()
@@ -146,7 +159,7 @@ async fn count(
     let collection_schema = served(schema, &name)?;
     auth::authorize(&context.caller, &name, Action::Browse)?;
     if !collection_schema.countable {
-        return Ok(axum::Json(serialize::count_deactivated_body()).into_response());
+        return Ok(super::json(&serialize::count_deactivated_body()));
     }
     let filter = resolve(
         &state,
@@ -165,7 +178,7 @@ async fn count(
         .first()
         .and_then(|row| row.value.as_f64())
         .map_or(0, |n| n as u64);
-    Ok(axum::Json(serialize::count_body(count)).into_response())
+    Ok(super::json(&serialize::count_body(count)))
 }
 
 /// `GET /{c}/{id}`: one record, 404 `Record does not exists` when none.
@@ -247,8 +260,10 @@ async fn bulk_delete(
 }
 
 /// `GET /{c}.csv`: the header row, then pages of records streamed as they are read, up to
-/// `limitExportSize` (§3.5). Errors before the first byte are answered in the envelope; a page
-/// that fails later ends the stream (the status is already sent), and is logged.
+/// `limitExportSize` (§3.5). Errors before the first byte are answered in the envelope, without
+/// the download headers (the agent sets them only once every parameter is parsed, so that a
+/// browser shows the error instead of saving it); a page that fails later ends the stream (the
+/// status is already sent), and is logged.
 pub(super) async fn csv(
     state: &SharedState,
     name: &str,
@@ -307,19 +322,17 @@ pub(super) async fn csv(
         Some((Ok::<_, std::io::Error>(chunk), export))
     });
     let body = Body::from_stream(futures::StreamExt::chain(first, pages));
-    let filename = params.filename.unwrap_or_else(|| format!("{name}.csv"));
+    // The agent interpolates the query parameter as is: without one, the name is `undefined`
+    // (what `@forestadmin/agent-client` gets, as it sends none).
+    let filename = params.filename.unwrap_or_else(|| "undefined".to_owned());
     let disposition = serialize::csv_content_disposition(&filename);
     let mut response = Response::new(body);
     let out = response.headers_mut();
-    let content_type = if filename
-        .rsplit_once('.')
-        .is_some_and(|(_, ext)| ext == "csv")
-    {
-        "text/csv; charset=utf-8"
-    } else {
-        "application/octet-stream"
-    };
-    out.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // koa 3 keeps the type the agent sets before `attachment()`, whatever the file name.
+    out.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
     if let Ok(value) = HeaderValue::from_str(&disposition) {
         out.insert(header::CONTENT_DISPOSITION, value);
     }

@@ -4,6 +4,10 @@
 //!
 //! Business and validation errors show their own message; unexpected ones (database, internal)
 //! are logged and show "Unexpected error", or the `customizeErrorMessage` template when set.
+//!
+//! Three answers come from koa itself rather than from the agent's error handler, and keep koa's
+//! plain-text shape: a path (or method) that no route serves (404 `Not Found`), a body that is
+//! not JSON (400 `Bad Request`) and a body over `jsonLimit` (413 `request entity too large`).
 
 use std::any::Any;
 
@@ -26,13 +30,14 @@ pub enum ApiError {
     Datasource(#[from] datasource::Error),
     #[error(transparent)]
     Auth(#[from] auth::Error),
-    /// No route (or no collection) at this path.
+    /// No route (or no collection) at this path, or not with this method.
     #[error("Not Found")]
     RouteNotFound,
     /// The request body is over `jsonLimit`.
     #[error("request entity too large")]
     PayloadTooLarge,
-    /// The request body could not be read as JSON.
+    /// The request body could not be read as JSON; the parser's detail is logged only, as koa
+    /// answers `Bad Request` alone.
     #[error("{0}")]
     BadRequest(String),
 }
@@ -70,12 +75,19 @@ impl ApiError {
             Self::Agent(agent::Error::NotFound(_)) => {
                 public(StatusCode::NOT_FOUND, "NotFoundError", true)
             }
+            Self::Agent(agent::Error::Business(_)) => {
+                public(StatusCode::UNPROCESSABLE_ENTITY, "BusinessError", true)
+            }
             Self::Agent(agent::Error::Datasource(e)) | Self::Datasource(e) => match e {
                 D::Validation(_) | D::Constraint(_) => {
                     public(StatusCode::BAD_REQUEST, "ValidationError", true)
                 }
                 D::MissingCollection(_) => {
                     public(StatusCode::BAD_REQUEST, "MissingCollectionError", true)
+                }
+                D::MissingField(_) => public(StatusCode::BAD_REQUEST, "MissingFieldError", true),
+                D::MissingRelation(_) => {
+                    public(StatusCode::BAD_REQUEST, "MissingRelationError", true)
                 }
                 D::Unprocessable(_) => {
                     public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
@@ -113,6 +125,33 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The plain-text body of the answers koa writes itself (see the module notes).
+    fn koa_text(&self) -> Option<&'static str> {
+        match self {
+            Self::RouteNotFound => Some("Not Found"),
+            Self::BadRequest(_) => Some("Bad Request"),
+            Self::PayloadTooLarge => Some("request entity too large"),
+            Self::Agent(_) | Self::Datasource(_) | Self::Auth(_) => None,
+        }
+    }
+}
+
+/// koa's own answer: `text/plain; charset=utf-8` with the text, marked [`BeforeRoute`].
+fn plain_text(status: StatusCode, text: &'static str) -> Response {
+    let mut response = (
+        status,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("text/plain; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response();
+    response.extensions_mut().insert(BeforeRoute);
+    response
+}
+
 /// Carried by the response of an unexpected error so that the request-log middleware, which has
 /// the settings, can apply the `customizeErrorMessage` template ([`customize`]).
 #[derive(Debug, Clone)]
@@ -121,10 +160,24 @@ pub struct Unexpected {
     message: String,
 }
 
+/// Marks a response that koa would have answered before any route built a caller: the
+/// request-log layer then sends no correlation id, as the agent does not.
+#[derive(Debug, Clone, Copy)]
+pub struct BeforeRoute;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if let Some(text) = self.koa_text() {
+            if let Self::BadRequest(detail) = &self {
+                tracing::debug!(detail, "request body is not JSON");
+            }
+            return plain_text(self.public().status, text);
+        }
         let public = self.public();
         let message = self.to_string();
+        if let Self::Agent(agent::Error::Business(_)) = &self {
+            return envelope_with_data(public.status, public.name, &message, &json!({}));
+        }
         if public.expose && !message.is_empty() {
             return envelope(public.status, public.name, &message);
         }
@@ -166,12 +219,37 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 /// `{"errors":[{"name","detail","status"}]}` with that status.
 pub fn envelope(status: StatusCode, name: &str, detail: &str) -> Response {
     let body = json!({ "errors": [{ "name": name, "detail": detail, "status": status.as_u16() }] });
-    (status, axum::Json(body)).into_response()
+    super::json_with(status, &body)
 }
 
-/// The answer of paths that match no route.
+/// The envelope of a business error with its `data`.
+fn envelope_with_data(
+    status: StatusCode,
+    name: &str,
+    detail: &str,
+    data: &serde_json::Value,
+) -> Response {
+    let body = json!({ "errors": [{
+        "name": name, "detail": detail, "status": status.as_u16(), "data": data,
+    }] });
+    super::json_with(status, &body)
+}
+
+/// The answer of paths outside the mount path that match no route.
 pub async fn not_found() -> Response {
     ApiError::RouteNotFound.into_response()
+}
+
+/// The answer of paths (or methods) under the mount path that match no route: the agent's
+/// router checks the session token on every path before finding no route, so a request
+/// without a valid token gets the 401, and only an authenticated one the plain 404.
+pub async fn forest_not_found(
+    authenticated: Result<super::caller::Authenticated, ApiError>,
+) -> Response {
+    match authenticated {
+        Ok(_) => ApiError::RouteNotFound.into_response(),
+        Err(error) => error.into_response(),
+    }
 }
 
 /// A handler panicked: the request gets a 500 in the envelope and the server keeps serving.

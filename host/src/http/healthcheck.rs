@@ -1,8 +1,9 @@
 //! `GET /forest`: the public healthcheck (no authentication).
 
+use axum::Router;
+use axum::response::Response;
 use axum::routing::get;
-use axum::{Json, Router};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::SharedState;
 
@@ -10,6 +11,6 @@ pub fn router() -> Router<SharedState> {
     Router::new().route("/", get(healthcheck))
 }
 
-async fn healthcheck() -> Json<Value> {
-    Json(json!({ "error": null, "message": "Agent is running" }))
+async fn healthcheck() -> Response {
+    super::json(&json!({ "error": null, "message": "Agent is running" }))
 }

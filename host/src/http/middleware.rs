@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use super::SharedState;
-use super::error::customize;
+use super::error::{BeforeRoute, customize};
 
 /// The response header carrying the request id (`caller.requestId`).
 pub const CORRELATION_ID: &str = "x-forest-correlation-id";
@@ -57,7 +57,9 @@ pub async fn request_log(
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;
     let mut response = customize(response, state.customize_error_message.as_ref());
-    let correlation_id = if request_id.is_used() {
+    // koa's own answers (no route, unreadable body) come before any caller in the agent.
+    let before_route = response.extensions().get::<BeforeRoute>().is_some();
+    let correlation_id = if request_id.is_used() && !before_route {
         let id = request_id.id.to_string();
         if let Ok(value) = HeaderValue::from_str(&id) {
             response.headers_mut().insert(CORRELATION_ID, value);

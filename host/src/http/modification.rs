@@ -12,7 +12,7 @@ use super::related::{self, column_value, to_one_target};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::body::{parse_create, parse_update};
 use crate::agent::query_string::{CompositeId, match_ids, with_primary_keys};
-use crate::agent::{self, serialize};
+use crate::agent::serialize;
 use crate::auth::{self, Action};
 use crate::datasource::{self, Filter, Projection, Record, RelationSchema, Value, unpack_id};
 
@@ -124,7 +124,7 @@ async fn create(
 }
 
 /// `PUT /{c}/{id}`: 200 with the record re-read with every column and every to-one relation's
-/// columns (the agent's `ProjectionFactory.all`).
+/// columns (the agent's `ProjectionFactory.all`), or `data: null` when there is none.
 async fn update(
     State(state): State<SharedState>,
     Path((name, id)): Path<(String, String)>,
@@ -159,10 +159,12 @@ async fn update(
     let records = collection
         .list(&context.caller, &filter, &projection)
         .await?;
-    let record = records
-        .first()
-        .ok_or_else(|| agent::Error::NotFound("Record does not exists".to_owned()))?;
-    let body = serialize::serialize_one(schema, &name, record)?;
+    // A record the filter does not find (there was none, or the patch moved it out of sight):
+    // `data: null`, as the agent serializes the missing row it re-reads.
+    let body = match records.first() {
+        Some(record) => serialize::serialize_one(schema, &name, record)?,
+        None => serialize::serialize_none(),
+    };
     Ok(super::json_bytes(body.to_bytes()?))
 }
 

@@ -9,7 +9,7 @@
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, put};
 use serde_json::Value as Json;
 
@@ -300,7 +300,7 @@ async fn count_related(
     let foreign = schema.collection(foreign_name)?;
     auth::authorize(&context.caller, foreign_name, Action::Browse)?;
     if !foreign.countable {
-        return Ok(axum::Json(serialize::count_deactivated_body()).into_response());
+        return Ok(super::json(&serialize::count_deactivated_body()));
     }
     let request = parse_filter(&Params::new(&context.query), schema, foreign)?;
     let filter = resolve(&state, &context.caller, foreign, request).await?;
@@ -321,7 +321,7 @@ async fn count_related(
         .first()
         .and_then(|row| row.value.as_f64())
         .map_or(0, |n| n as u64);
-    Ok(axum::Json(serialize::count_body(count)).into_response())
+    Ok(super::json(&serialize::count_body(count)))
 }
 
 /// `POST /{c}/{id}/relationships/{r}` (associate): links the first record of the body. 204.

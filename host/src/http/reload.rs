@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
 use serde_json::json;
 use tower::ServiceExt as _;
@@ -96,28 +96,23 @@ async fn reload(State(admin): State<Arc<Admin>>, request: Request) -> Response {
         .unwrap_or("");
     if !constant_time_eq(presented.as_bytes(), admin.env_secret.as_bytes()) {
         tracing::warn!("reload refused: missing or wrong env secret");
-        return (
+        return super::json_with(
             StatusCode::UNAUTHORIZED,
-            axum::Json(
-                json!({"error": "the reload route needs `Authorization: Bearer <envSecret>`"}),
-            ),
-        )
-            .into_response();
+            &json!({"error": "the reload route needs `Authorization: Bearer <envSecret>`"}),
+        );
     }
     match admin.reloader.reload().await {
-        Ok(report) => axum::Json(json!({
+        Ok(report) => super::json(&json!({
             "reloaded": true,
             "plugins": report.plugins,
             "customizations": report.customizations,
             "durationMs": report.millis,
-        }))
-        .into_response(),
+        })),
         // The old generation is still served: the request was understood, the new set refused.
-        Err(message) => (
+        Err(message) => super::json_with(
             StatusCode::UNPROCESSABLE_ENTITY,
-            axum::Json(json!({"reloaded": false, "error": message})),
-        )
-            .into_response(),
+            &json!({"reloaded": false, "error": message}),
+        ),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
 
 use super::collection::served;
@@ -40,7 +40,7 @@ async fn collection_chart(
         None,
     )
     .await?;
-    Ok(axum::Json(chart::stats_document(value)).into_response())
+    Ok(super::json(&chart::stats_document(value)))
 }
 
 /// `POST /_internal/native_query`: a query chart `{type, query, connectionName,
@@ -53,5 +53,5 @@ async fn native_query(
     // A query chart belongs to no collection; the chart permission is checked on its hash alone.
     auth::authorize(&context.caller, "", Action::Chart)?;
     let value = chart::evaluate_native(state.datasource.as_ref(), &context.caller, &body).await?;
-    Ok(axum::Json(chart::stats_document(value)).into_response())
+    Ok(super::json(&chart::stats_document(value)))
 }

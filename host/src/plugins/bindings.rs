@@ -143,7 +143,9 @@ impl WasiView for State {
 /// request ends with the same status it would have had without the plugin.
 pub fn guest_error(e: DsError) -> GuestError {
     match e {
-        DsError::Validation(m) => GuestError::Validation(m),
+        DsError::Validation(m) | DsError::MissingField(m) | DsError::MissingRelation(m) => {
+            GuestError::Validation(m)
+        }
         DsError::MissingCollection(_) | DsError::NoPrimaryKey => {
             GuestError::Validation(e.to_string())
         }

@@ -215,15 +215,18 @@ impl ConditionTree {
         let field = object.get("field").and_then(Json::as_str).ok_or_else(|| {
             Error::validation("Invalid condition tree: a leaf needs a 'field' string")
         })?;
-        let operator: Operator = object
+        // The field first, then the operator, in the agent's order.
+        let (_, column) = schema.resolve_column(collection, field)?;
+        let operator = object
             .get("operator")
             .and_then(Json::as_str)
             .ok_or_else(|| {
                 Error::validation("Invalid condition tree: a leaf needs an 'operator' string")
-            })?
+            })?;
+        // An operator that does not exist is, for the agent, one the column does not support.
+        let operator: Operator = operator
             .parse()
-            .map_err(Error::Validation)?;
-        let (_, column) = schema.resolve_column(collection, field)?;
+            .map_err(|_| not_supported(&js_pascal_case(operator), field, column))?;
         let raw = object.get("value").unwrap_or(&Json::Null);
         let value = cast_value(field, operator, &column.column_type, raw)?;
         Ok(Self::leaf(field, operator, value))
@@ -243,18 +246,21 @@ impl ConditionTree {
 /// Validates one leaf against the column it targets.
 pub fn validate_leaf(leaf: &Leaf, column: &ColumnSchema) -> Result<()> {
     let op = leaf.operator;
-    if !op.allowed_for(&column.column_type) {
-        return Err(Error::validation(format!(
-            "The given operator '{}' is not allowed with the columnType schema: '{}'.",
-            op.snake_case(),
-            column_type_name(&column.column_type)
-        )));
-    }
+    // The agent's checks, in its order and wording (operators in PascalCase, lists in its order).
     if !column.filter_operators.contains(&op) {
+        return Err(not_supported(op.as_str(), &leaf.field, column));
+    }
+    if !op.allowed_for(&column.column_type) {
+        let allowed: Vec<Operator> = Operator::ALL
+            .iter()
+            .copied()
+            .filter(|o| o.allowed_for(&column.column_type))
+            .collect();
         return Err(Error::validation(format!(
-            "The given operator '{}' is not supported by the column: '{}'.",
-            op.snake_case(),
-            leaf.field
+            "The given operator '{op}' is not allowed with the columnType schema: '{}'.\n\
+             The allowed types are: [{}]",
+            column_type_name(&column.column_type),
+            operator_list(&allowed)
         )));
     }
     let wrong = || {
@@ -307,6 +313,50 @@ fn element_type(ty: &ColumnType) -> &ColumnType {
         ColumnType::Array(inner) => inner,
         other => other,
     }
+}
+
+/// The agent's error for an operator the column does not list (or that does not exist).
+fn not_supported(operator: &str, field: &str, column: &ColumnSchema) -> Error {
+    let allowed = if column.filter_operators.is_empty() {
+        "the column is not filterable".to_owned()
+    } else {
+        format!(
+            "The allowed types are: [{}]",
+            operator_list(&column.filter_operators)
+        )
+    };
+    Error::validation(format!(
+        "The given operator '{operator}' is not supported by the column: '{field}'.\n{allowed}"
+    ))
+}
+
+/// Operators as the agent prints a set of them: PascalCase, in its order, comma-separated.
+fn operator_list<'a>(operators: impl IntoIterator<Item = &'a Operator>) -> String {
+    Operator::in_agent_order(operators)
+        .iter()
+        .map(|op| op.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The agent's `toPascalCase`: the first character upper-cased, and each `_` followed by a
+/// lower-case letter replaced by that letter upper-cased (`not_in` → `NotIn`).
+fn js_pascal_case(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    if let Some(first) = chars.next() {
+        out.extend(first.to_uppercase());
+    }
+    while let Some(c) = chars.next() {
+        match chars.peek() {
+            Some(next) if c == '_' && next.is_ascii_lowercase() => {
+                out.push(next.to_ascii_uppercase());
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 fn column_type_name(ty: &ColumnType) -> String {
@@ -541,10 +591,46 @@ mod tests {
         ];
         for case in cases {
             match parse(&case) {
-                Err(Error::Validation(_)) => {}
+                Err(Error::Validation(_) | Error::MissingField(_) | Error::MissingRelation(_)) => {}
                 other => panic!("{case} should be a validation error, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn errors_are_worded_as_the_agents() {
+        let message = |case: Json| parse(&case).expect_err("a bad tree").to_string();
+        assert_eq!(
+            message(json!({"field": "nope", "operator": "equal", "value": 1})),
+            "The 'books.nope' field was not found. Available fields are: \
+             [id,title,available,published,status,author]. Please check if the field name is \
+             correct."
+        );
+        assert_eq!(
+            message(json!({"field": "writer:name", "operator": "equal", "value": 1})),
+            "The 'books.writer' relation was not found. Available relations are: [author]. \
+             Please check if the relation name is correct."
+        );
+        // An unknown operator is named as the agent's parser PascalCases it; the column's
+        // operators are listed in the agent's order.
+        assert_eq!(
+            message(json!({"field": "id", "operator": "no_such_op", "value": 1})),
+            "The given operator 'NoSuchOp' is not supported by the column: 'id'.\n\
+             The allowed types are: [Equal,NotEqual,LessThan,GreaterThan,LessThanOrEqual,\
+             GreaterThanOrEqual,Present,Blank,Missing,In,NotIn]"
+        );
+        let contains = message(json!({"field": "id", "operator": "contains", "value": "1"}));
+        assert!(
+            contains.starts_with("The given operator 'Contains' is not supported by the column"),
+            "{contains}"
+        );
+        assert_eq!(
+            js_pascal_case("previous_x_days_to_date"),
+            "PreviousXDaysToDate"
+        );
+        assert_eq!(js_pascal_case("equal"), "Equal");
+        assert_eq!(js_pascal_case("not_In"), "Not_In");
+        assert_eq!(js_pascal_case(""), "");
     }
 
     #[test]

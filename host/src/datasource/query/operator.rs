@@ -209,6 +209,9 @@ impl Operator {
             LessThanOrEqual,
         ];
         const DATE_EXTRA: &[Operator] = &[BeforeXHoursAgo, AfterXHoursAgo];
+        // Beyond the agent's rules, what its capabilities list for SQL columns (derived by its
+        // equivalence graph from the Sequelize operators), which Canopy also answers.
+        const DATE_LISTS: &[Operator] = &[In, NotIn];
         const TIME: &[Operator] = &[LessThan, GreaterThan, LessThanOrEqual, GreaterThanOrEqual];
 
         let primitive = match column_type {
@@ -222,10 +225,13 @@ impl Operator {
             return true;
         }
         match primitive {
-            PrimitiveType::String => ARRAY.contains(&self) || STRING.contains(&self),
+            PrimitiveType::String => {
+                ARRAY.contains(&self) || STRING.contains(&self) || NUMBER.contains(&self)
+            }
             PrimitiveType::Number => ARRAY.contains(&self) || NUMBER.contains(&self),
-            PrimitiveType::Dateonly => DATEONLY.contains(&self),
-            PrimitiveType::Date => DATEONLY.contains(&self) || DATE_EXTRA.contains(&self),
+            PrimitiveType::Dateonly | PrimitiveType::Date => {
+                DATEONLY.contains(&self) || DATE_EXTRA.contains(&self) || DATE_LISTS.contains(&self)
+            }
             PrimitiveType::Time => TIME.contains(&self),
             PrimitiveType::Binary
             | PrimitiveType::Enum
@@ -234,6 +240,67 @@ impl Operator {
             | PrimitiveType::Uuid => ARRAY.contains(&self),
             PrimitiveType::Point => false,
         }
+    }
+}
+
+impl Operator {
+    /// Every operator in the agent's `allOperators` order, the order in which it lists a column's
+    /// operators (capabilities, error messages): its schema sets are rebuilt by filtering it.
+    pub const AGENT_ORDER: &'static [Operator] = {
+        use Operator::*;
+        &[
+            Equal,
+            NotEqual,
+            LessThan,
+            GreaterThan,
+            LessThanOrEqual,
+            GreaterThanOrEqual,
+            Match,
+            NotContains,
+            NotIContains,
+            LongerThan,
+            ShorterThan,
+            IncludesAll,
+            IncludesNone,
+            Today,
+            Yesterday,
+            PreviousMonth,
+            PreviousQuarter,
+            PreviousWeek,
+            PreviousYear,
+            PreviousMonthToDate,
+            PreviousQuarterToDate,
+            PreviousWeekToDate,
+            PreviousXDaysToDate,
+            PreviousXDays,
+            PreviousYearToDate,
+            Present,
+            Blank,
+            Missing,
+            In,
+            NotIn,
+            StartsWith,
+            EndsWith,
+            Contains,
+            IStartsWith,
+            IEndsWith,
+            IContains,
+            Like,
+            ILike,
+            Before,
+            After,
+            AfterXHoursAgo,
+            BeforeXHoursAgo,
+            Future,
+            Past,
+        ]
+    };
+
+    /// These operators in [`Operator::AGENT_ORDER`].
+    pub fn in_agent_order<'a>(operators: impl IntoIterator<Item = &'a Operator>) -> Vec<Operator> {
+        let mut out: Vec<Operator> = operators.into_iter().copied().collect();
+        out.sort_by_key(|op| Self::AGENT_ORDER.iter().position(|o| o == op));
+        out
     }
 }
 
@@ -285,6 +352,18 @@ mod tests {
     }
 
     #[test]
+    fn the_agent_order_holds_every_operator_once() {
+        assert_eq!(Operator::AGENT_ORDER.len(), Operator::ALL.len());
+        for op in Operator::ALL {
+            assert!(Operator::AGENT_ORDER.contains(op), "{op}");
+        }
+        assert_eq!(
+            Operator::in_agent_order(&[Operator::Present, Operator::In, Operator::Equal]),
+            [Operator::Equal, Operator::Present, Operator::In]
+        );
+    }
+
+    #[test]
     fn snake_case_round_trips_for_every_operator() {
         for op in Operator::ALL {
             assert_eq!(op.snake_case().parse::<Operator>(), Ok(*op), "{op}");
@@ -294,13 +373,16 @@ mod tests {
     }
 
     #[test]
-    fn dateonly_has_no_in_but_string_has_like() {
+    fn dates_take_lists_and_strings_take_comparisons_as_the_agent_lists_them() {
         let dateonly = ColumnType::Primitive(PrimitiveType::Dateonly);
-        assert!(!Operator::In.allowed_for(&dateonly));
+        assert!(Operator::In.allowed_for(&dateonly));
         assert!(Operator::Today.allowed_for(&dateonly));
-        assert!(!Operator::BeforeXHoursAgo.allowed_for(&dateonly));
+        assert!(Operator::BeforeXHoursAgo.allowed_for(&dateonly));
+        assert!(!Operator::Like.allowed_for(&dateonly));
         let string = ColumnType::Primitive(PrimitiveType::String);
         assert!(Operator::Like.allowed_for(&string));
+        assert!(Operator::LessThanOrEqual.allowed_for(&string));
+        assert!(!Operator::Today.allowed_for(&string));
         assert!(!Operator::GreaterThan.allowed_for(&ColumnType::Primitive(PrimitiveType::Boolean)));
     }
 }

@@ -1,6 +1,10 @@
 //! The operators the SQL datasource answers for each column type. Operators of §9.2 that have no
 //! native SQL form (time operators, `Blank`, `Contains`…) are lowered before SQL is written, so the
 //! collection advertises the whole set and every database answers all of it.
+//!
+//! Each list holds at least what the Node agent's capabilities list for a SQL column of the type
+//! (the Sequelize operators and every operator its equivalence graph derives from them); the
+//! extras are in `docs/compatibility.md`.
 
 use std::collections::BTreeSet;
 
@@ -12,7 +16,8 @@ pub fn supported(column_type: &ColumnType) -> BTreeSet<Operator> {
     use Operator::*;
     let presence = [Present, Missing, Blank];
     let ops: Vec<Operator> = match column_type {
-        ColumnType::Array(_) => vec![Equal, NotEqual, IncludesAll, IncludesNone],
+        // In and NotIn: the agent derives them from Equal and NotEqual.
+        ColumnType::Array(_) => vec![Equal, NotEqual, In, NotIn, IncludesAll, IncludesNone],
         ColumnType::Composite(_) => vec![],
         ColumnType::Primitive(p) => match p {
             // Json, Point: presence only, as the agent (equality on JSON differs per database).
@@ -40,6 +45,11 @@ pub fn supported(column_type: &ColumnType) -> BTreeSet<Operator> {
                 NotEqual,
                 In,
                 NotIn,
+                // In code point order on every database (see the SQL builder).
+                LessThan,
+                GreaterThan,
+                LessThanOrEqual,
+                GreaterThanOrEqual,
                 Like,
                 ILike,
                 Contains,
@@ -65,9 +75,11 @@ pub fn supported(column_type: &ColumnType) -> BTreeSet<Operator> {
                 ]
             }
             PrimitiveType::Date | PrimitiveType::Dateonly => {
-                let mut v = vec![
+                vec![
                     Equal,
                     NotEqual,
+                    In,
+                    NotIn,
                     LessThan,
                     GreaterThan,
                     LessThanOrEqual,
@@ -88,11 +100,10 @@ pub fn supported(column_type: &ColumnType) -> BTreeSet<Operator> {
                     PreviousYearToDate,
                     PreviousXDays,
                     PreviousXDaysToDate,
-                ];
-                if *p == PrimitiveType::Date {
-                    v.extend([BeforeXHoursAgo, AfterXHoursAgo]);
-                }
-                v
+                    // On a Dateonly column: before (after) the local date of that instant.
+                    BeforeXHoursAgo,
+                    AfterXHoursAgo,
+                ]
             }
         },
     };
@@ -119,7 +130,7 @@ mod tests {
         let dates = supported(&ColumnType::Primitive(Date));
         assert!(dates.contains(&Operator::PreviousXDaysToDate));
         assert!(dates.contains(&Operator::BeforeXHoursAgo));
-        assert!(!supported(&ColumnType::Primitive(Dateonly)).contains(&Operator::BeforeXHoursAgo));
+        assert!(supported(&ColumnType::Primitive(Dateonly)).contains(&Operator::BeforeXHoursAgo));
         assert!(
             supported(&ColumnType::Array(Box::new(ColumnType::Primitive(Number))))
                 .contains(&Operator::IncludesAll)

@@ -213,9 +213,41 @@ fn is_null(w: &mut Writer, column: &ColumnRef<'_>, null: bool) {
 }
 
 fn compare(w: &mut Writer, column: &ColumnRef<'_>, op: &str, value: &Value) -> Result<()> {
+    if is_string(column) {
+        return compare_strings(w, column, op, value);
+    }
     column.write_compared(w);
     w.push(op);
     push_compared_value(w, column, value)
+}
+
+/// `<`, `>`, `<=`, `>=` on strings, in code point order on every database, as the evaluator
+/// compares them (and whatever the column's collation): the UTF-8 bytes on MySQL (a
+/// binary string keeps trailing spaces), the `"C"` collation on PostgreSQL (of the padded text
+/// of a `char(n)`), SQLite's default BINARY collation.
+fn compare_strings(w: &mut Writer, column: &ColumnRef<'_>, op: &str, value: &Value) -> Result<()> {
+    let exactness = exactness(w.dialect, column);
+    match w.dialect {
+        Dialect::MySql => {
+            write_exact(w, column, Exactness::Bytes);
+            w.push(op);
+            w.push("CAST(");
+            push_compared_value(w, column, value)?;
+            w.push(" AS BINARY)");
+        }
+        Dialect::Postgres => {
+            write_exact(w, column, exactness);
+            w.push(" COLLATE \"C\"");
+            w.push(op);
+            push_compared_value(w, column, value)?;
+        }
+        Dialect::Sqlite => {
+            column.write_compared(w);
+            w.push(op);
+            push_compared_value(w, column, value)?;
+        }
+    }
+    Ok(())
 }
 
 /// A comparison with NULL matches no row.

@@ -99,9 +99,9 @@ impl<'a> Joins<'a> {
     fn add_join(&mut self, parent: usize, relation: &str, path: String) -> Result<usize> {
         let parent_source = &self.sources[parent];
         let schema = parent_source.collection;
-        let relation_schema = schema.relation(relation).ok_or_else(|| {
-            Error::validation(format!("Relation not found: '{}.{relation}'", schema.name))
-        })?;
+        let relation_schema = schema
+            .relation(relation)
+            .ok_or_else(|| schema.missing_relation(relation))?;
         let foreign_name = relation_schema.foreign_collection();
         let collection = self.ctx.collection(foreign_name)?;
         let table = self.ctx.table(foreign_name)?;
@@ -161,10 +161,7 @@ impl<'a> Joins<'a> {
     pub fn column_of(&self, source: usize, field: &str) -> Result<&'a Column> {
         let source = &self.sources[source];
         if source.collection.column(field).is_none() {
-            return Err(Error::validation(format!(
-                "Column not found: '{}.{field}'",
-                source.collection.name
-            )));
+            return Err(source.collection.missing_field(field));
         }
         table_column(source.table, field)
     }

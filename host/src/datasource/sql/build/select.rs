@@ -134,9 +134,9 @@ fn project_paths<'a>(
             continue;
         }
         let collection = joins.source(source).collection;
-        let relation = collection.relation(head).ok_or_else(|| {
-            Error::validation(format!("Relation not found: '{}.{head}'", collection.name))
-        })?;
+        let relation = collection
+            .relation(head)
+            .ok_or_else(|| collection.missing_relation(head))?;
         let relation_path = match source_path {
             "" => head.to_owned(),
             parent => format!("{parent}:{head}"),

@@ -27,7 +27,8 @@ pub(crate) fn record(schema: &CollectionSchema, record: &Record, creating: bool)
                 )));
             }
         };
-        if column.is_read_only {
+        // An auto-increment key takes an explicit value on insert, as the agent lets it.
+        if column.is_read_only && !(creating && column.is_primary_key) {
             let action = if creating { "created" } else { "updated" };
             return Err(Error::validation(format!(
                 "Read only fields cannot be {action}: \"{field}\" of '{}'",
