@@ -9,6 +9,7 @@
 mod binds;
 mod condition;
 mod joins;
+mod nul;
 mod select;
 mod write;
 

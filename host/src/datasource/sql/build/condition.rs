@@ -7,8 +7,9 @@ use std::sync::OnceLock;
 
 use super::binds::{push_text, push_value};
 use super::joins::Joins;
-use super::{ColumnRef, Writer};
+use super::{ColumnRef, Writer, nul};
 use crate::datasource::error::{Error, Result};
+use crate::datasource::query::equivalence::like_to_regex;
 use crate::datasource::query::{Aggregator, ConditionTree, Leaf, Operator};
 use crate::datasource::record::Value;
 use crate::datasource::schema::{ColumnType, PrimitiveType};
@@ -61,6 +62,17 @@ const FALSE: &str = "1 = 0";
 fn write_leaf(w: &mut Writer, joins: &Joins<'_>, leaf: &Leaf) -> Result<()> {
     use Operator::*;
     let column = joins.lookup(&leaf.field)?;
+    if w.dialect == Dialect::Postgres
+        && let Some(rewritten) = nul::rewrite(leaf)
+    {
+        return match rewritten {
+            nul::Rewritten::Constant(matches) => {
+                w.push(if matches { TRUE } else { FALSE });
+                Ok(())
+            }
+            nul::Rewritten::Leaf(leaf) => write_leaf(w, joins, &leaf),
+        };
+    }
     let value = &leaf.value;
     match leaf.operator {
         // Present is the negation of Blank: a string must also be non-empty (§9.2).
@@ -587,6 +599,13 @@ fn pattern(
             w.push(" USING utf8mb4)) COLLATE utf8mb4_bin LIKE LOWER(");
             push_text(w, like);
             w.push(")");
+        }
+        // SQLite's GLOB reads both sides up to their first NUL (`'Mort' GLOB '*Mort<NUL>x*'` is
+        // true); its REGEXP (the regex crate) reads whole texts.
+        (Dialect::Sqlite, Case::Sensitive) if like.contains('\0') => {
+            column.write_compared(w);
+            w.push(" REGEXP ");
+            push_text(w, like_to_regex(&like, false));
         }
         (Dialect::Sqlite, Case::Sensitive) => {
             column.write_compared(w);
