@@ -150,6 +150,7 @@ pub async fn connect(config: &Config) -> anyhow::Result<CompositeDataSource> {
                 .map(|(from, to)| (from.clone(), to.clone()))
                 .collect(),
             connection_name: entry.native_query_connection.clone(),
+            native_query_timeout: None,
         };
         let datasource = SqlDataSource::connect(&entry.url, options)
             .await
