@@ -162,11 +162,8 @@ async fn computed_field(url: &str, runtime: &Runtime, plugin_dir: &Path) -> Resu
 
     let http = canopy::config::HttpConfig {
         listen: "127.0.0.1:0".parse()?,
-        prefix: String::new(),
         json_limit: 1 << 20,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
+        ..canopy::config::HttpConfig::default()
     };
     let app = router(Arc::new(AppState::new(
         stack,

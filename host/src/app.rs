@@ -18,6 +18,7 @@ use crate::datasource::sql::{Options, Pool, SqlDataSource};
 use crate::datasource::{
     CompositeDataSource, DataSource, DataSourceSchema, FieldSchema, RelationSchema,
 };
+use crate::http::server::ServerLimits;
 
 mod reload;
 
@@ -50,6 +51,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     options: ServeOptions,
 ) -> anyhow::Result<()> {
+    let limits = ServerLimits::new(&config.http);
     let base: Arc<dyn DataSource> = Arc::new(connect(&config).await?);
     let served = Arc::new(Served::start(config, base).await?);
     // Signals are the binary's business, but SIGHUP only means something to the served stack.
@@ -57,12 +59,9 @@ pub async fn serve(
     if options.watch {
         served.reload_on_change();
     }
-    let result = axum::serve(listener, served.router())
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("serving HTTP");
+    crate::http::server::serve(listener, served.router(), limits, shutdown).await;
     served.log_stats();
-    result
+    Ok(())
 }
 
 /// `canopy schema`: writes the schema file without serving (`generateSchemaOnly`), and the
@@ -150,6 +149,7 @@ pub async fn connect(config: &Config) -> anyhow::Result<CompositeDataSource> {
                 .map(|(from, to)| (from.clone(), to.clone()))
                 .collect(),
             connection_name: entry.native_query_connection.clone(),
+            native_query_timeout: Some(config.native_query_timeout),
         };
         let datasource = SqlDataSource::connect(&entry.url, options)
             .await

@@ -11,6 +11,7 @@
 
 mod args;
 mod file;
+mod limits;
 mod size;
 mod template;
 
@@ -21,6 +22,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use args::ServeArgs;
+pub use limits::{
+    DEFAULT_CORS_ALLOWED_ORIGINS, DEFAULT_HEADERS_TIMEOUT_SECONDS,
+    DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS, DEFAULT_MAX_HEADER_SIZE, DEFAULT_MAX_PAGE_SIZE,
+    DEFAULT_NATIVE_QUERY_TIMEOUT_SECONDS,
+};
 pub use size::parse_size;
 pub use template::ErrorMessageTemplate;
 
@@ -47,6 +53,9 @@ pub struct Config {
     pub audit_trail: Option<AuditTrailConfig>,
     /// `experimental`: only `meta.liana_features` of the schema file so far.
     pub experimental: ExperimentalConfig,
+    /// `nativeQueryTimeoutInSeconds`: how long a native query (live-query segment, query chart)
+    /// may run before the database cancels it.
+    pub native_query_timeout: Duration,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -115,6 +124,39 @@ pub struct HttpConfig {
     pub limit_export_size: Option<u64>,
     /// `customizeErrorMessage`: the message of unexpected errors, `None` for the error's own.
     pub customize_error_message: Option<ErrorMessageTemplate>,
+    /// `maxHeaderSize`: the largest request head (request line, URL and headers) in bytes;
+    /// larger ones are answered 431.
+    pub max_header_size: usize,
+    /// `headersTimeoutInSeconds`: time a connection has to send a complete request head.
+    pub headers_timeout: Duration,
+    /// `keepAliveTimeoutInSeconds`: time an idle connection stays open after its last response.
+    pub keep_alive_timeout: Duration,
+    /// `maxPageSize`: the largest `page[size]` of a list; larger ones are answered 400.
+    pub max_page_size: u64,
+    /// `corsAllowedOrigins`: the origins whose browser requests may carry credentials (`*`: any).
+    pub cors_allowed_origins: Vec<String>,
+}
+
+impl Default for HttpConfig {
+    /// The settings of a server configured with nothing but its secrets and database.
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3351)),
+            prefix: String::new(),
+            json_limit: DEFAULT_JSON_LIMIT,
+            enable_raw_checking: false,
+            limit_export_size: None,
+            customize_error_message: None,
+            max_header_size: usize::try_from(DEFAULT_MAX_HEADER_SIZE).unwrap_or(usize::MAX),
+            headers_timeout: Duration::from_secs(DEFAULT_HEADERS_TIMEOUT_SECONDS),
+            keep_alive_timeout: Duration::from_secs(DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS),
+            max_page_size: DEFAULT_MAX_PAGE_SIZE,
+            cors_allowed_origins: DEFAULT_CORS_ALLOWED_ORIGINS
+                .iter()
+                .map(|o| (*o).to_owned())
+                .collect(),
+        }
+    }
 }
 
 impl HttpConfig {
@@ -392,7 +434,13 @@ fn resolve(
         .map(|p| p.value);
     let log = resolve_log(&layers, &mut args, &mut file)?;
     let schema = resolve_schema(&layers, &mut args, &mut file, &mut warnings);
-    let http = resolve_http(&layers, &mut args, &mut file, &mut warnings)?;
+    let limits = limits::resolve_limits(&layers, &mut args, &mut file)?;
+    let mut http = resolve_http(&layers, &mut args, &mut file, &mut warnings)?;
+    http.max_header_size = limits.max_header_size;
+    http.headers_timeout = limits.headers_timeout;
+    http.keep_alive_timeout = limits.keep_alive_timeout;
+    http.max_page_size = limits.max_page_size;
+    http.cors_allowed_origins = limits.cors_allowed_origins;
     let permissions = resolve_permissions(&layers, &mut args, &mut file, &mut warnings);
     let actions = resolve_actions(&layers, &mut args, &mut file)?;
     let workflow_executor_url = resolve_workflow_executor_url(&layers, &mut args, &mut file)?;
@@ -437,6 +485,7 @@ fn resolve(
         workflow_executor_url,
         audit_trail,
         experimental,
+        native_query_timeout: limits.native_query_timeout,
     };
     Ok((config, warnings))
 }
@@ -722,6 +771,8 @@ fn resolve_http(
         ),
         limit_export_size,
         customize_error_message,
+        // Set by `resolve` from the limits.
+        ..HttpConfig::default()
     })
 }
 

@@ -3,7 +3,8 @@
 //! the one place errors become responses (`error`).
 //!
 //! `router(state)` serves both `canopy serve` and the tests (`tower::ServiceExt::oneshot`);
-//! `canopy serve` puts it behind `reload::router`, which swaps whole generations of it.
+//! `canopy serve` puts it behind `reload::router`, which swaps whole generations of it, and
+//! serves that with `server::serve` (request head size, header read and keep-alive timeouts).
 
 mod action;
 mod api_chart;
@@ -16,6 +17,7 @@ mod middleware;
 mod modification;
 mod related;
 pub mod reload;
+pub mod server;
 mod stats;
 
 use std::sync::Arc;
@@ -48,6 +50,10 @@ pub struct AppState {
     pub customize_error_message: Option<ErrorMessageTemplate>,
     /// `useUnsafeActionEndpoint`: action routes without the `{index}` segment.
     pub use_unsafe_action_endpoint: bool,
+    /// `maxPageSize`: the largest `page[size]` of a list.
+    pub max_page_size: u64,
+    /// `corsAllowedOrigins`: origins whose browser requests may carry credentials.
+    pub cors_allowed_origins: Vec<String>,
 }
 
 impl AppState {
@@ -62,7 +68,34 @@ impl AppState {
             limit_export_size: http.limit_export_size,
             customize_error_message: http.customize_error_message.clone(),
             use_unsafe_action_endpoint: false,
+            max_page_size: http.max_page_size,
+            cors_allowed_origins: http.cors_allowed_origins.clone(),
         }
+    }
+
+    /// Refuses a page larger than `maxPageSize`: a client asking for a billion records at once
+    /// would make the server read and serialize a whole table in one answer.
+    pub fn check_page_size(
+        &self,
+        request: &crate::agent::query_string::RequestFilter,
+    ) -> Result<(), crate::agent::Error> {
+        match &request.filter.page {
+            Some(page) if page.limit > self.max_page_size => {
+                Err(crate::agent::Error::validation(format!(
+                    "Invalid pagination: page[size] {} is above the maximum of {} (maxPageSize)",
+                    page.limit, self.max_page_size
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a browser request from `origin` may carry credentials (`corsAllowedOrigins`).
+    pub fn cors_allows_credentials(&self, origin: &axum::http::HeaderValue) -> bool {
+        let origin = origin.as_bytes();
+        self.cors_allowed_origins
+            .iter()
+            .any(|allowed| allowed == "*" || allowed.as_bytes().eq_ignore_ascii_case(origin))
     }
 }
 
@@ -172,7 +205,10 @@ pub fn router(state: SharedState) -> Router {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             error::panic_response,
         ))
-        .layer(axum::middleware::from_fn(middleware::cors))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            middleware::cors,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state,
             middleware::request_log,

@@ -58,11 +58,8 @@ pub(crate) async fn served(config: Config) -> Result<(Arc<Served>, Router), Stri
 pub(crate) fn http_config() -> HttpConfig {
     HttpConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
         json_limit: 1 << 20,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
+        ..HttpConfig::default()
     }
 }
 

@@ -22,11 +22,8 @@ const SECRET: &str = "a-test-auth-secret";
 fn http_config() -> HttpConfig {
     HttpConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
         json_limit: 1024,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
+        ..HttpConfig::default()
     }
 }
 

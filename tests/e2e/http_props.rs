@@ -116,8 +116,18 @@ fn scalar() -> BoxedStrategy<Json> {
         any::<i64>().prop_map(Json::from),
         (-1000i64..1000).prop_map(Json::from),
         any::<u64>().prop_map(Json::from),
-        select(vec![0.5, -0.0, 1e300, -1e300, 2.5e9, f64::MIN_POSITIVE])
-            .prop_map(|f: f64| json!(f)),
+        select(vec![
+            0.5,
+            -0.0,
+            1e300,
+            -1e300,
+            2.5e9,
+            f64::MIN_POSITIVE,
+            1e18,
+            -1e18,
+            9.9e307
+        ])
+        .prop_map(|f: f64| json!(f)),
         select(vec![
             "",
             " ",
@@ -146,6 +156,17 @@ fn scalar() -> BoxedStrategy<Json> {
             "é",
             "\u{0}",
             "1|2",
+            // Issue 10's hostile values: NULs, a regex PostgreSQL and MariaDB refuse, dates at
+            // and beyond the databases' ranges.
+            "a\u{0}b",
+            "\u{0}%",
+            "/**/OR/**/1=1",
+            "(?<=a+)b",
+            "+275760-09-13T00:00:00Z",
+            "-271821-04-20",
+            "0000-01-01",
+            "9999-12-31T23:59:59.999Z",
+            "1,\u{0},3",
         ])
         .prop_map(|s: &str| Json::String(s.to_owned())),
         "\\PC{0,12}".prop_map(Json::String),

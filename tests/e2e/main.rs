@@ -16,6 +16,7 @@ mod customizer_fields;
 mod customizer_relations;
 mod flattener;
 mod harness;
+mod hostile;
 mod http;
 mod http_props;
 mod http_stats;

@@ -52,7 +52,7 @@ const JSON_LIMIT: u64 = 4096;
 /// | 5 | Anonymous | NULL | NULL | — | — | — |
 ///
 /// Cover 2 (red) belongs to no book. Iain is not `active`.
-async fn library(backend: Backend) -> (TestDb, SqlDataSource) {
+pub(crate) async fn library(backend: Backend) -> (TestDb, SqlDataSource) {
     let db = TestDb::new(backend).await;
     db.execute(&portable(
         backend,
@@ -162,11 +162,10 @@ pub(crate) async fn fixture_with(backend: Backend, customizations: Vec<Customiza
         .countable = false;
     let http = HttpConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        prefix: String::new(),
         json_limit: JSON_LIMIT,
-        enable_raw_checking: false,
-        limit_export_size: None,
-        customize_error_message: None,
+        // The page of the CORS snapshots; other origins get no credentials.
+        cors_allowed_origins: vec!["https://app.example.com".to_owned()],
+        ..HttpConfig::default()
     };
     let base: Arc<dyn DataSource> = Arc::new(WithoutTagCount { inner, schema });
     let served = if customizations.is_empty() {
@@ -353,6 +352,19 @@ async fn healthcheck_cors_and_authentication(backend: Backend) {
         .headers_mut()
         .insert(header::ORIGIN, "https://app.example.com".parse().unwrap());
     f.snap("cors_simple_request", from_page).await;
+    // An origin outside corsAllowedOrigins: CORS answers without credentials.
+    let preflight = Request::options("/forest/books")
+        .header(header::ORIGIN, "https://evil.example")
+        .header(header::ACCESS_CONTROL_REQUEST_METHOD, "GET")
+        .header(header::ACCESS_CONTROL_REQUEST_HEADERS, "authorization")
+        .body(Body::empty())
+        .unwrap();
+    f.snap("cors_preflight_other_origin", preflight).await;
+    let mut from_page = get("/forest/books/count?timezone=UTC");
+    from_page
+        .headers_mut()
+        .insert(header::ORIGIN, "https://evil.example".parse().unwrap());
+    f.snap("cors_simple_request_other_origin", from_page).await;
 
     f.snap(
         "401_no_token",

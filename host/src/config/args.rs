@@ -166,6 +166,57 @@ pub struct ServeArgs {
     #[arg(long, env = "CANOPY_LIMIT_EXPORT_SIZE", value_name = "COUNT")]
     pub limit_export_size: Option<u64>,
 
+    /// Largest request head (request line, URL and headers): bytes or a size (`16kb`); larger
+    /// heads are answered 431, as Node does past its own 16 KiB. At least 1kb. [default: 16kb]
+    /// [file key: maxHeaderSize]
+    #[arg(long, env = "CANOPY_MAX_HEADER_SIZE", value_name = "SIZE")]
+    pub max_header_size: Option<String>,
+
+    /// Time a connection has to send a complete request head, counted from its opening or from
+    /// its previous response; a client that sends nothing is closed after it. [default: 30]
+    /// [file key: headersTimeoutInSeconds]
+    #[arg(
+        long,
+        env = "CANOPY_HEADERS_TIMEOUT_IN_SECONDS",
+        value_name = "SECONDS"
+    )]
+    pub headers_timeout_in_seconds: Option<u64>,
+
+    /// Time an idle keep-alive connection stays open after its last response, as Node's
+    /// `keepAliveTimeout`. [default: 5] [file key: keepAliveTimeoutInSeconds]
+    #[arg(
+        long,
+        env = "CANOPY_KEEP_ALIVE_TIMEOUT_IN_SECONDS",
+        value_name = "SECONDS"
+    )]
+    pub keep_alive_timeout_in_seconds: Option<u64>,
+
+    /// Largest `page[size]` of a list (records and related records); a larger page is answered
+    /// 400 instead of reading a whole table at once. [default: 1000] [file key: maxPageSize]
+    #[arg(long, env = "CANOPY_MAX_PAGE_SIZE", value_name = "COUNT")]
+    pub max_page_size: Option<u64>,
+
+    /// Origins whose browser requests may carry credentials (the session cookie), comma
+    /// separated, each `scheme://host[:port]`; `*` allows any, as the Node agent does. Other
+    /// origins still get CORS answers, without `Access-Control-Allow-Credentials`.
+    /// [default: https://app.forestadmin.com] [file key: corsAllowedOrigins]
+    #[arg(
+        long,
+        env = "CANOPY_CORS_ALLOWED_ORIGINS",
+        value_name = "ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_allowed_origins: Option<Vec<String>>,
+
+    /// Time a native query (live-query segment, query chart) may run before the database
+    /// cancels it; answered 422. [default: 30] [file key: nativeQueryTimeoutInSeconds]
+    #[arg(
+        long,
+        env = "CANOPY_NATIVE_QUERY_TIMEOUT_IN_SECONDS",
+        value_name = "SECONDS"
+    )]
+    pub native_query_timeout_in_seconds: Option<u64>,
+
     /// Action routes without the positional index (`/_actions/{collection}/{slug}`). Accepted;
     /// actions have not landed yet. [default: false] [file key: useUnsafeActionEndpoint]
     #[arg(long, env = "CANOPY_USE_UNSAFE_ACTION_ENDPOINT", value_name = "BOOL", num_args = 0..=1,

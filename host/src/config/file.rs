@@ -40,6 +40,12 @@ pub struct FileConfig {
     pub workflow_executor_url: Option<String>,
     pub audit_trail: Option<FileAuditTrail>,
     pub experimental: Option<FileExperimental>,
+    pub max_header_size: Option<Size>,
+    pub headers_timeout_in_seconds: Option<u64>,
+    pub keep_alive_timeout_in_seconds: Option<u64>,
+    pub max_page_size: Option<u64>,
+    pub cors_allowed_origins: Option<Vec<String>>,
+    pub native_query_timeout_in_seconds: Option<u64>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

@@ -116,6 +116,55 @@ fn defaults_apply_where_no_source_gives_a_value() {
     assert_eq!(config.workflow_executor_url, None);
     assert_eq!(config.audit_trail, None);
     assert_eq!(config.experimental, ExperimentalConfig::default());
+    assert_eq!(config.http.max_header_size, 16 * 1024);
+    assert_eq!(config.http.headers_timeout, Duration::from_secs(30));
+    assert_eq!(config.http.keep_alive_timeout, Duration::from_secs(5));
+    assert_eq!(config.http.max_page_size, 1000);
+    assert_eq!(
+        config.http.cors_allowed_origins,
+        ["https://app.forestadmin.com"]
+    );
+    assert_eq!(config.native_query_timeout, Duration::from_secs(30));
+}
+
+#[test]
+fn the_limits_read_from_every_source() {
+    let file = "maxHeaderSize = \"32kb\"\nheadersTimeoutInSeconds = 10\n\
+                keepAliveTimeoutInSeconds = 2\nmaxPageSize = 50\n\
+                corsAllowedOrigins = [\"https://a.example\", \"http://localhost:4200\"]\n\
+                nativeQueryTimeoutInSeconds = 5";
+    let config = ok(&[], &[], Some(file));
+    assert_eq!(config.http.max_header_size, 32 * 1024);
+    assert_eq!(config.http.headers_timeout, Duration::from_secs(10));
+    assert_eq!(config.http.keep_alive_timeout, Duration::from_secs(2));
+    assert_eq!(config.http.max_page_size, 50);
+    assert_eq!(
+        config.http.cors_allowed_origins,
+        ["https://a.example", "http://localhost:4200"]
+    );
+    assert_eq!(config.native_query_timeout, Duration::from_secs(5));
+
+    let env = [
+        ("CANOPY_MAX_HEADER_SIZE", "8192"),
+        ("CANOPY_CORS_ALLOWED_ORIGINS", "https://b.example,*"),
+        ("CANOPY_MAX_PAGE_SIZE", "200"),
+    ];
+    let config = ok(
+        &[
+            "--native-query-timeout-in-seconds",
+            "60",
+            "--keep-alive-timeout-in-seconds",
+            "1",
+        ],
+        &env,
+        Some(file),
+    );
+    assert_eq!(config.http.max_header_size, 8192);
+    assert_eq!(config.http.cors_allowed_origins, ["https://b.example", "*"]);
+    assert_eq!(config.http.max_page_size, 200);
+    assert_eq!(config.native_query_timeout, Duration::from_secs(60));
+    assert_eq!(config.http.keep_alive_timeout, Duration::from_secs(1));
+    assert_eq!(config.http.headers_timeout, Duration::from_secs(10));
 }
 
 #[test]
@@ -464,6 +513,38 @@ fn each_invalid_setting_is_refused_by_its_key() {
     ];
     for (argv, file, key) in cases {
         refused(argv, &env, *file, key);
+    }
+    let limits: &[(&[&str], &str)] = &[
+        (&["--max-header-size", "512"], "maxHeaderSize"),
+        (&["--max-header-size", "big"], "maxHeaderSize"),
+        (
+            &["--headers-timeout-in-seconds", "0"],
+            "headersTimeoutInSeconds",
+        ),
+        (
+            &["--keep-alive-timeout-in-seconds", "0"],
+            "keepAliveTimeoutInSeconds",
+        ),
+        (
+            &["--native-query-timeout-in-seconds", "0"],
+            "nativeQueryTimeoutInSeconds",
+        ),
+        (&["--max-page-size", "0"], "maxPageSize"),
+        (
+            &["--cors-allowed-origins", "app.forestadmin.com"],
+            "corsAllowedOrigins",
+        ),
+        (
+            &["--cors-allowed-origins", "https://a.example/"],
+            "corsAllowedOrigins",
+        ),
+        (
+            &["--cors-allowed-origins", "https://a.example/path"],
+            "corsAllowedOrigins",
+        ),
+    ];
+    for (argv, key) in limits {
+        refused(argv, &env, None, key);
     }
 }
 

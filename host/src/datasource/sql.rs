@@ -1,6 +1,6 @@
 //! The SQL datasource over sqlx: SQLite, PostgreSQL and MySQL/MariaDB. This is the only code
-//! that writes SQL for user data: values are always bound, identifiers come only from the
-//! introspected model and are quoted per dialect.
+//! that writes SQL for user data: values are bound (past a statement's bind budget, written as
+//! typed literals), identifiers come only from the introspected model and are quoted per dialect.
 //!
 //! Pipeline: `introspect` reads the catalog into a [`model::Table`] list, `collections` turns it
 //! into collection schemas (types, flags, relations and their names, as the Node agent's SQL
@@ -150,7 +150,14 @@ pub struct Options {
     /// database (`connectionName`). None, the default, allows none, as the agent's
     /// `liveQueryConnections` option does.
     pub connection_name: Option<String>,
+    /// How long a native query may run before the database cancels it; `None` for
+    /// [`DEFAULT_NATIVE_QUERY_TIMEOUT`].
+    pub native_query_timeout: Option<std::time::Duration>,
 }
+
+/// `nativeQueryTimeoutInSeconds`' default: long enough for a heavy chart over a large table,
+/// short enough that a runaway query does not hold a pooled connection for long.
+pub const DEFAULT_NATIVE_QUERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What every collection of one SQL datasource shares.
 #[derive(Debug)]
@@ -175,6 +182,7 @@ pub struct SqlDataSource {
     shared: Arc<Shared>,
     collections: IndexMap<String, Arc<dyn Collection>>,
     connection_name: Option<String>,
+    native: native::Settings,
 }
 
 impl std::fmt::Debug for SqlDataSource {
@@ -219,6 +227,11 @@ impl SqlDataSource {
             shared,
             collections,
             connection_name: options.connection_name,
+            native: native::Settings::new(
+                options
+                    .native_query_timeout
+                    .unwrap_or(DEFAULT_NATIVE_QUERY_TIMEOUT),
+            ),
         })
     }
 
@@ -356,6 +369,6 @@ impl DataSource for SqlDataSource {
                 "Native query connection '{connection}' is unknown"
             )));
         }
-        native::run(&self.shared, query, variables).await
+        native::run(&self.shared, &self.native, query, variables).await
     }
 }

@@ -127,13 +127,9 @@ async fn list(
     let collection_schema = served(schema, &name)?;
     auth::authorize(&context.caller, &name, Action::Browse)?;
     let params = Params::new(&context.query);
-    let filter = resolve(
-        &state,
-        &context.caller,
-        collection_schema,
-        parse_paginated_filter(&params, schema, collection_schema)?,
-    )
-    .await?;
+    let request = parse_paginated_filter(&params, schema, collection_schema)?;
+    state.check_page_size(&request)?;
+    let filter = resolve(&state, &context.caller, collection_schema, request).await?;
     let projection = parse_projection(
         &context.query,
         projection_header(&headers),

@@ -97,24 +97,33 @@ pub async fn request_log(
 /// `exposeHeaders: x-forest-correlation-id`: the origin and the requested headers are reflected,
 /// and a preflight (OPTIONS with `Access-Control-Request-Method`) is answered 204 on every path,
 /// before authentication. A request without `Origin` gets no CORS header at all.
-pub async fn cors(request: Request, next: Next) -> Response {
+///
+/// Unlike the agent, `Access-Control-Allow-Credentials` is only sent to the origins of
+/// `corsAllowedOrigins` (the Forest Admin application by default): the session cookie
+/// authenticates a request, so with credentials reflected for any origin, any web page a user
+/// visits could read the admin data with their cookie. Other origins still get CORS answers,
+/// enough for a client that sends its token in `Authorization`.
+pub async fn cors(State(state): State<SharedState>, request: Request, next: Next) -> Response {
     let Some(origin) = request.headers().get(header::ORIGIN).cloned() else {
         return next.run(request).await;
     };
+    let credentials = state.cors_allows_credentials(&origin);
     let headers = request.headers();
     if request.method() == Method::OPTIONS
         && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     {
-        return preflight(origin, headers);
+        return preflight(origin, headers, credentials);
     }
     let mut response = next.run(request).await;
     let out = response.headers_mut();
     out.append(header::VARY, HeaderValue::from_static("Origin"));
     out.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-    out.insert(
-        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
-        HeaderValue::from_static("true"),
-    );
+    if credentials {
+        out.insert(
+            header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+            HeaderValue::from_static("true"),
+        );
+    }
     out.insert(
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
         HeaderValue::from_static(CORRELATION_ID),
@@ -122,15 +131,17 @@ pub async fn cors(request: Request, next: Next) -> Response {
     response
 }
 
-fn preflight(origin: HeaderValue, request: &HeaderMap) -> Response {
+fn preflight(origin: HeaderValue, request: &HeaderMap, credentials: bool) -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
     let out = response.headers_mut();
     out.insert(header::VARY, HeaderValue::from_static("Origin"));
     out.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-    out.insert(
-        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
-        HeaderValue::from_static("true"),
-    );
+    if credentials {
+        out.insert(
+            header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+            HeaderValue::from_static("true"),
+        );
+    }
     out.insert(
         header::ACCESS_CONTROL_MAX_AGE,
         HeaderValue::from_static("86400"),

@@ -253,6 +253,7 @@ async fn list_related(
     auth::authorize(&context.caller, foreign_name, Action::Browse)?;
     let params = Params::new(&context.query);
     let request = parse_paginated_filter(&params, schema, foreign)?;
+    state.check_page_size(&request)?;
     let filter = resolve(&state, &context.caller, foreign, request).await?;
     let projection =
         parse_projection(&context.query, projection_header(&headers), schema, foreign)?;

@@ -235,20 +235,47 @@ fn number_value(leaf: &Leaf) -> Result<f64> {
         })
 }
 
-/// `now` minus a number of hours (absolute duration, as luxon's `minus({hours})`).
-fn hours_ago(clock: &Clock, hours: f64) -> DateTime<Utc> {
-    clock.now - Duration::milliseconds((hours * 3_600_000.0).round() as i64)
+/// The first day a relative bound may fall on. A count of hours or days is the user's (`1e18`,
+/// `9.9e307`): bounds saturate at these days, as JavaScript dates stop at their own range, instead
+/// of overflowing chrono. Every database stores the years 1 to 9999 (MySQL's `DATETIME` no
+/// more), and the second day keeps the first local midnight within year 1 in every timezone.
+const EARLIEST_DAY: NaiveDate = NaiveDate::from_yo_opt(1, 2).expect("a valid date");
+/// The last day a relative bound may fall on (see [`EARLIEST_DAY`]).
+const LATEST_DAY: NaiveDate = NaiveDate::from_yo_opt(9999, 364).expect("a valid date");
+
+/// An instant `millis` milliseconds after the epoch, saturated to the bounds' days.
+fn saturated_instant(millis: f64) -> DateTime<Utc> {
+    let earliest = EARLIEST_DAY.and_time(NaiveTime::MIN).and_utc();
+    let latest = LATEST_DAY.and_time(NaiveTime::MIN).and_utc();
+    let clamped = millis.clamp(
+        earliest.timestamp_millis() as f64,
+        latest.timestamp_millis() as f64,
+    );
+    // In range by construction: the fallback is unreachable.
+    DateTime::from_timestamp_millis(clamped.round() as i64).unwrap_or(earliest)
 }
 
-/// The local date `days` calendar days before today; a fractional part is subtracted as a
-/// duration first, as luxon does with `minus({days})`.
+/// `now` minus a number of hours (absolute duration, as luxon's `minus({hours})`), saturated.
+fn hours_ago(clock: &Clock, hours: f64) -> DateTime<Utc> {
+    saturated_instant(clock.now.timestamp_millis() as f64 - hours * 3_600_000.0)
+}
+
+/// The local date `days` calendar days before today, saturated; a fractional part is
+/// subtracted as a duration first, as luxon does with `minus({days})`.
 fn days_ago(clock: &Clock, days: f64) -> NaiveDate {
     let whole = days.trunc();
     let fraction = days - whole;
-    let shifted = clock.now - Duration::milliseconds((fraction * 86_400_000.0).round() as i64);
+    let shifted = saturated_instant(clock.now.timestamp_millis() as f64 - fraction * 86_400_000.0);
     let date = shifted.with_timezone(&clock.tz).date_naive();
-    date.checked_sub_signed(Duration::days(whole as i64))
-        .unwrap_or(date)
+    if whole >= (date - EARLIEST_DAY).num_days() as f64 {
+        EARLIEST_DAY
+    } else if -whole >= (LATEST_DAY - date).num_days() as f64 {
+        LATEST_DAY
+    } else {
+        // Within the bounds: `whole` fits an i64 and the subtraction cannot overflow.
+        date.checked_sub_signed(Duration::days(whole as i64))
+            .unwrap_or(date)
+    }
 }
 
 /// A point in time expressed as a bound for one column type.
@@ -985,6 +1012,58 @@ mod tests {
                 Value::Dateonly(date("2024-05-20"))
             )
         );
+    }
+
+    #[test]
+    fn huge_counts_of_days_and_hours_saturate_at_the_bounds_instead_of_panicking() {
+        let now = "2024-05-20T12:34:56.789Z";
+        let earliest = || Value::Date(utc("0001-01-02T00:00:00Z"));
+        let latest = || Value::Date(utc("9999-12-30T00:00:00Z"));
+        // The values: beyond i64, 1e18 and near f64::MAX, both ways.
+        for huge in [
+            Value::Decimal("9223372036854775808".parse().expect("decimal")),
+            Value::Float(1e18),
+            Value::Float(9.9e307),
+        ] {
+            let negated = Value::Float(-huge.as_f64().expect("a number"));
+            let lowered = |op: Operator, value: &Value| {
+                lower(op, value.clone(), PrimitiveType::Date, chrono_tz::UTC, now)
+            };
+            assert_eq!(
+                lowered(Operator::PreviousXDays, &huge),
+                range(earliest(), Value::Date(utc("2024-05-20T00:00:00Z")))
+            );
+            assert_eq!(
+                lowered(Operator::PreviousXDaysToDate, &huge),
+                range(earliest(), Value::Date(utc(now)))
+            );
+            assert_eq!(
+                lowered(Operator::BeforeXHoursAgo, &huge),
+                ConditionTree::leaf("d", Operator::LessThan, earliest())
+            );
+            assert_eq!(
+                lowered(Operator::AfterXHoursAgo, &negated),
+                ConditionTree::leaf("d", Operator::GreaterThan, latest())
+            );
+            assert_eq!(
+                lowered(Operator::PreviousXDays, &negated),
+                range(latest(), Value::Date(utc("2024-05-20T00:00:00Z")))
+            );
+            // Dateonly columns and a timezone far from UTC saturate at the same days.
+            assert_eq!(
+                lower(
+                    Operator::PreviousXDays,
+                    huge.clone(),
+                    PrimitiveType::Dateonly,
+                    Pacific::Kiritimati,
+                    now
+                ),
+                range(
+                    Value::Dateonly(date("0001-01-02")),
+                    Value::Dateonly(date("2024-05-21"))
+                )
+            );
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! are AND-ed (an `AND` keyword is optional), upper-case `OR` separates alternatives (AND binds
 //! tighter), parentheses group, `-token` negates, `"…"`/`'…'` are phrases, `field:value` targets a
 //! field (fuzzy name: case-insensitive, `-` and `_` ignored, `.` crossing a relation). Input that
-//! does not parse is searched as plain text.
+//! does not parse is searched as plain text. Groups nest at most [`MAX_SEARCH_DEPTH`] deep: the
+//! parser and every walk of the tree it yields recurse once per level, and a few thousand levels
+//! overflow a worker's stack, so deeper input is a validation error rather than a crash.
 //!
 //! Deliberate differences from the Node agent:
 //! - A single token in parentheses (`(foo)`) parses; the agent's grammar rejects it and falls back
@@ -21,11 +23,15 @@ use chrono_tz::Tz;
 use super::condition_tree::ConditionTree;
 use super::equivalence::start_of_day;
 use super::operator::Operator;
-use crate::datasource::error::Result;
+use crate::datasource::error::{Error, Result};
 use crate::datasource::record::{Value, parse_number};
 use crate::datasource::schema::{
     CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, FieldSchema, PrimitiveType,
 };
+
+/// How deep parentheses may nest in a search. Far beyond what a person types, far below what
+/// overflows a stack.
+pub const MAX_SEARCH_DEPTH: usize = 32;
 
 /// The condition tree for `search`; with `extended`, first-level to-one relations' columns are
 /// searched too. A search that can match nothing yields a tree that matches nothing.
@@ -40,7 +46,7 @@ pub fn build_tree(
     if text.is_empty() {
         return Ok(match_all());
     }
-    let parsed = parse(text);
+    let parsed = parse(text)?;
     let mut fields = default_fields(collection, schema, extended);
     if let Some(query) = &parsed {
         // Fields named in `field:value` are searchable even when not in the default set
@@ -87,7 +93,7 @@ pub fn build_tree_with_fields(
     if text.is_empty() {
         return Ok(match_all());
     }
-    let parsed = parse(text);
+    let parsed = parse(text)?;
     let mut named: Vec<String> = Vec::new();
     let mut fields = Vec::new();
     if only.is_none() {
@@ -269,17 +275,30 @@ fn lex(input: &str) -> Vec<Token> {
 struct Parser {
     tokens: Vec<Token>,
     at: usize,
+    /// Groups open at the current position.
+    depth: usize,
+    /// Set when a group opens beyond [`MAX_SEARCH_DEPTH`]; parsing then stops.
+    too_deep: bool,
 }
 
-fn parse(input: &str) -> Option<Query> {
+/// The parsed query, `None` when the input does not parse (it is then searched as text), or a
+/// validation error when its groups nest too deep.
+fn parse(input: &str) -> Result<Option<Query>> {
     let mut parser = Parser {
         tokens: lex(input),
         at: 0,
+        depth: 0,
+        too_deep: false,
     };
     parser.skip_space();
-    let query = parser.or()?;
+    let query = parser.or();
+    if parser.too_deep {
+        return Err(Error::validation(format!(
+            "The search nests parentheses more than {MAX_SEARCH_DEPTH} levels deep"
+        )));
+    }
     parser.skip_space();
-    (parser.at == parser.tokens.len()).then_some(query)
+    Ok(query.filter(|_| parser.at == parser.tokens.len()))
 }
 
 impl Parser {
@@ -337,11 +356,17 @@ impl Parser {
     /// `( or )` or a term.
     fn unit(&mut self) -> Option<Query> {
         if self.peek(0) == Some(&Token::Open) {
+            if self.depth == MAX_SEARCH_DEPTH {
+                self.too_deep = true;
+                return None;
+            }
             self.at += 1;
+            self.depth += 1;
             self.skip_space();
             let inner = self.or()?;
             self.skip_space();
             self.expect(&Token::Close)?;
+            self.depth -= 1;
             return Some(inner);
         }
         self.term().map(Query::Term)
@@ -1038,6 +1063,25 @@ mod tests {
         assert_eq!(search("title:\"a b\""), l("title", IContains, "a b"));
         // Unknown field: the whole `field:value` is searched as text.
         assert_eq!(search("nope:foo"), word("nope:foo"));
+    }
+
+    #[test]
+    fn groups_nest_up_to_the_bound_and_deeper_input_is_a_validation_error() {
+        let nested = |depth: usize| format!("{}a{}", "(".repeat(depth), ")".repeat(depth));
+        assert_eq!(search(&nested(MAX_SEARCH_DEPTH)), word("a"));
+        let (books, schema) = schema();
+        // The probe: 3,000 levels overflowed a worker's stack and aborted the server.
+        for depth in [MAX_SEARCH_DEPTH + 1, 3_000, 100_000] {
+            let result = build_tree(&nested(depth), false, &books, &schema, chrono_tz::UTC);
+            assert!(
+                matches!(&result, Err(Error::Validation(m)) if m.contains("32 levels")),
+                "{depth}: {result:?}"
+            );
+        }
+        // Unbalanced too: the bound is checked as groups open.
+        let open = "(".repeat(5_000);
+        let result = build_tree(&open, false, &books, &schema, chrono_tz::UTC);
+        assert!(matches!(result, Err(Error::Validation(_))), "{result:?}");
     }
 
     #[test]

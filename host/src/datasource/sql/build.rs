@@ -2,13 +2,17 @@
 //! text per dialect plus the values to bind. Nothing here touches a connection, so every shape
 //! is unit-tested without a database.
 //!
-//! Two rules hold everywhere: values are always bound (never written into the text), and
-//! identifiers only come from the introspected [`Table`] model, quoted by [`Dialect::quote`].
-//! The only literals written are SQL keywords, fixed units (`'day'`), `NULL` and `''`.
+//! Two rules hold everywhere: values are bound (never written into the text from the user's
+//! spelling), and identifiers only come from the introspected [`Table`] model, quoted by
+//! [`Dialect::quote`]. The only literals written are SQL keywords, fixed units (`'day'`), `NULL`
+//! and `''`, and the values of a statement past its bind budget, which `literal` writes from
+//! their typed form (a list of 70,000 ids would exceed what the drivers bind).
 
 mod binds;
 mod condition;
 mod joins;
+mod literal;
+mod nul;
 mod select;
 mod write;
 
@@ -60,6 +64,9 @@ pub(crate) enum Bind {
 pub(crate) struct Statement {
     pub sql: String,
     pub binds: Vec<Bind>,
+    /// Some values are written in the text ([`literal`]): the text is one of a kind, and is run
+    /// unprepared so that no statement cache keeps it.
+    pub inlined: bool,
 }
 
 /// What the builder reads: the dialect, the served schema and the table behind each collection.
@@ -89,6 +96,9 @@ pub(crate) struct Writer {
     pub dialect: Dialect,
     pub sql: String,
     pub binds: Vec<Bind>,
+    /// Binds kept before values are written as literals ([`literal::BIND_BUDGET`]).
+    pub bind_budget: usize,
+    inlined: bool,
 }
 
 impl Writer {
@@ -97,6 +107,8 @@ impl Writer {
             dialect,
             sql: String::with_capacity(256),
             binds: Vec::new(),
+            bind_budget: literal::BIND_BUDGET,
+            inlined: false,
         }
     }
 
@@ -121,8 +133,14 @@ impl Writer {
         self.sql.push(q);
     }
 
-    /// Writes a placeholder and records its value.
+    /// Writes a placeholder and records its value; past the bind budget, writes the value as a
+    /// literal instead.
     pub fn bind(&mut self, value: Bind) {
+        if self.binds.len() >= self.bind_budget {
+            literal::write(&mut self.sql, self.dialect, &value);
+            self.inlined = true;
+            return;
+        }
         self.binds.push(value);
         let placeholder = self.dialect.placeholder(self.binds.len());
         self.sql.push_str(&placeholder);
@@ -132,6 +150,7 @@ impl Writer {
         Statement {
             sql: self.sql,
             binds: self.binds,
+            inlined: self.inlined,
         }
     }
 }

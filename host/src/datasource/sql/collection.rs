@@ -125,13 +125,18 @@ impl SqlCollection {
         needs: &[bool],
         each: impl FnMut(&mut Vec<Value>) + Send,
     ) -> Result<()> {
-        let Statement { sql, binds } = statement;
+        let Statement {
+            sql,
+            binds,
+            inlined,
+        } = statement;
         // Off unless asked for (`canopy::sql=trace`): the binds are the caller's filter values.
         // `bench/load.sh` reads these lines to replay each scenario's SQL with pgbench.
         tracing::trace!(target: "canopy::sql", sql = %sql, binds = ?binds, "read");
         match &self.shared.pool {
             Pool::Postgres(pool) => {
                 let rows = sqlx::query_with(&sql, pg_args(binds)?)
+                    .persistent(!inlined)
                     .fetch_all(pool)
                     .await
                     .map_err(|e| db_error(e, Operation::Read))?;
@@ -139,6 +144,7 @@ impl SqlCollection {
             }
             Pool::MySql(pool) => {
                 let rows = sqlx::query_with(&sql, mysql_args(binds)?)
+                    .persistent(!inlined)
                     .fetch_all(pool)
                     .await
                     .map_err(|e| db_error(e, Operation::Read))?;
@@ -146,6 +152,7 @@ impl SqlCollection {
             }
             Pool::Sqlite(pool) => {
                 let rows = sqlx::query_with(&sql, sqlite_args(binds)?)
+                    .persistent(!inlined)
                     .fetch_all(pool)
                     .await
                     .map_err(|e| db_error(e, Operation::Read))?;
@@ -177,8 +184,13 @@ impl SqlCollection {
     ) -> Result<Record> {
         let ctx = self.ctx();
         let (statement, _) = build::insert(ctx, &self.name, &record, false)?;
-        let Statement { sql, binds } = statement;
+        let Statement {
+            sql,
+            binds,
+            inlined,
+        } = statement;
         let done = sqlx::query_with(&sql, mysql_args(binds)?)
+            .persistent(!inlined)
             .execute(&mut **tx)
             .await
             .map_err(|e| db_error(e, Operation::Write))?;
@@ -202,8 +214,13 @@ impl SqlCollection {
             None,
             &projection,
         )?;
-        let Statement { sql, binds } = statement;
+        let Statement {
+            sql,
+            binds,
+            inlined,
+        } = statement;
         let rows = sqlx::query_with(&sql, mysql_args(binds)?)
+            .persistent(!inlined)
             .fetch_all(&mut **tx)
             .await
             .map_err(|e| db_error(e, Operation::Read))?;
@@ -226,23 +243,38 @@ impl SqlCollection {
         let ctx = self.ctx();
         match &self.shared.pool {
             Pool::Postgres(pool) => {
-                let Statement { sql, binds } = statement_for(&Target::Tree(tree))?;
+                let Statement {
+                    sql,
+                    binds,
+                    inlined,
+                } = statement_for(&Target::Tree(tree))?;
                 sqlx::query_with(&sql, pg_args(binds)?)
+                    .persistent(!inlined)
                     .execute(pool)
                     .await
                     .map_err(|e| db_error(e, operation))?;
             }
             Pool::Sqlite(pool) => {
-                let Statement { sql, binds } = statement_for(&Target::Tree(tree))?;
+                let Statement {
+                    sql,
+                    binds,
+                    inlined,
+                } = statement_for(&Target::Tree(tree))?;
                 sqlx::query_with(&sql, sqlite_args(binds)?)
+                    .persistent(!inlined)
                     .execute(pool)
                     .await
                     .map_err(|e| db_error(e, operation))?;
             }
             Pool::MySql(pool) => {
                 if !build::needs_joins(ctx, &self.name, tree)? {
-                    let Statement { sql, binds } = statement_for(&Target::Tree(tree))?;
+                    let Statement {
+                        sql,
+                        binds,
+                        inlined,
+                    } = statement_for(&Target::Tree(tree))?;
                     sqlx::query_with(&sql, mysql_args(binds)?)
+                        .persistent(!inlined)
                         .execute(pool)
                         .await
                         .map_err(|e| db_error(e, operation))?;
@@ -250,16 +282,26 @@ impl SqlCollection {
                 }
                 let mut tx = pool.begin().await.map_err(|e| db_error(e, operation))?;
                 let (select, layout) = build::select_primary_keys(ctx, &self.name, tree)?;
-                let Statement { sql, binds } = select;
+                let Statement {
+                    sql,
+                    binds,
+                    inlined,
+                } = select;
                 let rows = sqlx::query_with(&sql, mysql_args(binds)?)
+                    .persistent(!inlined)
                     .fetch_all(&mut *tx)
                     .await
                     .map_err(|e| db_error(e, Operation::Read))?;
                 let needs = vec![true; layout.columns.len()];
                 let keys = decode::mysql_rows(&rows, &layout.columns, &needs)?;
                 for chunk in keys.chunks(KEY_CHUNK) {
-                    let Statement { sql, binds } = statement_for(&Target::Keys(chunk))?;
+                    let Statement {
+                        sql,
+                        binds,
+                        inlined,
+                    } = statement_for(&Target::Keys(chunk))?;
                     sqlx::query_with(&sql, mysql_args(binds)?)
+                        .persistent(!inlined)
                         .execute(&mut *tx)
                         .await
                         .map_err(|e| db_error(e, operation))?;
@@ -350,8 +392,13 @@ impl Collection for SqlCollection {
                     let (statement, layout) = build::insert(ctx, &self.name, record, true)?;
                     let layout =
                         layout.ok_or_else(|| Error::Internal("insert without RETURNING".into()))?;
-                    let Statement { sql, binds } = statement;
+                    let Statement {
+                        sql,
+                        binds,
+                        inlined,
+                    } = statement;
                     let rows = sqlx::query_with(&sql, pg_args(binds)?)
+                        .persistent(!inlined)
                         .fetch_all(&mut *tx)
                         .await
                         .map_err(|e| db_error(e, Operation::Write))?;
@@ -372,8 +419,13 @@ impl Collection for SqlCollection {
                     let (statement, layout) = build::insert(ctx, &self.name, record, true)?;
                     let layout =
                         layout.ok_or_else(|| Error::Internal("insert without RETURNING".into()))?;
-                    let Statement { sql, binds } = statement;
+                    let Statement {
+                        sql,
+                        binds,
+                        inlined,
+                    } = statement;
                     let rows = sqlx::query_with(&sql, sqlite_args(binds)?)
+                        .persistent(!inlined)
                         .fetch_all(&mut *tx)
                         .await
                         .map_err(|e| db_error(e, Operation::Write))?;

@@ -7,14 +7,20 @@
 //! is then parsed with `sqlparser` in the database's dialect and must be one query statement
 //! that neither writes (`SELECT … INTO`, data-modifying `WITH`) nor locks rows. Both the scanner
 //! and the parser must see a single statement, so a disagreement between the two lexers is
-//! refused rather than run. The query then runs inside a read-only transaction (PostgreSQL
-//! `BEGIN READ ONLY`, MySQL `START TRANSACTION READ ONLY`) or, on SQLite, with
-//! `PRAGMA query_only` set for the duration of the query.
+//! refused rather than run. The parse also refuses calls to functions that a read-only
+//! transaction still runs but that wait, lock, act on other sessions, change the session or run
+//! SQL text the check never sees ([`REFUSED_FUNCTIONS`]). The query then runs inside a read-only
+//! transaction (PostgreSQL `BEGIN READ ONLY`, MySQL `START TRANSACTION READ ONLY`) or, on SQLite,
+//! with `PRAGMA query_only` set for the duration of the query; the database cancels it after the
+//! `nativeQueryTimeoutInSeconds` timeout, and the session it ran in is reset before the pooled
+//! connection is reused (or the connection is closed).
 
 use std::ops::ControlFlow;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use indexmap::IndexMap;
-use sqlparser::ast::{Query, Select, Statement, Visit, Visitor};
+use sqlparser::ast::{Expr, ObjectName, Query, Select, Statement, TableFactor, Visit, Visitor};
 use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect, SQLiteDialect};
 use sqlparser::parser::{Parser, ParserError};
 
@@ -61,6 +67,8 @@ fn substitute(
 ) -> Result<Prepared> {
     let chars: Vec<char> = query.chars().collect();
     let mut w = Writer::new(dialect);
+    // The user's SQL keeps every variable a bind, however many: the count is checked below.
+    w.bind_budget = usize::MAX;
     let mut i = 0;
     let mut ended = false;
     while i < chars.len() {
@@ -174,10 +182,26 @@ fn substitute(
         }
     }
     let Writer { sql, binds, .. } = w;
+    let most = max_binds(dialect);
+    if binds.len() > most {
+        return Err(Error::Unprocessable(format!(
+            "The query uses {} variables; the database accepts at most {most} in one query",
+            binds.len()
+        )));
+    }
     Ok(Prepared {
         sql: sql.trim().to_owned(),
         binds,
     })
+}
+
+/// The most binds the driver sends in one statement: PostgreSQL and MySQL number them with 16
+/// bits, SQLite caps them at `SQLITE_MAX_VARIABLE_NUMBER`.
+fn max_binds(dialect: Dialect) -> usize {
+    match dialect {
+        Dialect::Postgres | Dialect::MySql => usize::from(u16::MAX),
+        Dialect::Sqlite => 32_766,
+    }
 }
 
 fn push_chars(w: &mut Writer, chars: &[char]) {
@@ -251,6 +275,110 @@ impl Visitor for ReadOnly {
         } else {
             ControlFlow::Break("SELECT … INTO is not allowed".to_owned())
         }
+    }
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<String> {
+        match expr {
+            Expr::Function(function) => refuse_function(&function.name),
+            _ => ControlFlow::Continue(()),
+        }
+    }
+
+    /// `FROM pg_sleep(5)`, `FROM dblink(…)`: functions in the FROM clause.
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<String> {
+        match factor {
+            TableFactor::Table {
+                name,
+                args: Some(_),
+                ..
+            }
+            | TableFactor::Function { name, .. } => refuse_function(name),
+            _ => ControlFlow::Continue(()),
+        }
+    }
+}
+
+/// Functions a read-only transaction still runs but a chart or segment query has no use for:
+/// they wait (`pg_sleep`, `SLEEP`, `BENCHMARK`), take locks that outlive the query
+/// (`pg_advisory_lock`, `GET_LOCK`), act on other sessions (`pg_terminate_backend`), change the
+/// session (`set_config`), run SQL text this check never sees (`query_to_xml`, `dblink`), or
+/// reach the server's files (`pg_read_file`, `lo_import`, `LOAD_FILE`). Lower case; entries
+/// ending with `*` are prefixes. A function of the database's own (a user-defined one calling
+/// these) is beyond any list: the statement timeout, the session reset after each query, and a
+/// read-only database role (see the README) are what bound it.
+const REFUSED_FUNCTIONS: &[&str] = &[
+    // PostgreSQL
+    "pg_sleep*",
+    "pg_advisory_*",
+    "pg_try_advisory_*",
+    "pg_terminate_backend",
+    "pg_cancel_backend",
+    "pg_reload_conf",
+    "pg_rotate_logfile",
+    "pg_promote",
+    "pg_switch_wal",
+    "pg_create_restore_point",
+    "pg_backup_*",
+    "pg_start_backup",
+    "pg_stop_backup",
+    "pg_log_backend_memory_contexts",
+    "pg_notify",
+    "pg_read_file",
+    "pg_read_binary_file",
+    "pg_ls_*",
+    "pg_stat_file",
+    "pg_file_*",
+    "pg_logdir_ls",
+    "pg_create_*",
+    "pg_drop_replication_slot",
+    "pg_replication_*",
+    "set_config",
+    "dblink*",
+    "lo_*",
+    "query_to_xml*",
+    "cursor_to_xml*",
+    "ts_stat",
+    // MySQL and MariaDB
+    "sleep",
+    "benchmark",
+    "get_lock",
+    "release_lock",
+    "release_all_locks",
+    "load_file",
+    "master_pos_wait",
+    "source_pos_wait",
+    "master_gtid_wait",
+    "wait_for_executed_gtid_set",
+    "wait_until_sql_thread_after_gtids",
+    "sys_exec",
+    "sys_eval",
+    // SQLite
+    "load_extension",
+    "readfile",
+    "writefile",
+];
+
+/// Breaks on a call to one of [`REFUSED_FUNCTIONS`], whatever its schema (`pg_catalog.pg_sleep`)
+/// and case.
+fn refuse_function(name: &ObjectName) -> ControlFlow<String> {
+    let Some(last) = name.0.last().and_then(|part| part.as_ident()) else {
+        return ControlFlow::Continue(());
+    };
+    let called = last.value.to_ascii_lowercase();
+    let refused = REFUSED_FUNCTIONS
+        .iter()
+        .any(|entry| match entry.strip_suffix('*') {
+            Some(prefix) => called.starts_with(prefix),
+            None => called == *entry,
+        });
+    if refused {
+        ControlFlow::Break(format!(
+            "the function {} is not allowed (it waits, locks, changes the session or reaches \
+             beyond the query)",
+            last.value
+        ))
+    } else {
+        ControlFlow::Continue(())
     }
 }
 
@@ -355,67 +483,213 @@ fn push_variable(w: &mut Writer, name: &str, value: &Value) -> Result<()> {
     Ok(())
 }
 
-/// A database error of the user's own SQL is reported to them; connection failures stay
-/// internal.
-fn query_error(error: sqlx::Error) -> Error {
-    match error.as_database_error() {
-        Some(db) => Error::Unprocessable(format!("The query failed: {}", db.message())),
-        None => db_error(error, Operation::Read),
+/// How native queries of one datasource run.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    /// The database cancels a query that runs longer (`nativeQueryTimeoutInSeconds`).
+    pub timeout: Duration,
+    /// MySQL or MariaDB, learnt at the first native query: they name the timeout differently.
+    mariadb: OnceLock<bool>,
+}
+
+impl Settings {
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            mariadb: OnceLock::new(),
+        }
     }
 }
 
+/// A database error of the user's own SQL is reported to them; connection failures stay
+/// internal. A query the database cancelled for its timeout says so.
+fn query_error(error: sqlx::Error, timeout: Duration) -> Error {
+    let Some(db) = error.as_database_error() else {
+        return db_error(error, Operation::Read);
+    };
+    // PostgreSQL `query_canceled`, MariaDB `ER_STATEMENT_TIMEOUT`, MySQL `ER_QUERY_TIMEOUT`,
+    // SQLite `SQLITE_INTERRUPT` (raised by the progress handler below).
+    let timed_out = match db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        Some(mysql) => matches!(mysql.number(), 1969 | 3024),
+        None => matches!(db.code().as_deref(), Some("57014" | "9")),
+    };
+    if timed_out {
+        return Error::Unprocessable(format!(
+            "The query was cancelled after {} s (nativeQueryTimeoutInSeconds)",
+            timeout.as_secs()
+        ));
+    }
+    Error::Unprocessable(format!("The query failed: {}", db.message()))
+}
+
+/// Runs a native query: checked (one read-only SELECT, no function that waits, locks or reaches
+/// outside the query), in a read-only transaction, under the statement timeout. The connection
+/// goes back to the pool with its session state reset, or is closed when the reset fails.
 pub(crate) async fn run(
     shared: &Shared,
+    settings: &Settings,
     query: &str,
     variables: &IndexMap<String, Value>,
 ) -> Result<Vec<Record>> {
     let Prepared { sql, binds } = prepare(shared.dialect, query, variables)?;
+    let timeout = settings.timeout;
     match &shared.pool {
         Pool::Postgres(pool) => {
-            let mut tx = pool
-                .begin_with("BEGIN READ ONLY")
-                .await
-                .map_err(query_error)?;
-            let rows = sqlx::query_with(&sql, pg_args(binds)?)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(query_error)?;
-            tx.rollback().await.map_err(query_error)?;
-            decode::pg_generic(&rows)
+            let mut conn = pool.acquire().await.map_err(|e| query_error(e, timeout))?;
+            let result = run_postgres(&mut conn, &sql, binds, timeout).await;
+            // A read-only transaction still lets functions change the session: advisory locks
+            // (session-scoped, kept after the rollback) and settings (`set_config(…, false)`).
+            // `RESET ALL` keeps the connection's startup settings (its UTC timezone).
+            let reset =
+                sqlx::Executor::execute(&mut *conn, "RESET ALL; SELECT pg_advisory_unlock_all()")
+                    .await;
+            if reset.is_err() {
+                // Never hand a connection in an unknown state back to the pool.
+                let _ = conn.detach();
+            }
+            result
         }
         Pool::MySql(pool) => {
-            let mut tx = pool
-                .begin_with("START TRANSACTION READ ONLY")
-                .await
-                .map_err(query_error)?;
-            let rows = sqlx::query_with(&sql, mysql_args(binds)?)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(query_error)?;
-            tx.rollback().await.map_err(query_error)?;
-            decode::mysql_generic(&rows)
+            let mut conn = pool.acquire().await.map_err(|e| query_error(e, timeout))?;
+            let mariadb = match settings.mariadb.get() {
+                Some(known) => *known,
+                None => {
+                    let version: String = sqlx::query_scalar("SELECT VERSION()")
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(|e| query_error(e, timeout))?;
+                    *settings
+                        .mariadb
+                        .get_or_init(|| version.to_ascii_lowercase().contains("mariadb"))
+                }
+            };
+            let result = run_mysql(&mut conn, mariadb, &sql, binds, timeout).await;
+            // Named locks (`GET_LOCK`) live as long as the session.
+            let unset = if mariadb {
+                "SET SESSION max_statement_time = DEFAULT; DO RELEASE_ALL_LOCKS()"
+            } else {
+                "SET SESSION max_execution_time = DEFAULT; DO RELEASE_ALL_LOCKS()"
+            };
+            if sqlx::Executor::execute(&mut *conn, unset).await.is_err() {
+                let _ = conn.detach();
+            }
+            result
         }
         Pool::Sqlite(pool) => {
-            let mut conn = pool.acquire().await.map_err(query_error)?;
-            let connection = &mut *conn;
-            sqlx::query("PRAGMA query_only = ON")
-                .execute(&mut *connection)
-                .await
-                .map_err(query_error)?;
-            let result = sqlx::query_with(&sql, sqlite_args(binds)?)
-                .fetch_all(&mut *connection)
-                .await;
-            let reset = sqlx::query("PRAGMA query_only = OFF")
-                .execute(&mut *connection)
-                .await;
+            let mut conn = pool.acquire().await.map_err(|e| query_error(e, timeout))?;
+            let result = run_sqlite(&mut conn, &sql, binds, timeout).await;
+            let unhooked = match conn.lock_handle().await {
+                Ok(mut handle) => {
+                    handle.remove_progress_handler();
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            };
+            let reset = match unhooked {
+                Ok(()) => sqlx::query("PRAGMA query_only = OFF")
+                    .execute(&mut *conn)
+                    .await
+                    .map(drop),
+                Err(e) => Err(e),
+            };
             if reset.is_err() {
                 // Never hand a read-only (or broken) connection back to the pool.
                 let _ = conn.detach();
             }
-            let rows = result.map_err(query_error)?;
-            decode::sqlite_generic(&rows)
+            result
         }
     }
+}
+
+/// The timeout in whole milliseconds, at least one: written into SET statements, never user text.
+fn millis(timeout: Duration) -> u64 {
+    u64::try_from(timeout.as_millis())
+        .unwrap_or(u64::MAX)
+        .clamp(1, u64::from(u32::MAX))
+}
+
+async fn run_postgres(
+    conn: &mut sqlx::PgConnection,
+    sql: &str,
+    binds: Vec<Bind>,
+    timeout: Duration,
+) -> Result<Vec<Record>> {
+    let failed = |e| query_error(e, timeout);
+    let mut tx = sqlx::Connection::begin_with(conn, "BEGIN READ ONLY")
+        .await
+        .map_err(failed)?;
+    // `SET LOCAL`: the timeout ends with the transaction.
+    let set = format!("SET LOCAL statement_timeout = {}", millis(timeout));
+    sqlx::Executor::execute(&mut *tx, set.as_str())
+        .await
+        .map_err(failed)?;
+    let rows = sqlx::query_with(sql, pg_args(binds)?)
+        .persistent(false)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(failed)?;
+    tx.rollback().await.map_err(failed)?;
+    decode::pg_generic(&rows)
+}
+
+async fn run_mysql(
+    conn: &mut sqlx::MySqlConnection,
+    mariadb: bool,
+    sql: &str,
+    binds: Vec<Bind>,
+    timeout: Duration,
+) -> Result<Vec<Record>> {
+    let failed = |e| query_error(e, timeout);
+    // MariaDB counts seconds for any statement, MySQL milliseconds for SELECTs.
+    let millis = millis(timeout);
+    let set = if mariadb {
+        format!(
+            "SET SESSION max_statement_time = {}.{:03}",
+            millis / 1000,
+            millis % 1000
+        )
+    } else {
+        format!("SET SESSION max_execution_time = {millis}")
+    };
+    sqlx::Executor::execute(&mut *conn, set.as_str())
+        .await
+        .map_err(failed)?;
+    let mut tx = sqlx::Connection::begin_with(conn, "START TRANSACTION READ ONLY")
+        .await
+        .map_err(failed)?;
+    let rows = sqlx::query_with(sql, mysql_args(binds)?)
+        .persistent(false)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(failed)?;
+    tx.rollback().await.map_err(failed)?;
+    decode::mysql_generic(&rows)
+}
+
+async fn run_sqlite(
+    conn: &mut sqlx::SqliteConnection,
+    sql: &str,
+    binds: Vec<Bind>,
+    timeout: Duration,
+) -> Result<Vec<Record>> {
+    let failed = |e| query_error(e, timeout);
+    sqlx::query("PRAGMA query_only = ON")
+        .execute(&mut *conn)
+        .await
+        .map_err(failed)?;
+    // SQLite has no statement timeout: a progress handler interrupts the query once the deadline
+    // has passed (checked every 1,000 virtual machine instructions).
+    let deadline = Instant::now() + timeout;
+    conn.lock_handle()
+        .await
+        .map_err(failed)?
+        .set_progress_handler(1_000, move || Instant::now() < deadline);
+    let rows = sqlx::query_with(sql, sqlite_args(binds)?)
+        .persistent(false)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(failed)?;
+    decode::sqlite_generic(&rows)
 }
 
 #[cfg(test)]
@@ -688,6 +962,51 @@ mod tests {
     }
 
     #[test]
+    fn refuses_functions_that_wait_lock_or_reach_outside_the_query() {
+        for dialect in ALL {
+            for query in [
+                "SELECT pg_sleep(5)",
+                "SELECT PG_SLEEP(5)",
+                "SELECT pg_catalog.pg_sleep_for('5 seconds')",
+                "SELECT 1 WHERE pg_advisory_lock(4242) IS NOT NULL",
+                "SELECT pg_try_advisory_xact_lock(1)",
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity",
+                "SELECT pg_cancel_backend(1)",
+                "SELECT set_config('statement_timeout', '0', false)",
+                "SELECT lo_import('/etc/passwd')",
+                "SELECT pg_read_file('/etc/passwd')",
+                "SELECT query_to_xml('SELECT pg_sleep(5)', true, true, '')",
+                "SELECT a FROM t WHERE b IN (SELECT sleep(5))",
+                "SELECT BENCHMARK(100000000, MD5('a'))",
+                "SELECT GET_LOCK('a', 10)",
+                "SELECT LOAD_FILE('/etc/passwd')",
+                "SELECT COUNT(*) AS value FROM t WHERE (SELECT pg_sleep(1)) IS NULL",
+                "WITH s AS (SELECT pg_sleep(1)) SELECT * FROM s",
+            ] {
+                let result = prepare(dialect, query, &IndexMap::new());
+                assert!(
+                    matches!(&result, Err(Error::Unprocessable(m)) if m.contains("is not allowed")),
+                    "{dialect:?} {query}: {result:?}"
+                );
+            }
+        }
+        assert_refused(Dialect::Postgres, "SELECT * FROM pg_sleep(1)");
+        assert_refused(
+            Dialect::Postgres,
+            "SELECT * FROM dblink('dbname=x', 'DELETE FROM t') AS t(a int)",
+        );
+        // Ordinary functions, and columns or tables named like the refused ones, pass.
+        for dialect in ALL {
+            for query in [
+                "SELECT COUNT(*) AS value, MAX(sleep) FROM t",
+                "SELECT lower(name), coalesce(a, b) FROM sleep",
+            ] {
+                assert_accepted(dialect, query);
+            }
+        }
+    }
+
+    #[test]
     fn refuses_mysql_executable_comments() {
         for query in [
             "SELECT /*! 1; DROP TABLE t */ 1",
@@ -750,6 +1069,28 @@ mod tests {
         let query = format!("SELECT {}1{}", "(".repeat(depth), ")".repeat(depth));
         for dialect in ALL {
             assert!(refused(dialect, &query), "{dialect:?}");
+        }
+    }
+
+    #[test]
+    fn more_variables_than_the_driver_binds_are_refused_without_driver_detail() {
+        let v = vars(&[("id", Value::Int(1))]);
+        for dialect in ALL {
+            let count = max_binds(dialect) + 5;
+            let query = format!("SELECT 1 WHERE 1 IN ({})", vec!["$id"; count].join(", "));
+            let Err(Error::Unprocessable(message)) = prepare(dialect, &query, &v) else {
+                panic!("{dialect:?}: accepted");
+            };
+            assert_eq!(
+                message,
+                format!(
+                    "The query uses {count} variables; the database accepts at most {} in one query",
+                    max_binds(dialect)
+                )
+            );
+            let query = format!("SELECT 1 WHERE 1 IN ({})", vec!["$id"; 20_000].join(", "));
+            let prepared = prepare(dialect, &query, &v).expect("under the limit");
+            assert_eq!(prepared.binds.len(), 20_000, "no variable is inlined");
         }
     }
 

@@ -7,8 +7,9 @@ use std::sync::OnceLock;
 
 use super::binds::{push_text, push_value};
 use super::joins::Joins;
-use super::{ColumnRef, Writer};
+use super::{ColumnRef, Writer, nul};
 use crate::datasource::error::{Error, Result};
+use crate::datasource::query::equivalence::like_to_regex;
 use crate::datasource::query::{Aggregator, ConditionTree, Leaf, Operator};
 use crate::datasource::record::Value;
 use crate::datasource::schema::{ColumnType, PrimitiveType};
@@ -38,20 +39,162 @@ pub(crate) fn write(w: &mut Writer, joins: &Joins<'_>, tree: &ConditionTree) -> 
             match conditions.as_slice() {
                 [] => w.push(empty),
                 [only] => write(w, joins, only)?,
-                many => {
-                    w.push("(");
-                    for (i, condition) in many.iter().enumerate() {
-                        if i > 0 {
-                            w.push(glue);
-                        }
-                        write(w, joins, condition)?;
-                    }
-                    w.push(")");
-                }
+                many => match key_list(w.dialect, joins, *aggregator, many) {
+                    Some(keys) => write_key_list(w, &keys)?,
+                    None => write_branch(w, joins, glue, many)?,
+                },
             }
             Ok(())
         }
     }
+}
+
+/// A long list of composite keys, as the agent writes the ids of a bulk action: `Or` of
+/// `And(a = 1, b = 2)` per record (`match_ids`), or `And` of `Or(a <> 1, b <> 2)` per record
+/// (`exclude_ids`). PostgreSQL plans these in time that grows faster than the square of the
+/// count (27 s for 70,000 ids, and its row-list form overflows its stack); a row value against
+/// a `VALUES` list is planned as one hashed semi- or anti-join.
+struct KeyList<'j> {
+    columns: Vec<ColumnRef<'j>>,
+    rows: Vec<Vec<&'j Value>>,
+    /// `NotEqual` per key: the rows *not* listed (and those with a NULL key).
+    negated: bool,
+}
+
+/// The branch as a [`KeyList`], when it is one: more than [`FLAT_BRANCH`] records, each the
+/// same two or more fields with non-null values, compared exactly by `=` (not MySQL strings nor
+/// PostgreSQL `char(n)`, whose `=` is not the exact comparison).
+fn key_list<'j>(
+    dialect: Dialect,
+    joins: &'j Joins<'_>,
+    aggregator: Aggregator,
+    conditions: &'j [ConditionTree],
+) -> Option<KeyList<'j>> {
+    let (inner, operator, negated) = match aggregator {
+        Aggregator::Or => (Aggregator::And, Operator::Equal, false),
+        Aggregator::And => (Aggregator::Or, Operator::NotEqual, true),
+    };
+    if conditions.len() <= FLAT_BRANCH {
+        return None;
+    }
+    let leaves = |condition: &'j ConditionTree| -> Option<Vec<&'j Leaf>> {
+        let ConditionTree::Branch {
+            aggregator,
+            conditions,
+        } = condition
+        else {
+            return None;
+        };
+        if *aggregator != inner || conditions.len() < 2 {
+            return None;
+        }
+        conditions
+            .iter()
+            .map(|c| match c {
+                ConditionTree::Leaf(leaf) if leaf.operator == operator && !leaf.value.is_null() => {
+                    Some(leaf)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let first = leaves(&conditions[0])?;
+    let fields: Vec<&str> = first.iter().map(|l| l.field.as_str()).collect();
+    let columns = fields
+        .iter()
+        .map(|f| joins.lookup(f).ok())
+        .collect::<Option<Vec<_>>>()?;
+    if columns
+        .iter()
+        .any(|c| exactness(dialect, c) != Exactness::Plain)
+    {
+        return None;
+    }
+    let mut rows = Vec::with_capacity(conditions.len());
+    for condition in conditions {
+        let leaves = leaves(condition)?;
+        if leaves.len() != fields.len() || leaves.iter().zip(&fields).any(|(l, f)| l.field != *f) {
+            return None;
+        }
+        rows.push(leaves.iter().map(|l| &l.value).collect());
+    }
+    Some(KeyList {
+        columns,
+        rows,
+        negated,
+    })
+}
+
+/// `(a, b) IN (VALUES (…), …)`, or `(a IS NULL OR b IS NULL OR (a, b) NOT IN (VALUES …))`.
+/// MySQL and MariaDB take a row list (`VALUES` needs `ROW()` on MySQL) and plan it themselves.
+fn write_key_list(w: &mut Writer, keys: &KeyList<'_>) -> Result<()> {
+    if keys.negated {
+        w.push("(");
+        for column in &keys.columns {
+            is_null(w, column, true);
+            w.push(" OR ");
+        }
+    }
+    w.push("(");
+    for (i, column) in keys.columns.iter().enumerate() {
+        if i > 0 {
+            w.push(", ");
+        }
+        column.write_compared(w);
+    }
+    w.push(if keys.negated { ") NOT IN (" } else { ") IN (" });
+    if w.dialect != Dialect::MySql {
+        w.push("VALUES ");
+    }
+    for (i, row) in keys.rows.iter().enumerate() {
+        if i > 0 {
+            w.push(", ");
+        }
+        w.push("(");
+        for (j, (column, value)) in keys.columns.iter().zip(row).enumerate() {
+            if j > 0 {
+                w.push(", ");
+            }
+            push_compared_value(w, column, value)?;
+        }
+        w.push(")");
+    }
+    w.push(")");
+    if keys.negated {
+        w.push(")");
+    }
+    Ok(())
+}
+
+/// Conditions of one branch beyond which they are written as nested halves.
+const FLAT_BRANCH: usize = 64;
+
+/// `(a OR b OR …)`; a long branch (the keys of a bulk delete of composite ids, one condition
+/// per record) as balanced halves `((…) OR (…))`. SQLite parses `a OR b OR c` as a chain and
+/// refuses a chain deeper than 1,000 (`Expression tree is too large`); halves keep the depth at
+/// the logarithm of the count.
+fn write_branch(
+    w: &mut Writer,
+    joins: &Joins<'_>,
+    glue: &str,
+    conditions: &[ConditionTree],
+) -> Result<()> {
+    w.push("(");
+    if conditions.len() > FLAT_BRANCH {
+        let (left, right) = conditions.split_at(conditions.len() / 2);
+        write_branch(w, joins, glue, left)?;
+        w.push(glue);
+        write_branch(w, joins, glue, right)?;
+    } else {
+        for (i, condition) in conditions.iter().enumerate() {
+            if i > 0 {
+                w.push(glue);
+            }
+            write(w, joins, condition)?;
+        }
+    }
+    w.push(")");
+    Ok(())
 }
 
 /// Constant conditions, written the same way on every database.
@@ -61,6 +204,17 @@ const FALSE: &str = "1 = 0";
 fn write_leaf(w: &mut Writer, joins: &Joins<'_>, leaf: &Leaf) -> Result<()> {
     use Operator::*;
     let column = joins.lookup(&leaf.field)?;
+    if w.dialect == Dialect::Postgres
+        && let Some(rewritten) = nul::rewrite(leaf)
+    {
+        return match rewritten {
+            nul::Rewritten::Constant(matches) => {
+                w.push(if matches { TRUE } else { FALSE });
+                Ok(())
+            }
+            nul::Rewritten::Leaf(leaf) => write_leaf(w, joins, &leaf),
+        };
+    }
     let value = &leaf.value;
     match leaf.operator {
         // Present is the negation of Blank: a string must also be non-empty (§9.2).
@@ -619,6 +773,13 @@ fn pattern(
             w.push(" USING utf8mb4)) COLLATE utf8mb4_bin LIKE LOWER(");
             push_text(w, like);
             w.push(")");
+        }
+        // SQLite's GLOB reads both sides up to their first NUL (`'Mort' GLOB '*Mort<NUL>x*'` is
+        // true); its REGEXP (the regex crate) reads whole texts.
+        (Dialect::Sqlite, Case::Sensitive) if like.contains('\0') => {
+            column.write_compared(w);
+            w.push(" REGEXP ");
+            push_text(w, like_to_regex(&like, false));
         }
         (Dialect::Sqlite, Case::Sensitive) => {
             column.write_compared(w);

@@ -4,7 +4,7 @@
 
 use super::binds::push_value;
 use super::joins::{Joins, table_column};
-use super::{Ctx, Statement, Writer, condition};
+use super::{Ctx, Statement, Writer, condition, nul};
 use crate::datasource::error::{Error, Result};
 use crate::datasource::query::{ConditionTree, Projection, Sort};
 use crate::datasource::record::{Record, Value};
@@ -62,9 +62,12 @@ pub(crate) fn insert(
             w.ident(&column.name);
         }
         w.push(") VALUES (");
-        for (i, (column, (_, value))) in columns.iter().zip(record.iter()).enumerate() {
+        for (i, (column, (name, value))) in columns.iter().zip(record.iter()).enumerate() {
             if i > 0 {
                 w.push(", ");
+            }
+            if ctx.dialect == Dialect::Postgres {
+                nul::check_write(name, value)?;
             }
             push_value(&mut w, column, value)?;
         }
@@ -131,6 +134,9 @@ pub(crate) fn update(
             w.push(", ");
         }
         let column = table_column(table, name)?;
+        if ctx.dialect == Dialect::Postgres {
+            nul::check_write(name, value)?;
+        }
         w.ident(&column.name);
         w.push(" = ");
         push_value(&mut w, column, value)?;
@@ -226,6 +232,11 @@ pub(crate) fn where_primary_keys(
     rows: &[Vec<Value>],
 ) -> Result<()> {
     let keys = primary_key_columns(ctx, collection)?;
+    // PostgreSQL stores no NUL character: a key holding one matches no row (and cannot be bound).
+    let rows: Vec<&Vec<Value>> = rows
+        .iter()
+        .filter(|row| ctx.dialect != Dialect::Postgres || !row.iter().any(nul::has_nul))
+        .collect();
     w.push(" WHERE ");
     if rows.is_empty() {
         w.push("1 = 0");
@@ -255,7 +266,7 @@ pub(crate) fn where_primary_keys(
             return Err(Error::Internal("primary key arity mismatch".into()));
         }
         w.push("(");
-        for (j, (key, value)) in keys.iter().zip(row).enumerate() {
+        for (j, (key, value)) in keys.iter().zip(row.iter()).enumerate() {
             if j > 0 {
                 w.push(" AND ");
             }

@@ -105,8 +105,12 @@ pub(crate) enum Operation {
     Delete,
 }
 
-/// Maps a driver error: constraint failures by their kind, anything else as a database error.
+/// Maps a driver error: constraint failures by their kind, a `Match` pattern the database's
+/// regex engine refuses as a validation error, anything else as a database error.
 pub(crate) fn db_error(error: sqlx::Error, operation: Operation) -> Error {
+    if let Some(message) = refused_regex(&error) {
+        return Error::validation(format!("Invalid regular expression: {message}"));
+    }
     let kind = error.as_database_error().map(|e| e.kind());
     let violation = match kind {
         Some(ErrorKind::UniqueViolation) => ConstraintViolation::Unique,
@@ -119,4 +123,20 @@ pub(crate) fn db_error(error: sqlx::Error, operation: Operation) -> Error {
         _ => return Error::Database(error),
     };
     Error::Constraint(violation)
+}
+
+/// The message of a database that refused a regular expression. The `regex` crate checks
+/// `Match` patterns first, but each engine has its own syntax: PostgreSQL's ARE refuses `a**`
+/// (`/**/OR/**/1=1`) and MariaDB's PCRE2 `(?<=a+)`, both valid for the crate. Only `Match`
+/// binds a pattern the user wrote, so these codes are theirs to fix: PostgreSQL's SQLSTATE
+/// 2201B, MariaDB's 1139 and MySQL 8's ICU errors 3684 to 3700, SQLite's REGEXP function
+/// failing (`SQLITE_CONSTRAINT_FUNCTION`, 3091: REGEXP is the only function registered).
+fn refused_regex(error: &sqlx::Error) -> Option<String> {
+    let db = error.as_database_error()?;
+    let refused = if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        matches!(mysql.number(), 1139 | 3684..=3700)
+    } else {
+        matches!(db.code().as_deref(), Some("2201B" | "3091"))
+    };
+    refused.then(|| db.message().to_owned())
 }
