@@ -4,11 +4,13 @@
 //!
 //! - `loader`: the directory (`<name>.wasm` + optional `<name>.toml`), limits, the ABI check.
 //! - `runtime`: the engine, linker and one call (store, instance, deadline, trap mapping).
+//! - `guard`: per plugin, the concurrency limit and the circuit breaker its calls pass.
 //! - `bindings`: the generated bindings and the imports plugins call back into.
 //! - `convert`: typed values ↔ WIT shapes. `handlers`: the trait implementations.
 
 mod bindings;
 mod convert;
+mod guard;
 mod handlers;
 mod loader;
 mod runtime;
@@ -70,7 +72,9 @@ impl PluginSet {
         let entries = loader::scan(dir)?;
         let mut names = Vec::new();
         for entry in entries {
-            let compiled = runtime.compile(&entry.name, &entry.path).await?;
+            let compiled = runtime
+                .compile(&entry.name, &entry.path, &entry.settings.limits)
+                .await?;
             names.push(entry.name.clone());
             loading
                 .compiled
@@ -133,6 +137,7 @@ impl PluginSet {
                 traps = s.traps.load(Ordering::Relaxed),
                 instantiations = s.instantiations.load(Ordering::Relaxed),
                 reused = s.reused.load(Ordering::Relaxed),
+                refused = s.refused.load(Ordering::Relaxed),
                 total_ms = s.micros.load(Ordering::Relaxed) / 1000,
                 "plugin stats"
             );

@@ -62,8 +62,9 @@ fn ids(n: usize) -> Batch {
     }
 }
 
-const LIMITS: &str =
-    "[options]\ncollection = \"customers\"\n[limits]\ncompute_ms = 300\nmemory_mb = 32\n";
+/// Two calls at once, whatever the cores: a looping call must leave room for a good one.
+const LIMITS: &str = "[options]\ncollection = \"customers\"\n[limits]\ncompute_ms = 300\nmemory_mb = \
+                      32\nconcurrency = 2\n";
 
 async fn hostile() -> (TestDb, Context, Vec<Customization>, PluginSet) {
     let (db, ds) = datasource().await;

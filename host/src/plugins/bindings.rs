@@ -42,8 +42,6 @@ pub struct State {
     pub stderr: MemoryOutputPipe,
     pub plugin: Arc<PluginInfo>,
     pub scope: Option<Scope>,
-    /// Epoch ticks seen by this call, against its budget.
-    pub ticks: u64,
     /// The largest linear memory this store has grown to, in bytes (a warm pair past the pool's
     /// threshold is recycled).
     pub memory_bytes: usize,
@@ -69,7 +67,6 @@ impl State {
             stderr,
             plugin,
             scope,
-            ticks: 0,
             memory_bytes: 0,
         }
     }

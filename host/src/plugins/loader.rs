@@ -99,6 +99,17 @@ pub struct Limits {
     pub write_ms: u64,
     pub operator_ms: u64,
     pub override_ms: u64,
+    /// Calls of the plugin (all its applications) that may run at once; default: half the
+    /// cores, at least 1, so that a plugin whose calls loop leaves a core to the other routes.
+    pub concurrency: u32,
+    /// How long a call beyond `concurrency` waits for another to end before it is refused.
+    pub queue_ms: u64,
+    /// Timeouts or crashes in a row that open the plugin's circuit breaker (0: never).
+    pub breaker_failures: u32,
+    /// Failures in a row count when they fall within this time of the first of them.
+    pub breaker_window_ms: u64,
+    /// How long an open breaker refuses calls before it lets one trial call through.
+    pub breaker_cooldown_ms: u64,
 }
 
 impl Default for Limits {
@@ -117,8 +128,18 @@ impl Default for Limits {
             write_ms: 500,
             operator_ms: 500,
             override_ms: 10_000,
+            concurrency: default_concurrency(),
+            queue_ms: 500,
+            breaker_failures: 5,
+            breaker_window_ms: 60_000,
+            breaker_cooldown_ms: 30_000,
         }
     }
+}
+
+/// Half the cores, at least 1: on 2 cores a looping plugin then burns one of them, not both.
+fn default_concurrency() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1) as u32)
 }
 
 /// The largest memory a call may be given; the pooling allocator's slot size.
@@ -287,6 +308,22 @@ mod tests {
         assert_eq!(t.limits.action_ms, Limits::default().action_ms);
         assert_eq!(t.options["vip"].as_integer(), Some(1000));
         assert!(toml::from_str::<PluginToml>("[limits]\nbogus = 1\n").is_err());
+        let guarded: PluginToml = toml::from_str(
+            "[limits]\nconcurrency = 3\nqueue_ms = 10\nbreaker_failures = 0\n\
+             breaker_window_ms = 20\nbreaker_cooldown_ms = 30\n",
+        )
+        .unwrap();
+        let l = &guarded.limits;
+        assert_eq!((l.concurrency, l.queue_ms, l.breaker_failures), (3, 10, 0));
+        assert_eq!((l.breaker_window_ms, l.breaker_cooldown_ms), (20, 30));
+    }
+
+    #[test]
+    fn the_default_concurrency_leaves_cores_to_the_other_routes() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let limit = Limits::default().concurrency;
+        assert!(limit >= 1);
+        assert!(limit == 1 || limit < cores, "{limit} of {cores} cores");
     }
 
     #[test]

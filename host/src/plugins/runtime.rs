@@ -1,8 +1,13 @@
 //! The engine (pooling allocator, epoch interruption with a ticker thread, bounded stack, on-disk
-//! compile cache), the linker, and one call: a store and instance (fresh from the plugin's
-//! `InstancePre`, or a warm pair from the plugin's pool for pure calls), a time budget in epoch
-//! ticks plus a tokio timeout backstop, a memory limit, and the mapping of guest errors and traps
+//! compile cache), the linker, and one call: admitted by the plugin's [`Guard`] (concurrency
+//! limit, circuit breaker), a store and instance (fresh from the plugin's `InstancePre`, or a
+//! warm pair from the plugin's pool for pure calls), a wall-clock deadline checked at every epoch
+//! tick plus a tokio timeout backstop, a memory limit, and the mapping of guest errors and traps
 //! to the request's error.
+//!
+//! Calls run on the tokio workers, as async wasmtime calls: at every tick a running guest yields
+//! to the executor (then goes to the back of the worker's queue), so a looping guest takes slices
+//! of a worker, never the whole of it, and the other requests on that worker run in between.
 //!
 //! The warm pool (wasm-host.md §3) serves the calls that only compute an answer from their input
 //! and read-only callbacks: computed fields, search, segments and charts. Actions, hooks and
@@ -29,7 +34,8 @@ use super::bindings::{
     ActionOutcome, Batch, CallContext, Column, Customization, CustomizationPre, Declaration,
     GuestError, Scope, State,
 };
-use super::loader::{CallKind, MAX_MEMORY_MB, PluginInfo, check_abi};
+use super::guard::Guard;
+use super::loader::{CallKind, Limits, MAX_MEMORY_MB, PluginInfo, check_abi};
 use crate::datasource::Error;
 
 /// One epoch tick; time budgets are rounded up to it.
@@ -108,13 +114,18 @@ impl Runtime {
     /// Compiles (or loads from the cache), checks the ABI, pre-instantiates and asks the plugin
     /// for its declarations: [`Self::compile`] then [`Self::apply`].
     pub async fn load(&self, info: PluginInfo) -> Result<Arc<Plugin>, String> {
-        let compiled = self.compile(&info.name, &info.path).await?;
+        let compiled = self.compile(&info.name, &info.path, &info.limits).await?;
         Ok(Arc::new(self.apply(&compiled, info).await?))
     }
 
     /// Compiles (or loads from the cache), checks the ABI and pre-instantiates one plugin file;
-    /// every application of the plugin shares the result.
-    pub async fn compile(&self, name: &str, path: &Path) -> Result<Compiled, String> {
+    /// every application of the plugin shares the result, and the guard built from `limits`.
+    pub async fn compile(
+        &self,
+        name: &str,
+        path: &Path,
+        limits: &Limits,
+    ) -> Result<Compiled, String> {
         let bytes = std::fs::read(path)
             .map_err(|e| format!("plugin `{name}`: cannot read {}: {e}", path.display()))?;
         let engine = self.engine.clone();
@@ -128,7 +139,10 @@ impl Runtime {
             .instantiate_pre(&component)
             .and_then(CustomizationPre::new)
             .map_err(|e| format!("plugin `{name}` cannot be linked: {e:#}"))?;
-        Ok(Compiled { pre })
+        Ok(Compiled {
+            pre,
+            guard: Arc::new(Guard::new(name, limits)),
+        })
     }
 
     /// One application of a compiled plugin: asks it for its declarations with this
@@ -140,6 +154,7 @@ impl Runtime {
             info: Arc::new(info),
             engine: self.engine.clone(),
             pre: compiled.pre.clone(),
+            guard: Arc::clone(&compiled.guard),
             declarations: Vec::new(),
             uses: Vec::new(),
             stats: Stats::default(),
@@ -156,10 +171,12 @@ impl Runtime {
     }
 }
 
-/// A plugin file compiled and pre-instantiated, shared by its applications.
+/// A plugin file compiled and pre-instantiated, shared by its applications, with the guard that
+/// bounds their calls together.
 #[derive(Clone)]
 pub struct Compiled {
     pre: CustomizationPre<State>,
+    guard: Arc<Guard>,
 }
 
 /// What the host asks a plugin.
@@ -215,6 +232,9 @@ pub struct Stats {
     pub instantiations: AtomicU64,
     /// Calls served by a warm pair from the pool.
     pub reused: AtomicU64,
+    /// Calls refused before they ran: the plugin was at its concurrency limit, or its circuit
+    /// breaker was open.
+    pub refused: AtomicU64,
 }
 
 /// A store and its instance kept between pure calls, with the calls it has served.
@@ -243,6 +263,8 @@ pub struct Plugin {
     pub info: Arc<PluginInfo>,
     engine: Engine,
     pre: CustomizationPre<State>,
+    /// The concurrency limit and circuit breaker of the plugin file (shared by its applications).
+    guard: Arc<Guard>,
     pub declarations: Vec<Declaration>,
     /// The applications of other plugins this one declared with `use`, in declaration order
     /// (one per `use` declaration).
@@ -257,12 +279,25 @@ impl Plugin {
     /// Runs one request, in a warm pair for pure calls when one is idle, else in a fresh store. A
     /// guest error is the request's error; a trap (time, memory, panic) is a 500 naming the
     /// plugin; the store is dropped after any failure, so nothing of a failed call survives it.
+    /// Every call but `declare` (which runs once, at load) first passes the plugin's guard: a
+    /// refusal is a 500 naming the plugin, and the outcome feeds its circuit breaker.
     pub async fn call(
         &self,
         kind: CallKind,
         scope: Option<Scope>,
         request: Request,
     ) -> Result<Response, Error> {
+        let entry = if kind == CallKind::Declare {
+            None
+        } else {
+            match self.guard.enter().await {
+                Ok(entry) => Some(entry),
+                Err(message) => {
+                    self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                    return Err(Error::Plugin(message));
+                }
+            }
+        };
         let started = Instant::now();
         let limits = &self.info.limits;
         let budget = limits.time(kind);
@@ -290,15 +325,14 @@ impl Plugin {
             }
         };
         // Yield to tokio every tick (so a busy guest never blocks a worker) and interrupt once
-        // the budget is spent. The first deadline must be 1: a far one would never yield. Armed
-        // again for every call, a warm pair's included.
-        let ticks = budget.as_millis().div_ceil(TICK.as_millis()) as u64 + 1;
-        store.data_mut().ticks = 0;
+        // the budget is spent. The budget is wall-clock time: counting ticks instead would count
+        // only the slices the guest ran, and a guest waiting its turn among others would run
+        // past its limit. The first deadline must be 1: a far one would never yield. Armed again
+        // for every call, a warm pair's included.
+        let deadline = started + budget;
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |mut ctx| {
-            let state = ctx.data_mut();
-            state.ticks += 1;
-            Ok(if state.ticks > ticks {
+        store.epoch_deadline_callback(move |_| {
+            Ok(if Instant::now() >= deadline {
                 UpdateDeadline::Interrupt
             } else {
                 UpdateDeadline::Yield(1)
@@ -315,8 +349,14 @@ impl Plugin {
             let answer = invoke(&mut store, &instance, request).await?;
             Ok::<_, wasmtime::Error>((instance, answer))
         };
-        // The backstop: epochs already bound the guest, this bounds host imports too.
-        let outcome = tokio::time::timeout(budget + TICK * 5, run).await;
+        // The backstop: epochs already bound the guest, this bounds host imports too. A call
+        // nested in this one (a callback reading one of the plugin's own computed fields) runs on
+        // this call's permit.
+        let outcome = tokio::time::timeout(budget + TICK * 5, self.guard.scoped(run)).await;
+        if let Some(entry) = entry {
+            // Only a timeout or a trap counts against the plugin: a guest error is an answer.
+            entry.finish(matches!(outcome, Ok(Err(_)) | Err(_)));
+        }
         let elapsed = started.elapsed();
         let calls = stats.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let micros = stats
