@@ -263,11 +263,15 @@ async fn invalid_records_are_refused_before_sql(backend: Backend) {
         record(&[("customer", Value::Int(1))]),
         record(&[("placed_at", Value::from("yesterday"))]),
     ] {
-        let created = orders.create(&caller(), vec![bad.clone()]).await;
-        assert!(
-            matches!(created, Err(Error::Validation(_))),
-            "{bad:?}: {created:?}"
-        );
+        // An auto-increment key takes an explicit value on insert (as the agent lets it), but
+        // is never updated.
+        if bad.get("id").is_none() {
+            let created = orders.create(&caller(), vec![bad.clone()]).await;
+            assert!(
+                matches!(created, Err(Error::Validation(_))),
+                "{bad:?}: {created:?}"
+            );
+        }
         let updated = orders.update(&caller(), &Filter::default(), &bad).await;
         assert!(
             matches!(updated, Err(Error::Validation(_))),
