@@ -41,28 +41,58 @@ pub async fn run(
     serve(config, listener, shutdown, ServeOptions::default()).await
 }
 
-/// [`run`] with the serve options: loads the plugin directory (a plugin that fails to load stops
-/// the start, named in the error), serves the customized stack, and reloads it on SIGHUP, on the
-/// admin route (`canopy reload`) and, with `watch`, when the directory changes.
+/// [`run`] with the serve options: [`prepare`], then [`Ready::serve`].
 pub async fn serve(
     config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     options: ServeOptions,
 ) -> anyhow::Result<()> {
+    prepare(config)
+        .await?
+        .serve(listener, shutdown, options)
+        .await
+}
+
+/// The first half of `canopy serve`: connects every datasource, loads the plugin directory (a
+/// plugin that fails to load stops the start, named in the error), builds the customized stack
+/// and writes the schema file. The binary listens and says it serves only once this succeeded,
+/// so that no connection waits on a start that may still fail.
+pub async fn prepare(config: Config) -> anyhow::Result<Ready> {
     let base: Arc<dyn DataSource> = Arc::new(connect(&config).await?);
     let served = Arc::new(Served::start(config, base).await?);
-    // Signals are the binary's business, but SIGHUP only means something to the served stack.
-    served.reload_on_sighup();
-    if options.watch {
-        served.reload_on_change();
+    Ok(Ready { served })
+}
+
+/// A stack ready to serve: [`prepare`] succeeded.
+pub struct Ready {
+    served: Arc<Served>,
+}
+
+impl Ready {
+    /// Serves the customized stack on `listener` until `shutdown` resolves, and reloads it on
+    /// SIGHUP, on the admin route (`canopy reload`) and, with `watch`, when the plugin directory
+    /// changes.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        options: ServeOptions,
+    ) -> anyhow::Result<()> {
+        let served = self.served;
+        // Signals are the binary's business, but SIGHUP only means something to the served
+        // stack.
+        served.reload_on_sighup();
+        if options.watch {
+            served.reload_on_change();
+        }
+        let result = axum::serve(listener, served.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("serving HTTP");
+        served.log_stats();
+        result
     }
-    let result = axum::serve(listener, served.router())
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("serving HTTP");
-    served.log_stats();
-    result
 }
 
 /// `canopy schema`: writes the schema file without serving (`generateSchemaOnly`), and the
