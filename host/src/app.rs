@@ -42,26 +42,58 @@ pub async fn run(
     serve(config, listener, shutdown, ServeOptions::default()).await
 }
 
-/// [`run`] with the serve options: loads the plugin directory (a plugin that fails to load stops
-/// the start, named in the error), serves the customized stack, and reloads it on SIGHUP, on the
-/// admin route (`canopy reload`) and, with `watch`, when the directory changes.
+/// [`run`] with the serve options: [`prepare`], then [`Ready::serve`].
 pub async fn serve(
     config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     options: ServeOptions,
 ) -> anyhow::Result<()> {
+    prepare(config)
+        .await?
+        .serve(listener, shutdown, options)
+        .await
+}
+
+/// The first half of `canopy serve`: connects every datasource, loads the plugin directory (a
+/// plugin that fails to load stops the start, named in the error), builds the customized stack
+/// and writes the schema file. The binary listens and says it serves only once this succeeded,
+/// so that no connection waits on a start that may still fail.
+pub async fn prepare(config: Config) -> anyhow::Result<Ready> {
     let limits = ServerLimits::new(&config.http);
     let base: Arc<dyn DataSource> = Arc::new(connect(&config).await?);
     let served = Arc::new(Served::start(config, base).await?);
-    // Signals are the binary's business, but SIGHUP only means something to the served stack.
-    served.reload_on_sighup();
-    if options.watch {
-        served.reload_on_change();
+    Ok(Ready { served, limits })
+}
+
+/// A stack ready to serve: [`prepare`] succeeded.
+pub struct Ready {
+    served: Arc<Served>,
+    /// The connection limits of `http::server`, read from the configuration.
+    limits: ServerLimits,
+}
+
+impl Ready {
+    /// Serves the customized stack on `listener` until `shutdown` resolves, and reloads it on
+    /// SIGHUP, on the admin route (`canopy reload`) and, with `watch`, when the plugin directory
+    /// changes.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        options: ServeOptions,
+    ) -> anyhow::Result<()> {
+        let served = self.served;
+        // Signals are the binary's business, but SIGHUP only means something to the served
+        // stack.
+        served.reload_on_sighup();
+        if options.watch {
+            served.reload_on_change();
+        }
+        crate::http::server::serve(listener, served.router(), self.limits, shutdown).await;
+        served.log_stats();
+        Ok(())
     }
-    crate::http::server::serve(listener, served.router(), limits, shutdown).await;
-    served.log_stats();
-    Ok(())
 }
 
 /// `canopy schema`: writes the schema file without serving (`generateSchemaOnly`), and the

@@ -1,6 +1,8 @@
 //! The `canopy` binary: turns arguments, environment and signals into calls to `canopy::app`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Context as _;
 use canopy::config::{Config, LogFormat, ServeArgs};
@@ -126,21 +128,37 @@ enum PluginCommand {
     },
 }
 
+/// Runs the command; an error is printed as its message and its causes on one line (`{:#}`),
+/// never with a backtrace, whatever `RUST_BACKTRACE` says: a user's mistake is not a crash.
+/// Exit codes: 0, 1 for an error, 2 for a usage error (clap's own).
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+async fn main() -> ExitCode {
+    match run(Cli::parse().command).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Serve { args, watch } => {
             let (config, _log) = load(args)?;
-            let listener = tokio::net::TcpListener::bind(config.http.listen)
-                .await
-                .with_context(|| format!("cannot listen on {}", config.http.listen))?;
-            let address = listener.local_addr()?;
+            // The address is taken first, so that a port in use fails at once; connections are
+            // accepted (and the start announced) only once the stack is ready.
+            let config_listen = config.http.listen;
+            let socket = reserve(config_listen)?;
+            let mount_path = config.http.mount_path();
+            let ready = canopy::app::prepare(config).await?;
+            let listener = start_listening(socket, config_listen)?;
             println!(
-                "Canopy is serving on http://{address}{}",
-                config.http.mount_path()
+                "Canopy is serving on http://{}{mount_path}",
+                listener.local_addr()?
             );
             let options = canopy::app::ServeOptions { watch };
-            canopy::app::serve(config, listener, shutdown_signal(), options).await
+            ready.serve(listener, shutdown_signal(), options).await
         }
         Command::Reload {
             listen,
@@ -217,6 +235,11 @@ const DEMO_ENV_SECRET: &str = "0000000000000000000000000000000000000000000000000
 /// Seeds the shop database, builds the shop plugin when it can, then serves both like
 /// `canopy serve --plugins` would.
 async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
+    // Before seeding and building: a port in use fails at once.
+    let address: SocketAddr = listen.parse().with_context(|| {
+        format!("--listen {listen}: expected an address such as 127.0.0.1:3351")
+    })?;
+    let socket = reserve(address)?;
     let database_url = canopy::app::seed_demo(path).await?;
     let plugin_dir = path.with_file_name("plugins");
     let plugin_dir = match canopy::app::shop_plugin(&plugin_dir) {
@@ -242,22 +265,73 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
     for warning in warnings {
         tracing::warn!("{warning}");
     }
-    let listener = tokio::net::TcpListener::bind(config.http.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.http.listen))?;
-    let base = format!(
-        "http://{}{}",
-        listener.local_addr()?,
-        config.http.mount_path()
-    );
+    let mount_path = config.http.mount_path();
     let token = canopy::app::token(DEMO_AUTH_SECRET, "demo@canopy.local", "12h")?;
+    let ready = canopy::app::prepare(config).await?;
+    let listener = start_listening(socket, address)?;
+    let base = format!("http://{}{mount_path}", listener.local_addr()?);
     println!("\nCanopy is serving the shop demo on {base}");
     println!("\nToken (12 hours):\n{token}");
     println!(
         "\nTry:\ncurl -g -H \"Authorization: Bearer {token}\" \\\n  '{base}/orders?timezone=Europe/Paris&page[size]=3&sort=-total&fields[orders]=id,status,total,customer&fields[customer]=email'"
     );
     println!("\nPress Ctrl-C to stop.");
-    canopy::app::run(config, listener, shutdown_signal()).await
+    ready
+        .serve(
+            listener,
+            shutdown_signal(),
+            canopy::app::ServeOptions::default(),
+        )
+        .await
+}
+
+/// The listen backlog (connections the kernel queues before they are accepted), as tokio's
+/// `TcpListener::bind` sets it.
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// Binds a socket to `address` without listening yet: the port is ours (a port in use is an
+/// error now, saying that `--listen` picks another), but connections are refused until the
+/// caller listens, once the stack is ready.
+fn reserve(address: SocketAddr) -> anyhow::Result<tokio::net::TcpSocket> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .context("cannot open a socket")?;
+    // As std's `TcpListener::bind` does on Unix: a restart may take the port back while
+    // connections of the previous process linger in TIME_WAIT.
+    #[cfg(unix)]
+    socket.set_reuseaddr(true).context("cannot open a socket")?;
+    socket
+        .bind(address)
+        .map_err(|error| listen_error(address, &error))?;
+    Ok(socket)
+}
+
+/// Starts listening on a socket [`reserve`]d for `address`.
+fn start_listening(
+    socket: tokio::net::TcpSocket,
+    address: SocketAddr,
+) -> anyhow::Result<tokio::net::TcpListener> {
+    socket
+        .listen(LISTEN_BACKLOG)
+        .map_err(|error| listen_error(address, &error))
+}
+
+/// `cannot listen on ADDRESS: …`, saying that `--listen` picks another address when the port is
+/// in use (at bind, or at listen when another process bound it too and listened first).
+fn listen_error(address: SocketAddr, error: &std::io::Error) -> anyhow::Error {
+    let hint = if error.kind() == std::io::ErrorKind::AddrInUse {
+        let mut other = address;
+        other.set_port(address.port().wrapping_add(1).max(1));
+        format!(
+            "; another process uses this port: pick another with --listen (e.g. --listen {other})"
+        )
+    } else {
+        String::new()
+    };
+    anyhow::anyhow!("cannot listen on {address}: {error}{hint}")
 }
 
 /// Loads the configuration, starts logging with its settings, and logs its warnings. The guard

@@ -123,21 +123,13 @@ async fn serve_answers_over_tcp_and_stops_cleanly_on_sigterm() {
         .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
         .to_owned();
 
-    // The listener is bound before the datasource connects: wait for the healthcheck.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match request(&address, "/forest", None) {
-            Ok((200, body)) => {
-                assert_eq!(
-                    serde_json::from_str::<Json>(&body).unwrap(),
-                    serde_json::json!({ "error": null, "message": "Agent is running" })
-                );
-                break;
-            }
-            other => assert!(Instant::now() < deadline, "no healthcheck: {other:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Announced once ready: the first request is answered, no waiting.
+    let (status, body) = request(&address, "/forest", None).unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Json>(&body).unwrap(),
+        serde_json::json!({ "error": null, "message": "Agent is running" })
+    );
 
     let minted = Command::new(BIN)
         .args(["token", "--email", "ann@x.io", "--auth-secret", AUTH_SECRET])
@@ -374,11 +366,9 @@ async fn start(database_url: &str, dir: &Path, extra: &[&std::ffi::OsStr]) -> (S
         .and_then(|rest| rest.strip_suffix("/forest"))
         .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
         .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !matches!(request(&address, "/forest", None), Ok((200, _))) {
-        assert!(Instant::now() < deadline, "no healthcheck");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Announced once ready: the healthcheck answers at once.
+    let healthcheck = request(&address, "/forest", None);
+    assert!(matches!(healthcheck, Ok((200, _))), "{healthcheck:?}");
     (server, address)
 }
 
@@ -493,6 +483,28 @@ async fn sighup_and_canopy_reload_both_serve_a_swapped_plugin() {
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("reload refused (401)"),
         "{refused:?}"
+    );
+    assert_eq!(greeting(&address, &token), "Hello from alpha, Dune");
+
+    // A corrupt plugin file: the reload fails with the server's message as a sentence, not
+    // its JSON (escaped line breaks) nor the parser's header bytes.
+    std::fs::write(plugin_dir.join("broken.wasm"), b"not a component\n").unwrap();
+    let failed = Command::new(BIN)
+        .args(["reload", "--listen", &address, "--env-secret", ENV_SECRET])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(1), "{failed:?}");
+    let stderr = String::from_utf8(failed.stderr).unwrap();
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: reload failed, the server keeps its current plugins (422): loading the \
+             plugins: plugin `broken`: {} is not a WebAssembly file (it does not start with \
+             `\\0asm`); build it with `cargo build --target wasm32-wasip2` and copy the `.wasm` \
+             it writes\n",
+            plugin_dir.join("broken.wasm").display()
+        )
     );
     assert_eq!(greeting(&address, &token), "Hello from alpha, Dune");
 }
@@ -637,4 +649,160 @@ async fn hostile_requests_get_an_answer_and_the_server_keeps_serving() {
     assert!(server.0.try_wait().unwrap().is_none(), "the server stopped");
     server.0.kill().unwrap();
     server.0.wait().unwrap();
+}
+
+/// `canopy serve` listens, and says it serves, only once its plugins are loaded: while they
+/// load (a cold compile here), connections to its port are refused rather than left hanging,
+/// and the first request after the announcement is answered.
+#[tokio::test]
+async fn serve_accepts_connections_only_once_its_plugins_are_loaded() {
+    let plugins = scaffolded().await;
+    let dir = TempDir::new();
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let plugin_dir = dir.0.join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    std::fs::copy(&plugins.alpha, plugin_dir.join("hello.wasm")).unwrap();
+    std::fs::write(
+        plugin_dir.join("hello.toml"),
+        "[options]\ncollection = \"books\"\nfield = \"title\"\n",
+    )
+    .unwrap();
+    // A port of our own to knock on before the server says which it got.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let child = Command::new(BIN)
+        .args(["serve", "--database-url", &database_url])
+        .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
+        .args(["--listen", &address, "--log-level", "warn"])
+        .arg("--schema-path")
+        .arg(dir.0.join(".forestadmin-schema.json"))
+        .arg("--plugins")
+        .arg(&plugin_dir)
+        .env("CANOPY_PLUGIN_CACHE_DIR", dir.0.join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let stdout = server.0.stdout.take().unwrap();
+    let (tx, announced) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let _ = tx.send(line);
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut refused = 0;
+    let line = loop {
+        if let Ok(line) = announced.try_recv() {
+            break line;
+        }
+        if TcpStream::connect(&address).is_ok() {
+            // Listening now: the announcement follows within moments, or it came too late.
+            let line = announced
+                .recv_timeout(Duration::from_millis(500))
+                .expect("a connection was accepted before `canopy serve` said it serves");
+            break line;
+        }
+        refused += 1;
+        assert!(Instant::now() < deadline, "never announced");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(refused > 0, "the server was ready before the first knock");
+    assert_eq!(
+        line.trim(),
+        format!("Canopy is serving on http://{address}/forest")
+    );
+    // When it says so, the start is over: the schema file, written once the plugins are loaded
+    // and the stack built, already holds the plugin's field.
+    let schema = std::fs::read_to_string(dir.0.join(".forestadmin-schema.json")).unwrap();
+    assert!(schema.contains("\"greeting\""), "{schema}");
+    assert_eq!(greeting(&address, &token()), "Hello from alpha, Dune");
+}
+
+/// A plugin that fails to load stops the start before anything is announced: exit code 1, the
+/// plugin named on stderr, nothing on stdout, and no backtrace even with `RUST_BACKTRACE` set.
+#[tokio::test]
+async fn a_plugin_failing_at_start_exits_without_claiming_to_serve() {
+    let dir = TempDir::new();
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let plugin_dir = dir.0.join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    std::fs::write(plugin_dir.join("broken.wasm"), b"not a component").unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--database-url", &database_url])
+        .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
+        .args(["--listen", "127.0.0.1:0", "--log-level", "off"])
+        .arg("--schema-path")
+        .arg(dir.0.join(".forestadmin-schema.json"))
+        .arg("--plugins")
+        .arg(&plugin_dir)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.starts_with("Error: loading the plugins: plugin `broken`: ")
+            && stderr.ends_with("it writes\n")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
+/// A user's mistake is a message, not a crash: one line on stderr and exit code 1 even with
+/// `RUST_BACKTRACE` (and `RUST_LIB_BACKTRACE`) set; a usage error is clap's, exit code 2.
+#[test]
+fn cli_errors_print_their_message_without_a_backtrace() {
+    let out = Command::new(BIN)
+        .args(["token", "--email", "ann@x.io", "--expires", "5 weeks"])
+        .args(["--auth-secret", AUTH_SECRET])
+        .env("RUST_BACKTRACE", "full")
+        .env("RUST_LIB_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.starts_with("Error: ") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
+    let usage = Command::new(BIN)
+        .args(["token", "--expires", "1h"])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(usage.status.code(), Some(2), "{usage:?}");
+}
+
+/// `canopy demo` on a port in use fails at once (before seeding its database), saying that
+/// `--listen` picks another address.
+#[test]
+fn canopy_demo_on_a_port_in_use_says_that_listen_picks_another() {
+    let dir = TempDir::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap();
+    let database = dir.0.join("shop.sqlite");
+    let out = Command::new(BIN)
+        .args(["demo", "--listen", &address.to_string(), "--path"])
+        .arg(&database)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let next = format!("127.0.0.1:{}", address.port() + 1);
+    assert!(
+        stderr.starts_with(&format!("Error: cannot listen on {address}: "))
+            && stderr.contains("another process uses this port: pick another with --listen")
+            && stderr.contains(&format!("(e.g. --listen {next})")),
+        "{stderr}"
+    );
+    assert!(!database.exists(), "the demo seeded its database first");
+    drop(taken);
 }

@@ -208,6 +208,44 @@ async fn column_fields_refuse_filters_and_sorts_and_relation_fields_accept_them(
     );
 }
 
+/// The flattener's docs say how to make a column field filterable: `emulate_field_filtering`
+/// from another plugin (here `applier`), loaded before or after the flattener (file-name order),
+/// since the emulated operators sit above every computed field of the stack.
+#[tokio::test]
+async fn another_plugin_makes_a_column_field_filterable_in_either_load_order() {
+    for name in ["aa_filtering", "zz_filtering"] {
+        let demo = Demo::new(&demo_options()).await;
+        std::fs::copy(
+            Path::new(env!("CANOPY_TEST_PLUGINS")).join("applier.wasm"),
+            demo.plugins.join(format!("{name}.wasm")),
+        )
+        .unwrap();
+        std::fs::write(
+            demo.plugins.join(format!("{name}.toml")),
+            "[options]\nemulateFiltering = [{ collection = \"customers\", field = \"address@@@city\" }]\n",
+        )
+        .unwrap();
+        let (_served, app) = demo.serve().await.unwrap();
+        let city = demo.schema_field("customers", "address@@@city").unwrap();
+        assert_eq!(city["isFilterable"], true, "{name}: {city}");
+        let (status, _, body) = send(
+            &app,
+            get(&format!(
+                "/forest/customers?timezone=UTC&fields[customers]=id,address@@@city&sort=id\
+                 &page[size]=3&filters={}",
+                filter("address@@@city", "Equal", &json!("Berlin"))
+            )),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(
+            attribute(&body, "address@@@city"),
+            ["Berlin", "Berlin", "Berlin"],
+            "{name}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_create_writes_the_flattened_fields_into_the_json_column() {
     let demo = Demo::new(&demo_options()).await;

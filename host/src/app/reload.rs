@@ -281,7 +281,22 @@ pub async fn request_reload(
     if status == 200 {
         Ok(body.trim().to_owned())
     } else {
-        anyhow::bail!("reload refused ({status}): {}", body.trim())
+        anyhow::bail!("{}", refusal(status, body.trim()))
+    }
+}
+
+/// A refused or failed reload as a person reads it: the route answers a JSON object whose
+/// `error` holds the message; printed as JSON text, its line breaks and quotes would show as
+/// escapes. Any other body is shown as it is.
+fn refusal(status: u16, body: &str) -> String {
+    let detail = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|json| json.get("error")?.as_str().map(str::to_owned))
+        .unwrap_or_else(|| body.to_owned());
+    if status == 422 {
+        format!("reload failed, the server keeps its current plugins ({status}): {detail}")
+    } else {
+        format!("reload refused ({status}): {detail}")
     }
 }
 
@@ -359,4 +374,27 @@ fn flattener_plugin(root: &Path, plugin_dir: &Path) -> Result<(), String> {
         })
         .map(|_| ())
         .map_err(|e| format!("cannot copy it into {}: {e}", plugin_dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal;
+
+    #[test]
+    fn a_refused_reload_shows_the_servers_message_not_its_json() {
+        let body = r#"{"reloaded":false,"error":"loading the plugins: plugin `x`:\n  line two"}"#;
+        assert_eq!(
+            refusal(422, body),
+            "reload failed, the server keeps its current plugins (422): loading the plugins: \
+             plugin `x`:\n  line two"
+        );
+        assert_eq!(
+            refusal(401, r#"{"error":"needs a token"}"#),
+            "reload refused (401): needs a token"
+        );
+        assert_eq!(
+            refusal(502, "Bad Gateway"),
+            "reload refused (502): Bad Gateway"
+        );
+    }
 }

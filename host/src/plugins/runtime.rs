@@ -128,6 +128,7 @@ impl Runtime {
     ) -> Result<Compiled, String> {
         let bytes = std::fs::read(path)
             .map_err(|e| format!("plugin `{name}`: cannot read {}: {e}", path.display()))?;
+        check_header(name, path, &bytes)?;
         let engine = self.engine.clone();
         let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
             .await
@@ -494,6 +495,29 @@ impl Plugin {
     }
 }
 
+/// Refuses a file that is not a component with a sentence, before the parser would: its own
+/// errors print the expected and found header bytes as multi-line arrays.
+fn check_header(name: &str, path: &Path, bytes: &[u8]) -> Result<(), String> {
+    const MAGIC: &[u8] = b"\0asm";
+    // The version and layer after the magic: 1 and 0 for a core module.
+    const CORE_MODULE: &[u8] = &[1, 0, 0, 0];
+    let hint = "build it with `cargo build --target wasm32-wasip2` and copy the `.wasm` it writes";
+    if !bytes.starts_with(MAGIC) {
+        return Err(format!(
+            "plugin `{name}`: {} is not a WebAssembly file (it does not start with `\\0asm`); \
+             {hint}",
+            path.display()
+        ));
+    }
+    if bytes.get(4..8) == Some(CORE_MODULE) {
+        return Err(format!(
+            "plugin `{name}`: {} is a WebAssembly module, not a component; {hint}",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 fn describe_trap(e: &wasmtime::Error, budget: Duration, memory_mb: u64, stderr: &str) -> String {
     let text = format!("{e:#}");
     if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
@@ -588,6 +612,21 @@ mod tests {
 
     use super::*;
     use crate::plugins::loader::Limits;
+
+    #[test]
+    fn a_file_that_is_not_a_component_is_refused_in_one_sentence() {
+        let path = Path::new("plugins/broken.wasm");
+        let e = check_header("broken", path, b"not a component").unwrap_err();
+        assert_eq!(
+            e,
+            "plugin `broken`: plugins/broken.wasm is not a WebAssembly file (it does not start \
+             with `\\0asm`); build it with `cargo build --target wasm32-wasip2` and copy the \
+             `.wasm` it writes"
+        );
+        let e = check_header("core", path, b"\0asm\x01\0\0\0rest").unwrap_err();
+        assert!(e.contains("a WebAssembly module, not a component"), "{e}");
+        assert!(check_header("ok", path, b"\0asm\x0d\0\x01\0rest").is_ok());
+    }
 
     #[test]
     fn only_pure_calls_run_on_warm_pairs() {

@@ -4,7 +4,9 @@
 //!   visible on the wire;
 //! - `uses`: `[{"plugin", "collection"?, "options"?}]`, each applied with `use_plugin` (to the
 //!   collection, or to the datasource); without `options` the entry passes this application's
-//!   own options on (which lets a test build a cycle).
+//!   own options on (which lets a test build a cycle);
+//! - `emulateFiltering`: `[{"collection", "field"}]`, each made filterable by emulation
+//!   (`emulate_field_filtering`), whichever plugin adds the field.
 
 use canopy_sdk::prelude::*;
 
@@ -28,6 +30,22 @@ impl Plugin for Applier {
                     Ok(vec![Some(value.clone()); rows.len()].into())
                 }),
             );
+        }
+        for entry in options
+            .get("emulateFiltering")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(collection), Some(field)) = (
+                entry.get("collection").and_then(Value::as_str),
+                entry.get("field").and_then(Value::as_str),
+            ) else {
+                return Err(Error::validation(
+                    "an `emulateFiltering` entry needs `collection` and `field`",
+                ));
+            };
+            ds.collection(collection).emulate_field_filtering(field);
         }
         for entry in options
             .get("uses")
