@@ -23,6 +23,8 @@ fn http_config() -> HttpConfig {
     HttpConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         json_limit: 1024,
+        // The page these tests send requests from.
+        cors_allowed_origins: vec!["https://app.example.com".to_owned()],
         ..HttpConfig::default()
     }
 }
@@ -147,6 +149,64 @@ async fn preflight_is_answered_on_every_path_without_a_token() {
     );
     let id = headers["x-forest-correlation-id"].to_str().unwrap();
     assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 4);
+}
+
+/// Credentials (the session cookie) only for the origins of `corsAllowedOrigins`; any origin
+/// with `*`, as the Node agent answers every origin.
+#[tokio::test]
+async fn cors_credentials_only_for_the_allowed_origins() {
+    let (_db, datasource) = shop(Backend::Sqlite).await;
+    let datasource: Arc<dyn canopy::datasource::DataSource> = Arc::new(datasource);
+    let app_with = |origins: &[&str]| {
+        let http = HttpConfig {
+            cors_allowed_origins: origins.iter().map(|o| (*o).to_owned()).collect(),
+            ..http_config()
+        };
+        router(Arc::new(AppState::new(
+            Arc::clone(&datasource),
+            SessionKey::new(SECRET),
+            &http,
+        )))
+    };
+    let preflight = |origin: &str| {
+        Request::options("/forest/orders")
+            .header(header::ORIGIN, origin)
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "GET")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let from = |origin: &str| {
+        let mut request = get("/forest/orders/count?timezone=UTC");
+        request
+            .headers_mut()
+            .insert(header::ORIGIN, origin.parse().unwrap());
+        request
+    };
+    let credentials = |headers: &axum::http::HeaderMap| {
+        headers
+            .get("access-control-allow-credentials")
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    let default = app_with(&["https://app.forestadmin.com"]);
+    for (origin, allowed) in [
+        ("https://app.forestadmin.com", true),
+        ("https://evil.example", false),
+        ("https://app.forestadmin.com.evil.example", false),
+    ] {
+        for request in [preflight(origin), from(origin)] {
+            let (status, headers, _) = send(&default, request).await;
+            assert!(status.is_success(), "{origin}: {status}");
+            assert_eq!(headers["access-control-allow-origin"], origin);
+            assert_eq!(
+                credentials(&headers).as_deref(),
+                allowed.then_some("true"),
+                "{origin}"
+            );
+        }
+    }
+    let any = app_with(&["*"]);
+    let (_, headers, _) = send(&any, from("https://evil.example")).await;
+    assert_eq!(credentials(&headers).as_deref(), Some("true"));
 }
 
 #[tokio::test]

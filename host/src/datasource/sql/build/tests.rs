@@ -955,3 +955,92 @@ fn hostile_identifiers_stay_quoted() {
         "SELECT \"countries\".\"na\"\"me\" FROM \"countries\" AS \"countries\""
     );
 }
+
+/// Past the bind budget, values are literals and the statement says so (it runs unprepared).
+#[test]
+fn values_past_the_bind_budget_are_literals() {
+    let m = model(None);
+    let ids = (1..=literal::BIND_BUDGET as i64 + 3)
+        .map(Value::Int)
+        .collect();
+    let tree = leaf("id", Operator::In, Value::Array(ids));
+    for (dialect, tail) in [
+        (
+            Dialect::Postgres,
+            "$10000, (10001::int8), (10002::int8), (10003::int8))",
+        ),
+        (Dialect::MySql, "?, 10001, 10002, 10003)"),
+        (Dialect::Sqlite, "?, 10001, 10002, 10003)"),
+    ] {
+        let (statement, _) = list(
+            m.ctx(dialect),
+            "orders",
+            Some(&tree),
+            &Sort::default(),
+            None,
+            &Projection::new(["id"]),
+        )
+        .expect("builds");
+        assert_eq!(statement.binds.len(), literal::BIND_BUDGET, "{dialect:?}");
+        assert!(statement.inlined);
+        assert!(
+            statement.sql.ends_with(tail),
+            "{dialect:?}: …{}",
+            &statement.sql[statement.sql.len() - 80..]
+        );
+    }
+    let (small, _) = list(
+        m.ctx(Dialect::Postgres),
+        "orders",
+        Some(&leaf("id", Operator::In, Value::Array(vec![Value::Int(1)]))),
+        &Sort::default(),
+        None,
+        &Projection::new(["id"]),
+    )
+    .expect("builds");
+    assert!(!small.inlined);
+}
+
+/// The agent's composite id lists (`Or` of `And(=, =)`, `And` of `Or(<>, <>)`) beyond 64 records
+/// are one row value against a `VALUES` list; other long branches nest as balanced halves.
+#[test]
+fn long_composite_key_lists_are_values_and_long_branches_nest() {
+    let record = |i: i64, op: Operator, inner: fn(Vec<ConditionTree>) -> ConditionTree| {
+        inner(vec![leaf("id", op, i), leaf("customer_id", op, i + 1)])
+    };
+    let ids: Vec<ConditionTree> = (0..65)
+        .map(|i| record(i, Operator::Equal, ConditionTree::and))
+        .collect();
+    let (sql, binds) = where_of(Dialect::Postgres, &ConditionTree::or(ids));
+    assert!(
+        sql.starts_with(
+            "(\"orders\".\"id\", \"orders\".\"customer_id\") IN (VALUES ($1, $2), ($3, $4)"
+        ),
+        "{sql}"
+    );
+    assert_eq!(binds.len(), 130);
+    let excluded: Vec<ConditionTree> = (0..65)
+        .map(|i| record(i, Operator::NotEqual, ConditionTree::or))
+        .collect();
+    let (sql, _) = where_of(Dialect::MySql, &ConditionTree::and(excluded));
+    assert!(
+        sql.starts_with(
+            "(`orders`.`id` IS NULL OR `orders`.`customer_id` IS NULL OR \
+             (`orders`.`id`, `orders`.`customer_id`) NOT IN ((?, ?), (?, ?)"
+        ),
+        "{sql}"
+    );
+    // 64 records stay as written; 65 conditions of another shape nest in halves.
+    let few: Vec<ConditionTree> = (0..64)
+        .map(|i| record(i, Operator::Equal, ConditionTree::and))
+        .collect();
+    assert!(
+        !where_of(Dialect::Sqlite, &ConditionTree::or(few))
+            .0
+            .contains("VALUES")
+    );
+    let many: Vec<ConditionTree> = (0..65).map(|i| leaf("id", Operator::Equal, i)).collect();
+    let (sql, _) = where_of(Dialect::Sqlite, &ConditionTree::or(many));
+    assert!(sql.starts_with("((\"orders\".\"id\" = ?"), "{sql}");
+    assert_eq!(sql.matches(") OR (").count(), 1, "{sql}");
+}
