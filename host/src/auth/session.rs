@@ -457,7 +457,11 @@ mod tests {
         let error = key.verify(&forged).unwrap_err();
         assert!(matches!(error, Error::InvalidToken(_)), "{error:?}");
         // A token signed with another secret is refused too, remembered tokens notwithstanding.
-        let other = sign(&agent_payload(now() + 3600), Algorithm::HS256, "another secret");
+        let other = sign(
+            &agent_payload(now() + 3600),
+            Algorithm::HS256,
+            "another secret",
+        );
         assert!(key.verify(&other).is_err());
     }
 
