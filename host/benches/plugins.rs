@@ -428,17 +428,19 @@ async fn load_ten(url: &str, cache: &Path) -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn hot_swap(url: &str) -> Result<(), BoxError> {
-    let dir = temp_dir("swap");
-    let plugins = dir.join("plugins");
-    std::fs::create_dir_all(&plugins)?;
-    std::fs::copy(built("shop_plugin"), plugins.join("shop.wasm"))?;
+/// What `canopy serve --plugins <plugins>` serves over `url` (its schema file in `dir`): the
+/// reloadable generation, its router, and a session token for it.
+async fn serve_plugins(
+    url: &str,
+    dir: &Path,
+    plugins: PathBuf,
+) -> Result<(Arc<Served>, Router, String), BoxError> {
     let args = ServeArgs {
         database_url: Some(url.to_owned()),
         auth_secret: Some(AUTH_SECRET.to_owned()),
         env_secret: Some(ENV_SECRET.to_owned()),
         schema_path: Some(dir.join(".forestadmin-schema.json")),
-        plugin_dir: Some(plugins.clone()),
+        plugin_dir: Some(plugins),
         ..ServeArgs::default()
     };
     let (config, _) = Config::load(args)?;
@@ -446,6 +448,15 @@ async fn hot_swap(url: &str) -> Result<(), BoxError> {
     let served = Arc::new(Served::start(config, base).await?);
     let app: Router = served.router();
     let token = canopy::app::token(AUTH_SECRET, "bench@canopy.local", "1h")?;
+    Ok((served, app, token))
+}
+
+async fn hot_swap(url: &str) -> Result<(), BoxError> {
+    let dir = temp_dir("swap");
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins)?;
+    std::fs::copy(built("shop_plugin"), plugins.join("shop.wasm"))?;
+    let (served, app, token) = serve_plugins(url, &dir, plugins.clone()).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let (done, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut loops = Vec::new();
@@ -521,19 +532,7 @@ async fn looping(url: &str) -> Result<(), BoxError> {
             plugins.join("hostile.toml"),
             format!("[options]\ncollection = \"customers\"\n[limits]\n{limits}"),
         )?;
-        let args = ServeArgs {
-            database_url: Some(url.to_owned()),
-            auth_secret: Some(AUTH_SECRET.to_owned()),
-            env_secret: Some(ENV_SECRET.to_owned()),
-            schema_path: Some(dir.join(".forestadmin-schema.json")),
-            plugin_dir: Some(plugins),
-            ..ServeArgs::default()
-        };
-        let (config, _) = Config::load(args)?;
-        let base: Arc<dyn DataSource> = Arc::new(canopy::app::connect(&config).await?);
-        let served = Arc::new(Served::start(config, base).await?);
-        let app: Router = served.router();
-        let token = canopy::app::token(AUTH_SECRET, "bench@canopy.local", "1h")?;
+        let (served, app, token) = serve_plugins(url, &dir, plugins).await?;
         let stop = Arc::new(AtomicBool::new(false));
         let answered = Arc::new(AtomicUsize::new(0));
         let mut loops = Vec::new();
