@@ -20,7 +20,10 @@ use crate::datasource::{
 };
 use crate::http::server::ServerLimits;
 
+mod platform;
 mod reload;
+
+pub use platform::Platform;
 
 pub use reload::{Served, request_reload, shop_plugin};
 

@@ -2,7 +2,10 @@
 //! (`session`: the agent's HMAC-signed JWT) and holds the one permission check every route calls.
 //! Nothing here knows about HTTP types; `http` maps `Error` to a status and the agent's error name.
 
+pub mod permissions;
 pub mod session;
+
+pub use permissions::{CachePolicy, CollectionRight, Permissions};
 
 pub use session::{PermissionLevel, SessionClaims, SessionKey, mint, parse_ttl, resolve_token};
 
@@ -34,9 +37,21 @@ pub enum Error {
     /// Signing a token failed; not expected with an HMAC key, kept rather than panicking.
     #[error("could not sign the session token: {0}")]
     Mint(#[source] jsonwebtoken::errors::Error),
+    /// A permission check refused (§5.3): 403 `ForbiddenError`, the message as `detail`.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The permission documents could not be read, so no check can be made: refused (fail
+    /// closed). The detail is logged, never shown.
+    #[error("permissions unavailable: {0}")]
+    PermissionsUnavailable(String),
 }
 
 impl Error {
+    /// The agent's plain refusal: 403 `{"name":"ForbiddenError","detail":"Forbidden"}`.
+    pub fn forbidden() -> Self {
+        Self::Forbidden("Forbidden".to_owned())
+    }
+
     /// Whether this is one of the §4.3 failures answered with a 401.
     pub fn is_unauthorized(&self) -> bool {
         matches!(

@@ -12,6 +12,7 @@
 mod args;
 mod file;
 mod limits;
+mod platform;
 mod size;
 mod template;
 
@@ -27,6 +28,7 @@ pub use limits::{
     DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS, DEFAULT_MAX_HEADER_SIZE, DEFAULT_MAX_PAGE_SIZE,
     DEFAULT_NATIVE_QUERY_TIMEOUT_SECONDS,
 };
+pub use platform::PlatformConfig;
 pub use size::parse_size;
 pub use template::ErrorMessageTemplate;
 
@@ -56,6 +58,8 @@ pub struct Config {
     /// `nativeQueryTimeoutInSeconds`: how long a native query (live-query segment, query chart)
     /// may run before the database cancels it.
     pub native_query_timeout: Duration,
+    /// Canopy's own store and what this process serves of it.
+    pub platform: PlatformConfig,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -203,7 +207,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// Permissions (not landed yet: every authenticated user has every right).
+/// How permission documents are cached (protocol §5.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PermissionsConfig {
     pub instant_cache_refresh: bool,
@@ -461,6 +465,7 @@ fn resolve(
         None => None,
     };
     let experimental = resolve_experimental(&layers, &mut args, &mut file);
+    let platform = platform::resolve_platform(&layers, &mut args, &mut file)?;
     // The experimental no-code features are configured from the schema the platform receives.
     if schema.skip_schema_update
         && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
@@ -486,6 +491,7 @@ fn resolve(
         audit_trail,
         experimental,
         native_query_timeout: limits.native_query_timeout,
+        platform,
     };
     Ok((config, warnings))
 }

@@ -28,9 +28,10 @@ use axum::extract::DefaultBodyLimit;
 pub use caller::{CallerContext, JsonBody};
 pub use error::{ApiError, ApiResult};
 
-use crate::auth::SessionKey;
+use crate::auth::{Permissions, SessionKey};
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
+use crate::platform::Store;
 
 /// What every request handler shares: the served datasource and the settings routes read. One
 /// state is one generation of the served stack: a plugin reload builds a new state (and router)
@@ -54,6 +55,10 @@ pub struct AppState {
     pub max_page_size: u64,
     /// `corsAllowedOrigins`: origins whose browser requests may carry credentials.
     pub cors_allowed_origins: Vec<String>,
+    /// The permission checks (§5), shared by every generation of the served stack.
+    pub permissions: Arc<Permissions>,
+    /// Canopy's own store; `None` for routers over a bare stack (route tests).
+    pub store: Option<Store>,
 }
 
 impl AppState {
@@ -70,6 +75,8 @@ impl AppState {
             use_unsafe_action_endpoint: false,
             max_page_size: http.max_page_size,
             cors_allowed_origins: http.cors_allowed_origins.clone(),
+            permissions: Arc::new(Permissions::allow_all()),
+            store: None,
         }
     }
 

@@ -27,6 +27,7 @@ pub mod customizer;
 pub mod datasource;
 pub mod http;
 pub mod logging;
+pub mod platform;
 pub mod plugins;
 pub mod scaffold;
 pub mod typings;

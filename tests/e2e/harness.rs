@@ -36,6 +36,8 @@ pub(crate) fn plugin_config(url: &str, plugins: &Path, schema_path: &Path) -> Co
         env_secret: Some(ENV_SECRET.to_owned()),
         schema_path: Some(schema_path.to_owned()),
         plugin_dir: Some(plugins.to_owned()),
+        // Canopy's own store beside the schema file, in the test's own folder.
+        data_dir: schema_path.parent().map(|dir| dir.join(".canopy")),
         ..ServeArgs::default()
     };
     Config::load(args).unwrap().0

@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use axum::Router;
 
+use super::platform::Platform;
 use super::{customize, prepare_schema};
 use crate::auth::SessionKey;
 use crate::config::Config;
@@ -31,6 +32,8 @@ pub struct Served {
     plugins: Mutex<Arc<PluginSet>>,
     /// One reload at a time: two concurrent ones would race to swap.
     reloading: tokio::sync::Mutex<()>,
+    /// Canopy's store and the permission checks, the same for every generation.
+    platform: Platform,
 }
 
 impl Served {
@@ -41,7 +44,10 @@ impl Served {
             Some(_) => Some(runtime()?),
             None => None,
         };
-        let (router, plugins, _) = build(&config, &base, runtime.as_ref()).await?;
+        let platform = Platform::open(&config).await?;
+        let (router, plugins, _, stack) =
+            build(&config, &base, runtime.as_ref(), &platform).await?;
+        platform.bootstrap(&config, stack.schema()).await?;
         Ok(Self {
             config,
             base,
@@ -49,7 +55,13 @@ impl Served {
             current: Arc::new(ArcSwap::from_pointee(router)),
             plugins: Mutex::new(Arc::new(plugins)),
             reloading: tokio::sync::Mutex::new(()),
+            platform,
         })
+    }
+
+    /// Canopy's store and permission checks.
+    pub fn platform(&self) -> &Platform {
+        &self.platform
     }
 
     /// The service to serve: the admin reload route, and every other request handed to the
@@ -137,8 +149,15 @@ impl Reload for Served {
     async fn reload(&self) -> Result<ReloadReport, String> {
         let _one_at_a_time = self.reloading.lock().await;
         let started = Instant::now();
-        match build(&self.config, &self.base, self.runtime.as_ref()).await {
-            Ok((router, plugins, customizations)) => {
+        match build(
+            &self.config,
+            &self.base,
+            self.runtime.as_ref(),
+            &self.platform,
+        )
+        .await
+        {
+            Ok((router, plugins, customizations, _)) => {
                 self.current.store(Arc::new(router));
                 let count = plugins.plugins.len();
                 let old = std::mem::replace(
@@ -200,12 +219,13 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 /// One generation: the plugin set, the stack over `base` with its customizations, the schema
-/// file, and the router over the stack; with the number of customizations.
+/// file, and the router over the stack; with the number of customizations and the stack.
 async fn build(
     config: &Config,
     base: &Arc<dyn DataSource>,
     runtime: Option<&Runtime>,
-) -> anyhow::Result<(Router, PluginSet, usize)> {
+    platform: &Platform,
+) -> anyhow::Result<(Router, PluginSet, usize, Arc<dyn DataSource>)> {
     let plugins = match (runtime, &config.plugin_dir) {
         (Some(runtime), Some(dir)) => PluginSet::load(runtime, dir, base.schema())
             .await
@@ -221,12 +241,14 @@ async fn build(
     let stack = customize(config, Arc::clone(base), customizations)?;
     prepare_schema(config, stack.schema())?;
     let mut state = AppState::new(
-        stack,
+        Arc::clone(&stack),
         SessionKey::new(config.auth.auth_secret.expose()),
         &config.http,
     );
     state.use_unsafe_action_endpoint = config.actions.use_unsafe_action_endpoint;
-    Ok((http::router(Arc::new(state)), plugins, count))
+    state.permissions = Arc::clone(&platform.permissions);
+    state.store = Some(platform.store.clone());
+    Ok((http::router(Arc::new(state)), plugins, count, stack))
 }
 
 /// What `--watch` compares: each plugin file and its settings, by size and modification time.

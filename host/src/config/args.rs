@@ -119,15 +119,47 @@ pub struct ServeArgs {
     #[arg(long, env = "CANOPY_CUSTOMIZE_ERROR_MESSAGE", value_name = "TEMPLATE")]
     pub customize_error_message: Option<String>,
 
+    /// Canopy's own store (users, permissions, tokens, logs): sqlite:path?mode=rwc or
+    /// postgres://… (share one PostgreSQL store between instances). [default: sqlite file
+    /// canopy.sqlite in --data-dir] [file key: stateUrl]
+    #[arg(long, env = "CANOPY_STATE_URL", value_name = "URL")]
+    pub state_url: Option<String>,
+
+    /// Folder of Canopy's own files (the default SQLite store). [default: .canopy]
+    /// [file key: dataDir]
+    #[arg(long, env = "CANOPY_DATA_DIR", value_name = "PATH")]
+    pub data_dir: Option<PathBuf>,
+
+    /// The project this process serves, as named in /v1/project/{project}/… paths.
+    /// [default: canopy] [file key: project]
+    #[arg(long, env = "CANOPY_PROJECT", value_name = "NAME")]
+    pub project: Option<String>,
+
+    /// The environment of the project this process serves; several environments may share one
+    /// PostgreSQL store. [default: production] [file key: environment]
+    #[arg(long, env = "CANOPY_ENVIRONMENT", value_name = "NAME")]
+    pub environment: Option<String>,
+
+    /// Read permissions from a Forest-compatible permission server (another Canopy, say)
+    /// instead of the local store, authenticated with the env secret. [default: none]
+    /// [file key: forestServerUrl]
+    #[arg(long, env = "SERVICE_SERVER_URL", value_name = "URL")]
+    pub server_url: Option<String>,
+
+    /// Declarative permissions (users, teams, roles, rights, scopes) applied at start.
+    /// [default: permissions.toml when it exists] [file key: permissionsFile]
+    #[arg(long, env = "CANOPY_PERMISSIONS_FILE", value_name = "PATH")]
+    pub permissions_file: Option<PathBuf>,
+
     /// Keep permissions in sync over a server-sent-events connection; false refreshes them
-    /// periodically instead. Accepted; permissions have not landed yet. [default: true]
+    /// periodically instead. [default: true]
     /// [file key: instantCacheRefresh]
     #[arg(long, env = "CANOPY_INSTANT_CACHE_REFRESH", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub instant_cache_refresh: Option<bool>,
 
     /// Permission cache lifetime when instantCacheRefresh is false; below 60 is raised to 60.
-    /// Accepted; permissions have not landed yet. [default: 900]
+    /// [default: 900]
     /// [file key: permissionsCacheDurationInSeconds]
     #[arg(
         long,
@@ -137,7 +169,7 @@ pub struct ServeArgs {
     pub permissions_cache_duration_in_seconds: Option<u64>,
 
     /// Serve columns of unreadable collections when reached through a relation (logs a
-    /// warning). Accepted; permissions have not landed yet. [default: false]
+    /// warning). [default: false]
     /// [file key: skipRelationReadPermissions]
     #[arg(long, env = "CANOPY_SKIP_RELATION_READ_PERMISSIONS", value_name = "BOOL",
           num_args = 0..=1, require_equals = true, default_missing_value = "true",

@@ -46,6 +46,12 @@ pub struct FileConfig {
     pub max_page_size: Option<u64>,
     pub cors_allowed_origins: Option<Vec<String>>,
     pub native_query_timeout_in_seconds: Option<u64>,
+    pub state_url: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub project: Option<String>,
+    pub environment: Option<String>,
+    pub forest_server_url: Option<String>,
+    pub permissions_file: Option<PathBuf>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

@@ -110,6 +110,14 @@ impl ApiError {
             Self::Auth(e) if e.is_unauthorized() => {
                 public(StatusCode::UNAUTHORIZED, "UnauthorizedError", true)
             }
+            Self::Auth(auth::Error::Forbidden(_)) => {
+                public(StatusCode::FORBIDDEN, "ForbiddenError", true)
+            }
+            Self::Auth(auth::Error::PermissionsUnavailable(_)) => public(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailableError",
+                false,
+            ),
             Self::Auth(_) => public(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalServerError",

@@ -1,0 +1,139 @@
+//! The first start of a store: with no user yet, creates the first admin (role `Admin`, team
+//! `Operations`) and prints how to sign in; with no permissions yet for this environment, gives
+//! the `Admin` role every right on every collection and action served. Everyone else starts with
+//! no rights at all, so a fresh install is closed by default.
+
+use std::collections::BTreeMap;
+
+use super::documents::{
+    ActionPermissions, CollectionPermissions, CollectionRights, EnvironmentPermissions, Grant,
+};
+use super::store::{Actor, NewUser, Store};
+use super::{Result, password};
+use crate::datasource::{DataSourceSchema, PermissionLevel};
+
+/// The first admin's email when none is configured.
+pub const DEFAULT_ADMIN_EMAIL: &str = "admin@canopy.local";
+/// The role and team created with the first admin.
+pub const ADMIN_ROLE: &str = "Admin";
+pub const ADMIN_TEAM: &str = "Operations";
+
+/// The first admin, created by this start, with the password to print once.
+#[derive(Debug, Clone)]
+pub struct FirstAdmin {
+    pub email: String,
+    pub password: String,
+}
+
+/// What `bootstrap` did.
+#[derive(Debug, Clone, Default)]
+pub struct Bootstrapped {
+    pub first_admin: Option<FirstAdmin>,
+    /// Whether this environment's permissions were created (the Admin role got every right).
+    pub granted_admin: bool,
+}
+
+/// Makes a fresh store usable; does nothing to a store that already has users and permissions.
+/// `password` is the first admin's (a random one is generated when `None`).
+pub async fn bootstrap(
+    store: &Store,
+    schema: &DataSourceSchema,
+    email: &str,
+    password: Option<&str>,
+) -> Result<Bootstrapped> {
+    let mut done = Bootstrapped::default();
+    if store.users().await?.is_empty() {
+        let role = match store.role_by_name(ADMIN_ROLE).await? {
+            Some(role) => role,
+            None => store.create_role(&Actor::System, ADMIN_ROLE).await?,
+        };
+        if store.team_by_name(ADMIN_TEAM).await?.is_none() {
+            store.create_team(&Actor::System, ADMIN_TEAM).await?;
+        }
+        let clear = password.map_or_else(generate_password, str::to_owned);
+        store
+            .create_user(
+                &Actor::System,
+                NewUser {
+                    email: email.to_owned(),
+                    first_name: "Admin".to_owned(),
+                    last_name: String::new(),
+                    permission_level: PermissionLevel::Admin,
+                    role: Some(role.name),
+                    teams: vec![ADMIN_TEAM.to_owned()],
+                    password_hash: Some(password::hash(&clear)?),
+                    ..NewUser::default()
+                },
+            )
+            .await?;
+        done.first_admin = Some(FirstAdmin {
+            email: email.to_owned(),
+            password: clear,
+        });
+    }
+    if !store.has_environment_document().await?
+        && let Some(role) = store.role_by_name(ADMIN_ROLE).await?
+    {
+        let document = full_rights(
+            schema,
+            &Grant::Roles {
+                roles: vec![role.id],
+            },
+        );
+        store
+            .set_environment_document(&Actor::System, &document)
+            .await?;
+        done.granted_admin = true;
+    }
+    Ok(done)
+}
+
+/// Every right on every collection and action of `schema`, for `grant`; no approval required.
+pub fn full_rights(schema: &DataSourceSchema, grant: &Grant) -> EnvironmentPermissions {
+    let collections = schema
+        .collections
+        .iter()
+        .map(|(name, collection)| {
+            let actions = collection
+                .actions
+                .keys()
+                .map(|action| {
+                    (
+                        action.clone(),
+                        ActionPermissions {
+                            trigger_enabled: grant.clone(),
+                            user_approval_enabled: grant.clone(),
+                            self_approval_enabled: grant.clone(),
+                            ..ActionPermissions::default()
+                        },
+                    )
+                })
+                .collect::<BTreeMap<_, _>>();
+            (
+                name.clone(),
+                CollectionPermissions {
+                    collection: CollectionRights {
+                        browse_enabled: grant.clone(),
+                        read_enabled: grant.clone(),
+                        edit_enabled: grant.clone(),
+                        add_enabled: grant.clone(),
+                        delete_enabled: grant.clone(),
+                        export_enabled: grant.clone(),
+                    },
+                    actions,
+                },
+            )
+        })
+        .collect();
+    EnvironmentPermissions::Collections { collections }
+}
+
+/// A random password for the first admin: 24 characters from two v4 UUIDs' random bits.
+fn generate_password() -> String {
+    let raw = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    raw.chars().take(24).collect()
+}
