@@ -237,19 +237,33 @@ impl Permissions {
     /// refused with 403 on every route: its token may still be valid for an hour, its rights
     /// are not.
     async fn users_with(&self, caller: &Caller) -> Result<Arc<Users>> {
+        self.users_containing(caller.id).await
+    }
+
+    async fn users_containing(&self, user_id: i64) -> Result<Arc<Users>> {
         let users = self.users().await?;
-        if users.contains_key(&caller.id) {
+        if users.contains_key(&user_id) {
             return Ok(users);
         }
         if self.policy.refetch_on_denial() {
             self.users.clear();
             let users = self.users().await?;
-            if users.contains_key(&caller.id) {
+            if users.contains_key(&user_id) {
                 return Ok(users);
             }
         }
-        tracing::debug!(user = caller.id, "not an enabled user: refused");
+        tracing::debug!(user = user_id, "not an enabled user: refused");
         Err(Error::forbidden())
+    }
+
+    /// 403 `Forbidden` unless `user_id` is an enabled user of the users document (nothing when
+    /// not enforced): checked on every private route, so that a removed or disabled user's live
+    /// token opens nothing.
+    pub async fn enabled_user(&self, user_id: i64) -> Result<()> {
+        if self.enforced() {
+            self.users_containing(user_id).await?;
+        }
+        Ok(())
     }
 
     /// The caller's entry in the users document. `None` when not enforced; 403 for a caller that

@@ -43,12 +43,12 @@ impl Permissions {
 
     /// `read` on every collection the `paths` cross from `collection` (403 `Forbidden` on the
     /// first one denied); nothing with `skipRelationReadPermissions`.
-    pub async fn can_read_through<'p>(
+    pub async fn can_read_through(
         &self,
         caller: &Caller,
         schema: &DataSourceSchema,
         collection: &CollectionSchema,
-        paths: impl IntoIterator<Item = &'p str>,
+        paths: Vec<&str>,
     ) -> Result<()> {
         if !self.checks_relation_reads() {
             return Ok(());
