@@ -24,6 +24,7 @@ mod http_write;
 mod introspection;
 mod list;
 mod operators;
+mod permissions;
 mod platform_store;
 mod plugins;
 mod plugins_customizer;
