@@ -25,6 +25,8 @@ mod introspection;
 mod list;
 mod operators;
 mod permissions;
+mod permissions_charts;
+mod permissions_ip;
 mod platform_store;
 mod plugins;
 mod plugins_customizer;

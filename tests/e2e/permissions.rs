@@ -56,7 +56,6 @@ pub(crate) fn environment(admin: i64, support: i64) -> Json {
 pub(crate) struct Who {
     pub id: i64,
     pub rendering: i64,
-    pub level: PermissionLevel,
 }
 
 /// The store, the router over the shop data, and the users.
@@ -169,12 +168,10 @@ pub(crate) async fn world_with(store_backend: Backend, data: Backend, options: O
         admin: Who {
             id: admin.id,
             rendering: admins_rendering,
-            level: PermissionLevel::Admin,
         },
         sam: Who {
             id: sam.id,
             rendering,
-            level: PermissionLevel::User,
         },
         support_role,
         admin_role,
@@ -184,6 +181,11 @@ pub(crate) async fn world_with(store_backend: Backend, data: Backend, options: O
 }
 
 impl World {
+    /// The store's URL, for a second handle (another instance on the same store).
+    pub(crate) fn state_url(&self) -> String {
+        self._state.url.clone()
+    }
+
     /// Sets the Ops team's rendering (scopes, segments, charts).
     pub(crate) async fn rendering(&self, collections: Json, stats: Json) {
         let collections: std::collections::BTreeMap<String, RenderingCollection> =
@@ -215,7 +217,7 @@ impl World {
             )
             .await
             .unwrap();
-        Who { level, ..who }
+        who
     }
 }
 
