@@ -53,8 +53,9 @@ pub enum Error {
     /// the agent's message (§5.5).
     #[error("{0}")]
     Unprocessable(String),
-    /// A live-query segment whose SQL is not a single SELECT. The agent leaves this error
-    /// unmapped (500 `Unexpected error`); the message is logged.
+    /// A live-query segment whose SQL is not a single SELECT (the agent's message). The agent
+    /// leaves it unmapped (500 `Unexpected error`); the routes answer it as the other failures
+    /// of a segment query, 422 `BusinessError` (docs/compatibility.md).
     #[error("{0}")]
     InvalidSegmentQuery(String),
 }

@@ -188,10 +188,14 @@ async fn live_query_segments_follow_the_rendering(
     let (status, body) = call(&w.app, editor, "GET", &segment(BIG), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(ids(&body), [2, 4]);
-    // Not one SELECT: the agent leaves this error unmapped.
+    // Not one SELECT: refused as the other segment failures (the agent answers 500).
     let (status, body) = call(&w.app, editor, "GET", &segment("DELETE FROM orders"), None).await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(body["errors"][0]["detail"], "Unexpected error");
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        body,
+        json!({"errors": [{"name": "BusinessError", "status": 422, "data": {},
+            "detail": "An error occurred during the execution of the segment query - Only SELECT queries are allowed."}]})
+    );
 }
 
 on_stores_and_data!(charts_follow_the_level_or_the_renderings_hashes);

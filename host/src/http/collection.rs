@@ -1,6 +1,8 @@
 //! Per-collection data routes (protocol §1.2): list, count, CSV export, get one, delete one and
-//! bulk delete. Each handler authenticates (the `CallerContext` extractor), checks the one
-//! permission function, parses with `agent::query_string` and answers with `agent::serialize`.
+//! bulk delete. Each handler authenticates (the `CallerContext` extractor), asks its right of
+//! `auth::Permissions` (§1.2: browse, read, delete, browse + export) and AND-s the caller's scope
+//! into its filter (`permission`), parses with `agent::query_string` and answers with
+//! `agent::serialize`.
 
 use std::sync::Arc;
 

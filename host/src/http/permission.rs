@@ -25,11 +25,20 @@ pub(super) async fn browse(
     let query = context.query.get("segmentQuery").filter(|q| !q.is_empty());
     let connection = context.query.get("connectionName");
     let segment = query.as_deref().map(|query| (query, connection.as_deref()));
-    state
+    match state
         .permissions
         .can_browse(&context.caller, collection, segment)
-        .await?;
-    Ok(())
+        .await
+    {
+        // Worded as the other failures of a segment query (docs/compatibility.md).
+        Err(crate::auth::Error::InvalidSegmentQuery(message)) => {
+            Err(crate::agent::Error::Business(format!(
+                "An error occurred during the execution of the segment query - {message}"
+            ))
+            .into())
+        }
+        other => Ok(other?),
+    }
 }
 
 /// The caller's scope on `collection`.

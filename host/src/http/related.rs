@@ -5,6 +5,9 @@
 //! The records related to a parent are found the way the agent's `makeForeignFilter` finds
 //! them: `OneToMany` by the foreign `originKey`, `ManyToMany` by reading the through rows first
 //! and then matching the foreign `foreignKeyTarget` with `In`.
+//!
+//! Rights and scopes are the foreign collection's (§1.3), except a ManyToOne link, which edits
+//! the parent; the parent itself is read without its scope, as the agent reads it.
 
 use axum::Router;
 use axum::extract::{Path, State};

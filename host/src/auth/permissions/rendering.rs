@@ -182,8 +182,8 @@ impl Permissions {
     /// `canExecuteSegmentQuery` (§5.5): editors and above may run any live-query segment; the
     /// others one of their rendering's `segments` on this collection, also among its
     /// `liveQuerySegments` of `connection` when one is given (a UNION of allowed queries
-    /// counts). The query must also be a single SELECT, for everyone: an error (500, as the
-    /// agent leaves it unmapped) otherwise.
+    /// counts). The query must also be a single SELECT, for everyone:
+    /// `Error::InvalidSegmentQuery` otherwise.
     pub async fn can_execute_segment_query(
         &self,
         caller: &Caller,
