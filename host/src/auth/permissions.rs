@@ -12,6 +12,10 @@
 //! Without a source (`Permissions::allow_all`, used by route tests over a bare stack) every check
 //! passes and there are no scopes.
 
+mod actions;
+
+pub use actions::{ActionRequest, ActionRight};
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
