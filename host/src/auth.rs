@@ -58,12 +58,46 @@ pub enum Error {
     /// of a segment query, 422 `BusinessError` (docs/compatibility.md).
     #[error("{0}")]
     InvalidSegmentQuery(String),
+    /// §5.4: the role may not trigger the action, or not on every selected record.
+    #[error("You don't have permission to trigger this action.")]
+    ActionTriggerForbidden,
+    /// §5.4: the action must be approved first; `data.roleIdsAllowedToApprove` says by whom.
+    #[error("This action requires to be approved.")]
+    ActionRequiresApproval {
+        role_ids_allowed_to_approve: Vec<i64>,
+    },
+    /// §5.4: the caller may not approve (or self-approve) this request.
+    #[error("You don't have permission to approve this action.")]
+    ApprovalNotAllowed {
+        role_ids_allowed_to_approve: Vec<i64>,
+    },
+    /// §5.4: an action condition could not be evaluated (bad tree, failed count). The cause is
+    /// logged, never shown.
+    #[error(
+        "The conditions to trigger this action cannot be verified. Please contact an administrator."
+    )]
+    InvalidActionCondition(String),
 }
 
 impl Error {
     /// The agent's plain refusal: 403 `{"name":"ForbiddenError","detail":"Forbidden"}`.
     pub fn forbidden() -> Self {
         Self::Forbidden("Forbidden".to_owned())
+    }
+
+    /// The `data` of the agent's error envelope (`roleIdsAllowedToApprove` of §5.4), if any.
+    pub fn data(&self) -> Option<serde_json::Value> {
+        match self {
+            Self::ActionRequiresApproval {
+                role_ids_allowed_to_approve,
+            }
+            | Self::ApprovalNotAllowed {
+                role_ids_allowed_to_approve,
+            } => Some(serde_json::json!({
+                "roleIdsAllowedToApprove": role_ids_allowed_to_approve
+            })),
+            _ => None,
+        }
     }
 
     /// Whether this is one of the §4.3 failures answered with a 401.

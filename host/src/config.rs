@@ -216,7 +216,7 @@ pub struct PermissionsConfig {
     pub skip_relation_read_permissions: bool,
 }
 
-/// Actions (not landed yet).
+/// Actions and their approvals.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionsConfig {
     /// 1 to 500.

@@ -8,6 +8,7 @@
 
 mod action;
 mod api_chart;
+pub mod approvals;
 mod caller;
 mod capabilities;
 mod collection;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 
+pub use approvals::ApprovalSettings;
 pub use caller::{CallerContext, JsonBody};
 pub use error::{ApiError, ApiResult};
 
@@ -61,6 +63,8 @@ pub struct AppState {
     pub permissions: Arc<Permissions>,
     /// Canopy's own store; `None` for routers over a bare stack (route tests).
     pub store: Option<Store>,
+    /// The env secret of `signed_approval_request` and `maxRecordsForApproval`.
+    pub approvals: ApprovalSettings,
 }
 
 impl AppState {
@@ -79,6 +83,7 @@ impl AppState {
             cors_allowed_origins: http.cors_allowed_origins.clone(),
             permissions: Arc::new(Permissions::allow_all()),
             store: None,
+            approvals: ApprovalSettings::default(),
         }
     }
 
@@ -212,6 +217,7 @@ pub fn router(state: SharedState) -> Router {
         .with_state(Arc::clone(&state));
     let routes = Router::new()
         .nest(&mount_path, forest)
+        .merge(approvals::router(Arc::clone(&state)))
         .fallback(error::not_found);
     // Trimmed before routing, which layers added to `routes` itself would follow.
     let routes = tower::ServiceExt::map_request(routes, trim_trailing_slash);

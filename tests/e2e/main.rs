@@ -6,7 +6,10 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
+mod actions_permissions;
 mod aggregate;
+mod approvals;
+mod approvals_fixture;
 mod charts;
 mod composite;
 mod context;

@@ -535,16 +535,10 @@ pub fn parse_hook(body: &Json) -> HookRequest {
     request
 }
 
-/// The submitted values of an execute request (`data.attributes.values`). A top-level
-/// `requester_id` is only accepted from inside a signed approval request: refused (422).
+/// The submitted values of an execute request (`data.attributes.values`). The body's
+/// `requester_id` is checked before (`http::action`): a signed approval request carries one.
 pub fn parse_values(body: &Json) -> Result<FormValues> {
     let attributes = body.pointer("/data/attributes");
-    if attributes
-        .and_then(|a| a.get("requester_id"))
-        .is_some_and(|v| !v.is_null())
-    {
-        return Err(Error::Unprocessable(String::new()));
-    }
     let values = attributes
         .and_then(|a| a.get("values"))
         .and_then(Json::as_object);
@@ -885,7 +879,5 @@ mod tests {
         assert_eq!(request.values.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(request.changed_field.as_deref(), Some("a"));
         assert_eq!(request.search_value.as_deref(), Some("fo"));
-        let refused = parse_values(&json!({"data": {"attributes": {"requester_id": 3}}}));
-        assert!(matches!(refused, Err(Error::Unprocessable(_))));
     }
 }

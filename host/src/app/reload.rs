@@ -248,6 +248,10 @@ async fn build(
         &config.http,
     );
     state.use_unsafe_action_endpoint = config.actions.use_unsafe_action_endpoint;
+    state.approvals = http::ApprovalSettings::new(
+        config.auth.env_secret.expose(),
+        config.actions.max_records_for_approval.into(),
+    );
     state.permissions = Arc::clone(&platform.permissions);
     state.store = Some(platform.store.clone());
     Ok((http::router(Arc::new(state)), plugins, count, stack))

@@ -30,6 +30,10 @@ pub use rendering::{
 };
 pub use scope::{CurrentUser, substitute_scope};
 
+mod actions;
+
+pub use actions::{ActionRequest, ActionRight};
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -176,8 +176,8 @@ pub struct ServeArgs {
           value_parser = BoolishValueParser::new())]
     pub skip_relation_read_permissions: Option<bool>,
 
-    /// Most records a select-all approval-required action may target; 1 to 500. Accepted;
-    /// actions have not landed yet. [default: 500] [file key: maxRecordsForApproval]
+    /// Most records a select-all approval request may target (checked when it is filed);
+    /// 1 to 500. [default: 500] [file key: maxRecordsForApproval]
     #[arg(long, env = "CANOPY_MAX_RECORDS_FOR_APPROVAL", value_name = "COUNT")]
     pub max_records_for_approval: Option<u64>,
 
@@ -249,8 +249,8 @@ pub struct ServeArgs {
     )]
     pub native_query_timeout_in_seconds: Option<u64>,
 
-    /// Action routes without the positional index (`/_actions/{collection}/{slug}`). Accepted;
-    /// actions have not landed yet. [default: false] [file key: useUnsafeActionEndpoint]
+    /// Action routes without the positional index (`/_actions/{collection}/{slug}`).
+    /// [default: false] [file key: useUnsafeActionEndpoint]
     #[arg(long, env = "CANOPY_USE_UNSAFE_ACTION_ENDPOINT", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub use_unsafe_action_endpoint: Option<bool>,

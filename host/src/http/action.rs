@@ -1,6 +1,15 @@
 //! Action routes (§1.2, §2.7): `POST /_actions/{c}/{index}/{slug}` executes,
 //! `…/hooks/load|change|search` compute the form; with `useUnsafeActionEndpoint` the `{index}`
 //! segment is left out. Also the spec's `POST /actions/{action}/values` (the form's values).
+//!
+//! Permissions (§5.4, `auth::permissions::actions`): an execution is checked on its selection
+//! with the caller's scope (and without it for `roleIdsAllowedToApprove`): trigger and approval
+//! required, or, when the body is a `signed_approval_request` naming a requester, approve or
+//! self-approve. The form routes need `trigger` alone. As in the agent, the action routes check
+//! no collection right (browse, read…): the action's own rights are the whole decision.
+//!
+//! The pieces (`selection`, `check`, `perform`) are shared with `http::approvals`, which runs an
+//! approved request as its approver.
 
 use std::collections::HashMap;
 
@@ -20,9 +29,9 @@ use crate::agent::action::{
     result_body, slug, values_json,
 };
 use crate::agent::query_string::{Params, parse_filter, parse_selection};
-use crate::auth::{self, Action};
+use crate::auth::{self, permissions::ActionRequest};
 use crate::datasource::action::{ActionResult, ActionScope, FormPhase};
-use crate::datasource::{CollectionSchema, Error as DsError, Filter, unpack_id};
+use crate::datasource::{Caller, CollectionSchema, Error as DsError, Filter, unpack_id};
 
 /// The action routes; the path shape depends on `useUnsafeActionEndpoint` (both cannot be
 /// registered together: they differ only by a parameter's name).
@@ -39,7 +48,7 @@ pub fn router(unsafe_endpoint: bool) -> Router<SharedState> {
 }
 
 /// The collection and action of a route, or a 404 (the agent registers one route per action).
-fn locate<'a>(
+pub(super) fn locate<'a>(
     state: &'a SharedState,
     params: &HashMap<String, String>,
 ) -> ApiResult<(&'a CollectionSchema, String, ActionScope)> {
@@ -51,16 +60,25 @@ fn locate<'a>(
     Ok((schema, name.clone(), action.scope))
 }
 
-/// The records an action targets: the selection's ids (all but the excluded ones with
-/// `all_records`) ∧ the subset query's filters, search and segment. Global actions ignore ids;
-/// a hook body without ids restricts nothing.
-async fn selection(
+/// The records an action targets, as the agent's `getRecordSelection` builds them twice: with
+/// the caller's scope (what the action runs on and what trigger/approve conditions count) and
+/// without it (what `roleIdsAllowedToApprove` counts).
+pub(super) struct Selection {
+    pub for_caller: Filter,
+    pub for_all: Filter,
+}
+
+/// The selection of an action body: the selection's ids (all but the excluded ones with
+/// `all_records`) ∧ the subset query's filters, search and segment, restricted to the parent's
+/// relation when launched from related data. Global actions ignore ids; a hook body without ids
+/// restricts nothing.
+pub(super) async fn selection(
     state: &SharedState,
     context: &CallerContext,
     collection: &CollectionSchema,
     scope: ActionScope,
     body: &Json,
-) -> ApiResult<Filter> {
+) -> ApiResult<Selection> {
     let schema = state.datasource.schema();
     let attributes = body.pointer("/data/attributes");
     let has_ids = attributes.is_some_and(|a| {
@@ -80,7 +98,15 @@ async fn selection(
         parse_selection(body, collection)?.filter(&context.query, schema, collection)?
     };
     let filter = resolve(state, &context.caller, collection, request).await?;
-    restrict_to_parent(state, context, attributes, filter).await
+    let for_all = restrict_to_parent(state, context, attributes, filter).await?;
+    let scope_tree = state
+        .permissions
+        .scope(&context.caller, collection, schema)
+        .await?;
+    Ok(Selection {
+        for_caller: for_all.clone().and(scope_tree),
+        for_all,
+    })
 }
 
 /// An action launched from a record's related data runs on the selection restricted to that
@@ -125,30 +151,143 @@ async fn execute(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
     let (schema, name, scope) = locate(&state, &params)?;
-    auth::authorize(&context.caller, &schema.name, Action::Trigger)?;
-    let values = parse_values(&body)?;
-    let filter = selection(&state, &context, schema, scope, &body).await?;
+    let body = approval_request_body(&state, body)?;
+    let requester = requester_id(&body)?;
+    let selection = selection(&state, &context, schema, scope, &body).await?;
+    check(
+        &state,
+        &context.caller,
+        schema,
+        &name,
+        &selection,
+        requester,
+    )
+    .await?;
+    let result = perform(
+        &state,
+        &context.caller,
+        schema,
+        &name,
+        &selection.for_caller,
+        &body,
+    )
+    .await?;
+    respond(result)
+}
+
+/// The agent's middleware before an execution: a `requester_id` is only believed from inside a
+/// `signed_approval_request` (a top-level one is 422 `UnprocessableError`), and a signed
+/// request, once its signature is checked with the environment secret, replaces the whole body.
+fn approval_request_body(state: &SharedState, body: Json) -> ApiResult<Json> {
+    let attributes = body.pointer("/data/attributes");
+    if attributes
+        .and_then(|a| a.get("requester_id"))
+        .is_some_and(truthy)
+    {
+        return Err(crate::agent::Error::Unprocessable(String::new()).into());
+    }
+    let Some(signed) = attributes
+        .and_then(|a| a.get("signed_approval_request"))
+        .filter(|v| truthy(v))
+    else {
+        return Ok(body);
+    };
+    let payload = signed
+        .as_str()
+        .and_then(|token| state.approvals.verify(token));
+    payload.ok_or_else(|| {
+        auth::Error::Forbidden("The signed approval request is invalid or expired.".to_owned())
+            .into()
+    })
+}
+
+/// The requester named by an approval body (`data.attributes.requester_id`), if any.
+pub(super) fn requester_id(body: &Json) -> ApiResult<Option<i64>> {
+    let Some(value) = body
+        .pointer("/data/attributes/requester_id")
+        .filter(|v| truthy(v))
+    else {
+        return Ok(None);
+    };
+    value
+        .as_i64()
+        .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
+        .map(Some)
+        .ok_or_else(|| {
+            crate::agent::Error::Unprocessable("requester_id must be a user id".to_owned()).into()
+        })
+}
+
+/// JavaScript truthiness, as the agent tests these attributes.
+fn truthy(value: &Json) -> bool {
+    match value {
+        Json::Null => false,
+        Json::Bool(b) => *b,
+        Json::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Json::String(s) => !s.is_empty(),
+        Json::Array(_) | Json::Object(_) => true,
+    }
+}
+
+/// The §5.4 decision on one execution: approve (or self-approve) when it carries its
+/// requester, else trigger and approval required.
+pub(super) async fn check(
+    state: &SharedState,
+    caller: &Caller,
+    schema: &CollectionSchema,
+    name: &str,
+    selection: &Selection,
+    requester: Option<i64>,
+) -> ApiResult<()> {
+    let collection = state.datasource.collection(&schema.name)?;
+    let request = ActionRequest {
+        caller,
+        collection: &*collection,
+        collection_schema: schema,
+        schema: state.datasource.schema(),
+        action: name,
+        filter_for_caller: &selection.for_caller,
+        filter_for_all: &selection.for_all,
+    };
+    match requester {
+        Some(requester) => {
+            state
+                .permissions
+                .assert_can_approve_action(&request, requester)
+                .await?;
+        }
+        None => {
+            state
+                .permissions
+                .assert_can_trigger_action(&request)
+                .await?
+        }
+    }
+    Ok(())
+}
+
+/// Runs an action already allowed on `filter` with the body's form values.
+pub(super) async fn perform(
+    state: &SharedState,
+    caller: &Caller,
+    schema: &CollectionSchema,
+    name: &str,
+    filter: &Filter,
+    body: &Json,
+) -> ApiResult<ActionResult> {
+    let values = parse_values(body)?;
     let collection = state.datasource.collection(&schema.name)?;
     // The form tells how to read the values (files must be data URIs), so it is computed first,
     // hidden fields included, as the agent does.
     let form = collection
-        .get_form(
-            &context.caller,
-            &name,
-            &filter,
-            &values,
-            &FormPhase::Execute,
-        )
+        .get_form(caller, name, filter, &values, &FormPhase::Execute)
         .await?;
     check_files(&form, &values)?;
-    let result = collection
-        .execute(&context.caller, &name, &filter, &values)
-        .await?;
-    respond(result)
+    Ok(collection.execute(caller, name, filter, &values).await?)
 }
 
 /// The response of a result, with the headers it set.
-fn respond(result: ActionResult) -> ApiResult<Response> {
+pub(super) fn respond(result: ActionResult) -> ApiResult<Response> {
     let mut response = match result_body(result.outcome) {
         ResultBody::Json { status, body } => super::json_with(
             StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
@@ -210,8 +349,13 @@ async fn hook(
         },
         _ => return Err(ApiError::RouteNotFound),
     };
-    auth::authorize(&context.caller, &schema.name, Action::Trigger)?;
-    let filter = selection(&state, &context, schema, scope, &body).await?;
+    state
+        .permissions
+        .assert_can_request_action_parameters(&context.caller, &schema.name, &name)
+        .await?;
+    let filter = selection(&state, &context, schema, scope, &body)
+        .await?
+        .for_caller;
     let form = state
         .datasource
         .collection(&schema.name)?
@@ -246,8 +390,13 @@ async fn values(
     let Some((collection, name, scope)) = found else {
         return Err(ApiError::RouteNotFound);
     };
-    auth::authorize(&context.caller, &collection.name, Action::Trigger)?;
-    let filter = selection(&state, &context, collection, scope, &body).await?;
+    state
+        .permissions
+        .assert_can_request_action_parameters(&context.caller, &collection.name, &name)
+        .await?;
+    let filter = selection(&state, &context, collection, scope, &body)
+        .await?
+        .for_caller;
     let request = parse_hook(&body);
     let form = state
         .datasource

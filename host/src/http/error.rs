@@ -116,6 +116,24 @@ impl ApiError {
             Self::Auth(auth::Error::Unprocessable(_)) => {
                 public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
             }
+            Self::Auth(auth::Error::ActionTriggerForbidden) => public(
+                StatusCode::FORBIDDEN,
+                "CustomActionTriggerForbiddenError",
+                true,
+            ),
+            Self::Auth(auth::Error::ActionRequiresApproval { .. }) => public(
+                StatusCode::FORBIDDEN,
+                "CustomActionRequiresApprovalError",
+                true,
+            ),
+            Self::Auth(auth::Error::ApprovalNotAllowed { .. }) => {
+                public(StatusCode::FORBIDDEN, "ApprovalNotAllowedError", true)
+            }
+            Self::Auth(auth::Error::InvalidActionCondition(_)) => public(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "InvalidActionConditionError",
+                true,
+            ),
             Self::Auth(auth::Error::PermissionsUnavailable(_)) => public(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "ServiceUnavailableError",
@@ -137,6 +155,26 @@ impl ApiError {
 }
 
 impl ApiError {
+    /// The `data` of the envelope, for the errors that carry one (§7).
+    pub fn data(&self) -> Option<serde_json::Value> {
+        match self {
+            Self::Auth(e) => e.data(),
+            _ => None,
+        }
+    }
+
+    /// Status, public name and detail as the envelope shows them, for the APIs that answer
+    /// another error shape (`http::approvals`); unexpected errors are logged, not shown.
+    pub fn public_parts(&self) -> (StatusCode, &'static str, String) {
+        let public = self.public();
+        let message = self.to_string();
+        if public.expose && !message.is_empty() {
+            return (public.status, public.name, message);
+        }
+        tracing::error!(error = %error_chain(self), "unexpected error");
+        (public.status, public.name, UNEXPECTED.to_owned())
+    }
+
     /// The plain-text body of the answers koa writes itself (see the module notes).
     fn koa_text(&self) -> Option<&'static str> {
         match self {
@@ -188,6 +226,9 @@ impl IntoResponse for ApiError {
         let message = self.to_string();
         if let Self::Agent(agent::Error::Business(_)) = &self {
             return envelope_with_data(public.status, public.name, &message, &json!({}));
+        }
+        if let Some(data) = self.data() {
+            return envelope_with_data(public.status, public.name, &message, &data);
         }
         if public.expose && !message.is_empty() {
             return envelope(public.status, public.name, &message);

@@ -1,0 +1,723 @@
+//! Approval requests (issue 11 §3): an action that requires an approval answers the agent's
+//! 403 `CustomActionRequiresApprovalError`; its requester then files the same action body here,
+//! approvers list the requests, and approve (which runs the action as the approver, naming the
+//! requester, with the recorded form values and selection) or reject them.
+//!
+//! Under `/v1/project/{project}/environment/{environment}/approval-requests`, authenticated with
+//! the session token like the agent's routes, errors in the public API's shape
+//! `{code, message, error}` (plus `data.roleIdsAllowedToApprove` where the agent gives it):
+//! - `POST …` with `{"action": "<name or slug>", "data": {"attributes": {…action body…}}}` files
+//!   a request (201). Only an action that requires an approval of this caller on this selection
+//!   can be filed (else 422 `approval_not_required`); a select-all selection is resolved to the
+//!   ids it targets now, at most `maxRecordsForApproval` of them (else 422 `too_many_records`),
+//!   so that the approver approves the records the requester saw;
+//! - `GET …?status=pending|approved|rejected` lists the requests the caller may see: their own,
+//!   and those of actions their role may approve (admins see all); `GET …/{id}` one of them;
+//! - `POST …/{id}/approve` and `…/{id}/reject`, body `{"comment": "…"}` (optional): the caller
+//!   must pass the agent's approve rule (self-approve when they filed it, approval condition on
+//!   every record). The decision is atomic (a second decision is 409 `conflict`); approving then
+//!   runs the action and records its outcome in the request.
+//!
+//! Each request keeps who filed it and when, who decided, when, their comment, and the outcome:
+//! the admin-visible record until the activity log serves them.
+//!
+//! `ApprovalSettings` also checks the agent route's `signed_approval_request` (a JWT signed with
+//! the environment secret, whose payload replaces the action body).
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use jsonwebtoken::{AlgorithmFamily, DecodingKey, EncodingKey, Header, Validation};
+use serde_json::{Map, Value as Json, json};
+use uuid::Uuid;
+
+use super::action::{self, Selection};
+use super::caller::Authenticated;
+use super::collection::served;
+use super::error::ApiError;
+use super::middleware::RequestId;
+use super::{CallerContext, JsonBody, SharedState};
+use crate::agent::action::{ResultBody, result_body, slug};
+use crate::agent::query_string::QueryString;
+use crate::auth::{self, permissions::ActionRight};
+use crate::datasource::action::{ActionResult, ActionScope};
+use crate::datasource::{Caller, CollectionSchema, PermissionLevel, Projection, pack_id};
+use crate::platform::{self, Approval, ApprovalStatus, Store};
+
+/// The platform's cap on select-all approvals (`maxRecordsForApproval` default and maximum).
+pub const MAX_RECORDS_FOR_APPROVAL: u64 = 500;
+
+/// Longest comment kept with a decision.
+const MAX_COMMENT_CHARS: usize = 10_000;
+
+/// What approvals need from the configuration: the environment secret that signs
+/// `signed_approval_request`, and `maxRecordsForApproval`.
+#[derive(Clone)]
+pub struct ApprovalSettings {
+    /// `None`: signed approval requests are refused (route tests over a bare stack).
+    secret: Option<Arc<(EncodingKey, DecodingKey)>>,
+    pub max_records_for_approval: u64,
+}
+
+impl fmt::Debug for ApprovalSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApprovalSettings")
+            .field("signed_requests", &self.secret.is_some())
+            .field("max_records_for_approval", &self.max_records_for_approval)
+            .finish()
+    }
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        Self {
+            secret: None,
+            max_records_for_approval: MAX_RECORDS_FOR_APPROVAL,
+        }
+    }
+}
+
+impl ApprovalSettings {
+    /// Settings with the environment secret (its text is the HMAC key, as the agent's
+    /// `jsonwebtoken.verify(token, envSecret)` uses it).
+    pub fn new(env_secret: &str, max_records_for_approval: u64) -> Self {
+        Self {
+            secret: Some(Arc::new((
+                EncodingKey::from_secret(env_secret.as_bytes()),
+                DecodingKey::from_secret(env_secret.as_bytes()),
+            ))),
+            max_records_for_approval: max_records_for_approval.min(MAX_RECORDS_FOR_APPROVAL),
+        }
+    }
+
+    /// The payload of a `signed_approval_request`, if its signature (HS256/384/512) is right
+    /// and it has not expired (`exp` and `nbf` are checked when present, as `jsonwebtoken`
+    /// does in Node).
+    pub fn verify(&self, token: &str) -> Option<Json> {
+        let secret = self.secret.as_ref()?;
+        let mut validation = Validation::new_for_family(AlgorithmFamily::Hmac);
+        validation.required_spec_claims.clear();
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.validate_aud = false;
+        validation.leeway = 0;
+        match jsonwebtoken::decode::<Json>(token, &secret.1, &validation) {
+            Ok(data) if data.claims.is_object() => Some(data.claims),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::debug!(%error, "signed approval request refused");
+                None
+            }
+        }
+    }
+
+    /// Signs an approval payload as the Forest server does (HS256 with the environment
+    /// secret); for tools and tests.
+    pub fn sign(&self, payload: &Json) -> Option<String> {
+        let secret = self.secret.as_ref()?;
+        jsonwebtoken::encode(&Header::default(), payload, &secret.0).ok()
+    }
+}
+
+/// The approval request routes, with the state applied (they live outside the mount path).
+pub fn router(state: SharedState) -> Router {
+    let base = "/v1/project/{project}/environment/{environment}/approval-requests";
+    Router::new()
+        .route(base, get(list).post(file))
+        .route(&format!("{base}/{{id}}"), get(show))
+        .route(&format!("{base}/{{id}}/approve"), post(approve))
+        .route(&format!("{base}/{{id}}/reject"), post(reject))
+        .with_state(state)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Errors
+
+/// An error in the public API's shape: `{code, message, error}` (+ `data`).
+#[derive(Debug)]
+pub struct PublicError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    data: Option<Json>,
+}
+
+impl PublicError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+}
+
+impl From<ApiError> for PublicError {
+    fn from(error: ApiError) -> Self {
+        let data = error.data();
+        let (status, name, message) = error.public_parts();
+        let code = match name {
+            "UnauthorizedError" => "unauthorized",
+            "CustomActionTriggerForbiddenError" => "action_trigger_forbidden",
+            "CustomActionRequiresApprovalError" => "approval_required",
+            "ApprovalNotAllowedError" => "approval_not_allowed",
+            "InvalidActionConditionError" => "invalid_action_condition",
+            "ForbiddenError" => "forbidden",
+            "NotFoundError" => "not_found",
+            "PayloadTooLargeError" => "payload_too_large",
+            "ServiceUnavailableError" => "unavailable",
+            _ if status == StatusCode::BAD_REQUEST => "invalid_request",
+            _ if status == StatusCode::UNPROCESSABLE_ENTITY => "unprocessable",
+            _ => "internal_error",
+        };
+        // koa's plain answers have no message of their own worth more than the status.
+        let message = if message.is_empty() {
+            status.canonical_reason().unwrap_or("Error").to_owned()
+        } else {
+            message
+        };
+        Self {
+            status,
+            code,
+            message,
+            data,
+        }
+    }
+}
+
+impl From<auth::Error> for PublicError {
+    fn from(error: auth::Error) -> Self {
+        ApiError::from(error).into()
+    }
+}
+
+impl From<platform::Error> for PublicError {
+    fn from(error: platform::Error) -> Self {
+        match error {
+            platform::Error::NotFound(what) => Self::not_found(format!("{what} not found")),
+            platform::Error::Conflict(message) => {
+                Self::new(StatusCode::CONFLICT, "conflict", message)
+            }
+            platform::Error::Invalid(message) => Self::invalid(message),
+            other => {
+                tracing::error!(error = %other, "approval requests: store failed");
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal_error",
+                    "Unexpected error",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for PublicError {
+    fn into_response(self) -> Response {
+        let mut body = json!({
+            "code": self.code,
+            "message": self.message,
+            "error": self.status.canonical_reason().unwrap_or("Error"),
+        });
+        if let Some(data) = self.data {
+            body["data"] = data;
+        }
+        super::json_with(self.status, &body)
+    }
+}
+
+type Answer = Result<Response, PublicError>;
+
+// ------------------------------------------------------------------------------------------------
+// Who is asking
+
+/// The signed-in user of a request (session token), in the `?timezone=` of the request (UTC by
+/// default: these routes are not the agent's), refused unless they are an enabled user.
+struct Session {
+    context: CallerContext,
+}
+
+impl FromRequestParts<SharedState> for Session {
+    type Rejection = PublicError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &SharedState,
+    ) -> Result<Self, Self::Rejection> {
+        let Authenticated(claims) = Authenticated::from_request_parts(parts, state).await?;
+        let query = QueryString::parse(parts.uri.query().unwrap_or(""));
+        let timezone = match query.get("timezone").filter(|t| !t.is_empty()) {
+            Some(name) => {
+                Caller::parse_timezone(&name).map_err(|e| PublicError::invalid(e.to_string()))?
+            }
+            None => chrono_tz::UTC,
+        };
+        let request_id = match parts.extensions.get::<RequestId>() {
+            Some(request_id) => {
+                request_id.mark_used();
+                request_id.id
+            }
+            None => Uuid::new_v4(),
+        };
+        let caller = claims.into_caller(timezone, request_id);
+        // A removed or disabled user's token is worth nothing here either.
+        state.permissions.user(&caller).await?;
+        Ok(Self {
+            context: CallerContext { caller, query },
+        })
+    }
+}
+
+/// The store, if this project and environment are the ones served.
+fn store<'a>(
+    state: &'a SharedState,
+    project: &str,
+    environment: &str,
+) -> Result<&'a Store, PublicError> {
+    let store = state
+        .store
+        .as_ref()
+        .ok_or_else(|| PublicError::not_found("approval requests need Canopy's store"))?;
+    if store.project() != project || store.environment() != environment {
+        return Err(PublicError::not_found(format!(
+            "project {project:?} environment {environment:?} is not served here"
+        )));
+    }
+    Ok(store)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Routes
+
+/// `POST …/approval-requests`: files the action body for approval.
+async fn file(
+    State(state): State<SharedState>,
+    Path((project, environment)): Path<(String, String)>,
+    session: Session,
+    body: Result<JsonBody, ApiError>,
+) -> Answer {
+    let store = store(&state, &project, &environment)?;
+    let JsonBody(body) = body?;
+    let caller = &session.context.caller;
+    let action_name = body
+        .get("action")
+        .and_then(Json::as_str)
+        .ok_or_else(|| PublicError::invalid("`action` (the action's name) is required"))?;
+    let attributes = body
+        .pointer("/data/attributes")
+        .and_then(Json::as_object)
+        .ok_or_else(|| PublicError::invalid("`data.attributes` (the action body) is required"))?;
+    for forbidden in ["requester_id", "signed_approval_request"] {
+        if attributes.contains_key(forbidden) {
+            return Err(PublicError::invalid(format!(
+                "`{forbidden}` cannot be filed: the requester is the signed-in user"
+            )));
+        }
+    }
+    let collection_name = attributes
+        .get("collection_name")
+        .and_then(Json::as_str)
+        .ok_or_else(|| PublicError::invalid("`data.attributes.collection_name` is required"))?;
+    let (schema, name, scope) = named_action(&state, collection_name, action_name)?;
+    let selection = action::selection(&state, &session.context, schema, scope, &body).await?;
+    let roles = match action::check(&state, caller, schema, &name, &selection, None).await {
+        Err(ApiError::Auth(auth::Error::ActionRequiresApproval {
+            role_ids_allowed_to_approve,
+        })) => role_ids_allowed_to_approve,
+        Ok(()) => {
+            return Err(PublicError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "approval_not_required",
+                "This action does not require an approval here: run it directly.",
+            ));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let attributes = frozen(&state, caller, schema, scope, attributes, &selection).await?;
+    let approval = store
+        .create_approval(
+            caller.id,
+            &caller.email,
+            &schema.name,
+            &name,
+            &Json::Object(attributes),
+        )
+        .await?;
+    tracing::info!(
+        approval = approval.id,
+        requester = caller.id,
+        collection = schema.name,
+        action = name,
+        "approval request filed"
+    );
+    let mut answer = approval_json(&approval);
+    answer["roleIdsAllowedToApprove"] = json!(roles);
+    Ok(super::json_with(StatusCode::CREATED, &answer))
+}
+
+/// A select-all selection resolved to the ids it targets now (at most
+/// `maxRecordsForApproval`); other selections are kept as sent.
+async fn frozen(
+    state: &SharedState,
+    caller: &Caller,
+    schema: &CollectionSchema,
+    scope: ActionScope,
+    attributes: &Map<String, Json>,
+    selection: &Selection,
+) -> Result<Map<String, Json>, PublicError> {
+    let mut attributes = attributes.clone();
+    let all_records = attributes.get("all_records").is_some_and(|v| v == true);
+    if scope == ActionScope::Global || !all_records {
+        return Ok(attributes);
+    }
+    let max = state.approvals.max_records_for_approval;
+    let projection = Projection::new(schema.primary_keys().into_iter().map(str::to_owned));
+    let filter = selection
+        .for_caller
+        .clone()
+        .with_page(crate::datasource::Page {
+            skip: 0,
+            limit: max + 1,
+        });
+    let records = state
+        .datasource
+        .collection(&schema.name)
+        .map_err(ApiError::from)?
+        .list(caller, &filter, &projection)
+        .await
+        .map_err(ApiError::from)?;
+    if records.len() as u64 > max {
+        return Err(PublicError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "too_many_records",
+            format!(
+                "A select-all approval may target at most {max} records (maxRecordsForApproval): \
+                 narrow the selection"
+            ),
+        ));
+    }
+    let ids = records
+        .iter()
+        .map(|record| pack_id(schema, record))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ApiError::from)?;
+    attributes.insert("all_records".to_owned(), Json::Bool(false));
+    attributes.insert("ids".to_owned(), json!(ids));
+    attributes.insert("all_records_ids_excluded".to_owned(), json!([]));
+    Ok(attributes)
+}
+
+/// `GET …/approval-requests?status=`: the requests the caller may see, newest first.
+async fn list(
+    State(state): State<SharedState>,
+    Path((project, environment)): Path<(String, String)>,
+    session: Session,
+) -> Answer {
+    let store = store(&state, &project, &environment)?;
+    let status = session.context.query.get("status");
+    let status = match status.as_deref() {
+        None | Some("") => None,
+        Some("pending") => Some(ApprovalStatus::Pending),
+        Some("approved") => Some(ApprovalStatus::Approved),
+        Some("rejected") => Some(ApprovalStatus::Rejected),
+        Some(other) => {
+            return Err(PublicError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_parameter",
+                format!("status must be pending, approved or rejected, not {other:?}"),
+            ));
+        }
+    };
+    let mut visible = Vec::new();
+    for approval in store.approvals(status).await? {
+        if may_see(&state, &session.context.caller, &approval).await? {
+            visible.push(approval_json(&approval));
+        }
+    }
+    Ok(super::json(&json!({ "data": visible })))
+}
+
+/// `GET …/approval-requests/{id}`.
+async fn show(
+    State(state): State<SharedState>,
+    Path((project, environment, id)): Path<(String, String, i64)>,
+    session: Session,
+) -> Answer {
+    let store = store(&state, &project, &environment)?;
+    let approval = visible(&state, store, &session.context.caller, id).await?;
+    Ok(super::json(&approval_json(&approval)))
+}
+
+/// `POST …/approval-requests/{id}/approve`: runs the action as the approver.
+async fn approve(
+    State(state): State<SharedState>,
+    Path((project, environment, id)): Path<(String, String, i64)>,
+    session: Session,
+    body: Result<JsonBody, ApiError>,
+) -> Answer {
+    decide(
+        &state,
+        &project,
+        &environment,
+        id,
+        &session,
+        body,
+        ApprovalStatus::Approved,
+    )
+    .await
+}
+
+/// `POST …/approval-requests/{id}/reject`.
+async fn reject(
+    State(state): State<SharedState>,
+    Path((project, environment, id)): Path<(String, String, i64)>,
+    session: Session,
+    body: Result<JsonBody, ApiError>,
+) -> Answer {
+    decide(
+        &state,
+        &project,
+        &environment,
+        id,
+        &session,
+        body,
+        ApprovalStatus::Rejected,
+    )
+    .await
+}
+
+/// Approve or reject: the agent's approve rule on the recorded selection (as the approver
+/// sees it), then the atomic decision, then (approving) the run and its outcome.
+async fn decide(
+    state: &SharedState,
+    project: &str,
+    environment: &str,
+    id: i64,
+    session: &Session,
+    body: Result<JsonBody, ApiError>,
+    decision: ApprovalStatus,
+) -> Answer {
+    let store = store(state, project, environment)?;
+    let JsonBody(body) = body?;
+    let comment = match body.get("comment") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(comment)) if comment.chars().count() <= MAX_COMMENT_CHARS => {
+            Some(comment.as_str())
+        }
+        Some(Json::String(_)) => {
+            return Err(PublicError::invalid(format!(
+                "`comment` is longer than {MAX_COMMENT_CHARS} characters"
+            )));
+        }
+        Some(_) => return Err(PublicError::invalid("`comment` must be a string")),
+    };
+    let caller = &session.context.caller;
+    let approval = visible(state, store, caller, id).await?;
+    if approval.status != ApprovalStatus::Pending {
+        return Err(PublicError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "approval request {id} is already {}",
+                approval.status.as_str()
+            ),
+        ));
+    }
+    let (schema, name, scope) =
+        named_action(state, &approval.collection_name, &approval.action_name)?;
+    // The body the agent would receive from a signed approval: the recorded attributes and the
+    // requester.
+    let mut attributes = approval.attributes.as_object().cloned().unwrap_or_default();
+    attributes.insert("requester_id".to_owned(), json!(approval.requester_id));
+    let action_body = json!({"data": {"type": "custom-action-requests", "attributes": attributes}});
+    let selection = action::selection(state, &session.context, schema, scope, &action_body).await?;
+    action::check(
+        state,
+        caller,
+        schema,
+        &name,
+        &selection,
+        Some(approval.requester_id),
+    )
+    .await?;
+    let decided = store
+        .decide_approval(id, decision, caller.id, &caller.email, comment)
+        .await?;
+    tracing::info!(
+        approval = id,
+        decision = decision.as_str(),
+        approver = caller.id,
+        requester = approval.requester_id,
+        collection = schema.name,
+        action = name,
+        "approval request decided"
+    );
+    if decision != ApprovalStatus::Approved {
+        return Ok(super::json(&approval_json(&decided)));
+    }
+    // Claimed atomically above: no second approver can run it too.
+    let outcome = match action::perform(
+        state,
+        caller,
+        schema,
+        &name,
+        &selection.for_caller,
+        &action_body,
+    )
+    .await
+    {
+        Ok(result) => outcome_json(result),
+        Err(error) => {
+            let data = error.data();
+            let (status, name, detail) = error.public_parts();
+            let mut error = json!({"name": name, "detail": detail});
+            if let Some(data) = data {
+                error["data"] = data;
+            }
+            json!({"status": status.as_u16(), "error": error})
+        }
+    };
+    store.set_approval_outcome(id, &outcome).await?;
+    let approval = store.approval(id).await?.unwrap_or(decided);
+    Ok(super::json(&approval_json(&approval)))
+}
+
+// ------------------------------------------------------------------------------------------------
+// Helpers
+
+/// The collection and action a request names (the action by name or slug).
+fn named_action<'a>(
+    state: &'a SharedState,
+    collection: &str,
+    action: &str,
+) -> Result<(&'a CollectionSchema, String, ActionScope), PublicError> {
+    let schema = served(state.datasource.schema(), collection)
+        .map_err(|_| PublicError::not_found(format!("collection {collection:?} not found")))?;
+    schema
+        .actions
+        .iter()
+        .find(|(name, _)| *name == action || slug(name) == action)
+        .map(|(name, a)| (schema, name.clone(), a.scope))
+        .ok_or_else(|| {
+            PublicError::not_found(format!("action {action:?} of {collection:?} not found"))
+        })
+}
+
+/// An approval request the caller may see, or 404 (whether it exists is not told).
+async fn visible(
+    state: &SharedState,
+    store: &Store,
+    caller: &Caller,
+    id: i64,
+) -> Result<Approval, PublicError> {
+    match store.approval(id).await? {
+        Some(approval) if may_see(state, caller, &approval).await? => Ok(approval),
+        _ => Err(PublicError::not_found(format!(
+            "approval request {id} not found"
+        ))),
+    }
+}
+
+/// Admins see every request; others their own, and those of actions their role may approve.
+async fn may_see(
+    state: &SharedState,
+    caller: &Caller,
+    approval: &Approval,
+) -> Result<bool, PublicError> {
+    let permissions = &state.permissions;
+    if approval.requester_id == caller.id {
+        return Ok(true);
+    }
+    let admin = match permissions.user(caller).await? {
+        Some(user) => user.permission_level == PermissionLevel::Admin,
+        // Not enforced: everyone has every right.
+        None => true,
+    };
+    if admin {
+        return Ok(true);
+    }
+    Ok(permissions
+        .can_on_action(
+            caller,
+            &approval.collection_name,
+            &approval.action_name,
+            ActionRight::Approve,
+        )
+        .await?)
+}
+
+/// An approval request as the API shows it.
+fn approval_json(approval: &Approval) -> Json {
+    serde_json::to_value(approval).unwrap_or(Json::Null)
+}
+
+/// What running the approved action answered: the agent's status and body, or a file's name,
+/// type and size (its bytes are not kept).
+fn outcome_json(result: ActionResult) -> Json {
+    match result_body(result.outcome) {
+        ResultBody::Json { status, body } => json!({"status": status, "body": body}),
+        ResultBody::File {
+            name,
+            mime_type,
+            bytes,
+        } => json!({
+            "status": 200,
+            "file": {"name": name, "mimeType": mime_type, "size": bytes.len()},
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_signed_request_round_trips_and_a_wrong_secret_is_refused() {
+        let settings = ApprovalSettings::new(SECRET, 100);
+        let payload = json!({"data": {"attributes": {"requester_id": 2, "ids": ["1"]}}});
+        let token = settings.sign(&payload).unwrap();
+        assert_eq!(settings.verify(&token), Some(payload.clone()));
+        let other = ApprovalSettings::new(&"f".repeat(64), 100);
+        assert_eq!(other.verify(&token), None);
+        assert_eq!(ApprovalSettings::default().verify(&token), None);
+        assert_eq!(settings.verify("not.a.jwt"), None);
+    }
+
+    #[test]
+    fn an_expired_signed_request_is_refused() {
+        let settings = ApprovalSettings::new(SECRET, 100);
+        let past = chrono::Utc::now().timestamp() - 60;
+        let token = settings
+            .sign(&json!({"data": {"attributes": {}}, "exp": past}))
+            .unwrap();
+        assert_eq!(settings.verify(&token), None);
+    }
+
+    #[test]
+    fn max_records_is_capped_at_the_platforms_500() {
+        assert_eq!(
+            ApprovalSettings::new(SECRET, 10_000).max_records_for_approval,
+            500
+        );
+        assert_eq!(
+            ApprovalSettings::new(SECRET, 20).max_records_for_approval,
+            20
+        );
+    }
+}
