@@ -1,5 +1,5 @@
 //! End-user authentication and authorization: turns a request's credentials into a `Caller`
-//! (`session`: the agent's HMAC-signed JWT) and holds the one permission check every route calls.
+//! (`session`: the agent's HMAC-signed JWT) and decides what it may do (`permissions`, protocol §5).
 //! Nothing here knows about HTTP types; `http` maps `Error` to a status and the agent's error name.
 
 pub mod permissions;
@@ -136,11 +136,9 @@ pub enum Action {
     Trigger,
 }
 
-/// The permission check: every route calls this once, after authentication and before touching
-/// data, so that the permissions issue only has to change this function.
-///
-/// For now it allows everything to every authenticated caller (issue 3: "until permissions land,
-/// every authenticated user has every right").
+/// The placeholder check of issue 3: allows everything. Only the action routes still call it
+/// (their checks of §5.4 are being moved to `Permissions`); every other route asks
+/// `Permissions` (see `http::permission`).
 pub fn authorize(caller: &Caller, collection: &str, action: Action) -> Result<()> {
     // Named so the signature is already the one permissions needs; nothing to decide yet.
     let _ = (caller, collection, action);

@@ -476,6 +476,10 @@ fn grant_of(
 }
 
 /// The permission documents could not be read: the check cannot be made, so it fails closed.
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "called as `map_err(unavailable)`"
+)]
 fn unavailable(error: platform::Error) -> Error {
     tracing::error!(%error, "permission documents unavailable");
     Error::PermissionsUnavailable(error.to_string())

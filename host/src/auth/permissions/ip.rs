@@ -67,10 +67,13 @@ pub fn allowed(rules: &[IpRule], ip: IpAddr) -> bool {
         .any(|rule| rule.matches(ip) || mapped.is_some_and(|v4| rule.matches(v4)))
 }
 
+/// A fetched whitelist document and its readable rules.
+type Parsed = (Arc<IpWhitelist>, Arc<Vec<IpRule>>);
+
 /// The rules of the cached whitelist document, parsed once per fetched document.
 #[derive(Default)]
 pub(super) struct RuleCache {
-    parsed: Mutex<Option<(Arc<IpWhitelist>, Arc<Vec<IpRule>>)>>,
+    parsed: Mutex<Option<Parsed>>,
 }
 
 impl RuleCache {

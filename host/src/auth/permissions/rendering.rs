@@ -108,10 +108,13 @@ pub fn is_segment_query_allowed_on_connection(
     }
 }
 
+/// A fetched rendering document and the hashes of its charts.
+type Hashed = (Arc<Rendering>, Arc<HashSet<String>>);
+
 /// The hashes of each rendering's `stats`, computed once per fetched rendering document.
 #[derive(Default)]
 pub(super) struct ChartHashes {
-    by_rendering: Mutex<HashMap<i64, (Arc<Rendering>, Arc<HashSet<String>>)>>,
+    by_rendering: Mutex<HashMap<i64, Hashed>>,
 }
 
 impl ChartHashes {

@@ -32,10 +32,13 @@ struct Entry {
     tree: Option<ConditionTree>,
 }
 
+/// The parsed scopes of one (rendering, user), by collection name.
+type ByCollection = HashMap<String, Arc<Entry>>;
+
 /// Parsed scopes by (rendering, user), then by collection name.
 #[derive(Default)]
 pub(super) struct ScopeCache {
-    entries: Mutex<HashMap<(i64, i64), HashMap<String, Arc<Entry>>>>,
+    entries: Mutex<HashMap<(i64, i64), ByCollection>>,
 }
 
 impl ScopeCache {
