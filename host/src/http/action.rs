@@ -28,13 +28,10 @@ use crate::agent::action::{
     ResultBody, check_files, content_disposition, find, form_json, parse_hook, parse_values,
     result_body, slug, values_json,
 };
-use crate::agent::chart::ContextVariables;
 use crate::agent::query_string::{Params, parse_filter, parse_selection};
 use crate::auth::{self, permissions::ActionRequest};
 use crate::datasource::action::{ActionResult, ActionScope, FormPhase};
-use crate::datasource::{
-    Caller, CollectionSchema, ConditionTree, Error as DsError, Filter, unpack_id,
-};
+use crate::datasource::{Caller, CollectionSchema, Error as DsError, Filter, unpack_id};
 
 /// The action routes; the path shape depends on `useUnsafeActionEndpoint` (both cannot be
 /// registered together: they differ only by a parameter's name).
@@ -102,95 +99,11 @@ pub(super) async fn selection(
     };
     let filter = resolve(state, &context.caller, collection, request).await?;
     let for_all = restrict_to_parent(state, context, attributes, filter).await?;
-    let scope_tree = caller_scope(state, &context.caller, collection).await?;
+    let scope_tree = super::permission::scope(state, &context.caller, collection).await?;
     Ok(Selection {
         for_caller: for_all.clone().and(scope_tree),
         for_all,
     })
-}
-
-// TODO(merge): use permissions::scope
-/// The caller's scope on `collection` (§5.6): the rendering's condition tree with its
-/// `{{currentUser.*}}` placeholders substituted; `None` without one (or without enforcement).
-async fn caller_scope(
-    state: &SharedState,
-    caller: &Caller,
-    collection: &CollectionSchema,
-) -> ApiResult<Option<ConditionTree>> {
-    let permissions = &state.permissions;
-    if !permissions.enforced() {
-        return Ok(None);
-    }
-    let rendering = permissions.rendering(caller.rendering_id).await?;
-    let Some(scope) = rendering
-        .collections
-        .get(&collection.name)
-        .and_then(|c| c.scope.as_ref())
-        .filter(|scope| !scope.is_null())
-    else {
-        return Ok(None);
-    };
-    let mut variables = ContextVariables::new(caller, None);
-    if let Some(user) = permissions.user(caller).await? {
-        // The users document is the truth; the token may be older.
-        variables.insert_user_property("email", Json::from(user.email));
-        variables.insert_user_property("firstName", Json::from(user.first_name));
-        variables.insert_user_property("lastName", Json::from(user.last_name));
-        variables.insert_user_property("fullName", Json::from(user.full_name));
-        variables.insert_user_property(
-            "permissionLevel",
-            Json::from(user.permission_level.as_str()),
-        );
-        if let Some(role_id) = user.role_id {
-            variables.insert_user_property("roleId", Json::from(role_id));
-        }
-        for (tag, value) in user.tags {
-            variables.insert_user_property(format!("tags.{tag}"), Json::from(value));
-        }
-    }
-    variables.insert_user_property("team.id", Json::from(rendering.team.id));
-    variables.insert_user_property("team.name", Json::from(rendering.team.name.clone()));
-    let tree = substitute_tree(&variables, scope)?;
-    Ok(Some(ConditionTree::parse(
-        &tree,
-        collection,
-        state.datasource.schema(),
-    )?))
-}
-
-/// `{{…}}` placeholders of every leaf value (strings, and strings in arrays) substituted.
-fn substitute_tree(variables: &ContextVariables, tree: &Json) -> ApiResult<Json> {
-    let substitute = |value: &Json| -> ApiResult<Json> {
-        Ok(match value {
-            Json::String(s) => Json::String(variables.substitute(s)?),
-            other => other.clone(),
-        })
-    };
-    let Some(object) = tree.as_object() else {
-        return Ok(tree.clone());
-    };
-    let mut out = object.clone();
-    if let Some(Json::Array(conditions)) = object.get("conditions") {
-        let conditions = conditions
-            .iter()
-            .map(|c| substitute_tree(variables, c))
-            .collect::<ApiResult<Vec<_>>>()?;
-        out.insert("conditions".to_owned(), Json::Array(conditions));
-    }
-    match object.get("value") {
-        Some(Json::Array(items)) => {
-            let items = items
-                .iter()
-                .map(substitute)
-                .collect::<ApiResult<Vec<_>>>()?;
-            out.insert("value".to_owned(), Json::Array(items));
-        }
-        Some(value) => {
-            out.insert("value".to_owned(), substitute(value)?);
-        }
-        None => {}
-    }
-    Ok(Json::Object(out))
 }
 
 /// An action launched from a record's related data runs on the selection restricted to that
