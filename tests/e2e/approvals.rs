@@ -131,6 +131,22 @@ async fn filing_listing_and_approving(backend: Backend) {
     assert_eq!(listed(&f, &f.clerk, "?status=approved").await, [id]);
 }
 
+/// Two approvers deciding at once: one wins, the other gets 409, the action runs once.
+async fn concurrent_approvals_run_once(backend: Backend) {
+    let f = fixture(backend, 500).await;
+    let (_, filed) = file(&f, &f.clerk, &filing(&["2"], "race")).await;
+    let id = filed["id"].as_i64().unwrap();
+    let empty = json!({});
+    let ((first, _), (second, _)) = tokio::join!(
+        decide(&f, &f.manager, id, "approve", &empty),
+        decide(&f, &f.boss, id, "approve", &empty),
+    );
+    let mut statuses = [first, second];
+    statuses.sort();
+    assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT]);
+    assert_eq!(f.runs().len(), 1, "{:?}", f.runs());
+}
+
 /// Filing refuses what needs no approval, bad bodies and unknown actions, in the public API's
 /// error shape; the session token is required.
 async fn filing_refuses_what_needs_no_approval(backend: Backend) {
@@ -326,6 +342,7 @@ async fn select_all_is_frozen_within_max_records(backend: Backend) {
 
 on_all_backends!(
     filing_listing_and_approving,
+    concurrent_approvals_run_once,
     filing_refuses_what_needs_no_approval,
     rejecting_runs_nothing,
     self_approval_follows_the_rules,

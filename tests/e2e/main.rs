@@ -10,6 +10,7 @@ mod actions_permissions;
 mod aggregate;
 mod approvals;
 mod approvals_fixture;
+mod approvals_served;
 mod charts;
 mod composite;
 mod context;

@@ -99,10 +99,7 @@ pub(super) async fn selection(
     };
     let filter = resolve(state, &context.caller, collection, request).await?;
     let for_all = restrict_to_parent(state, context, attributes, filter).await?;
-    let scope_tree = state
-        .permissions
-        .scope(&context.caller, collection, schema)
-        .await?;
+    let scope_tree = super::permission::scope(state, &context.caller, collection).await?;
     Ok(Selection {
         for_caller: for_all.clone().and(scope_tree),
         for_all,

@@ -25,10 +25,11 @@
 //! the environment secret, whose payload replaces the action body).
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -246,7 +247,8 @@ type Answer = Result<Response, PublicError>;
 // Who is asking
 
 /// The signed-in user of a request (session token), in the `?timezone=` of the request (UTC by
-/// default: these routes are not the agent's), refused unless they are an enabled user.
+/// default: these routes are not the agent's), refused unless their address passes the IP
+/// whitelist and they are an enabled user.
 struct Session {
     context: CallerContext,
 }
@@ -259,6 +261,17 @@ impl FromRequestParts<SharedState> for Session {
         state: &SharedState,
     ) -> Result<Self, Self::Rejection> {
         let Authenticated(claims) = Authenticated::from_request_parts(parts, state).await?;
+        // The agent routes' private-routes checks: the IP whitelist (§5.7), then an enabled user.
+        let permissions = &state.permissions;
+        if permissions.ip_whitelist_enabled().await? {
+            let forwarded = super::security::forwarded_for(&parts.headers);
+            let socket = parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(address)| address.ip());
+            permissions.check_ip(forwarded.as_deref(), socket).await?;
+        }
+        permissions.enabled_user(claims.id).await?;
         let query = QueryString::parse(parts.uri.query().unwrap_or(""));
         let timezone = match query.get("timezone").filter(|t| !t.is_empty()) {
             Some(name) => {
@@ -274,8 +287,6 @@ impl FromRequestParts<SharedState> for Session {
             None => Uuid::new_v4(),
         };
         let caller = claims.into_caller(timezone, request_id);
-        // A removed or disabled user's token is worth nothing here either.
-        state.permissions.user(&caller).await?;
         Ok(Self {
             context: CallerContext { caller, query },
         })

@@ -75,7 +75,7 @@ pub async fn private_routes(
 }
 
 /// The raw `x-forwarded-for` text; several headers are joined with `, ` as Node joins them.
-fn forwarded_for(headers: &axum::http::HeaderMap) -> Option<String> {
+pub(super) fn forwarded_for(headers: &axum::http::HeaderMap) -> Option<String> {
     let values: Vec<String> = headers
         .get_all("x-forwarded-for")
         .iter()
