@@ -13,6 +13,7 @@ mod capabilities;
 mod collection;
 pub mod error;
 mod healthcheck;
+pub mod liana;
 mod middleware;
 mod modification;
 mod related;
@@ -59,6 +60,8 @@ pub struct AppState {
     pub permissions: Arc<Permissions>,
     /// Canopy's own store; `None` for routers over a bare stack (route tests).
     pub store: Option<Store>,
+    /// The permission server of other agents (`/liana/…`), when this instance serves its store.
+    pub liana: Option<Arc<liana::LianaServer>>,
 }
 
 impl AppState {
@@ -77,6 +80,7 @@ impl AppState {
             cors_allowed_origins: http.cors_allowed_origins.clone(),
             permissions: Arc::new(Permissions::allow_all()),
             store: None,
+            liana: None,
         }
     }
 
@@ -204,6 +208,7 @@ pub fn router(state: SharedState) -> Router {
     let routes = Router::new()
         .nest(&mount_path, forest)
         .fallback(error::not_found);
+    let routes = liana::around(&state, routes);
     // Trimmed before routing, which layers added to `routes` itself would follow.
     let routes = tower::ServiceExt::map_request(routes, trim_trailing_slash);
     Router::new()

@@ -8,6 +8,8 @@ use anyhow::Context as _;
 use crate::auth::{CachePolicy, Permissions};
 use crate::config::Config;
 use crate::datasource::DataSourceSchema;
+use crate::http::liana::LianaServer;
+use crate::platform::remote::{Probe, RemoteSource};
 use crate::platform::{PermissionSource, Store, bootstrap};
 
 /// The store and the permission checks fed from it (or from a remote permission server).
@@ -15,6 +17,12 @@ use crate::platform::{PermissionSource, Store, bootstrap};
 pub struct Platform {
     pub store: Store,
     pub permissions: Arc<Permissions>,
+    /// This instance as the permission server of other agents (`/liana/…`): only when its
+    /// permissions come from its own store, since it would otherwise serve documents it does
+    /// not apply.
+    pub liana: Option<Arc<LianaServer>>,
+    /// The permission server read instead of the store (`--server-url`), if any.
+    pub remote: Option<String>,
 }
 
 impl Platform {
@@ -28,7 +36,23 @@ impl Platform {
         )
         .await
         .context("opening Canopy's store (--state-url)")?;
-        let source: Arc<dyn PermissionSource> = Arc::new(store.clone());
+        // The store stays open in remote mode: it holds Canopy's own data (approvals, logs).
+        let (source, liana, remote): (Arc<dyn PermissionSource>, _, _) = match &settings.server_url
+        {
+            Some(url) => {
+                let remote = remote_source(config, url).await?;
+                let shown = remote.server().to_owned();
+                (Arc::new(remote), None, Some(shown))
+            }
+            None => (
+                Arc::new(store.clone()),
+                Some(LianaServer::new(
+                    store.clone(),
+                    config.auth.env_secret.expose(),
+                )),
+                None,
+            ),
+        };
         let mut permissions = Permissions::new(
             source,
             CachePolicy::new(
@@ -41,7 +65,17 @@ impl Platform {
         Ok(Self {
             store,
             permissions: Arc::new(permissions),
+            liana,
+            remote,
         })
+    }
+
+    /// The server is stopping: ends the event streams this instance serves, which would
+    /// otherwise hold the graceful shutdown open.
+    pub fn close_event_streams(&self) {
+        if let Some(liana) = &self.liana {
+            liana.close_event_streams();
+        }
     }
 
     /// A fresh store's first admin and Admin rights (see `platform::bootstrap`); prints how to
@@ -51,6 +85,12 @@ impl Platform {
         _config: &Config,
         schema: &DataSourceSchema,
     ) -> anyhow::Result<()> {
+        if let Some(server) = &self.remote {
+            // Users and rights live on the permission server: a local admin would be one
+            // nobody's token names.
+            tracing::info!(server, "permissions come from the permission server");
+            return Ok(());
+        }
         let email = std::env::var("CANOPY_ADMIN_EMAIL")
             .unwrap_or_else(|_| bootstrap::DEFAULT_ADMIN_EMAIL.to_owned());
         let password = std::env::var("CANOPY_ADMIN_PASSWORD").ok();
@@ -77,4 +117,36 @@ impl Platform {
         }
         Ok(())
     }
+}
+
+/// The permission server of `--server-url`, checked once: a refused env secret stops the start
+/// (nothing could ever be allowed), an unreachable server is logged and checks fail closed
+/// (503) until it answers. With `instantCacheRefresh`, its events refresh the cached documents.
+async fn remote_source(config: &Config, url: &str) -> anyhow::Result<RemoteSource> {
+    let remote = RemoteSource::new(url, config.auth.env_secret.expose())
+        .context("reading permissions from --server-url")?;
+    match remote.probe().await {
+        Probe::Ready => {
+            tracing::info!(
+                server = remote.server(),
+                "permissions come from the permission server"
+            );
+        }
+        Probe::Refused(error) => {
+            anyhow::bail!(
+                "the permission server {} refused this instance's env secret: {error}",
+                remote.server()
+            )
+        }
+        Probe::Unavailable(error) => tracing::error!(
+            server = remote.server(),
+            "{error}; every permission check is refused until it answers"
+        ),
+    }
+    if config.permissions.instant_cache_refresh {
+        remote
+            .subscribe_to_events()
+            .context("following the permission server's events")?;
+    }
+    Ok(remote)
 }
