@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use crate::agent::schema_file::SchemaFile;
 use crate::auth::{CachePolicy, Permissions};
 use crate::config::Config;
 use crate::datasource::DataSourceSchema;
@@ -22,7 +23,7 @@ pub struct Platform {
     /// not apply.
     pub liana: Option<Arc<LianaServer>>,
     /// The permission server read instead of the store (`--server-url`), if any.
-    pub remote: Option<String>,
+    pub remote: Option<Arc<RemoteSource>>,
 }
 
 impl Platform {
@@ -40,9 +41,8 @@ impl Platform {
         let (source, liana, remote): (Arc<dyn PermissionSource>, _, _) = match &settings.server_url
         {
             Some(url) => {
-                let remote = remote_source(config, url).await?;
-                let shown = remote.server().to_owned();
-                (Arc::new(remote), None, Some(shown))
+                let remote = Arc::new(remote_source(config, url).await?);
+                (Arc::clone(&remote) as _, None, Some(remote))
             }
             None => (
                 Arc::new(store.clone()),
@@ -82,13 +82,13 @@ impl Platform {
     /// sign in when it created the admin.
     pub async fn bootstrap(
         &self,
-        _config: &Config,
+        config: &Config,
         schema: &DataSourceSchema,
     ) -> anyhow::Result<()> {
-        if let Some(server) = &self.remote {
+        if let Some(remote) = &self.remote {
             // Users and rights live on the permission server: a local admin would be one
-            // nobody's token names.
-            tracing::info!(server, "permissions come from the permission server");
+            // nobody's token names. The server gets the schema, as the agent's does.
+            send_schema(config, schema, remote).await;
             return Ok(());
         }
         let email = std::env::var("CANOPY_ADMIN_EMAIL")
@@ -149,4 +149,34 @@ async fn remote_source(config: &Config, url: &str) -> anyhow::Result<RemoteSourc
             .context("following the permission server's events")?;
     }
     Ok(remote)
+}
+
+/// The schema upload of the agent's start (`skipSchemaUpdate` skips it): the file as written or,
+/// in production, as read. A failure is logged, not fatal: the upload informs the server, the
+/// permission checks do not depend on it.
+async fn send_schema(config: &Config, schema: &DataSourceSchema, remote: &RemoteSource) {
+    if config.schema.skip_schema_update {
+        return;
+    }
+    let file = if config.is_production && !config.experimental.webhook_custom_actions {
+        SchemaFile::read(&config.schema.path, super::schema_meta(config))
+            .map_err(anyhow::Error::from)
+    } else {
+        super::build_schema_file(config, schema)
+    };
+    let file = match file {
+        Ok(file) => file,
+        Err(error) => {
+            tracing::error!("the schema cannot be sent to the permission server: {error:#}");
+            return;
+        }
+    };
+    match remote.send_schema(&file).await {
+        Ok(true) => tracing::info!(hash = file.hash(), "schema sent to the permission server"),
+        Ok(false) => tracing::info!(
+            hash = file.hash(),
+            "schema unchanged on the permission server"
+        ),
+        Err(error) => tracing::error!("sending the schema to the permission server: {error}"),
+    }
 }

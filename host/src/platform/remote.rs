@@ -17,6 +17,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 
+use crate::agent::schema_file::SchemaFile;
+
 use super::documents::{
     EnvironmentPermissions, IpWhitelist, IpWhitelistDocument, Rendering, UserEntry,
 };
@@ -27,6 +29,9 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The header carrying the env secret, which names the environment to the server.
 pub const SECRET_HEADER: &str = "forest-secret-key";
+
+/// The schema upload's timeout (`schemaPublicationTimeout`).
+pub const SCHEMA_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The events path (SSE).
 pub const EVENTS_PATH: &str = "/liana/v4/subscribe-to-events";
@@ -112,38 +117,78 @@ impl RemoteSource {
 
     /// `GET {server}{path}` as the agent sends it, read as `T`.
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
-        let url = format!("{}{path}", self.base);
+        let body = self.call(reqwest::Method::GET, path, None, TIMEOUT).await?;
+        read(&body, &format!("{}{path}", self.shown))
+    }
+
+    /// One call to the server with the env secret: the body of a 2xx answer, else the error as
+    /// the agent reads it.
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>> {
         let shown = format!("{}{path}", self.shown);
-        let response = self
+        let mut request = self
             .client
-            .get(&url)
+            .request(method, format!("{}{path}", self.base))
+            .timeout(timeout)
             .header(SECRET_HEADER, &self.env_secret)
-            .header(reqwest::header::ACCEPT, "application/json")
+            .header(reqwest::header::ACCEPT, "application/json");
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request
             .send()
             .await
-            .map_err(|e| self.transport_error(&e, &shown))?;
+            .map_err(|e| self.transport_error(&e, &shown, timeout))?;
         let status = response.status().as_u16();
         let body = response
             .bytes()
             .await
-            .map_err(|e| self.transport_error(&e, &shown))?;
+            .map_err(|e| self.transport_error(&e, &shown, timeout))?;
         if !(200..300).contains(&status) {
             return Err(server_error(status, &body, &shown));
         }
-        serde_json::from_slice(&body).map_err(|e| {
-            Error::Remote(format!(
-                "the permission server answered {shown} with a document Canopy cannot read: {e}"
-            ))
-        })
+        Ok(body.to_vec())
+    }
+
+    /// The agent's schema upload at start (protocol §6.1): `POST /forest/apimaps/hashcheck`,
+    /// then, only if the server asks for it, `POST /forest/apimaps` with the schema as a
+    /// JSON:API document (30 s). Returns whether the schema was sent.
+    pub async fn send_schema(&self, schema: &SchemaFile) -> Result<bool> {
+        let hash = schema.hash();
+        let path = "/forest/apimaps/hashcheck";
+        let answer = self
+            .call(
+                reqwest::Method::POST,
+                path,
+                Some(&serde_json::json!({"schemaFileHash": hash})),
+                TIMEOUT,
+            )
+            .await?;
+        let answer: HashCheck = read(&answer, &format!("{}{path}", self.shown))?;
+        if answer.send_schema {
+            self.call(
+                reqwest::Method::POST,
+                "/forest/apimaps",
+                Some(&apimap(schema, &hash)),
+                SCHEMA_TIMEOUT,
+            )
+            .await?;
+        }
+        Ok(answer.send_schema)
     }
 
     /// A request that got no answer: timed out, or the server could not be reached.
-    fn transport_error(&self, error: &reqwest::Error, url: &str) -> Error {
+    fn transport_error(&self, error: &reqwest::Error, url: &str, timeout: Duration) -> Error {
         if error.is_timeout() {
             Error::Remote(format!(
                 "the request to the permission server timed out after {} s while trying to \
                  reach {url}",
-                TIMEOUT.as_secs()
+                timeout.as_secs()
             ))
         } else {
             Error::Remote(format!(
@@ -178,7 +223,7 @@ impl RemoteSource {
                     Probe::Unavailable(error)
                 }
             }
-            Err(error) => Probe::Unavailable(self.transport_error(&error, &shown)),
+            Err(error) => Probe::Unavailable(self.transport_error(&error, &shown, TIMEOUT)),
         }
     }
 
@@ -236,6 +281,76 @@ impl PermissionSource for RemoteSource {
 
     fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// `{sendSchema}` of the hash check.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HashCheck {
+    send_schema: bool,
+}
+
+/// A 2xx body read as `T`.
+fn read<T: DeserializeOwned>(body: &[u8], url: &str) -> Result<T> {
+    serde_json::from_slice(body).map_err(|e| {
+        Error::Remote(format!(
+            "the permission server answered {url} with a document Canopy cannot read: {e}"
+        ))
+    })
+}
+
+/// The schema as the agent uploads it (`SchemaService.serialize`, json-api-serializer): each
+/// collection a `collections` resource whose attributes are its keys but `segments` and
+/// `actions`, which become relationships to resources of the `included` list; `meta` is the
+/// schema's with the `schemaFileHash`.
+pub fn apimap(schema: &SchemaFile, hash: &str) -> serde_json::Value {
+    use serde_json::{Map, Value as Json, json};
+    let mut data = Vec::with_capacity(schema.collections.len());
+    let mut included: Vec<Json> = Vec::new();
+    for collection in &schema.collections {
+        let Json::Object(keys) = collection else {
+            continue;
+        };
+        let mut attributes = Map::new();
+        let mut relationships = Map::new();
+        for (key, value) in keys {
+            if !matches!(key.as_str(), "segments" | "actions") {
+                attributes.insert(key.clone(), value.clone());
+                continue;
+            }
+            let mut links = Vec::new();
+            for item in value.as_array().into_iter().flatten() {
+                let id = json_api_id(&item["id"]);
+                links.push(json!({"type": key, "id": id}));
+                let mut item_attributes = item.as_object().cloned().unwrap_or_default();
+                item_attributes.remove("id");
+                let resource = json!({"type": key, "id": id, "attributes": item_attributes});
+                if !included.contains(&resource) {
+                    included.push(resource);
+                }
+            }
+            relationships.insert(key.clone(), json!({"data": links}));
+        }
+        data.push(json!({
+            "type": "collections",
+            "id": json_api_id(&collection["name"]),
+            "attributes": attributes,
+            "relationships": relationships,
+        }));
+    }
+    let mut meta = schema.meta.to_json();
+    if let Json::Object(meta) = &mut meta {
+        meta.insert("schemaFileHash".to_owned(), Json::String(hash.to_owned()));
+    }
+    json!({"jsonapi": {"version": "1.0"}, "meta": meta, "data": data, "included": included})
+}
+
+/// JSON:API ids are strings.
+fn json_api_id(id: &serde_json::Value) -> String {
+    match id {
+        serde_json::Value::String(id) => id.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -464,6 +579,42 @@ mod tests {
             server_error(500, br#"{"errors":[{"detail":"boom"}]}"#, "u").to_string(),
             "permission server: boom (500 from u)"
         );
+    }
+
+    #[test]
+    fn the_apimap_is_the_schema_as_json_api() {
+        use serde_json::json;
+        let schema = SchemaFile {
+            collections: vec![json!({
+                "name": "books",
+                "actions": [{"id": "books-0-mark", "name": "Mark", "type": "single"}],
+                "fields": [{"field": "id", "type": "Number"}],
+                "segments": [{"id": "books.Recent", "name": "Recent"}],
+            })],
+            meta: crate::agent::schema_file::Meta::default(),
+        };
+        let apimap = apimap(&schema, "abc");
+        assert_eq!(
+            apimap["data"],
+            json!([{
+                "type": "collections",
+                "id": "books",
+                "attributes": {"name": "books", "fields": [{"field": "id", "type": "Number"}]},
+                "relationships": {
+                    "actions": {"data": [{"type": "actions", "id": "books-0-mark"}]},
+                    "segments": {"data": [{"type": "segments", "id": "books.Recent"}]},
+                },
+            }])
+        );
+        assert_eq!(
+            apimap["included"],
+            json!([
+                {"type": "actions", "id": "books-0-mark", "attributes": {"name": "Mark", "type": "single"}},
+                {"type": "segments", "id": "books.Recent", "attributes": {"name": "Recent"}},
+            ])
+        );
+        assert_eq!(apimap["meta"]["schemaFileHash"], "abc");
+        assert_eq!(apimap["meta"]["liana"], "forest-nodejs-agent");
     }
 
     #[test]
