@@ -206,6 +206,11 @@ async fn drop_state(url: &str) {
 
 /// A session token for a user of the server's store.
 fn token(id: i64, email: &str, role: &str) -> String {
+    token_for(id, email, role, 1)
+}
+
+/// A session token for a user of the server's store, in that rendering.
+fn token_for(id: i64, email: &str, role: &str, rendering_id: i64) -> String {
     let claims = SessionClaims {
         id,
         email: email.to_owned(),
@@ -216,7 +221,7 @@ fn token(id: i64, email: &str, role: &str) -> String {
         role: role.to_owned(),
         role_id: None,
         permission_level: PermissionLevel::User,
-        rendering_id: 1,
+        rendering_id,
         tags: BTreeMap::new(),
         iat: 0,
         exp: 0,
@@ -605,4 +610,211 @@ async fn a_client_whose_server_is_down_starts_and_says_checks_are_refused() {
         .await;
     let exit = client.stop(Duration::from_secs(10)).await;
     assert!(exit.success(), "{exit:?}");
+}
+
+/// `tests/clients/node-agent`: a real `@forestadmin/agent` (npm) serving a PostgreSQL database.
+fn node_agent_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/clients/node-agent");
+    assert!(
+        dir.join("node_modules/@forestadmin/agent").exists(),
+        "the Node agent is not installed: run `npm ci` in {} (.ci/run does)",
+        dir.display()
+    );
+    dir
+}
+
+/// A PostgreSQL database with `books` (ids 1..=3) for the Node agent; its URL.
+async fn postgres_books() -> String {
+    use sqlx::Connection as _;
+    let url = state_url(true, Path::new("")).await;
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE books (id SERIAL PRIMARY KEY, title TEXT NOT NULL);
+         INSERT INTO books (title) VALUES ('Dune'), ('Emma'), ('Ulysses');",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    url
+}
+
+/// The Node agent process: started with `forestServerUrl` = a Canopy, ready once `agent.start()`
+/// resolved (schema sent, events subscribed, IP whitelist loaded).
+fn start_node_agent(server_url: &str, database_url: &str, dir: &Path) -> Process {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut child = Command::new("node")
+        .arg("agent.js")
+        .current_dir(node_agent_dir())
+        .env("AGENT_PORT", port.to_string())
+        .env("FOREST_AUTH_SECRET", AUTH_SECRET)
+        .env("FOREST_ENV_SECRET", ENV_SECRET)
+        .env("FOREST_SERVER_URL", server_url)
+        .env("SCHEMA_PATH", dir.join("node-schema.json"))
+        .env("DATABASE_URL", database_url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node (Node.js 18 or later) runs the agent");
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lines = std::sync::Arc::clone(&stderr);
+    let pipe = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            lines.lock().unwrap().push(line);
+        }
+    });
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let process = Process {
+        address: format!("127.0.0.1:{port}"),
+        child,
+        stderr,
+    };
+    assert_eq!(
+        line.trim(),
+        format!("ready {port}"),
+        "the agent did not start:\n{}",
+        {
+            std::thread::sleep(Duration::from_millis(200));
+            process.logs()
+        }
+    );
+    process
+}
+
+/// A real Node agent (`@forestadmin/agent` from npm) whose Forest server is a Canopy process:
+/// it boots against it (schema hash check and upload, events, IP whitelist), and applies the
+/// rights, users, scope and events Canopy serves from its store: the reader lists the scoped
+/// books but may not delete, the admin may, and a right granted in Canopy's store reaches the
+/// agent through the event stream (the agent refetches on no denial with instantCacheRefresh).
+#[tokio::test]
+async fn a_node_agent_boots_against_canopy_and_applies_its_permissions() {
+    let dir = TempDir::new();
+    let agent_db = postgres_books().await;
+    let books = seed_books(&dir.0.join("books.sqlite")).await;
+    let server_state = state_url(false, &dir.0).await;
+    let mut server = serve(
+        &[
+            "--database-url",
+            &books,
+            "--state-url",
+            &server_state,
+            "--env-secret",
+            ENV_SECRET,
+        ],
+        &dir.0,
+        "server",
+    )
+    .unwrap_or_else(|(code, logs)| panic!("server exited {code}:\n{logs}"));
+    let store = Store::open(&server_state, "canopy", "production")
+        .await
+        .unwrap();
+    let reader_id = grant_readers(&store).await;
+    store
+        .update_user(
+            &Actor::System,
+            reader_id,
+            canopy::platform::UserChange {
+                teams: Some(vec!["Operations".to_owned()]),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    // The Operations team's scope on books: Ulysses is out of its sight.
+    let rendering_id = store
+        .set_rendering(
+            &Actor::System,
+            "Operations",
+            BTreeMap::from([(
+                "books".to_owned(),
+                canopy::platform::documents::RenderingCollection {
+                    scope: Some(serde_json::json!({
+                        "field": "title", "operator": "not_equal", "value": "Ulysses"
+                    })),
+                    segments: Vec::new(),
+                    live_query_segments: Vec::new(),
+                },
+            )]),
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+
+    let mut agent = start_node_agent(&server.url(), &agent_db, &dir.0);
+
+    // The agent's start went through Canopy: its schema is stored, as the Forest server keeps it.
+    let apimap = store.apimap().await.unwrap().expect("the agent's schema");
+    assert_eq!(apimap.document["meta"]["liana"], "forest-nodejs-agent");
+    assert_eq!(apimap.document["meta"]["stack"]["engine"], "nodejs");
+    assert_eq!(apimap.document["data"][0]["id"], "books");
+    agent
+        .wait_for_logs(&["Schema was updated, sending new version"])
+        .await;
+
+    let reader = token_for(reader_id, "reader@canopy.local", "Reader", rendering_id);
+    let admin = token_for(1, "admin@canopy.local", "Admin", rendering_id);
+    let list = format!("{}/forest/books?timezone=UTC&sort=id", agent.url());
+    let (status, body) = http(reqwest::Method::GET, &list, &reader).await;
+    assert_eq!(status, 200, "{body}");
+    let titles: Vec<&str> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["attributes"]["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["Dune", "Emma"], "the team's scope applies");
+
+    let one = format!("{}/forest/books/1?timezone=UTC", agent.url());
+    let (status, body) = http(reqwest::Method::DELETE, &one, &reader).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["errors"][0]["name"], "ForbiddenError");
+    let (status, body) = http(reqwest::Method::DELETE, &one, &admin).await;
+    assert_eq!(status, 204, "{body}");
+    // Someone the users document does not list is refused.
+    let stranger = token_for(424_242, "who@nowhere", "Admin", rendering_id);
+    let (status, body) = http(reqwest::Method::GET, &list, &stranger).await;
+    assert_eq!(status, 403, "{body}");
+
+    // Readers may delete now: Canopy's event stream tells the agent, which refetches.
+    let readers = store.role_by_name("Reader").await.unwrap().unwrap();
+    let mut document = store.environment_document().await.unwrap();
+    if let EnvironmentPermissions::Collections { collections } = &mut document {
+        let rights = &mut collections.get_mut("books").unwrap().collection;
+        if let Grant::Roles { roles } = &mut rights.delete_enabled {
+            roles.push(readers.id);
+        }
+    }
+    store
+        .set_environment_document(&Actor::System, &document)
+        .await
+        .unwrap();
+    let two = format!("{}/forest/books/2?timezone=UTC", agent.url());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, body) = http(reqwest::Method::DELETE, &two, &reader).await;
+        if status == 204 {
+            break;
+        }
+        assert_eq!(status, 403, "{body}");
+        assert!(
+            Instant::now() < deadline,
+            "the grant did not reach the agent:\n{}",
+            agent.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    let exit = agent.stop(Duration::from_secs(10)).await;
+    assert!(exit.success(), "{exit:?}\n{}", agent.logs());
+    // Canopy stops while the agent's event stream may still be open.
+    let exit = server.stop(Duration::from_secs(10)).await;
+    assert!(exit.success(), "{exit:?}");
+    store.close().await;
+    drop_state(&agent_db).await;
 }
