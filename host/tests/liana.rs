@@ -460,7 +460,7 @@ async fn the_servers_permissions_apply_to_the_clients_requests() {
     let list = format!("{}/forest/books?timezone=UTC", client.url());
     let (status, body) = http(reqwest::Method::GET, &list, &reader).await;
     assert_eq!(status, 200, "{body}");
-    let one = format!("{}/forest/books/1", client.url());
+    let one = format!("{}/forest/books/1?timezone=UTC", client.url());
     let (status, body) = http(reqwest::Method::DELETE, &one, &reader).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["errors"][0]["detail"], "Forbidden");
@@ -480,7 +480,7 @@ async fn the_servers_permissions_apply_to_the_clients_requests() {
         .set_environment_document(&Actor::System, &document)
         .await
         .unwrap();
-    let two = format!("{}/forest/books/2", client.url());
+    let two = format!("{}/forest/books/2?timezone=UTC", client.url());
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (status, body) = http(reqwest::Method::DELETE, &two, &reader).await;
