@@ -732,3 +732,52 @@ async fn an_instance_without_a_store_serves_no_permission_documents() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body, json!("Not Found"));
 }
+
+/// A collection named `apimaps` served at `/forest` keeps its routes: only a call carrying
+/// `forest-secret-key` is a schema upload; elsewhere `/forest/apimaps` is always the upload.
+#[tokio::test]
+async fn a_collection_named_apimaps_keeps_its_routes() {
+    let store_db = TestDb::new(Backend::Sqlite).await;
+    let store = Store::open(&store_db.url, "acme", "production")
+        .await
+        .unwrap();
+    let data_db = TestDb::new(Backend::Sqlite).await;
+    data_db
+        .execute("CREATE TABLE apimaps (id INTEGER PRIMARY KEY, title TEXT NOT NULL)")
+        .await;
+    let datasource = data_db.datasource(Options::default()).await;
+    let mut state = AppState::new(
+        Arc::new(datasource),
+        SessionKey::new("a-test-auth-secret"),
+        &HttpConfig::default(),
+    );
+    state.store = Some(store.clone());
+    state.liana = Some(LianaServer::new(store.clone(), ENV_SECRET));
+    let app = router(Arc::new(state));
+
+    // The agent's own route: a list with the session token, a create refused without one.
+    let (status, _, body) = send(&app, crate::http::get("/forest/apimaps?timezone=UTC")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _, body) = send(
+        &app,
+        call("POST", "/forest/apimaps", None, Some(&json!({"data": {}}))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(body["errors"][0]["detail"], "Authentication Error");
+    // With the env secret: the schema upload.
+    let (status, _, body) = send(
+        &app,
+        call(
+            "POST",
+            "/forest/apimaps/hashcheck",
+            Some(ENV_SECRET),
+            Some(&json!({"schemaFileHash": "h"})),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::OK, json!({"sendSchema": true}))
+    );
+}
