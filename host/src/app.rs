@@ -93,6 +93,13 @@ impl Ready {
         if options.watch {
             served.reload_on_change();
         }
+        // Open event streams (`/liana/v4/subscribe-to-events`) end first, or the graceful
+        // shutdown would wait for them.
+        let platform = served.platform().clone();
+        let shutdown = async move {
+            shutdown.await;
+            platform.close_event_streams();
+        };
         crate::http::server::serve(listener, served.router(), self.limits, shutdown).await;
         served.log_stats();
         Ok(())

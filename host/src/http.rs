@@ -14,6 +14,7 @@ mod capabilities;
 mod collection;
 pub mod error;
 mod healthcheck;
+pub mod liana;
 mod middleware;
 mod modification;
 mod permission;
@@ -65,6 +66,8 @@ pub struct AppState {
     pub store: Option<Store>,
     /// The env secret of `signed_approval_request` and `maxRecordsForApproval`.
     pub approvals: ApprovalSettings,
+    /// The permission server of other agents (`/liana/…`), when this instance serves its store.
+    pub liana: Option<Arc<liana::LianaServer>>,
 }
 
 impl AppState {
@@ -84,6 +87,7 @@ impl AppState {
             permissions: Arc::new(Permissions::allow_all()),
             store: None,
             approvals: ApprovalSettings::default(),
+            liana: None,
         }
     }
 
@@ -219,6 +223,7 @@ pub fn router(state: SharedState) -> Router {
         .nest(&mount_path, forest)
         .merge(approvals::router(Arc::clone(&state)))
         .fallback(error::not_found);
+    let routes = liana::around(&state, routes);
     // Trimmed before routing, which layers added to `routes` itself would follow.
     let routes = tower::ServiceExt::map_request(routes, trim_trailing_slash);
     Router::new()

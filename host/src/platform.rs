@@ -9,6 +9,8 @@
 pub mod bootstrap;
 pub mod documents;
 pub mod password;
+pub mod remote;
+pub mod server;
 pub mod store;
 
 use async_trait::async_trait;

@@ -26,6 +26,7 @@ mod http_props;
 mod http_stats;
 mod http_write;
 mod introspection;
+mod liana;
 mod list;
 mod operators;
 mod permissions;

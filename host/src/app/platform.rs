@@ -5,9 +5,12 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use crate::agent::schema_file::SchemaFile;
 use crate::auth::{CachePolicy, Permissions};
 use crate::config::Config;
 use crate::datasource::DataSourceSchema;
+use crate::http::liana::LianaServer;
+use crate::platform::remote::{Probe, RemoteSource};
 use crate::platform::{PermissionSource, Store, bootstrap};
 
 /// The store and the permission checks fed from it (or from a remote permission server).
@@ -15,6 +18,12 @@ use crate::platform::{PermissionSource, Store, bootstrap};
 pub struct Platform {
     pub store: Store,
     pub permissions: Arc<Permissions>,
+    /// This instance as the permission server of other agents (`/liana/…`): only when its
+    /// permissions come from its own store, since it would otherwise serve documents it does
+    /// not apply.
+    pub liana: Option<Arc<LianaServer>>,
+    /// The permission server read instead of the store (`--server-url`), if any.
+    pub remote: Option<Arc<RemoteSource>>,
 }
 
 impl Platform {
@@ -28,7 +37,22 @@ impl Platform {
         )
         .await
         .context("opening Canopy's store (--state-url)")?;
-        let source: Arc<dyn PermissionSource> = Arc::new(store.clone());
+        // The store stays open in remote mode: it holds Canopy's own data (approvals, logs).
+        let (source, liana, remote): (Arc<dyn PermissionSource>, _, _) = match &settings.server_url
+        {
+            Some(url) => {
+                let remote = Arc::new(remote_source(config, url).await?);
+                (Arc::clone(&remote) as _, None, Some(remote))
+            }
+            None => (
+                Arc::new(store.clone()),
+                Some(LianaServer::new(
+                    store.clone(),
+                    config.auth.env_secret.expose(),
+                )),
+                None,
+            ),
+        };
         let mut permissions = Permissions::new(
             source,
             CachePolicy::new(
@@ -41,16 +65,32 @@ impl Platform {
         Ok(Self {
             store,
             permissions: Arc::new(permissions),
+            liana,
+            remote,
         })
+    }
+
+    /// The server is stopping: ends the event streams this instance serves, which would
+    /// otherwise hold the graceful shutdown open.
+    pub fn close_event_streams(&self) {
+        if let Some(liana) = &self.liana {
+            liana.close_event_streams();
+        }
     }
 
     /// A fresh store's first admin and Admin rights (see `platform::bootstrap`); prints how to
     /// sign in when it created the admin.
     pub async fn bootstrap(
         &self,
-        _config: &Config,
+        config: &Config,
         schema: &DataSourceSchema,
     ) -> anyhow::Result<()> {
+        if let Some(remote) = &self.remote {
+            // Users and rights live on the permission server: a local admin would be one
+            // nobody's token names. The server gets the schema, as the agent's does.
+            send_schema(config, schema, remote).await;
+            return Ok(());
+        }
         let email = std::env::var("CANOPY_ADMIN_EMAIL")
             .unwrap_or_else(|_| bootstrap::DEFAULT_ADMIN_EMAIL.to_owned());
         let password = std::env::var("CANOPY_ADMIN_PASSWORD").ok();
@@ -76,5 +116,67 @@ impl Platform {
             );
         }
         Ok(())
+    }
+}
+
+/// The permission server of `--server-url`, checked once: a refused env secret stops the start
+/// (nothing could ever be allowed), an unreachable server is logged and checks fail closed
+/// (503) until it answers. With `instantCacheRefresh`, its events refresh the cached documents.
+async fn remote_source(config: &Config, url: &str) -> anyhow::Result<RemoteSource> {
+    let remote = RemoteSource::new(url, config.auth.env_secret.expose())
+        .context("reading permissions from --server-url")?;
+    match remote.probe().await {
+        Probe::Ready => {
+            tracing::info!(
+                server = remote.server(),
+                "permissions come from the permission server"
+            );
+        }
+        Probe::Refused(error) => {
+            anyhow::bail!(
+                "the permission server {} refused this instance's env secret: {error}",
+                remote.server()
+            )
+        }
+        Probe::Unavailable(error) => tracing::error!(
+            server = remote.server(),
+            "{error}; every permission check is refused until it answers"
+        ),
+    }
+    if config.permissions.instant_cache_refresh {
+        remote
+            .subscribe_to_events()
+            .context("following the permission server's events")?;
+    }
+    Ok(remote)
+}
+
+/// The schema upload of the agent's start (`skipSchemaUpdate` skips it): the file as written or,
+/// in production, as read. A failure is logged, not fatal: the upload informs the server, the
+/// permission checks do not depend on it.
+async fn send_schema(config: &Config, schema: &DataSourceSchema, remote: &RemoteSource) {
+    if config.schema.skip_schema_update {
+        return;
+    }
+    let file = if config.is_production && !config.experimental.webhook_custom_actions {
+        SchemaFile::read(&config.schema.path, super::schema_meta(config))
+            .map_err(anyhow::Error::from)
+    } else {
+        super::build_schema_file(config, schema)
+    };
+    let file = match file {
+        Ok(file) => file,
+        Err(error) => {
+            tracing::error!("the schema cannot be sent to the permission server: {error:#}");
+            return;
+        }
+    };
+    match remote.send_schema(&file).await {
+        Ok(true) => tracing::info!(hash = file.hash(), "schema sent to the permission server"),
+        Ok(false) => tracing::info!(
+            hash = file.hash(),
+            "schema unchanged on the permission server"
+        ),
+        Err(error) => tracing::error!("sending the schema to the permission server: {error}"),
     }
 }

@@ -254,6 +254,7 @@ async fn build(
     );
     state.permissions = Arc::clone(&platform.permissions);
     state.store = Some(platform.store.clone());
+    state.liana = platform.liana.clone();
     Ok((http::router(Arc::new(state)), plugins, count, stack))
 }
 

@@ -117,7 +117,7 @@ async fn reload(State(admin): State<Arc<Admin>>, request: Request) -> Response {
 }
 
 /// Compares without an early exit, so response times do not tell how much of a guess matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
