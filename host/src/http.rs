@@ -8,6 +8,7 @@
 
 mod action;
 mod api_chart;
+mod authentication;
 mod caller;
 mod capabilities;
 mod collection;
@@ -28,6 +29,7 @@ use axum::extract::DefaultBodyLimit;
 pub use caller::{CallerContext, JsonBody};
 pub use error::{ApiError, ApiResult};
 
+use crate::auth::login::Login;
 use crate::auth::{Permissions, SessionKey};
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
@@ -59,6 +61,8 @@ pub struct AppState {
     pub permissions: Arc<Permissions>,
     /// Canopy's own store; `None` for routers over a bare stack (route tests).
     pub store: Option<Store>,
+    /// Sign-in (`/authentication…`), shared by every generation; `None` over a bare stack.
+    pub login: Option<Arc<Login>>,
 }
 
 impl AppState {
@@ -77,6 +81,7 @@ impl AppState {
             cors_allowed_origins: http.cors_allowed_origins.clone(),
             permissions: Arc::new(Permissions::allow_all()),
             store: None,
+            login: None,
         }
     }
 
@@ -190,6 +195,7 @@ pub fn router(state: SharedState) -> Router {
     let json_limit = state.json_limit;
     let forest = Router::new()
         .merge(healthcheck::router())
+        .merge(authentication::router())
         .merge(collection::router())
         .merge(modification::router())
         .merge(related::router())

@@ -23,6 +23,8 @@ mod http_stats;
 mod http_write;
 mod introspection;
 mod list;
+mod login;
+mod login_oidc;
 mod operators;
 mod platform_store;
 mod plugins;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use crate::auth::login::Login;
 use crate::auth::{CachePolicy, Permissions};
 use crate::config::Config;
 use crate::datasource::DataSourceSchema;
@@ -15,6 +16,8 @@ use crate::platform::{PermissionSource, Store, bootstrap};
 pub struct Platform {
     pub store: Store,
     pub permissions: Arc<Permissions>,
+    /// Sign-in over the store: its rate limits and OpenID provider outlive plugin reloads.
+    pub login: Arc<Login>,
 }
 
 impl Platform {
@@ -38,9 +41,17 @@ impl Platform {
         );
         permissions.skip_relation_read_permissions =
             config.permissions.skip_relation_read_permissions;
+        let login = Login::new(
+            &config.login,
+            config.auth.auth_secret.expose(),
+            &config.http.mount_path(),
+            store.clone(),
+        )
+        .map_err(anyhow::Error::msg)?;
         Ok(Self {
             store,
             permissions: Arc::new(permissions),
+            login: Arc::new(login),
         })
     }
 

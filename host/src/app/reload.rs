@@ -248,6 +248,7 @@ async fn build(
     state.use_unsafe_action_endpoint = config.actions.use_unsafe_action_endpoint;
     state.permissions = Arc::clone(&platform.permissions);
     state.store = Some(platform.store.clone());
+    state.login = Some(Arc::clone(&platform.login));
     Ok((http::router(Arc::new(state)), plugins, count, stack))
 }
 

@@ -17,6 +17,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -25,6 +26,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::ConnectInfo;
 use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -74,8 +76,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 // Out of file descriptors and the like: wait instead of spinning.
                 tracing::error!(target: "canopy::http", %error, "cannot accept a connection");
@@ -86,6 +88,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         tokio::spawn(connection(
             stream,
+            peer,
             router.clone(),
             limits,
             stop_rx.clone(),
@@ -101,6 +104,7 @@ pub async fn serve(
 /// Serves one connection until it closes, a timeout closes it, or the server stops.
 async fn connection(
     stream: tokio::net::TcpStream,
+    peer: SocketAddr,
     router: Router,
     limits: ServerLimits,
     mut stop: watch::Receiver<bool>,
@@ -109,6 +113,7 @@ async fn connection(
     let activity = Arc::new(Activity::default());
     let service = Tracked {
         router,
+        peer,
         activity: Arc::clone(&activity),
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -191,6 +196,8 @@ impl Drop for InFlight {
 /// The router as a hyper service that records each request's activity.
 struct Tracked {
     router: Router,
+    /// The client's address, handed to handlers as axum's `ConnectInfo` (sign-in rate limits).
+    peer: SocketAddr,
     activity: Arc<Activity>,
 }
 
@@ -202,8 +209,11 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.start();
         let router = self.router.clone();
+        let peer = self.peer;
         Box::pin(async move {
-            let response = router.oneshot(request.map(Body::new)).await;
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(ConnectInfo(peer));
+            let response = router.oneshot(request).await;
             // A streamed body (a CSV export) may take long after the head: the request stays in
             // progress until its last frame.
             Ok(response?.map(|body| {
