@@ -136,7 +136,7 @@ pub(crate) async fn seed(store_db: &TestDb) -> Store {
     store
 }
 
-async fn started(backend: Backend, login: LoginArgs) -> (Canopy, TestDb) {
+pub(crate) async fn started(backend: Backend, login: LoginArgs) -> (Canopy, TestDb) {
     let store_db = TestDb::new(backend).await;
     seed(&store_db).await;
     let canopy = serve_on(listener().await, &store_db, login).await;

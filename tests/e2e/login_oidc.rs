@@ -53,9 +53,11 @@ fn start_provider(redirect_uri: &str, accounts: &Json) -> Provider {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("node is required by the login tests");
-    let stdout = child.stdout.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
+    stdout.read_line(&mut line).unwrap();
+    // Whatever the provider prints later is drained: a closed pipe would kill it (EPIPE).
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     let issuer = line
         .trim()
         .strip_prefix("issuer ")
@@ -112,7 +114,7 @@ async fn sign_in(base: &str, issuer: &str, account: &str) -> (reqwest::Url, Stat
     let mut response = client.get(&url).send().await.unwrap();
     // The login form, then the consent form.
     for _ in 0..4 {
-        if !response.url().as_str().starts_with(issuer) {
+        if !response.url().as_str().starts_with(&format!("{issuer}/")) {
             break;
         }
         assert_eq!(response.status(), StatusCode::OK, "{}", response.url());

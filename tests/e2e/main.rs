@@ -24,6 +24,7 @@ mod http_write;
 mod introspection;
 mod list;
 mod login;
+mod login_browser;
 mod login_oidc;
 mod operators;
 mod platform_store;
