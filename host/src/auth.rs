@@ -2,6 +2,7 @@
 //! (`session`: the agent's HMAC-signed JWT) and decides what it may do (`permissions`, protocol §5).
 //! Nothing here knows about HTTP types; `http` maps `Error` to a status and the agent's error name.
 
+pub mod login;
 pub mod permissions;
 pub mod session;
 

@@ -12,6 +12,7 @@
 mod args;
 mod file;
 mod limits;
+mod login;
 mod platform;
 mod size;
 mod template;
@@ -28,6 +29,7 @@ pub use limits::{
     DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS, DEFAULT_MAX_HEADER_SIZE, DEFAULT_MAX_PAGE_SIZE,
     DEFAULT_NATIVE_QUERY_TIMEOUT_SECONDS,
 };
+pub use login::{LoginArgs, LoginConfig, OidcConfig};
 pub use platform::PlatformConfig;
 pub use size::parse_size;
 pub use template::ErrorMessageTemplate;
@@ -60,6 +62,8 @@ pub struct Config {
     pub native_query_timeout: Duration,
     /// Canopy's own store and what this process serves of it.
     pub platform: PlatformConfig,
+    /// Sign-in: the built-in page or an OpenID provider, redirects and rate limits.
+    pub login: LoginConfig,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -466,6 +470,7 @@ fn resolve(
     };
     let experimental = resolve_experimental(&layers, &mut args, &mut file);
     let platform = platform::resolve_platform(&layers, &mut args, &mut file)?;
+    let login = login::resolve_login(&layers, &mut args.login, &mut file)?;
     // The experimental no-code features are configured from the schema the platform receives.
     if schema.skip_schema_update
         && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
@@ -492,6 +497,7 @@ fn resolve(
         experimental,
         native_query_timeout: limits.native_query_timeout,
         platform,
+        login,
     };
     Ok((config, warnings))
 }

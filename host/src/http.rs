@@ -9,6 +9,7 @@
 mod action;
 mod api_chart;
 pub mod approvals;
+mod authentication;
 mod caller;
 mod capabilities;
 mod collection;
@@ -33,6 +34,7 @@ pub use approvals::ApprovalSettings;
 pub use caller::{CallerContext, JsonBody};
 pub use error::{ApiError, ApiResult};
 
+use crate::auth::login::Login;
 use crate::auth::{Permissions, SessionKey};
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
@@ -68,6 +70,8 @@ pub struct AppState {
     pub approvals: ApprovalSettings,
     /// The permission server of other agents (`/liana/…`), when this instance serves its store.
     pub liana: Option<Arc<liana::LianaServer>>,
+    /// Sign-in (`/authentication…`), shared by every generation; `None` over a bare stack.
+    pub login: Option<Arc<Login>>,
 }
 
 impl AppState {
@@ -88,6 +92,7 @@ impl AppState {
             store: None,
             approvals: ApprovalSettings::default(),
             liana: None,
+            login: None,
         }
     }
 
@@ -201,6 +206,7 @@ pub fn router(state: SharedState) -> Router {
     let json_limit = state.json_limit;
     let forest = Router::new()
         .merge(healthcheck::router())
+        .merge(authentication::router())
         .merge(collection::router())
         .merge(modification::router())
         .merge(related::router())

@@ -8,6 +8,7 @@
 
 pub mod bootstrap;
 pub mod documents;
+pub mod login;
 pub mod password;
 pub mod remote;
 pub mod server;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::agent::schema_file::SchemaFile;
+use crate::auth::login::Login;
 use crate::auth::{CachePolicy, Permissions};
 use crate::config::Config;
 use crate::datasource::DataSourceSchema;
@@ -24,6 +25,8 @@ pub struct Platform {
     pub liana: Option<Arc<LianaServer>>,
     /// The permission server read instead of the store (`--server-url`), if any.
     pub remote: Option<Arc<RemoteSource>>,
+    /// Sign-in over the store: its rate limits and OpenID provider outlive plugin reloads.
+    pub login: Arc<Login>,
 }
 
 impl Platform {
@@ -62,11 +65,19 @@ impl Platform {
         );
         permissions.skip_relation_read_permissions =
             config.permissions.skip_relation_read_permissions;
+        let login = Login::new(
+            &config.login,
+            config.auth.auth_secret.expose(),
+            &config.http.mount_path(),
+            store.clone(),
+        )
+        .map_err(anyhow::Error::msg)?;
         Ok(Self {
             store,
             permissions: Arc::new(permissions),
             liana,
             remote,
+            login: Arc::new(login),
         })
     }
 

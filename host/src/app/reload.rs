@@ -255,6 +255,7 @@ async fn build(
     state.permissions = Arc::clone(&platform.permissions);
     state.store = Some(platform.store.clone());
     state.liana = platform.liana.clone();
+    state.login = Some(Arc::clone(&platform.login));
     Ok((http::router(Arc::new(state)), plugins, count, stack))
 }
 

@@ -282,4 +282,8 @@ pub struct ServeArgs {
           num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = BoolishValueParser::new())]
     pub experimental_update_record_custom_actions: Option<bool>,
+
+    /// Sign-in: public URL, login redirect, rate limits, OpenID Connect provider.
+    #[command(flatten)]
+    pub login: super::LoginArgs,
 }

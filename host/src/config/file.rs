@@ -52,6 +52,11 @@ pub struct FileConfig {
     pub environment: Option<String>,
     pub forest_server_url: Option<String>,
     pub permissions_file: Option<PathBuf>,
+    pub public_url: Option<String>,
+    pub login_redirect_url: Option<String>,
+    pub login_attempts_per_minute_per_ip: Option<u32>,
+    pub login_attempts_per_minute_per_email: Option<u32>,
+    pub oidc: Option<super::login::FileOidc>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::ConnectInfo;
 use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -197,6 +198,8 @@ impl Drop for InFlight {
 struct Tracked {
     router: Router,
     activity: Arc<Activity>,
+    /// The client's address, handed to handlers as axum's `ConnectInfo` (IP whitelist, sign-in
+    /// rate limits).
     peer: SocketAddr,
 }
 
