@@ -622,6 +622,86 @@ mod tests {
         assert_ne!(random_token(32), code);
     }
 
+    async fn service(secret: &str) -> Login {
+        let dir = std::env::temp_dir().join(format!("canopy-login-unit-{}", uuid::Uuid::new_v4()));
+        let url = format!("sqlite://{}?mode=rwc", dir.join("store.sqlite").display());
+        let store = Store::open(&url, "p", "e").await.unwrap();
+        Login::new(&LoginConfig::default(), secret, "/forest", store).unwrap()
+    }
+
+    #[tokio::test]
+    async fn login_requests_are_signed_carry_the_state_and_expire() {
+        let login = service("secret").await;
+        let request = login.begin(r#"{"renderingId":3}"#);
+        let read = login.request(&request.token).unwrap();
+        assert_eq!(read, request);
+        assert_eq!(read.state, r#"{"renderingId":3}"#);
+        // Signed with another auth secret, or altered: refused.
+        assert!(service("another").await.request(&request.token).is_none());
+        let (body, tag) = request.token.split_once('.').unwrap();
+        let last = if body.ends_with('A') { 'B' } else { 'A' };
+        let altered = format!("{}{last}.{tag}", &body[..body.len() - 1]);
+        assert!(login.request(&altered).is_none());
+        assert!(login.request("garbage").is_none());
+        // Signed here but past its expiry.
+        let payload = RequestPayload {
+            i: "x".into(),
+            s: "{}".into(),
+            e: now_secs() - 1,
+        };
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).unwrap());
+        let tag = URL_SAFE_NO_PAD.encode(hmac_bytes(&login.keys.request, body.as_bytes()));
+        assert!(login.request(&format!("{body}.{tag}")).is_none());
+    }
+
+    #[tokio::test]
+    async fn csrf_tokens_tie_a_form_to_its_cookie_and_request() {
+        let login = service("secret").await;
+        let request = login.begin("{}");
+        let other = login.begin("{}");
+        let token = login.csrf_token(&request, "nonce-1");
+        assert!(login.check_csrf(&request, "nonce-1", &token));
+        assert!(!login.check_csrf(&request, "nonce-2", &token));
+        assert!(!login.check_csrf(&other, "nonce-1", &token));
+        assert!(!login.check_csrf(&request, "", &login.csrf_token(&request, "")));
+        assert!(!login.check_csrf(&request, "nonce-1", "not base64!"));
+    }
+
+    #[tokio::test]
+    async fn pkce_verifiers_and_nonces_are_secret_per_request() {
+        let login = service("secret").await;
+        let request = login.begin("{}");
+        let verifier = login.pkce_verifier(&request);
+        assert_eq!(verifier.len(), 43, "RFC 7636 wants 43 to 128 characters");
+        assert_eq!(
+            login.pkce_verifier(&request),
+            verifier,
+            "derived, not stored"
+        );
+        assert_ne!(login.oidc_nonce(&request), verifier);
+        assert_ne!(login.pkce_verifier(&login.begin("{}")), verifier);
+        assert!(!request.token.contains(&verifier));
+    }
+
+    #[tokio::test]
+    async fn redirects_keep_the_targets_query() {
+        let mut login = service("secret").await;
+        assert_eq!(
+            login.redirect_with("http://h:1", &[("code", "c"), ("state", r#"{"a":1}"#)]),
+            "http://h:1/forest/authentication/callback?code=c&state=%7B%22a%22%3A1%7D"
+        );
+        login.redirect_url = Some("https://app.test/cb?x=1".into());
+        login.public_url = Some("https://canopy.test".into());
+        assert_eq!(
+            login.redirect_with("http://h:1", &[("code", "c")]),
+            "https://app.test/cb?x=1&code=c"
+        );
+        assert_eq!(
+            login.oidc_redirect_uri("http://h:1"),
+            "https://canopy.test/forest/authentication/oidc/callback"
+        );
+    }
+
     #[test]
     fn rate_limits_refuse_past_the_quota_with_a_retry_delay() {
         let limiter: DefaultKeyedRateLimiter<String> =

@@ -58,8 +58,8 @@ pub struct LoginArgs {
     #[arg(long, env = "CANOPY_OIDC_ISSUER_URL", value_name = "URL")]
     pub oidc_issuer_url: Option<String>,
 
-    /// The client id registered at the OpenID provider; required with --oidc-issuer-url.
-    /// [file key: oidc.clientId]
+    /// The client id registered at the OpenID provider. Required with --oidc-issuer-url.
+    /// [default: none] [file key: oidc.clientId]
     #[arg(long, env = "CANOPY_OIDC_CLIENT_ID", value_name = "ID")]
     pub oidc_client_id: Option<String>,
 
