@@ -211,7 +211,7 @@ pub struct Approval {
 }
 
 /// Milliseconds since the epoch, the store's one clock.
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
@@ -315,7 +315,7 @@ impl Store {
     }
 
     /// Marks the permission documents as changed (see `PermissionSource::generation`).
-    fn changed(&self) {
+    pub(super) fn changed(&self) {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
@@ -1136,6 +1136,23 @@ impl Store {
         previous: Option<Json>,
         new: Option<Json>,
     ) -> Result<()> {
+        self.admin_log_on(&self.pool, actor, kind, resource, target, previous, new)
+            .await
+    }
+
+    /// [`Store::admin_log`] on a connection of the caller's (a transaction that must hold the
+    /// entry with the change it records, as `platform::declarative` does).
+    #[allow(clippy::too_many_arguments, reason = "the fields of one log entry")]
+    pub(super) async fn admin_log_on<'c>(
+        &self,
+        executor: impl sqlx::Executor<'c, Database = sqlx::Any>,
+        actor: &Actor,
+        kind: &str,
+        resource: &str,
+        target: &str,
+        previous: Option<Json>,
+        new: Option<Json>,
+    ) -> Result<()> {
         let (user_id, email, name) = match actor {
             Actor::Administrator {
                 user_id,
@@ -1161,7 +1178,7 @@ impl Store {
         .bind(target)
         .bind(previous.map(|v| v.to_string()))
         .bind(new.map(|v| v.to_string()))
-        .execute(&self.pool)
+        .execute(executor)
         .await?;
         Ok(())
     }
@@ -1242,11 +1259,11 @@ impl PermissionSource for Store {
 
 /// What the `renderings.document` column holds (the team comes from the `teams` table).
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct RenderingBody {
+pub(super) struct RenderingBody {
     #[serde(default)]
-    collections: BTreeMap<String, RenderingCollection>,
+    pub(super) collections: BTreeMap<String, RenderingCollection>,
     #[serde(default)]
-    stats: Vec<Json>,
+    pub(super) stats: Vec<Json>,
 }
 
 fn rendering_value(rendering: &Rendering) -> Json {
@@ -1279,7 +1296,7 @@ fn approval_from_row(r: &AnyRow) -> Result<Approval> {
 }
 
 /// The admin log's `user-project` shape of a user (platform-api.md §1.3).
-fn user_value(user: &User) -> Json {
+pub(super) fn user_value(user: &User) -> Json {
     json!({
         "user": {"object": "user", "email": user.email, "id": user.id, "username": user.full_name()},
         "permissionLevel": user.permission_level.as_str(),
@@ -1303,7 +1320,7 @@ pub fn parse_level(level: &str) -> Result<PermissionLevel> {
     }
 }
 
-fn normalize_email(email: &str) -> Result<String> {
+pub(super) fn normalize_email(email: &str) -> Result<String> {
     let email = email.trim();
     let valid = email
         .split_once('@')
