@@ -14,6 +14,7 @@ mod file;
 mod limits;
 mod platform;
 mod size;
+mod store;
 mod template;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,6 +31,7 @@ pub use limits::{
 };
 pub use platform::PlatformConfig;
 pub use size::parse_size;
+pub use store::{StoreArgs, StoreConfig};
 pub use template::ErrorMessageTemplate;
 
 use file::{FileConfig, FileDatasource, Size};

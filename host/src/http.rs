@@ -15,6 +15,7 @@ pub mod error;
 mod healthcheck;
 mod middleware;
 mod modification;
+mod platform;
 mod related;
 pub mod reload;
 pub mod server;
@@ -203,6 +204,10 @@ pub fn router(state: SharedState) -> Router {
         .with_state(Arc::clone(&state));
     let routes = Router::new()
         .nest(&mount_path, forest)
+        .nest(
+            &platform::base_path(&mount_path),
+            platform::router(Arc::clone(&state)),
+        )
         .fallback(error::not_found);
     // Trimmed before routing, which layers added to `routes` itself would follow.
     let routes = tower::ServiceExt::map_request(routes, trim_trailing_slash);

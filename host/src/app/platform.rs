@@ -44,13 +44,17 @@ impl Platform {
         })
     }
 
-    /// A fresh store's first admin and Admin rights (see `platform::bootstrap`); prints how to
+    /// Applies the permissions file (`permissionsFile`, see `admin::startup`), then gives a
+    /// fresh store its first admin and Admin rights (see `platform::bootstrap`), printing how to
     /// sign in when it created the admin.
     pub async fn bootstrap(
         &self,
-        _config: &Config,
+        config: &Config,
         schema: &DataSourceSchema,
     ) -> anyhow::Result<()> {
+        super::admin::startup(&self.store, config, schema)
+            .await
+            .context("applying the permissions file")?;
         let email = std::env::var("CANOPY_ADMIN_EMAIL")
             .unwrap_or_else(|_| bootstrap::DEFAULT_ADMIN_EMAIL.to_owned());
         let password = std::env::var("CANOPY_ADMIN_PASSWORD").ok();
@@ -58,15 +62,15 @@ impl Platform {
             .await
             .context("creating the first admin")?;
         if let Some(admin) = &done.first_admin {
-            // Printed once, to the operator's terminal; never logged.
-            eprintln!(
-                "First admin created: {} (password: {})",
-                admin.email,
-                if password.is_some() {
-                    "from CANOPY_ADMIN_PASSWORD"
-                } else {
-                    admin.password.as_str()
-                }
+            // Printed once, to the operator's terminal (stderr: stdout says where it serves);
+            // never logged.
+            eprint!(
+                "{}",
+                super::admin::sign_in_instructions(
+                    admin,
+                    password.is_some(),
+                    &format!("http://{}", config.http.listen)
+                )
             );
         }
         if done.granted_admin {

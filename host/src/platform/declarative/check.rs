@@ -679,7 +679,7 @@ fn check_actions(
                     let rule = match rule {
                         ActionRuleSpec::Bool(true) => ActionRule::trigger(),
                         ActionRuleSpec::Bool(false) => continue,
-                        ActionRuleSpec::Rule(rule) => rule.clone(),
+                        ActionRuleSpec::Rule(rule) => (**rule).clone(),
                     };
                     let rule_key = format!("{key}.{}", quote_key(name));
                     for (condition, right, granted) in [

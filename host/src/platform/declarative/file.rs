@@ -74,7 +74,7 @@ pub enum ActionsSpec {
 #[serde(untagged)]
 pub enum ActionRuleSpec {
     Bool(bool),
-    Rule(ActionRule),
+    Rule(Box<ActionRule>),
 }
 
 /// One role's rights on one action (`custom:<collection>:<action>:*`).
