@@ -6,6 +6,9 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
+mod admin;
+mod admin_api;
+mod admin_file;
 mod aggregate;
 mod charts;
 mod composite;
