@@ -405,3 +405,46 @@ on_store_backends!(
     bad_files_are_refused_whole,
     a_bad_file_stops_the_start,
 );
+
+/// `examples/permissions.toml` fits the shop demo as served (its database and its plugin's
+/// actions), and applies at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_file_fits_the_shop_demo() {
+    let dir = TempDir::new();
+    let plugins = dir.0.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(
+        Path::new(env!("CANOPY_TEST_PLUGINS")).join("shop_plugin.wasm"),
+        plugins.join("shop.wasm"),
+    )
+    .unwrap();
+    let url = canopy::app::seed_demo(&dir.0.join("shop.sqlite"))
+        .await
+        .unwrap();
+    let mut config =
+        crate::harness::plugin_config(&url, &plugins, &dir.0.join(".forestadmin-schema.json"));
+    config.platform.permissions_file = Some(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("examples/permissions.toml"),
+    );
+    let (served, _) = crate::harness::served(config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let store = &served.platform().store;
+    let users = store.users().await.unwrap();
+    assert_eq!(users.len(), 3);
+    assert_eq!(users[1].teams.len(), 2);
+    let support = store.role_by_name("Support").await.unwrap().unwrap();
+    let EnvironmentPermissions::Collections { collections } =
+        store.environment_document().await.unwrap()
+    else {
+        panic!("rights by collection");
+    };
+    let vip = &collections["customers"].actions["Mark as VIP"];
+    assert!(vip.trigger_enabled.allows(Some(support.id)));
+    assert!(vip.approval_required.allows(Some(support.id)));
+    assert_eq!(vip.approval_required_conditions[0].role_id, support.id);
+    let managed = declarative::managed(store).await.unwrap();
+    assert!(managed.by(Part::Users).is_some() && managed.by(Part::IpWhitelist).is_some());
+}
