@@ -20,13 +20,17 @@
 #        cust-15+fn     the same plus `full_name`, the shop plugin's computed field
 #        cust-100       GET /forest/customers?page[size]=100
 #        cust-100+fn    the same plus `full_name`
+#        user-15        list-15 as a non-admin user (role Support, team Ops, level user) whose team
+#                       has a scope on orders with a `{{currentUser.tags.*}}` variable
+#        user-cust-15+fn  cust-15+fn as that user, with a scope on customers (`{{currentUser.email}}`)
 #      then pgbench (-M prepared, the same connections and duration) on each scenario's SQL, the
 #      floor that the database alone allows on this machine;
 #   5. prints one row per scenario: req/s, p50/p99 latency, the server process's CPU time per
 #      request (utime+stime from /proc/<pid>/stat, before/after the scenario, divided by the
 #      requests wrk completed), VmRSS sampled mid-scenario and VmHWM after it, pgbench's rate of
 #      the same SQL and Canopy's rate as a share of it; then the cost of the computed field (the
-#      +fn rows against the rows without);
+#      +fn rows against the rows without), and the cost of permission checks and scopes (the
+#      user-* rows against the admin's; the admin's requests are checked too, without scope);
 #   6. reload under load: wrk on list-15 while the shop plugin is replaced by a changed copy (a
 #      custom section appended, so it is recompiled) and `POST /_canopy/reload` swaps it in;
 #      prints the reload's duration and wrk's failures during it;
@@ -34,8 +38,12 @@
 #
 # Targets (issue 10): list-15 >= 20x the Node agent (647 req/s there) and >= 40% of pgbench,
 # <= 80 us server CPU per list-15 request, p99 <= 5 ms, a computed field costs <= 10%, RSS <= 64 MB,
-# a reload under load <= 500 ms with no failed request. The figures are for this machine only:
-# wrk, PostgreSQL and the server share its cores, so compare runs on the same machine. The server
+# a reload under load <= 500 ms with no failed request. Issue 11: a non-admin user's checks and
+# scope cost <= 5% of list-15's throughput.
+# Canopy's own store is a SQLite file in $WORK/.canopy (bootstrapped by a first start, then
+# seeded with the user, role, team, rendering and rights of the user-* scenarios).
+# The figures are for this machine only: wrk, PostgreSQL and the server share its cores, so
+# compare runs on the same machine. The server
 # logs at CANOPY_LOG_LEVEL (default info, i.e. one line per request, as in production) into
 # $WORK/server.log. Linux only (/proc). Not run by CI.
 set -euo pipefail
@@ -88,6 +96,7 @@ start_server() { # start_server <log level> <log format> <log file>
     --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$DB" \
     --auth-secret "$AUTH_SECRET" --env-secret "$ENV_SECRET" --plugins "$WORK/plugins" \
     --listen "127.0.0.1:$PORT" --schema-path "$WORK/.forestadmin-schema.json" \
+    --data-dir "$WORK/.canopy" \
     --log-level "$1" --log-format "$2" >>"$3" 2>&1 & # appended: the markers below go in between
   PID=$!
   for _ in $(seq 300); do
@@ -100,11 +109,64 @@ start_server() { # start_server <log level> <log format> <log file>
 
 TOKEN=$("$BIN" token --email loadbench@canopy.local --auth-secret "$AUTH_SECRET")
 
+# --- Canopy's store: a first start bootstraps it (admin id 1, role Admin with every right);
+# then the non-admin user of the user-* scenarios is written into it while no server runs.
+export CANOPY_ADMIN_PASSWORD=loadbench-admin-password
+start_server warn text "$WORK/bootstrap.log"
+stop_server
+USER_TOKEN=$(python3 - "$WORK/.canopy/canopy.sqlite" "$AUTH_SECRET" <<'PY'
+import base64, hashlib, hmac, json, sqlite3, sys, time
+path, secret = sys.argv[1], sys.argv[2]
+db = sqlite3.connect(path)
+now = int(time.time() * 1000)
+project, env = "canopy", "production"
+def one(sql, *args):
+    return db.execute(sql, args).fetchone()[0]
+db.execute("INSERT INTO roles (project, name, created_at) VALUES (?, 'Support', ?)", (project, now))
+support = one("SELECT id FROM roles WHERE project = ? AND name = 'Support'", project)
+db.execute("INSERT INTO teams (project, name, created_at) VALUES (?, 'Ops', ?)", (project, now))
+ops = one("SELECT id FROM teams WHERE project = ? AND name = 'Ops'", project)
+tags = {"hidden_status": "cancelled"}
+db.execute("INSERT INTO users (project, email, first_name, last_name, permission_level, role_id, tags,"
+           " created_at, updated_at) VALUES (?, 'bench-user@canopy.local', 'Bench', 'User', 'user', ?, ?, ?, ?)",
+           (project, support, json.dumps(tags), now, now))
+user = one("SELECT id FROM users WHERE project = ? AND email = 'bench-user@canopy.local'", project)
+db.execute("INSERT INTO team_members (team_id, user_id, position) VALUES (?, ?, 0)", (ops, user))
+# The admin token says rendering 1: the admin's team (Operations) gets it, without scopes.
+operations = one("SELECT id FROM teams WHERE project = ? AND name = 'Operations'", project)
+for team, document in [(operations, {}), (ops, {"collections": {
+    "orders": {"scope": {"field": "status", "operator": "not_equal",
+                         "value": "{{currentUser.tags.hidden_status}}"}},
+    "customers": {"scope": {"field": "email", "operator": "not_equal", "value": "{{currentUser.email}}"}},
+}})]:
+    db.execute("INSERT INTO renderings (project, environment, team_id, document, updated_at) VALUES (?, ?, ?, ?, ?)",
+               (project, env, team, json.dumps(document), now))
+rendering = one("SELECT id FROM renderings WHERE project = ? AND environment = ? AND team_id = ?", project, env, ops)
+# Support browses and reads orders and customers (and customers through orders' relation).
+document = json.loads(one("SELECT document FROM environment_permissions WHERE project = ? AND environment = ?", project, env))
+for name in ("orders", "customers"):
+    rights = document["collections"][name]["collection"]
+    for right in ("browseEnabled", "readEnabled"):
+        rights[right]["roles"].append(support)
+db.execute("UPDATE environment_permissions SET document = ? WHERE project = ? AND environment = ?",
+           (json.dumps(document), project, env))
+db.commit()
+def b64(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+iat = int(time.time())
+claims = {"id": user, "email": "bench-user@canopy.local", "firstName": "Bench", "lastName": "User",
+          "team": "Ops", "role": "Support", "permissionLevel": "user", "renderingId": rendering,
+          "tags": tags, "iat": iat, "exp": iat + 86400}
+head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
+print(head + "." + b64(hmac.new(secret.encode(), head.encode(), hashlib.sha256).digest()))
+PY
+)
+
 # --- scenarios ----------------------------------------------------------------------------------
 TZ_Q='timezone=Europe/Paris'
 FIELDS='fields[orders]=id,status,total,ordered_at,shipped_on,customer&fields[customer]=email'
 CUST='fields[customers]=id,email,first_name,last_name'
-declare -a NAMES=(list-15 list-100 count get-one cust-15 cust-15+fn cust-100 cust-100+fn)
+declare -a NAMES=(list-15 list-100 count get-one cust-15 cust-15+fn cust-100 cust-100+fn user-15 user-cust-15+fn)
 declare -A PATHS=(
   [list-15]="/orders?$TZ_Q&$FIELDS&page[number]=1&page[size]=15&sort=-id"
   [list-100]="/orders?$TZ_Q&$FIELDS&page[number]=1&page[size]=100&sort=-id"
@@ -114,10 +176,13 @@ declare -A PATHS=(
   [cust-15+fn]="/customers?$TZ_Q&$CUST,full_name&page[number]=1&page[size]=15&sort=-id"
   [cust-100]="/customers?$TZ_Q&$CUST&page[number]=1&page[size]=100&sort=-id"
   [cust-100+fn]="/customers?$TZ_Q&$CUST,full_name&page[number]=1&page[size]=100&sort=-id"
+  [user-15]="/orders?$TZ_Q&$FIELDS&page[number]=1&page[size]=15&sort=-id"
+  [user-cust-15+fn]="/customers?$TZ_Q&$CUST,full_name&page[number]=1&page[size]=15&sort=-id"
 )
-get() { # get <path> <out file>: one request, which must answer 200
+token_of() { case $1 in user-*) echo "$USER_TOKEN" ;; *) echo "$TOKEN" ;; esac; }
+get() { # get <path> <out file> [token]: one request, which must answer 200
   local code
-  code=$(curl -gs -o "$2" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$BASE${1/\/ID\?//1?}")
+  code=$(curl -gs -o "$2" -w '%{http_code}' -H "Authorization: Bearer ${3:-$TOKEN}" "$BASE${1/\/ID\?//1?}")
   if [ "$code" != 200 ]; then echo "$1: HTTP $code" >&2; cat "$2" >&2; echo >&2; exit 1; fi
 }
 
@@ -125,7 +190,7 @@ get() { # get <path> <out file>: one request, which must answer 200
 # statements of one request are the lines between two markers (a request to the healthcheck).
 start_server 'warn,canopy::sql=trace' json "$WORK/sql.log"
 for name in "${NAMES[@]}"; do
-  get "${PATHS[$name]}" "$WORK/$name.json"
+  get "${PATHS[$name]}" "$WORK/$name.json" "$(token_of "$name")"
   sleep 0.2 # the log is flushed every 50 ms; keep each scenario's lines apart
   printf '{"scenario":"%s"}\n' "$name" >>"$WORK/sql.log"
 done
@@ -196,8 +261,8 @@ cpu_ticks() { # utime + stime of $PID, in clock ticks (fields 14 and 15; comm ma
   awk '{ print $12 + $13 }' <<<"$stat"
 }
 status_kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$PID/status"; }
-run_wrk() { # run_wrk <path> <out file>
-  CANOPY_TOKEN=$TOKEN BENCH_PATH="/forest$1" \
+run_wrk() { # run_wrk <path> <out file> [token]
+  CANOPY_TOKEN=${3:-$TOKEN} BENCH_PATH="/forest$1" \
     wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" -s "$WORK/wrk.lua" "$BASE" >"$2" 2>&1
 }
 
@@ -206,10 +271,10 @@ declare -A RATE
 ROWS=()
 for name in "${NAMES[@]}"; do
   path=${PATHS[$name]}
-  get "$path" "$WORK/$name.json"
+  get "$path" "$WORK/$name.json" "$(token_of "$name")"
 
   before=$(cpu_ticks)
-  run_wrk "$path" "$WORK/$name.wrk" &
+  run_wrk "$path" "$WORK/$name.wrk" "$(token_of "$name")" &
   wrk_pid=$!
   sleep "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')"
   rss_kb=$(status_kb VmRSS)
@@ -279,7 +344,12 @@ for size in 15 100; do
   awk -v n="$size" -v a="${RATE[cust-$size]}" -v b="${RATE[cust-$size+fn]}" \
     'BEGIN { printf "computed full_name, page %s: %d -> %d req/s, costs %.1f%% of the throughput\n", n, a, b, 100 * (a - b) / a }'
 done
+for pair in "list-15 user-15" "cust-15+fn user-cust-15+fn"; do
+  read -r admin user <<<"$pair"
+  awk -v n="$user" -v a="${RATE[$admin]}" -v b="${RATE[$user]}" -v m="$admin" \
+    'BEGIN { printf "non-admin user with scope, %s vs %s: %d -> %d req/s, checks and scope cost %.1f%% of the throughput\n", n, m, a, b, 100 * (a - b) / a }'
+done
 echo "reload of a changed plugin under load: ${reload_ms} ms wall (server: $reload_answer); wrk during it: $requests requests, $errors errors, $non2xx non-2xx"
 echo "list-15 vs the Node agent's 647 req/s (issue 10's run): $(awk -v a="${RATE[list-15]}" 'BEGIN { printf "%.1fx", a / 647 }')"
-echo "targets: list-15 >= 20x Node and >= 40% of pgbench, <= 80 us CPU/request, p99 <= 5 ms, computed field <= 10%, RSS <= 64 MB, reload <= 500 ms with 0 failures"
+echo "targets: list-15 >= 20x Node and >= 40% of pgbench, <= 80 us CPU/request, p99 <= 5 ms, computed field <= 10%, RSS <= 64 MB, reload <= 500 ms with 0 failures, non-admin checks + scope <= 5%"
 echo "work files (wrk and pgbench scripts, server logs): $WORK"

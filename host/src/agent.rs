@@ -5,7 +5,7 @@ pub mod action;
 pub mod api_chart;
 pub mod body;
 pub mod chart;
-mod js;
+pub(crate) mod js;
 pub mod query_string;
 pub mod schema_file;
 pub mod serialize;

@@ -5,7 +5,7 @@
 pub mod permissions;
 pub mod session;
 
-pub use permissions::{CachePolicy, CollectionRight, Permissions};
+pub use permissions::{CachePolicy, CollectionRight, CurrentUser, Permissions};
 
 pub use session::{PermissionLevel, SessionClaims, SessionKey, mint, parse_ttl, resolve_token};
 
@@ -44,6 +44,20 @@ pub enum Error {
     /// closed). The detail is logged, never shown.
     #[error("permissions unavailable: {0}")]
     PermissionsUnavailable(String),
+    /// The caller's scope on a collection cannot be applied (a field the collection does not
+    /// have, a `{{currentUser.…}}` the user has no value for): the request is refused (403
+    /// `ForbiddenError` with this detail) rather than served unscoped.
+    #[error("{0}")]
+    InvalidScope(String),
+    /// An allowed query chart whose SQL is not a single SELECT: 422 `UnprocessableError` with
+    /// the agent's message (§5.5).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// A live-query segment whose SQL is not a single SELECT (the agent's message). The agent
+    /// leaves it unmapped (500 `Unexpected error`); the routes answer it as the other failures
+    /// of a segment query, 422 `BusinessError` (docs/compatibility.md).
+    #[error("{0}")]
+    InvalidSegmentQuery(String),
 }
 
 impl Error {

@@ -15,9 +15,11 @@ pub mod error;
 mod healthcheck;
 mod middleware;
 mod modification;
+mod permission;
 mod platform;
 mod related;
 pub mod reload;
+mod security;
 pub mod server;
 mod stats;
 
@@ -198,9 +200,16 @@ pub fn router(state: SharedState) -> Router {
         .merge(capabilities::router())
         .merge(action::router(state.use_unsafe_action_endpoint))
         .merge(api_chart::router())
+        .merge(security::router())
         // Set once every route is merged: it applies to the routes present.
         .method_not_allowed_fallback(error::forest_not_found)
         .fallback(error::forest_not_found)
+        // After the fallbacks, so that a path without a route is IP-checked too, as the agent's
+        // middleware runs before its router finds none.
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            security::private_routes,
+        ))
         .with_state(Arc::clone(&state));
     let routes = Router::new()
         .nest(&mount_path, forest)

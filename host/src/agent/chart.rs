@@ -87,6 +87,12 @@ impl ContextVariables {
         self.user.insert(property.into(), value);
     }
 
+    /// Replaces every `currentUser.<property>` by these: the values of the Forest server's user
+    /// list and the rendering's team, which the agent uses rather than the token's claims.
+    pub fn set_user(&mut self, properties: impl IntoIterator<Item = (String, Json)>) {
+        self.user = properties.into_iter().collect();
+    }
+
     /// The value of a variable; `currentUser.*` never falls back to the request, as the agent
     /// resolves those from the user alone.
     pub fn get(&self, key: &str) -> Option<&Json> {
@@ -914,6 +920,20 @@ struct RawQueryChart {
 /// Runs a query chart: `{{var}}` placeholders become bound variables, the result columns are
 /// checked against the chart type, and the `value` attribute is returned.
 pub async fn evaluate_native(ds: &dyn DataSource, caller: &Caller, body: &Json) -> Result<Json> {
+    evaluate_native_with(ds, caller, body, |request| {
+        ContextVariables::new(caller, request)
+    })
+    .await
+}
+
+/// Checks a query chart body as the agent does before its permission check: a query chart
+/// (a query and a known type), a connection that exists. 422 otherwise.
+pub fn check_native(ds: &dyn DataSource, body: &Json) -> Result<()> {
+    read_native(ds, body).map(drop)
+}
+
+/// The body, its query and its connection, checked (see [`check_native`]).
+fn read_native(ds: &dyn DataSource, body: &Json) -> Result<RawQueryChart> {
     let raw: RawQueryChart = serde_json::from_value(body.clone())
         .map_err(|e| Error::validation(format!("Invalid query chart body: {e}")))?;
     let query = raw.query.as_deref().filter(|q| !q.is_empty());
@@ -922,7 +942,7 @@ pub async fn evaluate_native(ds: &dyn DataSource, caller: &Caller, body: &Json) 
         chart_type,
         "Value" | "Objective" | "Pie" | "Line" | "Leaderboard" | "Percentage"
     );
-    let (Some(query), true) = (query, known) else {
+    let (Some(_), true) = (query, known) else {
         return Err(Error::Unprocessable(
             "Native query endpoint only supports Query Chart Requests".to_owned(),
         ));
@@ -943,7 +963,23 @@ pub async fn evaluate_native(ds: &dyn DataSource, caller: &Caller, body: &Json) 
             "Native query connection '{connection}' is unknown"
         )));
     }
-    let variables = ContextVariables::new(caller, raw.context_variables.as_ref());
+    Ok(raw)
+}
+
+/// [`evaluate_native`] with the context variables built by `variables` from the body's
+/// `contextVariables` (the route gives `currentUser.*` from the permission documents).
+pub async fn evaluate_native_with(
+    ds: &dyn DataSource,
+    caller: &Caller,
+    body: &Json,
+    variables: impl FnOnce(Option<&Map<String, Json>>) -> ContextVariables,
+) -> Result<Json> {
+    let raw = read_native(ds, body)?;
+    let chart_type = raw.chart_type.as_deref().unwrap_or_default();
+    // Both checked by `read_native`.
+    let query = raw.query.as_deref().unwrap_or_default();
+    let connection = raw.connection_name.as_deref().unwrap_or_default();
+    let variables = variables(raw.context_variables.as_ref());
     let (sql, binds) = variables.bind_sql(query)?;
     let rows = ds
         .native_query(caller, connection, &sql, &binds)

@@ -239,6 +239,8 @@ async fn build(
         .context("reading the plugins' customizations")?;
     let count = customizations.len();
     let stack = customize(config, Arc::clone(base), customizations)?;
+    // Parsed scopes are typed against a schema: forget them once the new one exists.
+    platform.permissions.forget_parsed_scopes();
     prepare_schema(config, stack.schema())?;
     let mut state = AppState::new(
         Arc::clone(&stack),

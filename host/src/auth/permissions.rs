@@ -11,6 +11,24 @@
 //!
 //! Without a source (`Permissions::allow_all`, used by route tests over a bare stack) every check
 //! passes and there are no scopes.
+//!
+//! The checks beyond collection rights live beside: `scope` (§5.6, scopes with `{{currentUser.*}}`
+//! and their cache of parsed trees), `rendering` (§5.5, charts by hash and SQL segments),
+//! `object_hash` (the npm package's hash of a chart), `ip` (§5.7, the whitelist) and `relations`
+//! (`skipRelationReadPermissions`).
+
+mod ip;
+pub mod object_hash;
+mod relations;
+mod rendering;
+mod scope;
+
+pub use ip::IpRule;
+pub use relations::relation_collections;
+pub use rendering::{
+    is_segment_query_allowed, is_segment_query_allowed_on_connection, verify_sql_query,
+};
+pub use scope::{CurrentUser, substitute_scope};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +37,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwapOption;
 
 use super::{Error, Result};
-use crate::datasource::Caller;
+use crate::datasource::{Caller, PermissionLevel};
 use crate::platform::documents::{
     CollectionPermissions, EnvironmentPermissions, IpWhitelist, Rendering, UserEntry,
 };
@@ -124,6 +142,12 @@ pub struct Permissions {
     users: Slot<Users>,
     ip_whitelist: Slot<IpWhitelist>,
     renderings: std::sync::Mutex<HashMap<i64, Arc<Slot<Rendering>>>>,
+    /// Parsed scopes by rendering, user and collection (`scope`).
+    scopes: scope::ScopeCache,
+    /// The hashes of each rendering's allowed charts (`rendering`).
+    chart_hashes: rendering::ChartHashes,
+    /// The IP whitelist's rules, parsed once per fetched document (`ip`).
+    ip_rules: ip::RuleCache,
 }
 
 impl std::fmt::Debug for Permissions {
@@ -146,6 +170,9 @@ impl Permissions {
             users: Slot::default(),
             ip_whitelist: Slot::default(),
             renderings: std::sync::Mutex::new(HashMap::new()),
+            scopes: scope::ScopeCache::default(),
+            chart_hashes: rendering::ChartHashes::default(),
+            ip_rules: ip::RuleCache::default(),
         }
     }
 
@@ -160,6 +187,9 @@ impl Permissions {
             users: Slot::default(),
             ip_whitelist: Slot::default(),
             renderings: std::sync::Mutex::new(HashMap::new()),
+            scopes: scope::ScopeCache::default(),
+            chart_hashes: rendering::ChartHashes::default(),
+            ip_rules: ip::RuleCache::default(),
         }
     }
 
@@ -202,30 +232,71 @@ impl Permissions {
         Ok(self.users.store(users, generation))
     }
 
-    /// The caller's entry in the users document. `None` when not enforced.
-    ///
+    /// The users document, refetched once (with a time to live) when the caller is not in it.
     /// A caller whose id is not there (removed or disabled since the token was issued) is
     /// refused with 403 on every route: its token may still be valid for an hour, its rights
     /// are not.
+    async fn users_with(&self, caller: &Caller) -> Result<Arc<Users>> {
+        self.users_containing(caller.id).await
+    }
+
+    async fn users_containing(&self, user_id: i64) -> Result<Arc<Users>> {
+        let users = self.users().await?;
+        if users.contains_key(&user_id) {
+            return Ok(users);
+        }
+        if self.policy.refetch_on_denial() {
+            self.users.clear();
+            let users = self.users().await?;
+            if users.contains_key(&user_id) {
+                return Ok(users);
+            }
+        }
+        tracing::debug!(user = user_id, "not an enabled user: refused");
+        Err(Error::forbidden())
+    }
+
+    /// 403 `Forbidden` unless `user_id` is an enabled user of the users document (nothing when
+    /// not enforced): checked on every private route, so that a removed or disabled user's live
+    /// token opens nothing.
+    pub async fn enabled_user(&self, user_id: i64) -> Result<()> {
+        if self.enforced() {
+            self.users_containing(user_id).await?;
+        }
+        Ok(())
+    }
+
+    /// The caller's entry in the users document. `None` when not enforced; 403 for a caller that
+    /// is not an enabled user.
     pub async fn user(&self, caller: &Caller) -> Result<Option<UserEntry>> {
         if !self.enforced() {
             return Ok(None);
         }
-        if let Some(user) = self.users().await?.get(&caller.id) {
-            return Ok(Some(user.clone()));
-        }
-        if self.policy.refetch_on_denial() {
-            self.users.clear();
-            if let Some(user) = self.users().await?.get(&caller.id) {
-                return Ok(Some(user.clone()));
-            }
-        }
-        Err(Error::forbidden())
+        Ok(self.users_with(caller).await?.get(&caller.id).cloned())
     }
 
     /// The caller's role id, from the users document (§5.3: never from the token).
     pub async fn role_id(&self, caller: &Caller) -> Result<Option<i64>> {
-        Ok(self.user(caller).await?.and_then(|u| u.role_id))
+        if !self.enforced() {
+            return Ok(None);
+        }
+        Ok(self
+            .users_with(caller)
+            .await?
+            .get(&caller.id)
+            .and_then(|u| u.role_id))
+    }
+
+    /// The caller's permission level from the users document (the token's when not enforced).
+    pub async fn permission_level(&self, caller: &Caller) -> Result<PermissionLevel> {
+        if !self.enforced() {
+            return Ok(caller.permission_level);
+        }
+        Ok(self
+            .users_with(caller)
+            .await?
+            .get(&caller.id)
+            .map_or(PermissionLevel::User, |u| u.permission_level))
     }
 
     /// A rendering document (empty when not enforced).
@@ -277,6 +348,12 @@ impl Permissions {
         }
     }
 
+    /// Forgets the parsed scopes: called when a new generation of the served stack is built,
+    /// since a parsed scope is typed against one generation's schema.
+    pub fn forget_parsed_scopes(&self) {
+        self.scopes.clear();
+    }
+
     /// Drops every cached document, so that the next check refetches them all.
     pub fn invalidate_all(&self) {
         self.environment.clear();
@@ -298,17 +375,32 @@ impl Permissions {
         collection: &str,
         right: CollectionRight,
     ) -> Result<()> {
+        if self.has(caller, collection, right).await? {
+            Ok(())
+        } else {
+            Err(Error::forbidden())
+        }
+    }
+
+    /// Whether the caller has `right` on `collection`, with the agent's one refetch on a denial
+    /// when documents have a time to live.
+    pub async fn has(
+        &self,
+        caller: &Caller,
+        collection: &str,
+        right: CollectionRight,
+    ) -> Result<bool> {
         if !self.enforced() {
-            return Ok(());
+            return Ok(true);
         }
         if self.allows(caller, collection, right).await? {
-            return Ok(());
+            return Ok(true);
         }
         if self.policy.refetch_on_denial() {
             self.environment.clear();
             self.users.clear();
             if self.allows(caller, collection, right).await? {
-                return Ok(());
+                return Ok(true);
             }
         }
         tracing::debug!(
@@ -317,7 +409,34 @@ impl Permissions {
             right = right.as_str(),
             "permission denied"
         );
-        Err(Error::forbidden())
+        Ok(false)
+    }
+
+    /// `assertCanBrowse`: browse on `collection`, and when the request runs a live-query segment
+    /// (`segmentQuery`, `connectionName`), the segment rules of §5.5. As in the agent, the
+    /// segment is judged before the browse right (an invalid query is an error even without the
+    /// right), and either refusal is a 403.
+    pub async fn can_browse(
+        &self,
+        caller: &Caller,
+        collection: &str,
+        segment_query: Option<(&str, Option<&str>)>,
+    ) -> Result<()> {
+        let allowed = self
+            .has(caller, collection, CollectionRight::Browse)
+            .await?;
+        if let Some((query, connection)) = segment_query
+            && !self
+                .can_execute_segment_query(caller, collection, query, connection)
+                .await?
+        {
+            return Err(Error::forbidden());
+        }
+        if allowed {
+            Ok(())
+        } else {
+            Err(Error::forbidden())
+        }
     }
 
     async fn allows(

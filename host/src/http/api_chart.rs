@@ -1,6 +1,7 @@
 //! API chart routes (§1.2, §1.4): `/_charts/{c}/{chart}` renders a collection chart for the
 //! record `record_id`, `/_charts/{chart}` a datasource chart. `GET` answers the raw chart value,
-//! `POST` the stats document. Only the session is checked, as in the agent.
+//! `POST` the stats document. No right is checked, as in the agent: only the session (and, as on
+//! every private route, the IP whitelist and the user's being enabled, `security`).
 
 use axum::Router;
 use axum::extract::{OriginalUri, Path, State};

@@ -59,6 +59,10 @@ impl FromRequestParts<SharedState> for CallerContext {
 #[derive(Debug, Clone)]
 pub struct Authenticated(pub SessionClaims);
 
+/// Claims the private-routes middleware (`security`) already verified for this request.
+#[derive(Debug, Clone)]
+pub struct VerifiedClaims(pub SessionClaims);
+
 impl FromRequestParts<SharedState> for Authenticated {
     type Rejection = ApiError;
 
@@ -66,6 +70,9 @@ impl FromRequestParts<SharedState> for Authenticated {
         parts: &mut Parts,
         state: &SharedState,
     ) -> Result<Self, Self::Rejection> {
+        if let Some(VerifiedClaims(claims)) = parts.extensions.get::<VerifiedClaims>() {
+            return Ok(Self(claims.clone()));
+        }
         let cookie = cookie_header(&parts.headers);
         let authorization = match parts.headers.get(header::AUTHORIZATION) {
             None => None,

@@ -1,6 +1,8 @@
 //! Per-collection data routes (protocol §1.2): list, count, CSV export, get one, delete one and
-//! bulk delete. Each handler authenticates (the `CallerContext` extractor), checks the one
-//! permission function, parses with `agent::query_string` and answers with `agent::serialize`.
+//! bulk delete. Each handler authenticates (the `CallerContext` extractor), asks its right of
+//! `auth::Permissions` (§1.2: browse, read, delete, browse + export) and AND-s the caller's scope
+//! into its filter (`permission`), parses with `agent::query_string` and answers with
+//! `agent::serialize`.
 
 use std::sync::Arc;
 
@@ -12,13 +14,14 @@ use axum::response::Response;
 use axum::routing::get;
 
 use super::error::{ApiError, ApiResult};
+use super::permission::{self, browse, scoped};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::query_string::{
     Params, RequestFilter, match_ids, parse_csv_params, parse_filter, parse_paginated_filter,
     parse_projection, parse_requested_projection, parse_selection, with_primary_keys,
 };
 use crate::agent::{self, serialize};
-use crate::auth::{self, Action};
+use crate::auth::CollectionRight;
 use crate::datasource::{
     Aggregation, Caller, Collection, CollectionSchema, ConditionTree, DataSourceSchema, Filter,
     Operator, Page, Projection, Sort, Value, unpack_id,
@@ -82,7 +85,7 @@ pub(super) async fn resolve(
         .primary_keys()
         .first()
         .ok_or(crate::datasource::Error::NoPrimaryKey)?;
-    let variables = agent::chart::ContextVariables::new(caller, None);
+    let variables = permission::context_variables(state, caller, None).await?;
     let (sql, binds) = variables
         .bind_sql(&segment.query)
         .map_err(|e| failed(e.to_string()))?;
@@ -125,17 +128,27 @@ async fn list(
         return csv(&state, csv_name, &context, &headers, None).await;
     }
     let collection_schema = served(schema, &name)?;
-    auth::authorize(&context.caller, &name, Action::Browse)?;
+    browse(&state, &context, &name).await?;
     let params = Params::new(&context.query);
     let request = parse_paginated_filter(&params, schema, collection_schema)?;
     state.check_page_size(&request)?;
-    let filter = resolve(&state, &context.caller, collection_schema, request).await?;
-    let projection = parse_projection(
+    let mut projection = parse_projection(
         &context.query,
         projection_header(&headers),
         schema,
         collection_schema,
     )?;
+    permission::relation_reads(
+        &state,
+        &context,
+        Some(&headers),
+        collection_schema,
+        &request.filter,
+        Some(&mut projection),
+    )
+    .await?;
+    let filter = resolve(&state, &context.caller, collection_schema, request).await?;
+    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
     let records = state
         .datasource
         .collection(&name)?
@@ -153,17 +166,22 @@ async fn count(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
-    auth::authorize(&context.caller, &name, Action::Browse)?;
+    browse(&state, &context, &name).await?;
     if !collection_schema.countable {
         return Ok(super::json(&serialize::count_deactivated_body()));
     }
-    let filter = resolve(
+    let request = parse_filter(&Params::new(&context.query), schema, collection_schema)?;
+    permission::relation_reads(
         &state,
-        &context.caller,
+        &context,
+        None,
         collection_schema,
-        parse_filter(&Params::new(&context.query), schema, collection_schema)?,
+        &request.filter,
+        None,
     )
     .await?;
+    let filter = resolve(&state, &context.caller, collection_schema, request).await?;
+    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
     let rows = state
         .datasource
         .collection(&name)?
@@ -186,17 +204,30 @@ async fn get_one(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
-    auth::authorize(&context.caller, &name, Action::Read)?;
+    state
+        .permissions
+        .can(&context.caller, &name, CollectionRight::Read)
+        .await?;
     let filter = Filter::new(Some(match_ids(
         collection_schema,
         &[unpack_id(collection_schema, &id)?],
     )?));
-    let projection = parse_projection(
+    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
+    let mut projection = parse_projection(
         &context.query,
         projection_header(&headers),
         schema,
         collection_schema,
     )?;
+    permission::relation_reads(
+        &state,
+        &context,
+        Some(&headers),
+        collection_schema,
+        &Filter::default(),
+        Some(&mut projection),
+    )
+    .await?;
     let records = state
         .datasource
         .collection(&name)?
@@ -216,11 +247,15 @@ async fn delete_one(
     context: CallerContext,
 ) -> ApiResult<StatusCode> {
     let collection_schema = served(state.datasource.schema(), &name)?;
-    auth::authorize(&context.caller, &name, Action::Delete)?;
+    state
+        .permissions
+        .can(&context.caller, &name, CollectionRight::Delete)
+        .await?;
     let filter = Filter::new(Some(match_ids(
         collection_schema,
         &[unpack_id(collection_schema, &id)?],
     )?));
+    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
     state
         .datasource
         .collection(&name)?
@@ -238,7 +273,10 @@ async fn bulk_delete(
 ) -> ApiResult<StatusCode> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
-    auth::authorize(&context.caller, &name, Action::Delete)?;
+    state
+        .permissions
+        .can(&context.caller, &name, CollectionRight::Delete)
+        .await?;
     let selection = parse_selection(&body, collection_schema)?;
     let filter = resolve(
         &state,
@@ -247,6 +285,7 @@ async fn bulk_delete(
         selection.filter(&context.query, schema, collection_schema)?,
     )
     .await?;
+    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
     state
         .datasource
         .collection(&name)?
@@ -269,19 +308,38 @@ pub(super) async fn csv(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, name)?;
-    auth::authorize(&context.caller, name, Action::Browse)?;
-    auth::authorize(&context.caller, name, Action::Export)?;
+    browse(state, context, name).await?;
+    state
+        .permissions
+        .can(&context.caller, name, CollectionRight::Export)
+        .await?;
     let params = Params::new(&context.query);
-    let mut filter = resolve(
-        state,
-        &context.caller,
+    let mut request = parse_filter(&params, schema, collection_schema)?;
+    request.filter.sort =
+        crate::agent::query_string::parse_sort(&params, schema, collection_schema)?;
+    let mut columns = parse_requested_projection(
+        &context.query,
+        projection_header(headers),
+        schema,
         collection_schema,
-        parse_filter(&params, schema, collection_schema)?,
+    )?;
+    permission::relation_reads(
+        state,
+        context,
+        Some(headers),
+        collection_schema,
+        &request.filter,
+        Some(&mut columns),
     )
-    .await?
-    // The related export (`GET /{c}/{id}/relationships/{r}.csv`) keeps to the parent's records.
-    .and(restrict);
-    filter.sort = crate::agent::query_string::parse_sort(&params, schema, collection_schema)?;
+    .await?;
+    let sort = std::mem::take(&mut request.filter.sort);
+    let mut filter = resolve(state, &context.caller, collection_schema, request)
+        .await?
+        // The related export (`GET /{c}/{id}/relationships/{r}.csv`) keeps to the parent's
+        // records.
+        .and(restrict);
+    filter = scoped(state, &context.caller, collection_schema, filter).await?;
+    filter.sort = sort;
     if filter.sort.is_empty() {
         // Stable pages: the agent sorts by primary keys when the request gives no sort.
         filter.sort = Sort(
@@ -292,12 +350,6 @@ pub(super) async fn csv(
                 .collect(),
         );
     }
-    let columns = parse_requested_projection(
-        &context.query,
-        projection_header(headers),
-        schema,
-        collection_schema,
-    )?;
     let params = parse_csv_params(&context.query);
     let collection = state.datasource.collection(name)?;
     let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;

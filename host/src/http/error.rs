@@ -110,8 +110,11 @@ impl ApiError {
             Self::Auth(e) if e.is_unauthorized() => {
                 public(StatusCode::UNAUTHORIZED, "UnauthorizedError", true)
             }
-            Self::Auth(auth::Error::Forbidden(_)) => {
+            Self::Auth(auth::Error::Forbidden(_) | auth::Error::InvalidScope(_)) => {
                 public(StatusCode::FORBIDDEN, "ForbiddenError", true)
+            }
+            Self::Auth(auth::Error::Unprocessable(_)) => {
+                public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
             }
             Self::Auth(auth::Error::PermissionsUnavailable(_)) => public(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -8,12 +8,13 @@ use axum::routing::{post, put};
 
 use super::collection::served;
 use super::error::ApiResult;
+use super::permission::scoped;
 use super::related::{self, column_value, to_one_target};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::body::{parse_create, parse_update};
 use crate::agent::query_string::{CompositeId, match_ids, with_primary_keys};
 use crate::agent::serialize;
-use crate::auth::{self, Action};
+use crate::auth::CollectionRight;
 use crate::datasource::{self, Filter, Projection, Record, RelationSchema, Value, unpack_id};
 
 pub fn router() -> Router<SharedState> {
@@ -40,8 +41,23 @@ async fn create(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
-    auth::authorize(&context.caller, &name, Action::Add)?;
+    state
+        .permissions
+        .can(&context.caller, &name, CollectionRight::Add)
+        .await?;
     let plan = parse_create(&body, schema, collection_schema)?;
+    // Edit on the target of every linked OneToOne, all checked before anything is written.
+    for link in &plan.to_one {
+        if let Some(RelationSchema::OneToOne {
+            foreign_collection, ..
+        }) = collection_schema.relation(&link.relation)
+        {
+            state
+                .permissions
+                .can(&context.caller, foreign_collection, CollectionRight::Edit)
+                .await?;
+        }
+    }
     let mut record = plan.record;
     let mut links = Record::new();
     let mut one_to_one = Vec::new();
@@ -83,7 +99,6 @@ async fn create(
                 origin_key,
                 origin_key_target,
             } => {
-                auth::authorize(&context.caller, foreign_collection, Action::Edit)?;
                 one_to_one.push(OneToOneLink {
                     foreign_collection,
                     origin_key,
@@ -133,7 +148,10 @@ async fn update(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
-    auth::authorize(&context.caller, &name, Action::Edit)?;
+    state
+        .permissions
+        .can(&context.caller, &name, CollectionRight::Edit)
+        .await?;
     let id = unpack_id(collection_schema, &id)?;
     let patch = parse_update(&body, collection_schema)?;
     let collection = state.datasource.collection(&name)?;
@@ -141,6 +159,7 @@ async fn update(
         collection_schema,
         std::slice::from_ref(&id),
     )?));
+    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
     collection.update(&context.caller, &filter, &patch).await?;
     // A patch that changes the primary key moves the record: re-read it under its new id.
     let new_id: CompositeId = id
@@ -151,6 +170,7 @@ async fn update(
         })
         .collect();
     let filter = Filter::new(Some(match_ids(collection_schema, &[new_id])?));
+    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
     let projection = with_primary_keys(
         &Projection::with_to_one_relations(collection_schema, schema),
         schema,

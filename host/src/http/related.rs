@@ -5,6 +5,9 @@
 //! The records related to a parent are found the way the agent's `makeForeignFilter` finds
 //! them: `OneToMany` by the foreign `originKey`, `ManyToMany` by reading the through rows first
 //! and then matching the foreign `foreignKeyTarget` with `In`.
+//!
+//! Rights and scopes are the foreign collection's (§1.3), except a ManyToOne link, which edits
+//! the parent; the parent itself is read without its scope, as the agent reads it.
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -15,6 +18,7 @@ use serde_json::Value as Json;
 
 use super::collection::{csv, projection_header, resolve, served};
 use super::error::{ApiError, ApiResult};
+use super::permission::{self, browse, scoped};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::body::{parse_associate, parse_update_field, parse_update_to_one};
 use crate::agent::query_string::{
@@ -22,7 +26,7 @@ use crate::agent::query_string::{
     parse_projection, parse_selection,
 };
 use crate::agent::{self, serialize};
-use crate::auth::{self, Action};
+use crate::auth::CollectionRight;
 use crate::datasource::{
     Aggregation, Caller, CollectionSchema, ConditionTree, Filter, Operator, Projection, Record,
     RelationSchema, Value, unpack_id,
@@ -127,6 +131,7 @@ async fn parent_value(
 
 /// Links the record `target` of a `OneToOne` to the origin value: whoever held it is unlinked
 /// first, since the key is unique. `None` only unlinks.
+/// Both updates keep to the caller's scope on the foreign collection, as the agent's do.
 pub(super) async fn link_one_to_one(
     state: &SharedState,
     caller: &Caller,
@@ -137,6 +142,7 @@ pub(super) async fn link_one_to_one(
 ) -> ApiResult<()> {
     let foreign_schema = state.datasource.schema().collection(foreign_name)?;
     let foreign = state.datasource.collection(foreign_name)?;
+    let scope = permission::scope(state, caller, foreign_schema).await?;
     let mut unset = Record::new();
     unset.insert(origin_key, Value::Null);
     if !origin_value.is_null() {
@@ -144,13 +150,15 @@ pub(super) async fn link_one_to_one(
             origin_key,
             Operator::Equal,
             origin_value.clone(),
-        )));
+        )))
+        .and(scope.clone());
         foreign.update(caller, &holders, &unset).await?;
     }
     if let Some(id) = target {
         let mut set = Record::new();
         set.insert(origin_key, origin_value.clone());
-        let filter = Filter::new(Some(match_ids(foreign_schema, std::slice::from_ref(id))?));
+        let filter =
+            Filter::new(Some(match_ids(foreign_schema, std::slice::from_ref(id))?)).and(scope);
         foreign.update(caller, &filter, &set).await?;
     }
     Ok(())
@@ -250,13 +258,23 @@ async fn list_related(
     let relation = relation(parent, &relation_name, false)?;
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
-    auth::authorize(&context.caller, foreign_name, Action::Browse)?;
+    browse(&state, &context, foreign_name).await?;
     let params = Params::new(&context.query);
     let request = parse_paginated_filter(&params, schema, foreign)?;
     state.check_page_size(&request)?;
-    let filter = resolve(&state, &context.caller, foreign, request).await?;
-    let projection =
+    let mut projection =
         parse_projection(&context.query, projection_header(&headers), schema, foreign)?;
+    permission::relation_reads(
+        &state,
+        &context,
+        Some(&headers),
+        foreign,
+        &request.filter,
+        Some(&mut projection),
+    )
+    .await?;
+    let filter = resolve(&state, &context.caller, foreign, request).await?;
+    let filter = scoped(&state, &context.caller, foreign, filter).await?;
     let parent_id = unpack_id(parent, &id)?;
     let tree = related_tree(&state, &context.caller, parent, &parent_id, relation).await?;
     let filter = filter.and(Some(tree));
@@ -281,8 +299,12 @@ async fn csv_related(
 ) -> ApiResult<Response> {
     let relation = relation(parent, relation_name, false)?;
     let foreign_name = relation.foreign_collection();
-    auth::authorize(&context.caller, foreign_name, Action::Browse)?;
-    auth::authorize(&context.caller, foreign_name, Action::Export)?;
+    // Checked before the parent is read; `csv` asks again (cached lookups) with the scope.
+    browse(state, context, foreign_name).await?;
+    state
+        .permissions
+        .can(&context.caller, foreign_name, CollectionRight::Export)
+        .await?;
     let parent_id = unpack_id(parent, id)?;
     let tree = related_tree(state, &context.caller, parent, &parent_id, relation).await?;
     csv(state, foreign_name, context, headers, Some(tree)).await
@@ -299,12 +321,14 @@ async fn count_related(
     let relation = relation(parent, &relation_name, false)?;
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
-    auth::authorize(&context.caller, foreign_name, Action::Browse)?;
+    browse(&state, &context, foreign_name).await?;
     if !foreign.countable {
         return Ok(super::json(&serialize::count_deactivated_body()));
     }
     let request = parse_filter(&Params::new(&context.query), schema, foreign)?;
+    permission::relation_reads(&state, &context, None, foreign, &request.filter, None).await?;
     let filter = resolve(&state, &context.caller, foreign, request).await?;
+    let filter = scoped(&state, &context.caller, foreign, filter).await?;
     let parent_id = unpack_id(parent, &id)?;
     let tree = related_tree(&state, &context.caller, parent, &parent_id, relation).await?;
     let rows = state
@@ -337,10 +361,14 @@ async fn associate(
     let relation = relation(parent, &relation_name, false)?;
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
-    auth::authorize(&context.caller, foreign_name, Action::Edit)?;
+    state
+        .permissions
+        .can(&context.caller, foreign_name, CollectionRight::Edit)
+        .await?;
     let target = parse_associate(&body, foreign)?;
     let parent_id = unpack_id(parent, &id)?;
     let caller = &context.caller;
+    let scope = permission::scope(&state, caller, foreign).await?;
     match relation {
         RelationSchema::OneToMany {
             origin_key,
@@ -350,7 +378,8 @@ async fn associate(
             let value = parent_value(&state, caller, parent, &parent_id, origin_key_target).await?;
             let mut patch = Record::new();
             patch.insert(origin_key.as_str(), value);
-            let filter = Filter::new(Some(match_ids(foreign, &[target])?));
+            // A record outside the caller's scope is left as it is.
+            let filter = Filter::new(Some(match_ids(foreign, &[target])?)).and(scope);
             state
                 .datasource
                 .collection(foreign_name)?
@@ -367,15 +396,36 @@ async fn associate(
         } => {
             let origin =
                 parent_value(&state, caller, parent, &parent_id, origin_key_target).await?;
-            let linked = to_one_target(
-                &state,
-                caller,
-                foreign_name,
-                foreign,
-                &target,
-                foreign_key_target,
-            )
-            .await?;
+            let linked = match scope {
+                None => {
+                    to_one_target(
+                        &state,
+                        caller,
+                        foreign_name,
+                        foreign,
+                        &target,
+                        foreign_key_target,
+                    )
+                    .await?
+                }
+                // As the agent: a record outside the caller's scope is not linked (204).
+                Some(scope) => {
+                    let filter = Filter::new(Some(match_ids(foreign, &[target])?)).and(Some(scope));
+                    let records = state
+                        .datasource
+                        .collection(foreign_name)?
+                        .list(
+                            caller,
+                            &filter,
+                            &Projection::new([foreign_key_target.as_str()]),
+                        )
+                        .await?;
+                    match records.first() {
+                        Some(record) => column_value(record, foreign_key_target),
+                        None => return Ok(StatusCode::NO_CONTENT),
+                    }
+                }
+            };
             let mut row = Record::new();
             row.insert(origin_key.as_str(), origin);
             row.insert(foreign_key.as_str(), linked);
@@ -406,12 +456,20 @@ async fn dissociate(
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
     let delete = parse_delete_flag(&context.query);
-    let action = if delete { Action::Delete } else { Action::Edit };
-    auth::authorize(&context.caller, foreign_name, action)?;
+    let right = if delete {
+        CollectionRight::Delete
+    } else {
+        CollectionRight::Edit
+    };
+    state
+        .permissions
+        .can(&context.caller, foreign_name, right)
+        .await?;
     let selection = parse_selection(&body, foreign)?;
     selection.ensure_not_empty()?;
     let request = selection.filter(&context.query, schema, foreign)?;
     let filter = resolve(&state, &context.caller, foreign, request).await?;
+    let filter = scoped(&state, &context.caller, foreign, filter).await?;
     let parent_id = unpack_id(parent, &id)?;
     let caller = &context.caller;
     // Only records linked to this parent are touched, whatever the selection says.
@@ -497,7 +555,10 @@ async fn update_to_one(
             ..
         } => {
             // The parent holds the key: editing the link edits the parent.
-            auth::authorize(caller, &name, Action::Edit)?;
+            state
+                .permissions
+                .can(caller, &name, CollectionRight::Edit)
+                .await?;
             let value = match parse_update_to_one(&body, foreign)? {
                 Some(target) => {
                     to_one_target(
@@ -515,6 +576,7 @@ async fn update_to_one(
             let mut patch = Record::new();
             patch.insert(foreign_key.as_str(), value);
             let filter = Filter::new(Some(match_ids(parent, &[parent_id])?));
+            let filter = scoped(&state, caller, parent, filter).await?;
             state
                 .datasource
                 .collection(&name)?
@@ -526,7 +588,10 @@ async fn update_to_one(
             origin_key_target,
             ..
         } => {
-            auth::authorize(caller, foreign_name, Action::Edit)?;
+            state
+                .permissions
+                .can(caller, foreign_name, CollectionRight::Edit)
+                .await?;
             let target = parse_update_to_one(&body, foreign)?;
             let origin =
                 parent_value(&state, caller, parent, &parent_id, origin_key_target).await?;
@@ -558,17 +623,27 @@ async fn update_field(
 ) -> ApiResult<StatusCode> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
-    auth::authorize(&context.caller, &name, Action::Edit)?;
+    state
+        .permissions
+        .can(&context.caller, &name, CollectionRight::Edit)
+        .await?;
     let update = parse_update_field(&body, collection_schema, &field, &index)?;
     let record_id = unpack_id(collection_schema, &id)?;
-    let current = parent_value(
-        &state,
-        &context.caller,
+    let scope = permission::scope(&state, &context.caller, collection_schema).await?;
+    // The record is read and written within the caller's scope: outside it, 404.
+    let filter = Filter::new(Some(match_ids(
         collection_schema,
-        &record_id,
-        &field,
-    )
-    .await?;
+        std::slice::from_ref(&record_id),
+    )?))
+    .and(scope);
+    let current = state
+        .datasource
+        .collection(&name)?
+        .list(&context.caller, &filter, &Projection::new([field.as_str()]))
+        .await?
+        .first()
+        .map(|record| column_value(record, &field))
+        .ok_or_else(|| agent::Error::NotFound("Record does not exists".to_owned()))?;
     let mut items = match current {
         Value::Array(items) => items,
         Value::Null => Vec::new(),
@@ -591,7 +666,6 @@ async fn update_field(
     }
     let mut patch = Record::new();
     patch.insert(field.as_str(), Value::Array(items));
-    let filter = Filter::new(Some(match_ids(collection_schema, &[record_id])?));
     state
         .datasource
         .collection(&name)?

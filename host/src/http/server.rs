@@ -17,6 +17,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -74,8 +75,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 // Out of file descriptors and the like: wait instead of spinning.
                 tracing::error!(target: "canopy::http", %error, "cannot accept a connection");
@@ -86,6 +87,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         tokio::spawn(connection(
             stream,
+            peer,
             router.clone(),
             limits,
             stop_rx.clone(),
@@ -101,6 +103,7 @@ pub async fn serve(
 /// Serves one connection until it closes, a timeout closes it, or the server stops.
 async fn connection(
     stream: tokio::net::TcpStream,
+    peer: SocketAddr,
     router: Router,
     limits: ServerLimits,
     mut stop: watch::Receiver<bool>,
@@ -110,6 +113,7 @@ async fn connection(
     let service = Tracked {
         router,
         activity: Arc::clone(&activity),
+        peer,
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -188,10 +192,12 @@ impl Drop for InFlight {
     }
 }
 
-/// The router as a hyper service that records each request's activity.
+/// The router as a hyper service that records each request's activity, and gives each request
+/// its peer's address (`ConnectInfo`, read by the IP whitelist).
 struct Tracked {
     router: Router,
     activity: Arc<Activity>,
+    peer: SocketAddr,
 }
 
 impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
@@ -202,8 +208,12 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.start();
         let router = self.router.clone();
+        let mut request = request.map(Body::new);
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(self.peer));
         Box::pin(async move {
-            let response = router.oneshot(request.map(Body::new)).await;
+            let response = router.oneshot(request).await;
             // A streamed body (a CSV export) may take long after the head: the request stays in
             // progress until its last frame.
             Ok(response?.map(|body| {
