@@ -1185,3 +1185,81 @@ async fn the_first_serve_prints_how_to_sign_in() {
     );
     let _ = server.0.kill();
 }
+
+/// A change made with the CLI reaches a running server on the same store within seconds: a
+/// user added and granted rights by `canopy users|roles|permissions` can list at once after.
+#[tokio::test]
+async fn cli_changes_reach_a_running_server() {
+    let dir = TempDir::new();
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let state = dir.0.join("state");
+    let (_server, address) = start(
+        &database_url,
+        &dir.0,
+        &["--data-dir".as_ref(), state.as_os_str()],
+    )
+    .await;
+    let store = ["--data-dir", state.to_str().unwrap()];
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&store);
+        let result = admin(&dir.0, &all, "");
+        assert_eq!(result.0, Some(0), "{args:?}: {result:?}");
+        result.1
+    };
+    run(&["roles", "add", "Reader"]);
+    let added: Json = serde_json::from_str(&run(&[
+        "users",
+        "add",
+        "reader@x.io",
+        "--role",
+        "Reader",
+        "--json",
+    ]))
+    .unwrap();
+    let claims = canopy::auth::SessionClaims {
+        id: added["id"].as_i64().unwrap(),
+        email: "reader@x.io".to_owned(),
+        first_name: String::new(),
+        last_name: String::new(),
+        team: String::new(),
+        team_id: None,
+        role: "Reader".to_owned(),
+        role_id: added["role"]["id"].as_i64(),
+        permission_level: canopy::auth::PermissionLevel::User,
+        rendering_id: 0,
+        tags: Default::default(),
+        iat: 0,
+        exp: 0,
+    };
+    let token = canopy::auth::SessionKey::new(AUTH_SECRET)
+        .mint(claims, Duration::from_secs(600))
+        .unwrap();
+    let list = || request(&address, "/forest/books?timezone=UTC", Some(&token)).unwrap();
+    let wait_for = |status: u16| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let (got, body) = list();
+            if got == status {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "still {got}: {body}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    // Known, but without rights on books.
+    wait_for(403);
+    run(&[
+        "permissions",
+        "grant",
+        "--role",
+        "Reader",
+        "books",
+        "browse",
+        "read",
+    ]);
+    let body = wait_for(200);
+    assert!(body.contains("Dune"), "{body}");
+    run(&["users", "set", "reader@x.io", "--disable"]);
+    wait_for(403);
+}

@@ -28,6 +28,8 @@ impl Platform {
         )
         .await
         .context("opening Canopy's store (--state-url)")?;
+        // Changes made by `canopy users|permissions …` or another instance take effect here too.
+        store.watch_changes(std::time::Duration::from_secs(2));
         let source: Arc<dyn PermissionSource> = Arc::new(store.clone());
         let mut permissions = Permissions::new(
             source,

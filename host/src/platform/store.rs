@@ -323,6 +323,45 @@ impl Store {
         self.pool.close().await;
     }
 
+    /// Bumps the generation when another process (the CLI, another instance on the same
+    /// PostgreSQL store) changed the permission model: every change writes an admin log entry,
+    /// so the log's size and newest id, read every `every`, tell. Ends with the last clone of
+    /// this store.
+    pub fn watch_changes(&self, every: Duration) {
+        let pool = self.pool.clone();
+        let project = self.project.clone();
+        let generation = Arc::downgrade(&self.generation);
+        tokio::spawn(async move {
+            let marker = || async {
+                let row =
+                    sqlx::query("SELECT COUNT(*), MAX(id) FROM admin_logs WHERE project = $1")
+                        .bind(&project)
+                        .fetch_one(&pool)
+                        .await
+                        .ok()?;
+                Some((
+                    row.try_get::<i64, _>(0).ok()?,
+                    row.try_get::<Option<String>, _>(1).ok()?,
+                ))
+            };
+            let mut seen = marker().await;
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(generation) = generation.upgrade() else {
+                    break;
+                };
+                if pool.is_closed() {
+                    break;
+                }
+                let now = marker().await;
+                if now.is_some() && now != seen {
+                    generation.fetch_add(1, Ordering::Release);
+                    seen = now;
+                }
+            }
+        });
+    }
+
     // ----- users --------------------------------------------------------------------------
 
     /// Every user of the project, disabled ones included, by id.
