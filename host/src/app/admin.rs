@@ -230,10 +230,11 @@ pub fn sign_in_instructions(admin: &FirstAdmin, chosen_password: bool, base_url:
         format!("{}   (shown once: keep it)", admin.password)
     };
     format!(
-        "\nFirst admin: {email}\nPassword:    {password}\n\nSign in: run `canopy serve`, then \
-         sign in at {base_url}/forest with this email and password.\nAdmin API: \
-         {base_url}/v1/project/…/users with the session token of an admin.\nChange the \
-         password: canopy users set {email} --password-stdin\n",
+        "\nFirst admin: {email}\nPassword:    {password}\n\nSign in: with `canopy serve` \
+         running, point your admin front end at {base_url}/forest and sign in with this email \
+         and password (the built-in sign-in page).\nAdmin API: {base_url}/v1/project/…/users \
+         with the session token of an admin.\nChange the password: canopy users set {email} \
+         --password-stdin\n",
         email = admin.email,
     )
 }
