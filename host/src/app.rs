@@ -20,6 +20,7 @@ use crate::datasource::{
 };
 use crate::http::server::ServerLimits;
 
+pub mod admin;
 mod platform;
 mod reload;
 

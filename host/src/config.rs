@@ -15,6 +15,7 @@ mod limits;
 mod login;
 mod platform;
 mod size;
+mod store;
 mod template;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,6 +33,7 @@ pub use limits::{
 pub use login::{LoginArgs, LoginConfig, OidcConfig};
 pub use platform::PlatformConfig;
 pub use size::parse_size;
+pub use store::{StoreArgs, StoreConfig};
 pub use template::ErrorMessageTemplate;
 
 use file::{FileConfig, FileDatasource, Size};

@@ -19,6 +19,7 @@ pub mod liana;
 mod middleware;
 mod modification;
 mod permission;
+mod platform;
 mod related;
 pub mod reload;
 mod security;
@@ -228,6 +229,10 @@ pub fn router(state: SharedState) -> Router {
     let routes = Router::new()
         .nest(&mount_path, forest)
         .merge(approvals::router(Arc::clone(&state)))
+        .nest(
+            &platform::base_path(&mount_path),
+            platform::router(Arc::clone(&state)),
+        )
         .fallback(error::not_found);
     let routes = liana::around(&state, routes);
     // Trimmed before routing, which layers added to `routes` itself would follow.

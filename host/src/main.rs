@@ -94,6 +94,19 @@ enum Command {
         #[arg(long, env = "CANOPY_LOG_LEVEL", default_value = "info")]
         log_level: String,
     },
+    /// Create Canopy's store (users, permissions, logs) and its first admin, and print how to
+    /// sign in. `canopy serve` does the same at its first start.
+    Init(canopy::app::admin::InitArgs),
+    /// Manage the project's users: list, add, set, remove.
+    Users(canopy::app::admin::UsersArgs),
+    /// Manage teams (a team's users share scopes, segments and charts): list, add, rename,
+    /// remove.
+    Teams(canopy::app::admin::TeamsArgs),
+    /// Manage roles (a role's users share collection and action rights): list, add, rename,
+    /// remove.
+    Roles(canopy::app::admin::RolesArgs),
+    /// Show and change rights, scopes, segments and the IP whitelist; apply a permissions file.
+    Permissions(canopy::app::admin::PermissionsArgs),
     /// Build the shop demo database (SQLite), serve it, and print the URL, a token and a curl
     /// line. Uses fixed, public demo secrets: never expose it beyond this machine.
     Demo {
@@ -216,6 +229,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let _log = canopy::logging::init(&log_level, LogFormat::Text)?;
             canopy::app::inspect(&database_url).await
         }
+        Command::Init(args) => canopy::app::admin::init(args).await,
+        Command::Users(args) => canopy::app::admin::users(args).await,
+        Command::Teams(args) => canopy::app::admin::teams(args).await,
+        Command::Roles(args) => canopy::app::admin::roles(args).await,
+        Command::Permissions(args) => canopy::app::admin::permissions(args).await,
         Command::Demo {
             path,
             listen,
@@ -252,8 +270,13 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
             None
         }
     };
+    // The demo's own store, rebuilt at each run with its users (see `admin::demo`).
+    let (data_dir, permissions_file) =
+        canopy::app::admin::demo_permissions_file(&path.with_file_name("demo-store"))?;
     let args = ServeArgs {
         database_url: Some(database_url),
+        data_dir: Some(data_dir),
+        permissions_file: Some(permissions_file),
         auth_secret: Some(DEMO_AUTH_SECRET.to_owned()),
         env_secret: Some(DEMO_ENV_SECRET.to_owned()),
         listen: Some(listen),
@@ -266,12 +289,20 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     let mount_path = config.http.mount_path();
-    let token = canopy::app::token(DEMO_AUTH_SECRET, "demo@canopy.local", "12h")?;
+    let admin = &canopy::app::admin::DEMO_LOGINS[0];
+    let token = canopy::app::token(DEMO_AUTH_SECRET, admin.email, "12h")?;
     let ready = canopy::app::prepare(config).await?;
     let listener = start_listening(socket, address)?;
     let base = format!("http://{}{mount_path}", listener.local_addr()?);
     println!("\nCanopy is serving the shop demo on {base}");
-    println!("\nToken (12 hours):\n{token}");
+    println!("\nSign in at {base} as:");
+    for login in &canopy::app::admin::DEMO_LOGINS {
+        println!(
+            "  {:<22} {:<20} {}",
+            login.email, login.password, login.what
+        );
+    }
+    println!("\nToken of {} (12 hours):\n{token}", admin.email);
     println!(
         "\nTry:\ncurl -g -H \"Authorization: Bearer {token}\" \\\n  '{base}/orders?timezone=Europe/Paris&page[size]=3&sort=-total&fields[orders]=id,status,total,customer&fields[customer]=email'"
     );

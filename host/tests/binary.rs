@@ -806,3 +806,460 @@ fn canopy_demo_on_a_port_in_use_says_that_listen_picks_another() {
     assert!(!database.exists(), "the demo seeded its database first");
     drop(taken);
 }
+
+/// Runs a management command in `dir` (its working directory, with the store in `dir/.canopy`),
+/// with `stdin` piped in; returns exit code, stdout and stderr.
+fn admin(dir: &Path, args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CANOPY_STATE_URL")
+        .env_remove("CANOPY_DATA_DIR")
+        .env_remove("CANOPY_CONFIG")
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// An error of a management command: exit code 1 and one sentence on stderr.
+fn refused(result: &(Option<i32>, String, String), expected: &str) {
+    let (code, _, stderr) = result;
+    assert_eq!(*code, Some(1), "{result:?}");
+    assert!(
+        stderr.starts_with("Error: ") && stderr.lines().count() == 1 && stderr.contains(expected),
+        "{expected}: {stderr}"
+    );
+}
+
+/// `canopy init` creates the store in the data folder and its first admin with the password
+/// from stdin, and says how to sign in; a second run changes nothing.
+#[test]
+fn canopy_init_creates_the_store_and_the_first_admin() {
+    let dir = TempDir::new();
+    let (code, stdout, stderr) = admin(
+        &dir.0,
+        &[
+            "init",
+            "--admin-email",
+            "ann@acme.io",
+            "--admin-password-stdin",
+        ],
+        "a-long-password\n",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(dir.0.join(".canopy/canopy.sqlite").exists());
+    assert!(
+        stdout.contains("First admin: ann@acme.io")
+            && stdout.contains("Sign in:")
+            && stdout.contains("/forest")
+            && !stdout.contains("a-long-password"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = admin(&dir.0, &["users", "list", "--json"], "");
+    assert_eq!(code, Some(0));
+    let users: Json = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(users[0]["email"], "ann@acme.io");
+    assert_eq!(users[0]["permissionLevel"], "admin");
+    assert_eq!(users[0]["role"]["name"], "Admin");
+    assert_eq!(users[0]["hasPassword"], true);
+    let (code, stdout, _) = admin(&dir.0, &["init"], "");
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("already has 1 user"), "{stdout}");
+    // Without a password on stdin, one is generated and shown once.
+    let other = TempDir::new();
+    let (code, stdout, _) = admin(&other.0, &["init"], "");
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("First admin: admin@canopy.local") && stdout.contains("shown once"),
+        "{stdout}"
+    );
+}
+
+/// `canopy roles|teams|users …` on one store: a user added with a role, a team, a tag and a
+/// password from stdin is listed as a table and as JSON; mistakes are one sentence and exit 1,
+/// and change nothing.
+#[test]
+fn canopy_users_add_set_list_and_remove() {
+    let dir = TempDir::new();
+    let ok = |args: &[&str], stdin: &str| {
+        let result = admin(&dir.0, args, stdin);
+        assert_eq!(result.0, Some(0), "{args:?}: {result:?}");
+        result.1
+    };
+    ok(&["roles", "add", "Support"], "");
+    ok(&["teams", "add", "Ops"], "");
+    let added = ok(
+        &[
+            "users",
+            "add",
+            "ann@x.io",
+            "--level",
+            "editor",
+            "--role",
+            "Support",
+            "--team",
+            "Ops",
+            "--tag",
+            "region=EU",
+            "--first-name",
+            "Ann",
+            "--password-stdin",
+        ],
+        "ann-password\n",
+    );
+    assert!(
+        added.contains("Added user ann@x.io (editor, role Support, teams Ops)"),
+        "{added}"
+    );
+    let table = ok(&["users", "list"], "");
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "ID", "EMAIL", "NAME", "LEVEL", "ROLE", "TEAMS", "TAGS", "STATUS", "PASSWORD"
+        ]
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        row,
+        [
+            "1",
+            "ann@x.io",
+            "Ann",
+            "editor",
+            "Support",
+            "Ops",
+            "region=EU",
+            "enabled",
+            "yes"
+        ]
+    );
+
+    refused(
+        &admin(&dir.0, &["users", "add", "ann@x.io"], ""),
+        "already exists",
+    );
+    refused(
+        &admin(&dir.0, &["users", "add", "bob@x.io", "--role", "Nope"], ""),
+        "no role \"Nope\"",
+    );
+    refused(
+        &admin(
+            &dir.0,
+            &["users", "add", "bob@x.io", "--password-stdin"],
+            "short\n",
+        ),
+        "at least 8 characters",
+    );
+    refused(
+        &admin(&dir.0, &["users", "set", "nobody@x.io", "--disable"], ""),
+        "no user",
+    );
+    refused(
+        &admin(&dir.0, &["roles", "remove", "Support"], ""),
+        "held by 1 user",
+    );
+    let (code, _, stderr) = admin(&dir.0, &["users", "add", "bob@x.io", "--level", "boss"], "");
+    assert_eq!(code, Some(2), "a usage error is clap's: {stderr}");
+
+    ok(
+        &[
+            "users",
+            "set",
+            "ann@x.io",
+            "--level",
+            "user",
+            "--untag",
+            "region",
+            "--disable",
+        ],
+        "",
+    );
+    let json: Json = serde_json::from_str(&ok(&["users", "list", "--json"], "")).unwrap();
+    assert_eq!(
+        json.as_array().unwrap().len(),
+        1,
+        "the refused commands added nobody"
+    );
+    assert_eq!(json[0]["permissionLevel"], "user");
+    assert_eq!(json[0]["disabled"], true);
+    assert_eq!(json[0]["tags"], serde_json::json!({}));
+
+    ok(
+        &[
+            "permissions",
+            "grant",
+            "--role",
+            "Support",
+            "orders",
+            "browse",
+            "read",
+        ],
+        "",
+    );
+    ok(
+        &[
+            "permissions",
+            "scope",
+            "--team",
+            "Ops",
+            "orders",
+            r#"{"field":"region","operator":"equal","value":"{{currentUser.tags.region}}"}"#,
+        ],
+        "",
+    );
+    let shown: Json = serde_json::from_str(&ok(&["permissions", "show", "--json"], "")).unwrap();
+    assert_eq!(
+        shown["permissions"]["collections"]["orders"]["collection"]["readEnabled"],
+        serde_json::json!({"roles": [1]})
+    );
+    assert_eq!(
+        shown["renderings"][0]["collections"]["orders"]["scope"]["field"],
+        "region"
+    );
+    refused(
+        &admin(
+            &dir.0,
+            &[
+                "permissions",
+                "grant",
+                "--role",
+                "Support",
+                "orders",
+                "peek",
+            ],
+            "",
+        ),
+        "\"peek\" is not a right",
+    );
+
+    ok(&["users", "remove", "ann@x.io"], "");
+    let json: Json = serde_json::from_str(&ok(&["users", "list", "--json"], "")).unwrap();
+    assert_eq!(json, serde_json::json!([]));
+}
+
+/// `canopy permissions apply`: a managed file is applied whole, then the CLI refuses to write
+/// what it manages; a bad file is refused naming the file and key, with nothing applied.
+#[test]
+fn canopy_permissions_apply_manages_the_store() {
+    let dir = TempDir::new();
+    let file = dir.0.join("permissions.toml");
+    std::fs::write(
+        &file,
+        "mode = \"managed\"\n\n[roles.Support]\ncollections = { books = [\"browse\", \"read\"] }\n\n\
+         [[users]]\nemail = \"ann@x.io\"\nlevel = \"admin\"\nrole = \"Support\"\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = admin(&dir.0, &["permissions", "apply", "permissions.toml"], "");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("role \"Support\" added") && stdout.contains("user ann@x.io added"),
+        "{stdout}"
+    );
+    refused(
+        &admin(&dir.0, &["users", "add", "bob@x.io"], ""),
+        "managed by permissions.toml",
+    );
+    refused(
+        &admin(&dir.0, &["roles", "add", "Other"], ""),
+        "managed by permissions.toml",
+    );
+    // Teams are not in the file: still the CLI's.
+    let (code, _, stderr) = admin(&dir.0, &["teams", "add", "Ops"], "");
+    assert_eq!(code, Some(0), "{stderr}");
+
+    std::fs::write(
+        &file,
+        "mode = \"managed\"\n[[users]]\nemail = \"ann@x.io\"\nrole = \"Ghost\"\nlevel = \"wizard\"\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = admin(&dir.0, &["permissions", "apply", "permissions.toml"], "");
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("permissions.toml is invalid, nothing was applied")
+            && stderr.contains("[users] users[0] (ann@x.io): level"),
+        "{stderr}"
+    );
+    let (_, stdout, _) = admin(&dir.0, &["users", "list", "--json"], "");
+    let users: Json = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(users[0]["permissionLevel"], "admin", "nothing was applied");
+}
+
+/// Every management command answers `--help` with its usage.
+#[test]
+fn every_management_command_has_help() {
+    let commands: &[&[&str]] = &[
+        &["init"],
+        &["users"],
+        &["users", "list"],
+        &["users", "add"],
+        &["users", "set"],
+        &["users", "remove"],
+        &["teams"],
+        &["teams", "list"],
+        &["teams", "add"],
+        &["teams", "rename"],
+        &["teams", "remove"],
+        &["roles"],
+        &["roles", "list"],
+        &["roles", "add"],
+        &["roles", "rename"],
+        &["roles", "remove"],
+        &["permissions"],
+        &["permissions", "show"],
+        &["permissions", "grant"],
+        &["permissions", "revoke"],
+        &["permissions", "scope"],
+        &["permissions", "segments"],
+        &["permissions", "ip"],
+        &["permissions", "ip", "add"],
+        &["permissions", "apply"],
+    ];
+    for command in commands {
+        let out = Command::new(BIN)
+            .args(*command)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(out.status.success(), "{command:?}");
+        assert!(
+            stdout.contains("Usage: canopy") && stdout.contains("--state-url"),
+            "{command:?}: {stdout}"
+        );
+    }
+}
+
+/// The first `canopy serve` on an empty store creates the first admin and prints, on stderr,
+/// the same sign-in instructions as `canopy init`.
+#[tokio::test]
+async fn the_first_serve_prints_how_to_sign_in() {
+    let dir = TempDir::new();
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let child = Command::new(BIN)
+        .args(["serve", "--database-url", &database_url])
+        .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
+        .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
+        .arg("--schema-path")
+        .arg(dir.0.join(".forestadmin-schema.json"))
+        .arg("--data-dir")
+        .arg(dir.0.join("state"))
+        .env_remove("CANOPY_ADMIN_PASSWORD")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let stderr = BufReader::new(server.0.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        let done = line.starts_with("Change the password");
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    let text = seen.join("\n");
+    assert!(
+        text.contains("First admin: admin@canopy.local")
+            && text.contains("shown once")
+            && text.contains("Sign in:"),
+        "{text}"
+    );
+    let _ = server.0.kill();
+}
+
+/// A change made with the CLI reaches a running server on the same store within seconds: a
+/// user added and granted rights by `canopy users|roles|permissions` can list at once after.
+#[tokio::test]
+async fn cli_changes_reach_a_running_server() {
+    let dir = TempDir::new();
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let state = dir.0.join("state");
+    let (_server, address) = start(
+        &database_url,
+        &dir.0,
+        &["--data-dir".as_ref(), state.as_os_str()],
+    )
+    .await;
+    let store = ["--data-dir", state.to_str().unwrap()];
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&store);
+        let result = admin(&dir.0, &all, "");
+        assert_eq!(result.0, Some(0), "{args:?}: {result:?}");
+        result.1
+    };
+    run(&["roles", "add", "Reader"]);
+    let added: Json = serde_json::from_str(&run(&[
+        "users",
+        "add",
+        "reader@x.io",
+        "--role",
+        "Reader",
+        "--json",
+    ]))
+    .unwrap();
+    let claims = canopy::auth::SessionClaims {
+        id: added["id"].as_i64().unwrap(),
+        email: "reader@x.io".to_owned(),
+        first_name: String::new(),
+        last_name: String::new(),
+        team: String::new(),
+        team_id: None,
+        role: "Reader".to_owned(),
+        role_id: added["role"]["id"].as_i64(),
+        permission_level: canopy::auth::PermissionLevel::User,
+        rendering_id: 0,
+        tags: Default::default(),
+        iat: 0,
+        exp: 0,
+    };
+    let token = canopy::auth::SessionKey::new(AUTH_SECRET)
+        .mint(claims, Duration::from_secs(600))
+        .unwrap();
+    let list = || request(&address, "/forest/books?timezone=UTC", Some(&token)).unwrap();
+    let wait_for = |status: u16| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let (got, body) = list();
+            if got == status {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "still {got}: {body}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    // Known, but without rights on books.
+    wait_for(403);
+    run(&[
+        "permissions",
+        "grant",
+        "--role",
+        "Reader",
+        "books",
+        "browse",
+        "read",
+    ]);
+    let body = wait_for(200);
+    assert!(body.contains("Dune"), "{body}");
+    run(&["users", "set", "reader@x.io", "--disable"]);
+    wait_for(403);
+}

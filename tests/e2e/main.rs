@@ -7,6 +7,9 @@
 )]
 
 mod actions_permissions;
+mod admin;
+mod admin_api;
+mod admin_file;
 mod aggregate;
 mod approvals;
 mod approvals_fixture;

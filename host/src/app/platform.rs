@@ -40,6 +40,8 @@ impl Platform {
         )
         .await
         .context("opening Canopy's store (--state-url)")?;
+        // Changes made by `canopy users|permissions …` or another instance take effect here too.
+        store.watch_changes(std::time::Duration::from_secs(2));
         // The store stays open in remote mode: it holds Canopy's own data (approvals, logs).
         let (source, liana, remote): (Arc<dyn PermissionSource>, _, _) = match &settings.server_url
         {
@@ -89,7 +91,8 @@ impl Platform {
         }
     }
 
-    /// A fresh store's first admin and Admin rights (see `platform::bootstrap`); prints how to
+    /// Applies the permissions file (`permissionsFile`, see `admin::startup`), then gives a
+    /// fresh store its first admin and Admin rights (see `platform::bootstrap`), printing how to
     /// sign in when it created the admin.
     pub async fn bootstrap(
         &self,
@@ -102,6 +105,9 @@ impl Platform {
             send_schema(config, schema, remote).await;
             return Ok(());
         }
+        super::admin::startup(&self.store, config, schema)
+            .await
+            .context("applying the permissions file")?;
         let email = std::env::var("CANOPY_ADMIN_EMAIL")
             .unwrap_or_else(|_| bootstrap::DEFAULT_ADMIN_EMAIL.to_owned());
         let password = std::env::var("CANOPY_ADMIN_PASSWORD").ok();
@@ -109,15 +115,15 @@ impl Platform {
             .await
             .context("creating the first admin")?;
         if let Some(admin) = &done.first_admin {
-            // Printed once, to the operator's terminal; never logged.
-            eprintln!(
-                "First admin created: {} (password: {})",
-                admin.email,
-                if password.is_some() {
-                    "from CANOPY_ADMIN_PASSWORD"
-                } else {
-                    admin.password.as_str()
-                }
+            // Printed once, to the operator's terminal (stderr: stdout says where it serves);
+            // never logged.
+            eprint!(
+                "{}",
+                super::admin::sign_in_instructions(
+                    admin,
+                    password.is_some(),
+                    &format!("http://{}", config.http.listen)
+                )
             );
         }
         if done.granted_admin {

@@ -41,36 +41,10 @@ pub async fn bootstrap(
     email: &str,
     password: Option<&str>,
 ) -> Result<Bootstrapped> {
-    let mut done = Bootstrapped::default();
-    if store.users().await?.is_empty() {
-        let role = match store.role_by_name(ADMIN_ROLE).await? {
-            Some(role) => role,
-            None => store.create_role(&Actor::System, ADMIN_ROLE).await?,
-        };
-        if store.team_by_name(ADMIN_TEAM).await?.is_none() {
-            store.create_team(&Actor::System, ADMIN_TEAM).await?;
-        }
-        let clear = password.map_or_else(generate_password, str::to_owned);
-        store
-            .create_user(
-                &Actor::System,
-                NewUser {
-                    email: email.to_owned(),
-                    first_name: "Admin".to_owned(),
-                    last_name: String::new(),
-                    permission_level: PermissionLevel::Admin,
-                    role: Some(role.name),
-                    teams: vec![ADMIN_TEAM.to_owned()],
-                    password_hash: Some(password::hash(&clear)?),
-                    ..NewUser::default()
-                },
-            )
-            .await?;
-        done.first_admin = Some(FirstAdmin {
-            email: email.to_owned(),
-            password: clear,
-        });
-    }
+    let mut done = Bootstrapped {
+        first_admin: first_admin(store, email, password).await?,
+        granted_admin: false,
+    };
     if !store.has_environment_document().await?
         && let Some(role) = store.role_by_name(ADMIN_ROLE).await?
     {
@@ -126,6 +100,46 @@ pub fn full_rights(schema: &DataSourceSchema, grant: &Grant) -> EnvironmentPermi
         })
         .collect();
     EnvironmentPermissions::Collections { collections }
+}
+
+/// With no user yet, creates the first admin (role `Admin`, team `Operations`, level admin) and
+/// returns them with the password to print once; `None` when the store has users. `canopy init`
+/// calls this alone: the Admin role's rights need the served schema, given at the first start.
+pub async fn first_admin(
+    store: &Store,
+    email: &str,
+    password: Option<&str>,
+) -> Result<Option<FirstAdmin>> {
+    if !store.users().await?.is_empty() {
+        return Ok(None);
+    }
+    let role = match store.role_by_name(ADMIN_ROLE).await? {
+        Some(role) => role,
+        None => store.create_role(&Actor::System, ADMIN_ROLE).await?,
+    };
+    if store.team_by_name(ADMIN_TEAM).await?.is_none() {
+        store.create_team(&Actor::System, ADMIN_TEAM).await?;
+    }
+    let clear = password.map_or_else(generate_password, str::to_owned);
+    store
+        .create_user(
+            &Actor::System,
+            NewUser {
+                email: email.to_owned(),
+                first_name: "Admin".to_owned(),
+                last_name: String::new(),
+                permission_level: PermissionLevel::Admin,
+                role: Some(role.name),
+                teams: vec![ADMIN_TEAM.to_owned()],
+                password_hash: Some(password::hash(&clear)?),
+                ..NewUser::default()
+            },
+        )
+        .await?;
+    Ok(Some(FirstAdmin {
+        email: email.to_owned(),
+        password: clear,
+    }))
 }
 
 /// A random password for the first admin: 24 characters from two v4 UUIDs' random bits.

@@ -211,7 +211,7 @@ pub struct Approval {
 }
 
 /// Milliseconds since the epoch, the store's one clock.
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
@@ -315,12 +315,51 @@ impl Store {
     }
 
     /// Marks the permission documents as changed (see `PermissionSource::generation`).
-    fn changed(&self) {
+    pub(super) fn changed(&self) {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// Bumps the generation when another process (the CLI, another instance on the same
+    /// PostgreSQL store) changed the permission model: every change writes an admin log entry,
+    /// so the log's size and newest id, read every `every`, tell. Ends with the last clone of
+    /// this store.
+    pub fn watch_changes(&self, every: Duration) {
+        let pool = self.pool.clone();
+        let project = self.project.clone();
+        let generation = Arc::downgrade(&self.generation);
+        tokio::spawn(async move {
+            let marker = || async {
+                let row =
+                    sqlx::query("SELECT COUNT(*), MAX(id) FROM admin_logs WHERE project = $1")
+                        .bind(&project)
+                        .fetch_one(&pool)
+                        .await
+                        .ok()?;
+                Some((
+                    row.try_get::<i64, _>(0).ok()?,
+                    row.try_get::<Option<String>, _>(1).ok()?,
+                ))
+            };
+            let mut seen = marker().await;
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(generation) = generation.upgrade() else {
+                    break;
+                };
+                if pool.is_closed() {
+                    break;
+                }
+                let now = marker().await;
+                if now.is_some() && now != seen {
+                    generation.fetch_add(1, Ordering::Release);
+                    seen = now;
+                }
+            }
+        });
     }
 
     // ----- users --------------------------------------------------------------------------
@@ -1136,6 +1175,23 @@ impl Store {
         previous: Option<Json>,
         new: Option<Json>,
     ) -> Result<()> {
+        self.admin_log_on(&self.pool, actor, kind, resource, target, previous, new)
+            .await
+    }
+
+    /// [`Store::admin_log`] on a connection of the caller's (a transaction that must hold the
+    /// entry with the change it records, as `platform::declarative` does).
+    #[allow(clippy::too_many_arguments, reason = "the fields of one log entry")]
+    pub(super) async fn admin_log_on<'c>(
+        &self,
+        executor: impl sqlx::Executor<'c, Database = sqlx::Any>,
+        actor: &Actor,
+        kind: &str,
+        resource: &str,
+        target: &str,
+        previous: Option<Json>,
+        new: Option<Json>,
+    ) -> Result<()> {
         let (user_id, email, name) = match actor {
             Actor::Administrator {
                 user_id,
@@ -1161,7 +1217,7 @@ impl Store {
         .bind(target)
         .bind(previous.map(|v| v.to_string()))
         .bind(new.map(|v| v.to_string()))
-        .execute(&self.pool)
+        .execute(executor)
         .await?;
         Ok(())
     }
@@ -1242,11 +1298,11 @@ impl PermissionSource for Store {
 
 /// What the `renderings.document` column holds (the team comes from the `teams` table).
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct RenderingBody {
+pub(super) struct RenderingBody {
     #[serde(default)]
-    collections: BTreeMap<String, RenderingCollection>,
+    pub(super) collections: BTreeMap<String, RenderingCollection>,
     #[serde(default)]
-    stats: Vec<Json>,
+    pub(super) stats: Vec<Json>,
 }
 
 fn rendering_value(rendering: &Rendering) -> Json {
@@ -1279,7 +1335,7 @@ fn approval_from_row(r: &AnyRow) -> Result<Approval> {
 }
 
 /// The admin log's `user-project` shape of a user (platform-api.md §1.3).
-fn user_value(user: &User) -> Json {
+pub(super) fn user_value(user: &User) -> Json {
     json!({
         "user": {"object": "user", "email": user.email, "id": user.id, "username": user.full_name()},
         "permissionLevel": user.permission_level.as_str(),
@@ -1303,7 +1359,7 @@ pub fn parse_level(level: &str) -> Result<PermissionLevel> {
     }
 }
 
-fn normalize_email(email: &str) -> Result<String> {
+pub(super) fn normalize_email(email: &str) -> Result<String> {
     let email = email.trim();
     let valid = email
         .split_once('@')

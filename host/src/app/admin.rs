@@ -1,0 +1,280 @@
+//! The management commands: `canopy users|teams|roles|permissions …` and `canopy init`, over
+//! the same store as `canopy serve` (`config::StoreArgs`), with `Actor::System` as the admin
+//! log's initiator. Human tables by default, `--json` for scripts; an error is one sentence.
+//!
+//! Also what `serve` and `demo` need of the same model: applying the permissions file at start
+//! (`startup`), the sign-in instructions, and the demo's users (`demo`).
+
+mod demo;
+mod groups;
+mod permissions;
+mod table;
+mod users;
+
+use std::io::Read as _;
+
+use anyhow::Context as _;
+use clap::Args;
+
+pub use demo::{DEMO_LOGINS, DemoLogin, demo_permissions_file};
+pub use groups::{RolesCommand, TeamsCommand};
+pub use permissions::{IpCommand, PermissionsCommand};
+pub use users::UsersCommand;
+
+use crate::config::{Config, StoreArgs, StoreConfig};
+use crate::datasource::DataSourceSchema;
+use crate::platform::bootstrap::{self, FirstAdmin};
+use crate::platform::declarative::{self, Mode, SchemaView};
+use crate::platform::{Actor, Store};
+
+/// `canopy users …`.
+#[derive(Debug, Args)]
+pub struct UsersArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Print JSON instead of a table (for scripts).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: UsersCommand,
+}
+
+/// `canopy teams …`.
+#[derive(Debug, Args)]
+pub struct TeamsArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Print JSON instead of a table (for scripts).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: TeamsCommand,
+}
+
+/// `canopy roles …`.
+#[derive(Debug, Args)]
+pub struct RolesArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Print JSON instead of a table (for scripts).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: RolesCommand,
+}
+
+/// `canopy permissions …`.
+#[derive(Debug, Args)]
+pub struct PermissionsArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Print JSON instead of a table (for scripts).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: PermissionsCommand,
+}
+
+/// `canopy init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The first admin's email.
+    #[arg(long, env = "CANOPY_ADMIN_EMAIL", default_value = bootstrap::DEFAULT_ADMIN_EMAIL)]
+    pub admin_email: String,
+    /// Read the first admin's password from the first line of stdin (at least 8 characters)
+    /// instead of generating one.
+    #[arg(long)]
+    pub admin_password_stdin: bool,
+}
+
+/// The store named by the settings, opened (created and migrated if new).
+async fn open(args: StoreArgs) -> anyhow::Result<(Store, StoreConfig)> {
+    let config = args.load()?;
+    let platform = &config.platform;
+    let store = Store::open(
+        &platform.state_url,
+        &platform.project,
+        &platform.environment,
+    )
+    .await
+    .context("opening Canopy's store (--state-url)")?;
+    Ok((store, config))
+}
+
+/// The schema file as names to check against, when it exists.
+fn schema_view(config: &StoreConfig) -> anyhow::Result<Option<SchemaView>> {
+    SchemaView::from_schema_file(&config.schema_path).map_err(anyhow::Error::msg)
+}
+
+/// Changes made from the command line.
+const ACTOR: Actor = Actor::System;
+
+/// The first line of stdin, without its line ending: a password piped or typed.
+fn read_password() -> anyhow::Result<String> {
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .context("cannot read the password from stdin")?;
+    let line = input.lines().next().unwrap_or("").to_owned();
+    if line.is_empty() {
+        anyhow::bail!("no password on stdin: pipe it, e.g. `echo \"$PASSWORD\" | canopy …`");
+    }
+    Ok(line)
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    emit(&format!("{}\n", serde_json::to_string_pretty(value)?));
+    Ok(())
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends the output quietly.
+fn emit(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// Refuses, in one sentence saying how to fix it, a role or team that does not exist.
+async fn require_names(store: &Store, role: Option<&str>, teams: &[String]) -> anyhow::Result<()> {
+    if let Some(role) = role
+        && store.role_by_name(role).await?.is_none()
+    {
+        anyhow::bail!("no role {role:?}: create it first with `canopy roles add {role:?}`");
+    }
+    for team in teams {
+        if store.team_by_name(team).await?.is_none() {
+            anyhow::bail!("no team {team:?}: create it first with `canopy teams add {team:?}`");
+        }
+    }
+    Ok(())
+}
+
+pub async fn users(args: UsersArgs) -> anyhow::Result<()> {
+    let (store, config) = open(args.store).await?;
+    let done = users::run(&store, args.command, args.json).await;
+    store.close().await;
+    drop(config);
+    done
+}
+
+pub async fn teams(args: TeamsArgs) -> anyhow::Result<()> {
+    let (store, config) = open(args.store).await?;
+    let done = groups::teams(&store, args.command, args.json).await;
+    store.close().await;
+    drop(config);
+    done
+}
+
+pub async fn roles(args: RolesArgs) -> anyhow::Result<()> {
+    let (store, config) = open(args.store).await?;
+    let done = groups::roles(&store, args.command, args.json).await;
+    store.close().await;
+    drop(config);
+    done
+}
+
+pub async fn permissions(args: PermissionsArgs) -> anyhow::Result<()> {
+    let (store, config) = open(args.store).await?;
+    let done = permissions::run(&store, &config, args.command, args.json).await;
+    store.close().await;
+    done
+}
+
+/// `canopy init`: creates the store and its first admin, and says how to sign in. A store that
+/// already has users is left as it is.
+pub async fn init(args: InitArgs) -> anyhow::Result<()> {
+    let password = if args.admin_password_stdin {
+        Some(read_password()?)
+    } else {
+        None
+    };
+    let (store, config) = open(args.store).await?;
+    let created = bootstrap::first_admin(&store, &args.admin_email, password.as_deref())
+        .await
+        .context("creating the first admin")?;
+    let location = crate::datasource::sql::redact_url(&config.platform.state_url);
+    match created {
+        Some(admin) => {
+            println!(
+                "Created Canopy's store at {location} (project {}, environment {}).",
+                store.project(),
+                store.environment()
+            );
+            print!(
+                "{}",
+                sign_in_instructions(&admin, password.is_some(), DEFAULT_BASE_URL)
+            );
+        }
+        None => {
+            let users = store.users().await?.len();
+            println!(
+                "Canopy's store at {location} already has {users} user(s): nothing to do \
+                 (see `canopy users list`)."
+            );
+        }
+    }
+    store.close().await;
+    Ok(())
+}
+
+/// Where `canopy serve` listens by default.
+const DEFAULT_BASE_URL: &str = "http://127.0.0.1:3351";
+
+/// What to tell the operator once the first admin exists: the login, the password (once, unless
+/// they chose it), and where to sign in.
+pub fn sign_in_instructions(admin: &FirstAdmin, chosen_password: bool, base_url: &str) -> String {
+    let password = if chosen_password {
+        "the one you gave".to_owned()
+    } else {
+        format!("{}   (shown once: keep it)", admin.password)
+    };
+    format!(
+        "\nFirst admin: {email}\nPassword:    {password}\n\nSign in: with `canopy serve` \
+         running, point your admin front end at {base_url}/forest and sign in with this email \
+         and password (the built-in sign-in page).\nAdmin API: {base_url}/v1/project/…/users \
+         with the session token of an admin.\nChange the password: canopy users set {email} \
+         --password-stdin\n",
+        email = admin.email,
+    )
+}
+
+/// What a serve start does with Canopy's store before the first admin is made: applies the
+/// permissions file (a seed file to an empty store; a managed one every time), or gives back
+/// the parts a file managed when the settings no longer name a managed file.
+pub async fn startup(
+    store: &Store,
+    config: &Config,
+    schema: &DataSourceSchema,
+) -> anyhow::Result<()> {
+    let Some(path) = &config.platform.permissions_file else {
+        if let Some(path) = declarative::release(store).await? {
+            tracing::info!(file = %path, "permissions are no longer managed by a file");
+        }
+        return Ok(());
+    };
+    let view = SchemaView::served(schema);
+    let checked = declarative::load(path, Some(&view))?;
+    for warning in &checked.warnings {
+        tracing::warn!(file = %path.display(), "{warning}");
+    }
+    let outcome = declarative::apply(store, &checked).await?;
+    if let Some(skipped) = outcome.skipped {
+        tracing::info!("{skipped}");
+    } else {
+        for change in &outcome.changes {
+            tracing::info!(file = %path.display(), "{change}");
+        }
+        tracing::info!(
+            file = %path.display(),
+            mode = checked.mode.as_str(),
+            changes = outcome.changes.len(),
+            "permissions file applied"
+        );
+    }
+    if checked.mode == Mode::Seed {
+        // Seeded (or not, on a store with data): the store is the truth from now on.
+        declarative::release(store).await?;
+    }
+    Ok(())
+}

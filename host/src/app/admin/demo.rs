@@ -1,0 +1,102 @@
+//! The demo's users: an admin, an editor whose team sees only paid and shipped orders, and a
+//! read-only user, seeded through a permissions file (mode "seed") into a store of the demo's
+//! own, rebuilt at each run like the demo database. Their passwords are public: the demo only
+//! listens where it is told (loopback by default).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use crate::platform::password;
+
+/// One login the demo prints.
+#[derive(Debug, Clone, Copy)]
+pub struct DemoLogin {
+    pub email: &'static str,
+    pub password: &'static str,
+    /// What the user may do, in a few words.
+    pub what: &'static str,
+}
+
+pub const DEMO_LOGINS: [DemoLogin; 3] = [
+    DemoLogin {
+        email: "admin@canopy.local",
+        password: "canopy-demo-admin",
+        what: "admin: every right, the admin API",
+    },
+    DemoLogin {
+        email: "editor@canopy.local",
+        password: "canopy-demo-editor",
+        what: "editor, role Support: edits orders and customers, sees only paid and shipped orders",
+    },
+    DemoLogin {
+        email: "viewer@canopy.local",
+        password: "canopy-demo-viewer",
+        what: "user, role Viewer: reads everything, changes nothing",
+    },
+];
+
+/// The demo's permissions file, with the hashes of the demo passwords.
+const TEMPLATE: &str = r#"# Written by `canopy demo` at each run: the demo's roles, teams and users.
+mode = "seed"
+
+[roles.Admin]
+collections = { "*" = "all" }
+actions = { "*" = "all" }
+
+[roles.Support]
+collections = { orders = ["browse", "read", "edit", "export"], customers = ["browse", "read", "edit"], order_items = ["browse", "read"], products = ["browse", "read"] }
+
+[roles.Viewer]
+collections = { "*" = ["browse", "read"] }
+
+[teams.Operations]
+
+[teams.Shipping.scopes]
+orders = { field = "status", operator = "in", value = ["paid", "shipped"] }
+
+[[users]]
+email = "admin@canopy.local"
+first_name = "Ada"
+last_name = "Admin"
+level = "admin"
+role = "Admin"
+teams = ["Operations"]
+password_hash = "{admin}"
+
+[[users]]
+email = "editor@canopy.local"
+first_name = "Ed"
+last_name = "Itor"
+level = "editor"
+role = "Support"
+teams = ["Shipping"]
+tags = { region = "EU" }
+password_hash = "{editor}"
+
+[[users]]
+email = "viewer@canopy.local"
+first_name = "Vi"
+last_name = "Ewer"
+level = "user"
+role = "Viewer"
+teams = ["Operations"]
+password_hash = "{viewer}"
+"#;
+
+/// Clears the demo's store folder and writes its permissions file there; returns the folder
+/// (`dataDir`) and the file (`permissionsFile`) for the demo's settings.
+pub fn demo_permissions_file(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("cannot replace the demo store {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut text = TEMPLATE.to_owned();
+    for (placeholder, login) in ["{admin}", "{editor}", "{viewer}"].iter().zip(DEMO_LOGINS) {
+        text = text.replace(placeholder, &password::hash(login.password)?);
+    }
+    let file = dir.join("permissions.toml");
+    std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
+    Ok((dir.to_owned(), file))
+}
