@@ -10,8 +10,6 @@ pub use permissions::{CachePolicy, CollectionRight, CurrentUser, Permissions};
 
 pub use session::{PermissionLevel, SessionClaims, SessionKey, mint, parse_ttl, resolve_token};
 
-use crate::datasource::Caller;
-
 /// Everything authentication can fail with.
 ///
 /// The first four are the agent's 401 failures (protocol §4.3, rendered by the §7 error handler
@@ -116,55 +114,9 @@ impl Error {
 /// Result alias of the auth layer.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What a route does to a collection, in the vocabulary of the Forest permission model (§5.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Action {
-    /// List and count records, including relation lists.
-    Browse,
-    /// Get one record.
-    Read,
-    /// Create a record.
-    Add,
-    /// Update a record, associate or dissociate related records.
-    Edit,
-    /// Delete records.
-    Delete,
-    /// Export records as CSV.
-    Export,
-    /// Compute a chart over the collection.
-    Chart,
-    /// Run an action of the collection, or compute its form.
-    Trigger,
-}
-
-/// The placeholder check of issue 3: allows everything. Only the action routes still call it
-/// (their checks of §5.4 are being moved to `Permissions`); every other route asks
-/// `Permissions` (see `http::permission`).
-pub fn authorize(caller: &Caller, collection: &str, action: Action) -> Result<()> {
-    // Named so the signature is already the one permissions needs; nothing to decide yet.
-    let _ = (caller, collection, action);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn everything_is_allowed_until_permissions_land() {
-        let caller = Caller::system(chrono_tz::UTC);
-        for action in [
-            Action::Browse,
-            Action::Read,
-            Action::Add,
-            Action::Edit,
-            Action::Delete,
-            Action::Export,
-            Action::Chart,
-        ] {
-            assert!(authorize(&caller, "customers", action).is_ok());
-        }
-    }
 
     #[test]
     fn unauthorized_details_are_the_agents() {

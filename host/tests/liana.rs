@@ -413,8 +413,6 @@ async fn one_canopy_serves_its_permissions_to_another_postgres() {
 /// not delete, the admin may; a right granted on the server reaches the client through the
 /// events; a client whose server is down refuses (503, fail closed).
 #[tokio::test]
-#[ignore = "the data routes call auth::authorize, which allows everything until the perms \
-            branch makes them ask Permissions::can; run with --ignored once it is merged"]
 async fn the_servers_permissions_apply_to_the_clients_requests() {
     let dir = TempDir::new();
     let books = seed_books(&dir.0.join("books.sqlite")).await;
