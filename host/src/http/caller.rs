@@ -70,8 +70,9 @@ impl FromRequestParts<SharedState> for Authenticated {
         parts: &mut Parts,
         state: &SharedState,
     ) -> Result<Self, Self::Rejection> {
-        if let Some(VerifiedClaims(claims)) = parts.extensions.get::<VerifiedClaims>() {
-            return Ok(Self(claims.clone()));
+        // Taken, not cloned: a second extractor of the same request verifies again.
+        if let Some(VerifiedClaims(claims)) = parts.extensions.remove::<VerifiedClaims>() {
+            return Ok(Self(claims));
         }
         let cookie = cookie_header(&parts.headers);
         let authorization = match parts.headers.get(header::AUTHORIZATION) {
