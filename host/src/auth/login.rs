@@ -622,10 +622,9 @@ mod tests {
         assert_ne!(random_token(32), code);
     }
 
+    /// A service over an in-memory store: these tests never reach the store.
     async fn service(secret: &str) -> Login {
-        let dir = std::env::temp_dir().join(format!("canopy-login-unit-{}", uuid::Uuid::new_v4()));
-        let url = format!("sqlite://{}?mode=rwc", dir.join("store.sqlite").display());
-        let store = Store::open(&url, "p", "e").await.unwrap();
+        let store = Store::open("sqlite::memory:", "p", "e").await.unwrap();
         Login::new(&LoginConfig::default(), secret, "/forest", store).unwrap()
     }
 
