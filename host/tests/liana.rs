@@ -1,9 +1,10 @@
 //! One Canopy process as the permission server of another (`--server-url`): real `canopy serve`
 //! processes over real sockets. The server keeps the permission model in its store (SQLite or
 //! PostgreSQL), changed here through the store API on the same database; the client reads the
-//! documents over HTTP with the env secret, sends its schema at start, follows the server's
-//! events, refuses to start with a secret the server refuses, and starts but fails closed when
-//! the server is down. Lives in the `canopy` package for `CARGO_BIN_EXE_canopy`.
+//! documents over HTTP with the env secret, sends its schema at start, applies the server's
+//! rights on its own routes, follows the server's events, refuses to start with a secret the
+//! server refuses, and starts but fails closed when the server is down. A real Node agent also
+//! boots with a Canopy as its Forest server. Lives in the `canopy` package for `CARGO_BIN_EXE_canopy`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
