@@ -211,7 +211,9 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
         let in_flight = self.activity.start();
         let router = self.router.clone();
         let mut request = request.map(Body::new);
-        request.extensions_mut().insert(ConnectInfo(self.peer));
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(self.peer));
         Box::pin(async move {
             let response = router.oneshot(request).await;
             // A streamed body (a CSV export) may take long after the head: the request stays in
