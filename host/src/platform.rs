@@ -9,14 +9,17 @@
 pub mod bootstrap;
 pub mod declarative;
 pub mod documents;
+pub mod listing;
 pub mod login;
 pub mod password;
 pub mod remote;
+pub mod scope;
 pub mod server;
 pub mod store;
 
 use async_trait::async_trait;
 
+pub use scope::Scope;
 pub use documents::{EnvironmentPermissions, IpWhitelist, Rendering, UserEntry};
 pub use store::{
     Actor, AdminLog, Approval, ApprovalStatus, NewUser, Role, Store, Team, User, UserChange,

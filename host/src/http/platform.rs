@@ -6,6 +6,7 @@
 
 mod documents;
 mod groups;
+pub mod listing;
 mod logs;
 mod users;
 
@@ -20,7 +21,7 @@ use serde_json::{Value as Json, json};
 use super::SharedState;
 use crate::auth;
 use crate::datasource::PermissionLevel;
-use crate::platform::{self, Actor, Store, User};
+use crate::platform::{self, Actor, Scope, Store, User};
 
 /// Where the API lives: beside `/forest`, under the same prefix.
 pub fn base_path(mount_path: &str) -> String {
@@ -145,9 +146,22 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct Admin {
     pub user: User,
     pub store: Store,
+    /// The application token's scopes; `None` for a session token, which may do everything its
+    /// user may.
+    pub scopes: Option<Vec<Scope>>,
 }
 
 impl Admin {
+    /// Refuses (403) a request whose application token lacks `scope`.
+    pub fn require(&self, scope: Scope) -> Result<()> {
+        match &self.scopes {
+            Some(held) if !scope.granted_by(held) => Err(Error::Forbidden(format!(
+                "Insufficient permissions for this operation: the token lacks the {scope} scope"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The admin log's initiator.
     pub fn actor(&self) -> Actor {
         Actor::Administrator {
@@ -199,7 +213,11 @@ impl FromRequestParts<SharedState> for Admin {
         let user = store.user(claims.id).await?;
         match user {
             Some(user) if !user.disabled && user.permission_level == PermissionLevel::Admin => {
-                Ok(Self { user, store })
+                Ok(Self {
+                    user,
+                    store,
+                    scopes: None,
+                })
             }
             _ => Err(Error::Forbidden(
                 "only admins of the project may use the admin API".to_owned(),

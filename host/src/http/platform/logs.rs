@@ -8,12 +8,10 @@ use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Map, Value as Json, json};
 
-use super::{Admin, Error, Result};
+use super::listing::{ListQuery, iso};
+use super::{Admin, Result};
 use crate::http::{SharedState, json};
-use crate::platform::AdminLog;
-
-const DEFAULT_LIMIT: i64 = 10;
-const MAX_LIMIT: i64 = 100;
+use crate::platform::{AdminLog, Scope};
 
 pub fn router() -> Router<SharedState> {
     Router::new().route("/project/{project}/admin-logs", get(list))
@@ -24,28 +22,12 @@ async fn list(
     Path(project): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
+    admin.require(Scope::AdminLogsRead)?;
     let store = admin.project(&project)?;
-    let mut limit = DEFAULT_LIMIT;
-    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        // Unknown parameters are ignored (the next issue adds the filters).
-        if key == "limit" {
-            limit = value
-                .parse::<i64>()
-                .ok()
-                .filter(|l| (1..=MAX_LIMIT).contains(l))
-                .ok_or_else(|| {
-                    Error::field("limit", format!("must be an integer from 1 to {MAX_LIMIT}"))
-                })?;
-        }
-    }
-    let mut entries = store.admin_logs(limit + 1).await?;
-    let has_more = entries.len() > usize::try_from(limit).unwrap_or(usize::MAX);
-    entries.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok(json(&json!({
-        "hasMore": has_more,
-        "parameters": {"projectName": project, "limit": limit},
-        "data": entries.iter().map(entry).collect::<Vec<_>>(),
-    })))
+    // The filters of platform-api.md §1.3 come with the next change; unknown ones are ignored.
+    let query = ListQuery::parse(query.as_deref(), &[("projectName", &project)])?;
+    let entries = store.admin_logs(query.limit + 1).await?;
+    Ok(json(&query.envelope(entries.iter().map(entry).collect())))
 }
 
 /// One entry; optional fields are left out rather than null (strict clients of the public API
@@ -76,11 +58,4 @@ pub fn entry(log: &AdminLog) -> Json {
         out.insert("newValue".into(), new.clone());
     }
     Json::Object(out)
-}
-
-/// Unix milliseconds as ISO 8601 with milliseconds and `Z`.
-fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
