@@ -1,11 +1,12 @@
 //! Canopy's own product data, in its own database (never the user's): users, teams, roles, the
-//! environment's permissions, each team's rendering, IP whitelist rules, approval requests and
-//! admin logs. SQLite by default, PostgreSQL for several instances (`--state-url`).
+//! environment's permissions, each team's rendering, IP whitelist rules, approval requests,
+//! activity logs and admin logs. SQLite by default, PostgreSQL for several instances (`--state-url`).
 //!
 //! The permission model is kept in the documents of the Forest server's permission API
 //! (`documents`), so that `auth::permissions` checks the same shapes whether they come from this
 //! store or from a remote Forest-compatible server (`PermissionSource`).
 
+pub mod activity;
 pub mod bootstrap;
 pub mod declarative;
 pub mod documents;
@@ -19,6 +20,7 @@ pub mod store;
 
 use async_trait::async_trait;
 
+pub use activity::ActivityLog;
 pub use scope::Scope;
 pub use documents::{EnvironmentPermissions, IpWhitelist, Rendering, UserEntry};
 pub use store::{

@@ -4,6 +4,7 @@
 //! errors in the public API's shape `{code, message}` (plus `error`, the status text, as the
 //! public API's authentication errors carry it). Changes are logged with the admin as initiator.
 
+mod activity;
 mod documents;
 mod groups;
 pub mod listing;
@@ -34,6 +35,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(groups::router())
         .merge(documents::router())
         .merge(logs::router())
+        .merge(activity::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

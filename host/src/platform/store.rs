@@ -162,6 +162,24 @@ pub struct AdminLog {
     pub new_value: Option<Json>,
 }
 
+/// The filters of the admin-log listing (platform-api.md §1.3), AND-combined.
+#[derive(Debug, Clone, Default)]
+pub struct AdminLogFilter {
+    /// Most entries returned.
+    pub limit: i64,
+    /// The administrator's e-mail, as logged.
+    pub user_email: Option<String>,
+    /// The administrator's id.
+    pub user_id: Option<i64>,
+    /// `add`, `remove`, `update` or `initial`.
+    pub r#type: Option<String>,
+    /// `administrator`, `identityProvider` or `forestAdmin`.
+    pub initiator: Option<String>,
+    /// `user-project`, `role`, `team` or `environment`.
+    pub resource: Option<String>,
+    pub created_at: super::listing::DateRange,
+}
+
 /// The state of an approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -1224,15 +1242,42 @@ impl Store {
 
     /// The project's admin log, newest first, at most `limit` entries.
     pub async fn admin_logs(&self, limit: i64) -> Result<Vec<AdminLog>> {
-        let rows = sqlx::query(
+        self.admin_logs_matching(&AdminLogFilter {
+            limit,
+            ..AdminLogFilter::default()
+        })
+        .await
+    }
+
+    /// The project's admin log entries matching every filter of `filter` (platform-api.md
+    /// §1.3), newest first (then by id, descending), at most `filter.limit`.
+    pub async fn admin_logs_matching(&self, filter: &AdminLogFilter) -> Result<Vec<AdminLog>> {
+        let mut args = super::listing::Args::default();
+        let mut conditions = vec![format!("project = {}", args.text(&self.project))];
+        if let Some(email) = &filter.user_email {
+            conditions.push(format!("actor_email = {}", args.text(email)));
+        }
+        if let Some(id) = filter.user_id {
+            conditions.push(format!("actor_user_id = {}", args.int(id)));
+        }
+        for (column, value) in [
+            ("type", &filter.r#type),
+            ("initiator", &filter.initiator),
+            ("resource", &filter.resource),
+        ] {
+            if let Some(value) = value {
+                conditions.push(format!("{column} = {}", args.text(value)));
+            }
+        }
+        conditions.extend(filter.created_at.conditions("created_at", &mut args));
+        let sql = format!(
             "SELECT id, created_at, type, resource, initiator, actor_user_id, actor_email, \
              actor_username, target_ref, previous_value, new_value FROM admin_logs \
-             WHERE project = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
-        )
-        .bind(&self.project)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+             WHERE {} ORDER BY created_at DESC, id DESC LIMIT {}",
+            conditions.join(" AND "),
+            args.int(filter.limit)
+        );
+        let rows = args.bind(sqlx::query(&sql)).fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| {
                 let json_col = |i: usize| -> Result<Option<Json>> {

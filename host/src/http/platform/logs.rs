@@ -1,6 +1,8 @@
-//! `GET /v1/project/{project}/admin-logs?limit=`: the newest admin log entries in the public
-//! API's shape (platform-api.md §1.3): `{hasMore, parameters, data}`, each entry `{object:
-//! "adminLog", id, type, resource, initiator, createdAt, user?, previousValue?, newValue?}`.
+//! `GET /v1/project/{project}/admin-logs`: the admin log entries in the public API's shape
+//! (platform-api.md §1.3): `{hasMore, parameters, data}`, each entry `{object: "adminLog", id,
+//! type, resource, initiator, createdAt, user?, previousValue?, newValue?}`, newest first.
+//! Filters, AND-combined: `limit`, `userEmail`, `userId` (the administrator), `type`,
+//! `initiator`, `resource` and `createdAt.{eq,lt,lte,gt,gte}`; a bad value is a 400 naming it.
 
 use axum::Router;
 use axum::extract::{Path, RawQuery};
@@ -11,7 +13,13 @@ use serde_json::{Map, Value as Json, json};
 use super::listing::{ListQuery, iso};
 use super::{Admin, Result};
 use crate::http::{SharedState, json};
+use crate::platform::store::AdminLogFilter;
 use crate::platform::{AdminLog, Scope};
+
+/// The values of the §1.3 enums, as the store writes them.
+const TYPES: &[&str] = &["add", "remove", "update", "initial"];
+const INITIATORS: &[&str] = &["administrator", "identityProvider", "forestAdmin"];
+const RESOURCES: &[&str] = &["user-project", "role", "team", "environment"];
 
 pub fn router() -> Router<SharedState> {
     Router::new().route("/project/{project}/admin-logs", get(list))
@@ -24,9 +32,17 @@ async fn list(
 ) -> Result<Response> {
     admin.require(Scope::AdminLogsRead)?;
     let store = admin.project(&project)?;
-    // The filters of platform-api.md §1.3 come with the next change; unknown ones are ignored.
-    let query = ListQuery::parse(query.as_deref(), &[("projectName", &project)])?;
-    let entries = store.admin_logs(query.limit + 1).await?;
+    let mut query = ListQuery::parse(query.as_deref(), &[("projectName", &project)])?;
+    let filter = AdminLogFilter {
+        limit: query.limit + 1,
+        user_email: query.email("userEmail")?,
+        user_id: query.id("userId")?,
+        r#type: query.one_of("type", TYPES)?,
+        initiator: query.one_of("initiator", INITIATORS)?,
+        resource: query.one_of("resource", RESOURCES)?,
+        created_at: query.dates("createdAt")?,
+    };
+    let entries = store.admin_logs_matching(&filter).await?;
     Ok(json(&query.envelope(entries.iter().map(entry).collect())))
 }
 

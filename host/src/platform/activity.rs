@@ -1,0 +1,818 @@
+//! Activity logs (platform-api.md §1.2, §2.4, §4.2): one entry per operation a user ran (a list,
+//! a read, a write, an action, a note, an approval, later workflow and MCP calls), with who, on
+//! what collection and which record ids, never record values.
+//!
+//! Recording must not slow requests down, so [`ActivityLog::record`] never waits: it puts the
+//! entry in a bounded buffer (a tokio channel) and returns. One background task per process
+//! writes what the buffer holds in batches (up to [`BATCH`] entries, or what arrived within
+//! [`BATCH_WINDOW`] of the first), each batch in one transaction. A full buffer drops the entry,
+//! counts it and logs a warning with the count (at most once a second, so that an overload does
+//! not also flood the log). [`ActivityLog::flush`] waits until everything recorded before it is
+//! written: the server calls it at shutdown, tests call it instead of sleeping.
+//!
+//! The logger belongs to the process, not to a plugin generation: `app::Platform` holds it and
+//! every generation's `AppState` gets a clone, so a reload neither loses nor duplicates entries.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::Value as Json;
+use sqlx::Row as _;
+use sqlx::any::AnyRow;
+use tokio::sync::{mpsc, oneshot};
+
+use super::listing::{Args, DateRange};
+use super::store::now_ms;
+use super::{Error, Result, Store};
+use crate::datasource::Caller;
+
+/// Most entries written in one transaction.
+pub const BATCH: usize = 500;
+/// How long the writer waits for more entries after the first of a batch.
+pub const BATCH_WINDOW: Duration = Duration::from_millis(200);
+/// Entries the buffer holds before `record` starts dropping them: at 500 per batch, tens of
+/// batches behind a slow store before anything is lost.
+pub const DEFAULT_CAPACITY: usize = 65_536;
+
+/// Whether an operation reads or writes (`type` in the API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Read,
+    Write,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
+/// Declares the `action` enum of platform-api.md §1.2 (38 values) with its wire names and kinds.
+macro_rules! actions {
+    ($($variant:ident = $name:literal: $kind:ident),* $(,)?) => {
+        /// What an entry records (`action` in the API), the platform's 38 values.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Action { $($variant),* }
+
+        impl Action {
+            pub const ALL: &'static [Self] = &[$(Self::$variant),*];
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// The wire name (`listRelatedData`).
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $name),* }
+            }
+
+            /// Whether the action reads or writes.
+            pub fn kind(self) -> Kind {
+                match self { $(Self::$variant => Kind::$kind),* }
+            }
+        }
+    };
+}
+
+actions! {
+    Create = "create": Write,
+    Read = "read": Read,
+    Update = "update": Write,
+    Delete = "delete": Write,
+    Action = "action": Write,
+    Search = "search": Read,
+    Filter = "filter": Read,
+    ListRelatedData = "listRelatedData": Read,
+    DescribeCollection = "describeCollection": Read,
+    Index = "index": Read,
+    Select = "select": Read,
+    Dashboard = "dashboard": Read,
+    Workspace = "workspace": Read,
+    Export = "export": Read,
+    CreateNote = "createNote": Write,
+    OpenNote = "openNote": Read,
+    DeleteNote = "deleteNote": Write,
+    CreateMessage = "createMessage": Write,
+    CreateApproval = "createApproval": Write,
+    ApproveApproval = "approveApproval": Write,
+    RejectApproval = "rejectApproval": Write,
+    IgnoreApprovalWarning = "ignoreApprovalWarning": Write,
+    MarkApprovalAsFailed = "markApprovalAsFailed": Write,
+    SendApprovalBackInReview = "sendApprovalBackInReview": Write,
+    StartProcessingInboxTask = "startProcessingInboxTask": Write,
+    CompleteInboxTask = "completeInboxTask": Write,
+    CancelInboxTask = "cancelInboxTask": Write,
+    CancelInboxTaskNotTreated = "cancelInboxTaskNotTreated": Write,
+    AutoCancelInboxTask = "autoCancelInboxTask": Write,
+    AssignUserToInboxTask = "assignUserToInboxTask": Write,
+    UnassignUserFromInboxTask = "unassignUserFromInboxTask": Write,
+    TriggerWorkflow = "triggerWorkflow": Write,
+    AbortWorkflow = "abortWorkflow": Write,
+    CompleteWorkflow = "completeWorkflow": Write,
+    SelectWorkflowOption = "selectWorkflowOption": Write,
+    CompleteWorkflowStep = "completeWorkflowStep": Write,
+    ReviseWorkflowStep = "reviseWorkflowStep": Write,
+    ResumeWorkflow = "resumeWorkflow": Write,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Action {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| format!("unknown activity action {s:?}"))
+    }
+}
+
+/// Where the operation came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// The `/forest` routes, called by the admin UI with a user's session token.
+    Ui,
+    /// The public API `/v1`.
+    Api,
+    /// A workflow run started by its webhook.
+    Webhook,
+    /// The MCP server.
+    Mcp,
+    /// The workflow executor acting for a run's user.
+    Executor,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ui => "ui",
+            Self::Api => "api",
+            Self::Webhook => "webhook",
+            Self::Mcp => "mcp",
+            Self::Executor => "executor",
+        }
+    }
+}
+
+/// Whether the operation did what was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    Completed,
+    /// Refused (permissions, validation) or broken after it was attempted: kept for the audit,
+    /// not served by the public API, whose entries mean "this was done".
+    Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// The user an entry names, as they were when the operation ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    pub id: i64,
+    pub email: String,
+    pub username: String,
+    /// The team the user acted in (the session's team).
+    pub team: String,
+}
+
+impl Actor {
+    /// The user of a data call (a session token's claims).
+    pub fn of(caller: &Caller) -> Self {
+        let username = format!("{} {}", caller.first_name, caller.last_name)
+            .trim()
+            .to_owned();
+        Self {
+            id: caller.id,
+            email: caller.email.clone(),
+            username,
+            team: caller.team.clone(),
+        }
+    }
+}
+
+/// One activity log entry, as recorded. Build it with [`Entry::new`] and the `with_*` methods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub id: String,
+    pub created_at: i64,
+    /// The environment it happened in; `None` is the logger's store's own.
+    pub environment: Option<String>,
+    pub action: Action,
+    pub label: Option<String>,
+    pub status: Status,
+    pub user: Actor,
+    pub collection: Option<String>,
+    /// Packed record ids (`"1|2"` for a composite key), without duplicates.
+    pub record_ids: Vec<String>,
+    pub origin: Origin,
+    /// The application token that made the call, when one did.
+    pub token_id: Option<String>,
+    /// The request's correlation id, to find the request log line of the same call.
+    pub request_id: Option<String>,
+}
+
+impl Entry {
+    /// An entry of `action` by `user` from `origin`, now, completed.
+    pub fn new(action: Action, user: Actor, origin: Origin) -> Self {
+        Self {
+            id: uuid::Uuid::now_v7().to_string(),
+            created_at: now_ms(),
+            environment: None,
+            action,
+            label: None,
+            status: Status::Completed,
+            user,
+            collection: None,
+            record_ids: Vec::new(),
+            origin,
+            token_id: None,
+            request_id: None,
+        }
+    }
+
+    /// An entry of a `/forest` route: the session's user, origin `ui`, its correlation id.
+    pub fn ui(action: Action, caller: &Caller, collection: &str) -> Self {
+        Self::new(action, Actor::of(caller), Origin::Ui)
+            .with_collection(collection)
+            .with_request_id(caller.request_id.to_string())
+    }
+
+    #[must_use]
+    pub fn with_collection(mut self, collection: impl Into<String>) -> Self {
+        self.collection = Some(collection.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_records<I, S>(mut self, ids: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.add_records(ids);
+        self
+    }
+
+    /// Adds record ids, keeping the first occurrence of each.
+    pub fn add_records<I, S>(&mut self, ids: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        for id in ids {
+            let id = id.into();
+            if !self.record_ids.contains(&id) {
+                self.record_ids.push(id);
+            }
+        }
+    }
+
+    #[must_use]
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_environment(mut self, environment: impl Into<String>) -> Self {
+        self.environment = Some(environment.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_token(mut self, token_id: impl Into<String>) -> Self {
+        self.token_id = Some(token_id.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_request_id(mut self, request_id: impl Into<String>) -> Self {
+        self.request_id = Some(request_id.into());
+        self
+    }
+
+    #[must_use]
+    pub fn failed(mut self) -> Self {
+        self.status = Status::Failed;
+        self
+    }
+}
+
+enum Message {
+    Entry(Box<Entry>),
+    /// Answered once every entry sent before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The process's activity logger. Cheap to clone; a disabled one (`activityLogs = false`, or a
+/// router without a store) records nothing.
+#[derive(Clone, Default)]
+pub struct ActivityLog {
+    inner: Option<Arc<Inner>>,
+}
+
+struct Inner {
+    sender: mpsc::Sender<Message>,
+    /// Entries dropped because the buffer was full, since the start.
+    dropped: AtomicU64,
+    /// Dropped entries not yet reported in a warning.
+    unreported: AtomicU64,
+    /// When the last warning about dropped entries was logged (unix ms).
+    last_warning: AtomicI64,
+}
+
+impl fmt::Debug for ActivityLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ActivityLog")
+            .field("enabled", &self.is_enabled())
+            .field("dropped", &self.dropped())
+            .finish()
+    }
+}
+
+impl ActivityLog {
+    /// A logger that records nothing.
+    pub fn disabled() -> Self {
+        Self::default()
+    }
+
+    /// A logger writing into `store`, with the default buffer; starts its writer task (call it
+    /// inside a tokio runtime).
+    pub fn start(store: Store) -> Self {
+        Self::with_capacity(store, DEFAULT_CAPACITY)
+    }
+
+    /// [`ActivityLog::start`] with a buffer of `capacity` entries (at least 1).
+    pub fn with_capacity(store: Store, capacity: usize) -> Self {
+        let (sender, receiver) = mpsc::channel(capacity.max(1));
+        tokio::spawn(write_batches(store, receiver));
+        Self {
+            inner: Some(Arc::new(Inner {
+                sender,
+                dropped: AtomicU64::new(0),
+                unreported: AtomicU64::new(0),
+                last_warning: AtomicI64::new(0),
+            })),
+        }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// Entries dropped since the start because the buffer was full.
+    pub fn dropped(&self) -> u64 {
+        self.inner
+            .as_ref()
+            .map_or(0, |inner| inner.dropped.load(Ordering::Relaxed))
+    }
+
+    /// Queues `entry` without waiting. A full buffer drops it, counts it, and logs a warning
+    /// with the count (at most once a second).
+    pub fn record(&self, entry: Entry) {
+        let Some(inner) = &self.inner else { return };
+        match inner.sender.try_send(Message::Entry(Box::new(entry))) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                inner.dropped.fetch_add(1, Ordering::Relaxed);
+                inner.unreported.fetch_add(1, Ordering::Relaxed);
+                let now = now_ms();
+                let last = inner.last_warning.load(Ordering::Relaxed);
+                if now - last >= 1000
+                    && inner
+                        .last_warning
+                        .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    inner.warn_dropped();
+                }
+            }
+            // The writer ended: only after the runtime shut down.
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                inner.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("activity log entry dropped: the writer has stopped");
+            }
+        }
+    }
+
+    /// Waits until every entry recorded before this call is written (or failed to be, which is
+    /// logged). The server calls it at shutdown; tests call it before reading the log.
+    pub async fn flush(&self) {
+        let Some(inner) = &self.inner else { return };
+        let (ack, done) = oneshot::channel();
+        if inner.sender.send(Message::Flush(ack)).await.is_ok() {
+            let _ = done.await;
+        }
+        if inner.unreported.load(Ordering::Relaxed) > 0 {
+            inner.warn_dropped();
+        }
+    }
+}
+
+impl Inner {
+    fn warn_dropped(&self) {
+        let count = self.unreported.swap(0, Ordering::Relaxed);
+        if count > 0 {
+            tracing::warn!(
+                dropped = count,
+                dropped_total = self.dropped.load(Ordering::Relaxed),
+                "activity log buffer full: {count} entries dropped"
+            );
+        }
+    }
+}
+
+/// The writer task: batches of up to [`BATCH`] entries, each written within [`BATCH_WINDOW`]
+/// of its first entry, or at once on a flush. Ends when every logger clone is gone.
+async fn write_batches(store: Store, mut receiver: mpsc::Receiver<Message>) {
+    let mut batch: Vec<Entry> = Vec::with_capacity(BATCH);
+    let mut deadline = tokio::time::Instant::now();
+    loop {
+        let message = if batch.is_empty() {
+            receiver.recv().await
+        } else {
+            match tokio::time::timeout_at(deadline, receiver.recv()).await {
+                Ok(message) => message,
+                Err(_elapsed) => {
+                    write_logged(&store, &mut batch).await;
+                    continue;
+                }
+            }
+        };
+        match message {
+            Some(Message::Entry(entry)) => {
+                if batch.is_empty() {
+                    deadline = tokio::time::Instant::now() + BATCH_WINDOW;
+                }
+                batch.push(*entry);
+                if batch.len() >= BATCH {
+                    write_logged(&store, &mut batch).await;
+                }
+            }
+            Some(Message::Flush(ack)) => {
+                write_logged(&store, &mut batch).await;
+                let _ = ack.send(());
+            }
+            None => {
+                write_logged(&store, &mut batch).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Writes and empties `batch`; a failure is retried once, then logged with the count lost.
+async fn write_logged(store: &Store, batch: &mut Vec<Entry>) {
+    if batch.is_empty() {
+        return;
+    }
+    if let Err(first) = store.insert_activity(batch).await {
+        tracing::debug!(error = %first, "writing activity log entries failed; retrying once");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Err(error) = store.insert_activity(batch).await {
+            tracing::error!(
+                lost = batch.len(),
+                %error,
+                "activity log entries could not be written"
+            );
+        }
+    }
+    batch.clear();
+}
+
+/// The filters of the activity-log listing (platform-api.md §1.2), AND-combined.
+#[derive(Debug, Clone, Default)]
+pub struct ActivityFilter {
+    /// Most entries returned.
+    pub limit: i64,
+    pub user_email: Option<String>,
+    pub user_id: Option<i64>,
+    pub team_name: Option<String>,
+    pub collection_name: Option<String>,
+    pub record_id: Option<String>,
+    pub action: Option<Action>,
+    pub kind: Option<Kind>,
+    pub created_at: DateRange,
+    /// Entries strictly after this one in the listing's order (`startingAfter`, a keyset
+    /// cursor on `(createdAt, id)`): no entry of the same millisecond is skipped.
+    pub starting_after: Option<String>,
+}
+
+/// An entry as served by the listing (completed entries only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActivityRow {
+    pub id: String,
+    pub created_at: i64,
+    pub environment: String,
+    pub kind: String,
+    pub action: String,
+    pub label: Option<String>,
+    pub user_id: i64,
+    pub user_email: String,
+    pub username: String,
+    pub team_name: String,
+    pub collection_name: Option<String>,
+    pub record_ids: Vec<String>,
+    pub origin: String,
+}
+
+const ENTRY_COLUMNS: &str = "id, project, environment, created_at, type, action, label, status, \
+     user_id, user_email, username, team_name, collection_name, record_ids, origin, token_id, \
+     request_id";
+const ENTRY_WIDTH: usize = 17;
+const RECORD_WIDTH: usize = 5;
+/// Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters.
+const ROWS_PER_INSERT: usize = 1000;
+
+impl Store {
+    /// Writes `entries` in one transaction (the logger's batches; tests may call it directly).
+    pub async fn insert_activity(&self, entries: &[Entry]) -> Result<()> {
+        let mut tx = self.pool().begin().await?;
+        for chunk in entries.chunks(ROWS_PER_INSERT / 2) {
+            let sql = format!(
+                "INSERT INTO activity_logs ({ENTRY_COLUMNS}) VALUES {}",
+                placeholders(chunk.len(), ENTRY_WIDTH)
+            );
+            let mut query = sqlx::query(&sql);
+            for e in chunk {
+                let record_ids = (!e.record_ids.is_empty())
+                    .then(|| Json::from(e.record_ids.clone()).to_string());
+                query = query
+                    .bind(e.id.clone())
+                    .bind(self.project().to_owned())
+                    .bind(self.entry_environment(e))
+                    .bind(e.created_at)
+                    .bind(e.action.kind().as_str())
+                    .bind(e.action.as_str())
+                    .bind(e.label.clone())
+                    .bind(e.status.as_str())
+                    .bind(e.user.id)
+                    .bind(e.user.email.clone())
+                    .bind(e.user.username.clone())
+                    .bind(e.user.team.clone())
+                    .bind(e.collection.clone())
+                    .bind(record_ids)
+                    .bind(e.origin.as_str())
+                    .bind(e.token_id.clone())
+                    .bind(e.request_id.clone());
+            }
+            query.execute(&mut *tx).await?;
+        }
+        let records: Vec<(&Entry, &String)> = entries
+            .iter()
+            .flat_map(|e| {
+                // Unique per entry: the key of the side table.
+                let unique: BTreeSet<&String> = e.record_ids.iter().collect();
+                unique.into_iter().map(move |id| (e, id))
+            })
+            .collect();
+        for chunk in records.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "INSERT INTO activity_log_records \
+                 (activity_log_id, project, environment, record_id, created_at) VALUES {}",
+                placeholders(chunk.len(), RECORD_WIDTH)
+            );
+            let mut query = sqlx::query(&sql);
+            for (e, record_id) in chunk {
+                query = query
+                    .bind(e.id.clone())
+                    .bind(self.project().to_owned())
+                    .bind(self.entry_environment(e))
+                    .bind((*record_id).clone())
+                    .bind(e.created_at);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    fn entry_environment(&self, entry: &Entry) -> String {
+        entry
+            .environment
+            .clone()
+            .unwrap_or_else(|| self.environment().to_owned())
+    }
+
+    /// The environment's completed activity entries matching `filter`, newest first (then by id,
+    /// descending), at most `filter.limit`. An unknown `starting_after` id is `Invalid`.
+    pub async fn activity_logs(&self, filter: &ActivityFilter) -> Result<Vec<ActivityRow>> {
+        let mut args = Args::default();
+        let mut conditions = vec![
+            format!("a.project = {}", args.text(self.project())),
+            format!("a.environment = {}", args.text(self.environment())),
+            "a.status = 'completed'".to_owned(),
+        ];
+        if let Some(email) = &filter.user_email {
+            conditions.push(format!("a.user_email = {}", args.text(email)));
+        }
+        if let Some(id) = filter.user_id {
+            conditions.push(format!("a.user_id = {}", args.int(id)));
+        }
+        if let Some(team) = &filter.team_name {
+            conditions.push(format!("a.team_name = {}", args.text(team)));
+        }
+        if let Some(collection) = &filter.collection_name {
+            conditions.push(format!("a.collection_name = {}", args.text(collection)));
+        }
+        if let Some(action) = filter.action {
+            conditions.push(format!("a.action = {}", args.text(action.as_str())));
+        }
+        if let Some(kind) = filter.kind {
+            conditions.push(format!("a.type = {}", args.text(kind.as_str())));
+        }
+        conditions.extend(filter.created_at.conditions("a.created_at", &mut args));
+        if let Some(record) = &filter.record_id {
+            // Driven by the side table's (project, environment, record_id) index.
+            conditions.push(format!(
+                "a.id IN (SELECT r.activity_log_id FROM activity_log_records r \
+                 WHERE r.project = {} AND r.environment = {} AND r.record_id = {})",
+                args.text(self.project()),
+                args.text(self.environment()),
+                args.text(record)
+            ));
+        }
+        if let Some(after) = &filter.starting_after {
+            let at: Option<i64> = sqlx::query_scalar(
+                "SELECT created_at FROM activity_logs \
+                 WHERE id = $1 AND project = $2 AND environment = $3",
+            )
+            .bind(after)
+            .bind(self.project())
+            .bind(self.environment())
+            .fetch_optional(self.pool())
+            .await?;
+            let at = at.ok_or_else(|| {
+                Error::Invalid(format!(
+                    "startingAfter: no activity log entry has the id {after:?}"
+                ))
+            })?;
+            let (at1, at2, id) = (args.int(at), args.int(at), args.text(after));
+            conditions.push(format!(
+                "(a.created_at < {at1} OR (a.created_at = {at2} AND a.id < {id}))"
+            ));
+        }
+        let sql = format!(
+            "SELECT a.id, a.created_at, a.environment, a.type, a.action, a.label, a.user_id, \
+             a.user_email, a.username, a.team_name, a.collection_name, a.record_ids, a.origin \
+             FROM activity_logs a WHERE {} ORDER BY a.created_at DESC, a.id DESC LIMIT {}",
+            conditions.join(" AND "),
+            args.int(filter.limit)
+        );
+        let rows = args.bind(sqlx::query(&sql)).fetch_all(self.pool()).await?;
+        rows.iter().map(activity_row).collect()
+    }
+}
+
+fn activity_row(r: &AnyRow) -> Result<ActivityRow> {
+    let record_ids: Option<String> = r.try_get(11)?;
+    Ok(ActivityRow {
+        id: r.try_get(0)?,
+        created_at: r.try_get(1)?,
+        environment: r.try_get(2)?,
+        kind: r.try_get(3)?,
+        action: r.try_get(4)?,
+        label: r.try_get(5)?,
+        user_id: r.try_get(6)?,
+        user_email: r.try_get(7)?,
+        username: r.try_get(8)?,
+        team_name: r.try_get(9)?,
+        collection_name: r.try_get(10)?,
+        record_ids: record_ids
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default(),
+        origin: r.try_get(12)?,
+    })
+}
+
+/// `($1, $2, …), (…), …`: `rows` groups of `width` numbered placeholders.
+fn placeholders(rows: usize, width: usize) -> String {
+    (0..rows)
+        .map(|row| {
+            let cells: Vec<String> = (1..=width)
+                .map(|col| format!("${}", row * width + col))
+                .collect();
+            format!("({})", cells.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_action_enum_has_the_platforms_38_values_each_with_a_kind() {
+        assert_eq!(Action::ALL.len(), 38);
+        assert_eq!(Action::NAMES.len(), 38);
+        for action in Action::ALL {
+            assert_eq!(action.as_str().parse::<Action>(), Ok(*action));
+        }
+        assert_eq!(Action::ListRelatedData.as_str(), "listRelatedData");
+        assert_eq!(Action::Export.kind(), Kind::Read);
+        assert_eq!(Action::Delete.kind(), Kind::Write);
+        assert_eq!(Action::CreateMessage.kind(), Kind::Write);
+        assert!("drop".parse::<Action>().is_err());
+    }
+
+    #[test]
+    fn placeholders_are_numbered_row_by_row() {
+        assert_eq!(placeholders(2, 3), "($1, $2, $3), ($4, $5, $6)");
+    }
+
+    #[test]
+    fn record_ids_are_kept_once_in_their_first_order() {
+        let actor = Actor {
+            id: 1,
+            email: "a@b.c".into(),
+            username: "A".into(),
+            team: "Ops".into(),
+        };
+        let entry = Entry::new(Action::Delete, actor, Origin::Ui).with_records(["2", "1", "2"]);
+        assert_eq!(entry.record_ids, ["2", "1"]);
+        assert_eq!(entry.status, Status::Completed);
+        assert_eq!(entry.clone().failed().status, Status::Failed);
+    }
+
+    async fn memory_store() -> Store {
+        let url = format!(
+            "sqlite:file:activity-{}?mode=memory&cache=shared",
+            uuid::Uuid::new_v4()
+        );
+        Store::open(&url, "acme", "production").await.unwrap()
+    }
+
+    fn entry(n: usize) -> Entry {
+        let actor = Actor {
+            id: 7,
+            email: "sam@acme.io".into(),
+            username: "Sam Lee".into(),
+            team: "Ops".into(),
+        };
+        Entry::new(Action::Read, actor, Origin::Ui)
+            .with_collection("orders")
+            .with_records([n.to_string()])
+    }
+
+    #[tokio::test]
+    async fn a_full_buffer_drops_and_counts_instead_of_blocking() {
+        let store = memory_store().await;
+        // A buffer of 2, and a runtime with one thread: the writer cannot run while this test
+        // records, so the third and later entries find the buffer full.
+        let log = ActivityLog::with_capacity(store.clone(), 2);
+        for n in 0..10 {
+            log.record(entry(n));
+        }
+        assert_eq!(log.dropped(), 8);
+        log.flush().await;
+        let rows = store
+            .activity_logs(&ActivityFilter {
+                limit: 100,
+                ..ActivityFilter::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 2, "the two buffered entries are written");
+        let mut ids: Vec<&str> = rows.iter().map(|r| r.record_ids[0].as_str()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["0", "1"]);
+    }
+
+    #[tokio::test]
+    async fn flush_writes_everything_recorded_before_it_in_batches() {
+        let store = memory_store().await;
+        let log = ActivityLog::start(store.clone());
+        for n in 0..(BATCH * 2 + 7) {
+            log.record(entry(n));
+        }
+        log.flush().await;
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM activity_logs")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(count, i64::try_from(BATCH * 2 + 7).unwrap());
+        assert_eq!(log.dropped(), 0);
+        let disabled = ActivityLog::disabled();
+        disabled.record(entry(0));
+        disabled.flush().await;
+        assert!(!disabled.is_enabled());
+    }
+}
