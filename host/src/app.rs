@@ -102,6 +102,9 @@ impl Ready {
             platform.close_event_streams();
         };
         crate::http::server::serve(listener, served.router(), self.limits, shutdown).await;
+        // Every request has finished: the activity entries they recorded are written before
+        // the process ends.
+        served.platform().flush_activity().await;
         served.log_stats();
         Ok(())
     }

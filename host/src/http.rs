@@ -7,6 +7,7 @@
 //! serves that with `server::serve` (request head size, header read and keep-alive timeouts).
 
 mod action;
+mod activity;
 mod api_chart;
 pub mod approvals;
 mod authentication;
@@ -39,7 +40,7 @@ use crate::auth::login::Login;
 use crate::auth::{Permissions, SessionKey};
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
-use crate::platform::Store;
+use crate::platform::{ActivityLog, Store};
 
 /// What every request handler shares: the served datasource and the settings routes read. One
 /// state is one generation of the served stack: a plugin reload builds a new state (and router)
@@ -73,6 +74,8 @@ pub struct AppState {
     pub liana: Option<Arc<liana::LianaServer>>,
     /// Sign-in (`/authentication…`), shared by every generation; `None` over a bare stack.
     pub login: Option<Arc<Login>>,
+    /// The activity logger, shared by every generation; disabled over a bare stack.
+    pub activity: ActivityLog,
 }
 
 impl AppState {
@@ -94,6 +97,7 @@ impl AppState {
             approvals: ApprovalSettings::default(),
             liana: None,
             login: None,
+            activity: ActivityLog::disabled(),
         }
     }
 

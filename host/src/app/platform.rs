@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::datasource::DataSourceSchema;
 use crate::http::liana::LianaServer;
 use crate::platform::remote::{Probe, RemoteSource};
-use crate::platform::{PermissionSource, Store, bootstrap};
+use crate::platform::{ActivityLog, PermissionSource, Store, bootstrap};
 
 /// The store and the permission checks fed from it (or from a remote permission server).
 #[derive(Clone, Debug)]
@@ -27,6 +27,9 @@ pub struct Platform {
     pub remote: Option<Arc<RemoteSource>>,
     /// Sign-in over the store: its rate limits and OpenID provider outlive plugin reloads.
     pub login: Arc<Login>,
+    /// The activity logger (`activityLogs`): one buffer and writer for every generation, so a
+    /// reload neither loses nor duplicates entries; flushed at shutdown.
+    pub activity: ActivityLog,
 }
 
 impl Platform {
@@ -74,13 +77,24 @@ impl Platform {
             store.clone(),
         )
         .map_err(anyhow::Error::msg)?;
+        let activity = if settings.activity_logs {
+            ActivityLog::start(store.clone())
+        } else {
+            ActivityLog::disabled()
+        };
         Ok(Self {
+            activity,
             store,
             permissions: Arc::new(permissions),
             liana,
             remote,
             login: Arc::new(login),
         })
+    }
+
+    /// The server has stopped: writes the activity entries still buffered.
+    pub async fn flush_activity(&self) {
+        self.activity.flush().await;
     }
 
     /// The server is stopping: ends the event streams this instance serves, which would

@@ -256,6 +256,7 @@ async fn build(
     state.store = Some(platform.store.clone());
     state.liana = platform.liana.clone();
     state.login = Some(Arc::clone(&platform.login));
+    state.activity = platform.activity.clone();
     Ok((http::router(Arc::new(state)), plugins, count, stack))
 }
 

@@ -151,6 +151,14 @@ pub struct ServeArgs {
     #[arg(long, env = "CANOPY_PERMISSIONS_FILE", value_name = "PATH")]
     pub permissions_file: Option<PathBuf>,
 
+    /// Record every operation of the users (lists, reads, writes, actions, exports, charts,
+    /// approvals, notes) in the activity log served at /v1/…/activity-logs: who, when, which
+    /// collection and record ids, never values. Written in batches off the request path; false
+    /// records nothing. [default: true] [file key: activityLogs]
+    #[arg(long, env = "CANOPY_ACTIVITY_LOGS", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub activity_logs: Option<bool>,
+
     /// Keep permissions in sync over a server-sent-events connection; false refreshes them
     /// periodically instead. [default: true]
     /// [file key: instantCacheRefresh]

@@ -52,6 +52,7 @@ pub struct FileConfig {
     pub environment: Option<String>,
     pub forest_server_url: Option<String>,
     pub permissions_file: Option<PathBuf>,
+    pub activity_logs: Option<bool>,
     pub public_url: Option<String>,
     pub login_redirect_url: Option<String>,
     pub login_attempts_per_minute_per_ip: Option<u32>,

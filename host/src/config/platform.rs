@@ -22,6 +22,8 @@ pub struct PlatformConfig {
     pub server_url: Option<String>,
     /// The declarative permissions file, when given or when `permissions.toml` exists.
     pub permissions_file: Option<PathBuf>,
+    /// `activityLogs`: record the users' operations in the activity log (default true).
+    pub activity_logs: bool,
 }
 
 impl std::fmt::Debug for PlatformConfig {
@@ -37,6 +39,7 @@ impl std::fmt::Debug for PlatformConfig {
             .field("environment", &self.environment)
             .field("server_url", &self.server_url)
             .field("permissions_file", &self.permissions_file)
+            .field("activity_logs", &self.activity_logs)
             .finish()
     }
 }
@@ -52,6 +55,7 @@ impl PlatformConfig {
             environment: DEFAULT_ENVIRONMENT.to_owned(),
             server_url: None,
             permissions_file: None,
+            activity_logs: true,
         }
     }
 }
@@ -161,6 +165,13 @@ pub(super) fn resolve_platform(
             default.exists().then_some(default)
         }
     };
+    let activity_logs = layers
+        .pick(
+            args.activity_logs.take(),
+            ("--activity-logs", "CANOPY_ACTIVITY_LOGS"),
+            file.activity_logs.take(),
+        )
+        .is_none_or(|picked| picked.value);
     let environment = names.pop().unwrap_or_default();
     let project = names.pop().unwrap_or_default();
     Ok(PlatformConfig {
@@ -170,5 +181,6 @@ pub(super) fn resolve_platform(
         environment,
         server_url,
         permissions_file,
+        activity_logs,
     })
 }

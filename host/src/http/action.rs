@@ -20,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::Value as Json;
 
+use super::activity::Recorded;
 use super::collection::{resolve, served};
 use super::error::{ApiError, ApiResult};
 use super::related::related_tree;
@@ -30,6 +31,7 @@ use crate::agent::action::{
 };
 use crate::agent::query_string::{Params, parse_filter, parse_selection};
 use crate::auth::{self, permissions::ActionRequest};
+use crate::platform::activity::Action;
 use crate::datasource::action::{ActionResult, ActionScope, FormPhase};
 use crate::datasource::{Caller, CollectionSchema, Error as DsError, Filter, unpack_id};
 
@@ -148,7 +150,10 @@ async fn execute(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
     let (schema, name, scope) = locate(&state, &params)?;
+    let mut activity = Recorded::start(&state, Action::Action, &context.caller, &schema.name);
+    activity.label(name.as_str());
     let body = approval_request_body(&state, body)?;
+    activity.records(selected_ids(&body));
     let requester = requester_id(&body)?;
     let selection = selection(&state, &context, schema, scope, &body).await?;
     check(
@@ -169,7 +174,30 @@ async fn execute(
         &body,
     )
     .await?;
-    respond(result)
+    let response = respond(result)?;
+    activity.done();
+    Ok(response)
+}
+
+/// The packed ids an action body selects (`data.attributes.ids`); none for a select-all, whose
+/// records are not known without reading them.
+pub(super) fn selected_ids(body: &Json) -> Vec<String> {
+    let attributes = body.pointer("/data/attributes");
+    if attributes
+        .and_then(|a| a.get("all_records"))
+        .is_some_and(truthy)
+    {
+        return Vec::new();
+    }
+    attributes
+        .and_then(|a| a.get("ids"))
+        .and_then(Json::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|id| id.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The agent's middleware before an execution: a `requester_id` is only believed from inside a

@@ -9,12 +9,14 @@ use axum::response::Response;
 use axum::routing::get;
 use serde_json::Value as Json;
 
+use super::activity::Recorded;
 use super::collection::served;
 use super::error::{ApiError, ApiResult};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::api_chart::{chart_value, parameters};
 use crate::agent::chart::stats_document;
 use crate::datasource::chart::ChartRequest;
+use crate::platform::activity::Action;
 use crate::datasource::{Error as DsError, unpack_id};
 
 pub fn router() -> Router<SharedState> {
@@ -73,26 +75,38 @@ async fn render(
     chart: &str,
     request: &ChartRequest,
 ) -> ApiResult<Json> {
-    let result = match collection {
+    // Recorded once the chart is known to exist: an unknown path records nothing.
+    let start = || {
+        let mut activity =
+            Recorded::start_on(state, Action::Dashboard, &context.caller, collection);
+        activity.label(format!("chart {chart}"));
+        activity
+    };
+    let (result, activity) = match collection {
         Some(name) => {
             let collection = state.datasource.collection(name)?;
             if !collection.schema().charts.iter().any(|c| c == chart) {
                 return Err(ApiError::RouteNotFound);
             }
-            collection
+            let activity = start();
+            let result = collection
                 .render_chart(&context.caller, chart, request)
-                .await?
+                .await?;
+            (result, activity)
         }
         None => {
             if !state.datasource.schema().charts.iter().any(|c| c == chart) {
                 return Err(ApiError::RouteNotFound);
             }
-            state
+            let activity = start();
+            let result = state
                 .datasource
                 .render_chart(&context.caller, chart, request)
-                .await?
+                .await?;
+            (result, activity)
         }
     };
+    activity.done();
     Ok(chart_value(&result))
 }
 

@@ -39,6 +39,7 @@ use serde_json::{Map, Value as Json, json};
 use uuid::Uuid;
 
 use super::action::{self, Selection};
+use super::activity::Recorded;
 use super::caller::Authenticated;
 use super::collection::served;
 use super::error::ApiError;
@@ -49,6 +50,7 @@ use crate::agent::query_string::QueryString;
 use crate::auth::{self, permissions::ActionRight};
 use crate::datasource::action::{ActionResult, ActionScope};
 use crate::datasource::{Caller, CollectionSchema, PermissionLevel, Projection, pack_id};
+use crate::platform::activity::Action;
 use crate::platform::{self, Approval, ApprovalStatus, Store};
 
 /// The platform's cap on select-all approvals (`maxRecordsForApproval` default and maximum).
@@ -344,6 +346,8 @@ async fn file(
         .and_then(Json::as_str)
         .ok_or_else(|| PublicError::invalid("`data.attributes.collection_name` is required"))?;
     let (schema, name, scope) = named_action(&state, collection_name, action_name)?;
+    let mut activity = Recorded::start(&state, Action::CreateApproval, caller, &schema.name);
+    activity.label(name.as_str());
     let selection = action::selection(&state, &session.context, schema, scope, &body).await?;
     let roles = match action::check(&state, caller, schema, &name, &selection, None).await {
         Err(ApiError::Auth(auth::Error::ActionRequiresApproval {
@@ -359,6 +363,9 @@ async fn file(
         Err(error) => return Err(error.into()),
     };
     let attributes = frozen(&state, caller, schema, scope, attributes, &selection).await?;
+    activity.records(action::selected_ids(
+        &json!({"data": {"attributes": &attributes}}),
+    ));
     let approval = store
         .create_approval(
             caller.id,
@@ -375,6 +382,7 @@ async fn file(
         action = name,
         "approval request filed"
     );
+    activity.done();
     let mut answer = approval_json(&approval);
     answer["roleIdsAllowedToApprove"] = json!(roles);
     Ok(super::json_with(StatusCode::CREATED, &answer))
@@ -550,6 +558,14 @@ async fn decide(
     }
     let (schema, name, scope) =
         named_action(state, &approval.collection_name, &approval.action_name)?;
+    let logged = if decision == ApprovalStatus::Approved {
+        Action::ApproveApproval
+    } else {
+        Action::RejectApproval
+    };
+    let mut activity = Recorded::start(state, logged, caller, &schema.name);
+    activity.label(format!("{name} (approval request {id})"));
+    activity.records(action::selected_ids(&json!({"data": {"attributes": &approval.attributes}})));
     // The body the agent would receive from a signed approval: the recorded attributes and the
     // requester.
     let mut attributes = approval.attributes.as_object().cloned().unwrap_or_default();
@@ -578,6 +594,7 @@ async fn decide(
         "approval request decided"
     );
     if decision != ApprovalStatus::Approved {
+        activity.done();
         return Ok(super::json(&approval_json(&decided)));
     }
     // Claimed atomically above: no second approver can run it too.
@@ -602,6 +619,8 @@ async fn decide(
             json!({"status": status.as_u16(), "error": error})
         }
     };
+    // The decision is made whatever the action answered (its outcome is kept in the request).
+    activity.done();
     store.set_approval_outcome(id, &outcome).await?;
     let approval = store.approval(id).await?.unwrap_or(decided);
     Ok(super::json(&approval_json(&approval)))

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
 
+use super::activity::{Recorded, list_action};
 use super::error::{ApiError, ApiResult};
 use super::permission::{self, browse, scoped};
 use super::{CallerContext, JsonBody, SharedState};
@@ -22,6 +23,7 @@ use crate::agent::query_string::{
 };
 use crate::agent::{self, serialize};
 use crate::auth::CollectionRight;
+use crate::platform::activity::Action;
 use crate::datasource::{
     Aggregation, Caller, Collection, CollectionSchema, ConditionTree, DataSourceSchema, Filter,
     Operator, Page, Projection, Sort, Value, unpack_id,
@@ -128,6 +130,7 @@ async fn list(
         return csv(&state, csv_name, &context, &headers, None).await;
     }
     let collection_schema = served(schema, &name)?;
+    let activity = Recorded::start(&state, list_action(&context.query), &context.caller, &name);
     browse(&state, &context, &name).await?;
     let params = Params::new(&context.query);
     let request = parse_paginated_filter(&params, schema, collection_schema)?;
@@ -155,7 +158,9 @@ async fn list(
         .list(&context.caller, &filter, &projection)
         .await?;
     let body = serialize::serialize_list(schema, &name, &records, filter.search.as_deref())?;
-    Ok(super::json_bytes(body.to_bytes()?))
+    let response = super::json_bytes(body.to_bytes()?);
+    activity.done();
+    Ok(response)
 }
 
 /// `GET /{c}/count`: `{"count": n}`, or the deactivated body without querying.
@@ -204,6 +209,8 @@ async fn get_one(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
+    let mut activity = Recorded::start(&state, Action::Read, &context.caller, &name);
+    activity.records([id.as_str()]);
     state
         .permissions
         .can(&context.caller, &name, CollectionRight::Read)
@@ -237,7 +244,9 @@ async fn get_one(
         .first()
         .ok_or_else(|| agent::Error::NotFound("Record does not exists".to_owned()))?;
     let body = serialize::serialize_one(schema, &name, record)?;
-    Ok(super::json_bytes(body.to_bytes()?))
+    let response = super::json_bytes(body.to_bytes()?);
+    activity.done();
+    Ok(response)
 }
 
 /// `DELETE /{c}/{id}`: 204.
@@ -247,6 +256,8 @@ async fn delete_one(
     context: CallerContext,
 ) -> ApiResult<StatusCode> {
     let collection_schema = served(state.datasource.schema(), &name)?;
+    let mut activity = Recorded::start(&state, Action::Delete, &context.caller, &name);
+    activity.records([id.as_str()]);
     state
         .permissions
         .can(&context.caller, &name, CollectionRight::Delete)
@@ -261,6 +272,7 @@ async fn delete_one(
         .collection(&name)?
         .delete(&context.caller, &filter)
         .await?;
+    activity.done();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -273,11 +285,19 @@ async fn bulk_delete(
 ) -> ApiResult<StatusCode> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
+    let mut activity = Recorded::start(&state, Action::Delete, &context.caller, &name);
     state
         .permissions
         .can(&context.caller, &name, CollectionRight::Delete)
         .await?;
     let selection = parse_selection(&body, collection_schema)?;
+    if selection.all_records {
+        // Every record matching the query but the excluded ones: the ids are not known
+        // without reading them.
+        activity.label("deleted all records of the selection");
+    } else {
+        activity.ids(&selection.ids);
+    }
     let filter = resolve(
         &state,
         &context.caller,
@@ -291,6 +311,7 @@ async fn bulk_delete(
         .collection(&name)?
         .delete(&context.caller, &filter)
         .await?;
+    activity.done();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -308,6 +329,8 @@ pub(super) async fn csv(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, name)?;
+    // Recorded when the stream starts: a page failing later is logged by the export itself.
+    let activity = Recorded::start(state, Action::Export, &context.caller, name);
     browse(state, context, name).await?;
     state
         .permissions
@@ -389,6 +412,7 @@ pub(super) async fn csv(
     }
     out.insert("x-accel-buffering", HeaderValue::from_static("no"));
     out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    activity.done();
     Ok(response)
 }
 

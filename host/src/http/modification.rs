@@ -6,6 +6,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::{post, put};
 
+use super::activity::Recorded;
 use super::collection::served;
 use super::error::ApiResult;
 use super::permission::scoped;
@@ -15,6 +16,7 @@ use crate::agent::body::{parse_create, parse_update};
 use crate::agent::query_string::{CompositeId, match_ids, with_primary_keys};
 use crate::agent::serialize;
 use crate::auth::CollectionRight;
+use crate::platform::activity::Action;
 use crate::datasource::{self, Filter, Projection, Record, RelationSchema, Value, unpack_id};
 
 pub fn router() -> Router<SharedState> {
@@ -41,6 +43,7 @@ async fn create(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
+    let mut activity = Recorded::start(&state, Action::Create, &context.caller, &name);
     state
         .permissions
         .can(&context.caller, &name, CollectionRight::Add)
@@ -118,6 +121,9 @@ async fn create(
         .into_iter()
         .next()
         .ok_or_else(|| datasource::Error::Internal("create returned no record".to_owned()))?;
+    if let Ok(id) = datasource::pack_id(collection_schema, &created) {
+        activity.records([id]);
+    }
     for link in &one_to_one {
         let origin_value = column_value(&created, link.origin_key_target);
         related::link_one_to_one(
@@ -135,7 +141,9 @@ async fn create(
         response.insert(relation, value.clone());
     }
     let body = serialize::serialize_one(schema, &name, &response)?;
-    Ok(super::json_bytes(body.to_bytes()?))
+    let response = super::json_bytes(body.to_bytes()?);
+    activity.done();
+    Ok(response)
 }
 
 /// `PUT /{c}/{id}`: 200 with the record re-read with every column and every to-one relation's
@@ -148,6 +156,8 @@ async fn update(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
+    let mut activity = Recorded::start(&state, Action::Update, &context.caller, &name);
+    activity.records([id.as_str()]);
     state
         .permissions
         .can(&context.caller, &name, CollectionRight::Edit)
@@ -185,7 +195,9 @@ async fn update(
         Some(record) => serialize::serialize_one(schema, &name, record)?,
         None => serialize::serialize_none(),
     };
-    Ok(super::json_bytes(body.to_bytes()?))
+    let response = super::json_bytes(body.to_bytes()?);
+    activity.done();
+    Ok(response)
 }
 
 /// A to-one link as the serializer expects it: the target's primary keys as a nested record.

@@ -16,6 +16,7 @@ use axum::response::Response;
 use axum::routing::{get, put};
 use serde_json::Value as Json;
 
+use super::activity::Recorded;
 use super::collection::{csv, projection_header, resolve, served};
 use super::error::{ApiError, ApiResult};
 use super::permission::{self, browse, scoped};
@@ -27,6 +28,7 @@ use crate::agent::query_string::{
 };
 use crate::agent::{self, serialize};
 use crate::auth::CollectionRight;
+use crate::platform::activity::Action;
 use crate::datasource::{
     Aggregation, Caller, CollectionSchema, ConditionTree, Filter, Operator, Projection, Record,
     RelationSchema, Value, unpack_id,
@@ -256,6 +258,10 @@ async fn list_related(
         return csv_related(&state, parent, &id, csv_name, &context, &headers).await;
     }
     let relation = relation(parent, &relation_name, false)?;
+    let mut activity =
+        Recorded::start(&state, Action::ListRelatedData, &context.caller, &name);
+    activity.records([id.as_str()]);
+    activity.label(relation_name.as_str());
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
     browse(&state, &context, foreign_name).await?;
@@ -284,7 +290,9 @@ async fn list_related(
         .list(&context.caller, &filter, &projection)
         .await?;
     let body = serialize::serialize_list(schema, foreign_name, &records, filter.search.as_deref())?;
-    Ok(super::json_bytes(body.to_bytes()?))
+    let response = super::json_bytes(body.to_bytes()?);
+    activity.done();
+    Ok(response)
 }
 
 /// `GET /{c}/{id}/relationships/{r}.csv` (a path segment cannot be split by the router): the
@@ -359,6 +367,10 @@ async fn associate(
     let schema = state.datasource.schema();
     let parent = served(schema, &name)?;
     let relation = relation(parent, &relation_name, false)?;
+    // The parent's relation changes: an update of the parent, as the UI shows it.
+    let mut activity = Recorded::start(&state, Action::Update, &context.caller, &name);
+    activity.records([id.as_str()]);
+    activity.label(format!("associated to {relation_name}"));
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
     state
@@ -422,7 +434,10 @@ async fn associate(
                         .await?;
                     match records.first() {
                         Some(record) => column_value(record, foreign_key_target),
-                        None => return Ok(StatusCode::NO_CONTENT),
+                        None => {
+                            activity.label("not associated: the record is outside the scope");
+                            return Ok(StatusCode::NO_CONTENT);
+                        }
                     }
                 }
             };
@@ -439,6 +454,7 @@ async fn associate(
             return Err(ApiError::RouteNotFound);
         }
     }
+    activity.done();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -456,6 +472,17 @@ async fn dissociate(
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
     let delete = parse_delete_flag(&context.query);
+    // Unlinking updates the parent; `?delete=true` deletes the selected related records.
+    let mut activity = if delete {
+        let mut deleted = Recorded::start(&state, Action::Delete, &context.caller, foreign_name);
+        deleted.label(format!("deleted from {relation_name} of {name} {id}"));
+        deleted
+    } else {
+        let mut updated = Recorded::start(&state, Action::Update, &context.caller, &name);
+        updated.records([id.as_str()]);
+        updated.label(format!("dissociated from {relation_name}"));
+        updated
+    };
     let right = if delete {
         CollectionRight::Delete
     } else {
@@ -467,6 +494,9 @@ async fn dissociate(
         .await?;
     let selection = parse_selection(&body, foreign)?;
     selection.ensure_not_empty()?;
+    if delete && !selection.all_records {
+        activity.ids(&selection.ids);
+    }
     let request = selection.filter(&context.query, schema, foreign)?;
     let filter = resolve(&state, &context.caller, foreign, request).await?;
     let filter = scoped(&state, &context.caller, foreign, filter).await?;
@@ -504,6 +534,8 @@ async fn dissociate(
                 .await?;
             let keys = distinct_values(&selected, foreign_key_target);
             if keys.is_empty() {
+                // Nothing selected is linked: done, with nothing changed.
+                activity.done();
                 return Ok(StatusCode::NO_CONTENT);
             }
             let origin =
@@ -530,6 +562,7 @@ async fn dissociate(
             return Err(ApiError::RouteNotFound);
         }
     }
+    activity.done();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -544,6 +577,9 @@ async fn update_to_one(
     let schema = state.datasource.schema();
     let parent = served(schema, &name)?;
     let relation = relation(parent, &relation_name, true)?;
+    let mut activity = Recorded::start(&state, Action::Update, &context.caller, &name);
+    activity.records([id.as_str()]);
+    activity.label(format!("changed {relation_name}"));
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
     let caller = &context.caller;
@@ -609,6 +645,7 @@ async fn update_to_one(
             return Err(ApiError::RouteNotFound);
         }
     }
+    activity.done();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -623,6 +660,8 @@ async fn update_field(
 ) -> ApiResult<StatusCode> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
+    let mut activity = Recorded::start(&state, Action::Update, &context.caller, &name);
+    activity.records([id.as_str()]);
     state
         .permissions
         .can(&context.caller, &name, CollectionRight::Edit)
@@ -671,5 +710,6 @@ async fn update_field(
         .collection(&name)?
         .update(&context.caller, &filter, &patch)
         .await?;
+    activity.done();
     Ok(StatusCode::NO_CONTENT)
 }

@@ -14,12 +14,14 @@ use axum::response::Response;
 use axum::routing::post;
 use serde_json::Value as Json;
 
+use super::activity::Recorded;
 use super::collection::served;
 use super::error::ApiResult;
 use super::permission::{self, scope};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::chart::{self, ChartRequest, ChartType};
 use crate::auth::CollectionRight;
+use crate::platform::activity::Action;
 use crate::datasource::{AggregationOperation, CollectionSchema};
 
 pub fn router() -> Router<SharedState> {
@@ -38,6 +40,8 @@ async fn collection_chart(
     let schema = state.datasource.schema();
     // The agent registers this route per collection: an unknown one has no route.
     let collection = served(schema, &name)?;
+    let mut activity = Recorded::start(&state, Action::Dashboard, &context.caller, &name);
+    activity.label("chart");
     state
         .permissions
         .can_execute_chart(&context.caller, &body)
@@ -59,6 +63,7 @@ async fn collection_chart(
         scope,
     )
     .await?;
+    activity.done();
     Ok(super::json(&chart::stats_document(value)))
 }
 
@@ -114,6 +119,8 @@ async fn native_query(
     context: CallerContext,
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
+    let mut activity = Recorded::start_on(&state, Action::Dashboard, &context.caller, None);
+    activity.label("native query chart");
     chart::check_native(state.datasource.as_ref(), &body)?;
     state
         .permissions
@@ -133,5 +140,6 @@ async fn native_query(
         },
     )
     .await?;
+    activity.done();
     Ok(super::json(&chart::stats_document(value)))
 }

@@ -1,0 +1,119 @@
+//! The activity log entry of one `/forest` operation (platform-api.md §1.2): a route starts a
+//! [`Recorded`] once it knows the collection and the user, says what it touched, and calls
+//! [`Recorded::done`] once the operation succeeded. Dropping it without `done` (an early `?`
+//! return: a refused permission, a bad parameter, a database error) records the entry as failed,
+//! so every attempted operation leaves exactly one entry whichever way it ends.
+//!
+//! Which routes record what (see docs/activity-logs.md): a list is `index`, `search` with
+//! `search=`, `filter` with `filters=`; get one `read`; create, update (also a to-one relation
+//! change), delete (one or many) `create`/`update`/`delete`; an action's execution `action`; a
+//! CSV `export`; related lists `listRelatedData`; associate and dissociate `update` of the
+//! parent; charts and native queries `dashboard`. Counts, forms and hooks are parts of another
+//! operation's screen and record nothing of their own.
+
+use crate::agent::query_string::{CompositeId, QueryString};
+use crate::datasource::Caller;
+use crate::platform::ActivityLog;
+use crate::platform::activity::{Action, Entry};
+
+use super::AppState;
+
+/// One operation's entry, recorded when dropped.
+pub(super) struct Recorded {
+    log: ActivityLog,
+    /// `None` when activity logging is off: nothing is built.
+    entry: Option<Entry>,
+    completed: bool,
+}
+
+impl Recorded {
+    /// Starts the entry of `action` by `caller` on `collection`, origin `ui`.
+    pub(super) fn start(state: &AppState, action: Action, caller: &Caller, collection: &str) -> Self {
+        Self::start_on(state, action, caller, Some(collection))
+    }
+
+    /// [`Recorded::start`] of an operation that may concern no collection (a native query).
+    pub(super) fn start_on(
+        state: &AppState,
+        action: Action,
+        caller: &Caller,
+        collection: Option<&str>,
+    ) -> Self {
+        let entry = state.activity.is_enabled().then(|| {
+            let mut entry = Entry::ui(action, caller, "");
+            entry.collection = collection.map(str::to_owned);
+            entry
+        });
+        Self {
+            log: state.activity.clone(),
+            entry,
+            completed: false,
+        }
+    }
+
+    /// Changes the action (a list that turns out to be a search).
+    pub(super) fn set_action(&mut self, action: Action) {
+        if let Some(entry) = &mut self.entry {
+            entry.action = action;
+        }
+    }
+
+    /// Adds packed record ids.
+    pub(super) fn records<I, S>(&mut self, ids: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let Some(entry) = &mut self.entry {
+            entry.add_records(ids);
+        }
+    }
+
+    /// Adds typed record ids, packed as the agent packs them (`1|2`).
+    pub(super) fn ids(&mut self, ids: &[CompositeId]) {
+        if self.entry.is_some() {
+            self.records(ids.iter().map(|id| pack(id)));
+        }
+    }
+
+    pub(super) fn label(&mut self, label: impl Into<String>) {
+        if let Some(entry) = &mut self.entry {
+            entry.label = Some(label.into());
+        }
+    }
+
+    /// The operation succeeded: the entry is recorded as completed.
+    pub(super) fn done(mut self) {
+        self.completed = true;
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        if let Some(entry) = self.entry.take() {
+            self.log.record(if self.completed {
+                entry
+            } else {
+                entry.failed()
+            });
+        }
+    }
+}
+
+/// A composite id in its packed form.
+pub(super) fn pack(id: &CompositeId) -> String {
+    let parts: Vec<String> = id.iter().map(|(_, value)| value.to_id_string()).collect();
+    parts.join("|")
+}
+
+/// What a list request is: a search (`search=`), a filtered list (`filters=`), else an index.
+pub(super) fn list_action(query: &QueryString) -> Action {
+    let given = |key: &str| query.get(key).is_some_and(|v| !v.trim().is_empty());
+    if given("search") {
+        Action::Search
+    } else if given("filters") {
+        Action::Filter
+    } else {
+        Action::Index
+    }
+}
