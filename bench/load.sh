@@ -34,12 +34,20 @@
 #   6. reload under load: wrk on list-15 while the shop plugin is replaced by a changed copy (a
 #      custom section appended, so it is recompiled) and `POST /_canopy/reload` swaps it in;
 #      prints the reload's duration and wrk's failures during it;
-#   7. stops the server (also on error) and drops nothing: the database stays for inspection.
+#   7. activity logging (issue 12): list-15 on a server with the activity log on (the default,
+#      as in every scenario above) and on one with --activity-logs=false, alternately, on a freshly
+#      started server each time, $ACTIVITY_ROUNDS pairs (default 2) of $DURATION s; prints both
+#      rates, the cost of logging as a share of the throughput, and the entries written (a SQLite
+#      count in the store) and dropped (the server's "buffer full" warnings);
+#   8. stops the server (also on error) and drops nothing: the database stays for inspection.
+#
+# Only the activity-log comparison: ONLY_ACTIVITY=1 bash bench/load.sh (skips steps 3 to 6).
 #
 # Targets (issue 10): list-15 >= 20x the Node agent (647 req/s there) and >= 40% of pgbench,
 # <= 80 us server CPU per list-15 request, p99 <= 5 ms, a computed field costs <= 10%, RSS <= 64 MB,
 # a reload under load <= 500 ms with no failed request. Issue 11: a non-admin user's checks and
-# scope cost <= 5% of list-15's throughput.
+# scope cost <= 5% of list-15's throughput. Issue 12: list-15 with activity logging on within 5%
+# of logging off.
 # Canopy's own store is a SQLite file in $WORK/.canopy (bootstrapped by a first start, then
 # seeded with the user, role, team, rendering and rights of the user-* scenarios).
 # The figures are for this machine only: wrk, PostgreSQL and the server share its cores, so
@@ -88,6 +96,7 @@ psql -q -d "$DB" -c 'VACUUM ANALYZE'
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 BASE="http://127.0.0.1:$PORT/forest"
 PID=
+SERVE_EXTRA=() # extra flags of `canopy serve` (the activity-log comparison sets them)
 stop_server() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=; fi; }
 trap stop_server EXIT
 start_server() { # start_server <log level> <log format> <log file>
@@ -96,7 +105,7 @@ start_server() { # start_server <log level> <log format> <log file>
     --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$DB" \
     --auth-secret "$AUTH_SECRET" --env-secret "$ENV_SECRET" --plugins "$WORK/plugins" \
     --listen "127.0.0.1:$PORT" --schema-path "$WORK/.forestadmin-schema.json" \
-    --data-dir "$WORK/.canopy" \
+    --data-dir "$WORK/.canopy" ${SERVE_EXTRA[@]+"${SERVE_EXTRA[@]}"} \
     --log-level "$1" --log-format "$2" >>"$3" 2>&1 & # appended: the markers below go in between
   PID=$!
   for _ in $(seq 300); do
@@ -186,6 +195,7 @@ get() { # get <path> <out file> [token]: one request, which must answer 200
   if [ "$code" != 200 ]; then echo "$1: HTTP $code" >&2; cat "$2" >&2; echo >&2; exit 1; fi
 }
 
+if [ -z "${ONLY_ACTIVITY:-}" ]; then
 # Pass 1: record each scenario's SQL. `canopy::sql=trace` logs every read with its binds; the
 # statements of one request are the lines between two markers (a request to the healthcheck).
 start_server 'warn,canopy::sql=trace' json "$WORK/sql.log"
@@ -352,4 +362,54 @@ done
 echo "reload of a changed plugin under load: ${reload_ms} ms wall (server: $reload_answer); wrk during it: $requests requests, $errors errors, $non2xx non-2xx"
 echo "list-15 vs the Node agent's 647 req/s (issue 10's run): $(awk -v a="${RATE[list-15]}" 'BEGIN { printf "%.1fx", a / 647 }')"
 echo "targets: list-15 >= 20x Node and >= 40% of pgbench, <= 80 us CPU/request, p99 <= 5 ms, computed field <= 10%, RSS <= 64 MB, reload <= 500 ms with 0 failures, non-admin checks + scope <= 5%"
+fi # ONLY_ACTIVITY
+
 echo "work files (wrk and pgbench scripts, server logs): $WORK"
+
+# --- activity logging (issue 12) -----------------------------------------------------------------
+# list-15 with the activity log off and on, alternately, each on a freshly started server.
+stop_server
+cat >"$WORK/wrk-activity.lua" <<'LUA'
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("CANOPY_TOKEN")
+wrk.path = os.getenv("BENCH_PATH")
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT requests=%d duration_us=%d p99_us=%d non2xx=%d\n",
+    summary.requests, summary.duration, latency:percentile(99), summary.errors.status))
+end
+LUA
+ACTIVITY_ROUNDS=${ACTIVITY_ROUNDS:-2}
+declare -A ACT_REQ=([on]=0 [off]=0) ACT_US=([on]=0 [off]=0) ACT_P99=([on]=0 [off]=0)
+count_entries() {
+  python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT COUNT(*) FROM activity_logs").fetchone()[0])' \
+    "$WORK/.canopy/canopy.sqlite"
+}
+entries_before=$(count_entries)
+dropped=0
+for round in $(seq "$ACTIVITY_ROUNDS"); do
+  for mode in off on; do
+    if [ "$mode" = on ]; then SERVE_EXTRA=(--activity-logs=true); else SERVE_EXTRA=(--activity-logs=false); fi
+    start_server "${CANOPY_LOG_LEVEL:-info}" text "$WORK/activity-$mode.log"
+    get "${PATHS[list-15]}" "$WORK/activity-$mode.json"
+    CANOPY_TOKEN=$TOKEN BENCH_PATH="/forest${PATHS[list-15]}" \
+      wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" -s "$WORK/wrk-activity.lua" "$BASE" \
+      >"$WORK/activity-$mode-$round.wrk" 2>&1
+    stop_server # the shutdown writes the entries still buffered
+    dropped=$((dropped + $(grep -c 'activity log buffer full' "$WORK/activity-$mode.log" || true)))
+    result=$(grep '^RESULT' "$WORK/activity-$mode-$round.wrk") || { cat "$WORK/activity-$mode-$round.wrk" >&2; exit 1; }
+    eval "${result#RESULT }" # requests= duration_us= p99_us= non2xx=
+    # shellcheck disable=SC2154 # set by the eval above
+    if [ "$non2xx" != 0 ]; then echo "activity $mode: $non2xx non-2xx answers" >&2; exit 1; fi
+    ACT_REQ[$mode]=$((ACT_REQ[$mode] + requests))
+    ACT_US[$mode]=$((ACT_US[$mode] + duration_us))
+    if [ "$p99_us" -gt "${ACT_P99[$mode]}" ]; then ACT_P99[$mode]=$p99_us; fi
+  done
+done
+entries=$(($(count_entries) - entries_before))
+echo
+echo "activity logging, list-15, $ACTIVITY_ROUNDS alternating pairs of ${DURATION} s:"
+awk -v ron="${ACT_REQ[on]}" -v uon="${ACT_US[on]}" -v roff="${ACT_REQ[off]}" -v uoff="${ACT_US[off]}" \
+  -v pon="${ACT_P99[on]}" -v poff="${ACT_P99[off]}" 'BEGIN {
+    on = ron / (uon / 1e6); off = roff / (uoff / 1e6)
+    printf "  off: %.0f req/s (worst p99 %.2f ms)\n  on:  %.0f req/s (worst p99 %.2f ms)\n", off, poff / 1000, on, pon / 1000
+    printf "  logging costs %.1f%% of the throughput (target <= 5%%)\n", 100 * (off - on) / off }'
+echo "  entries written while on: $entries for ${ACT_REQ[on]} measured requests (plus one check request per run); 'buffer full' warnings: $dropped"

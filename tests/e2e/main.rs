@@ -7,6 +7,8 @@
 )]
 
 mod actions_permissions;
+mod activity;
+mod activity_api;
 mod admin;
 mod admin_api;
 mod admin_file;
