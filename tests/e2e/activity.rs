@@ -147,7 +147,7 @@ pub(crate) async fn fixture(backend: Backend, logging: bool) -> Fixture {
         static_form: None,
         handler: closures::action(
             |_, _| Ok(Vec::new()),
-            |_, _| async { Ok(ActionResult::success("Refunded")) },
+            |_, _| async { Ok(ActionResult::success("Refunded".to_owned())) },
         ),
     };
     let stack = build_stack(Arc::new(datasource), vec![on("orders", refund)]).unwrap();
@@ -464,8 +464,12 @@ async fn every_operation_leaves_one_entry(backend: Backend) {
     assert_eq!(
         failed,
         [
-            ("action".into(), "clerk@acme.io".into(), "ui".into()),
-            ("read".into(), "boss@acme.io".into(), "ui".into()),
+            (
+                "action".to_owned(),
+                "clerk@acme.io".to_owned(),
+                "ui".to_owned()
+            ),
+            ("read".to_owned(), "boss@acme.io".to_owned(), "ui".to_owned()),
         ]
     );
     let origins: Vec<(String,)> = sqlx::query_as("SELECT DISTINCT origin FROM activity_logs")

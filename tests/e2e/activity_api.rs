@@ -256,6 +256,20 @@ async fn activity_filters_through_http(backend: Backend) {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
+async fn admin_logs(f: &Fixture, query: &str) -> (StatusCode, Json) {
+    let (status, _, body) = send(
+        &f.app,
+        request(
+            "GET",
+            &format!("/v1/project/acme/admin-logs?{query}"),
+            &f.boss,
+            None,
+        ),
+    )
+    .await;
+    (status, body)
+}
+
 async fn admin_log_filters_through_http(backend: Backend) {
     let f = fixture(backend, true).await;
     let base = "/v1/project/acme";
@@ -285,19 +299,6 @@ async fn admin_log_filters_through_http(backend: Backend) {
     .await;
     assert_eq!(status, StatusCode::OK, "{renamed}");
 
-    let logs = |query: String| {
-        let app = f.app.clone();
-        let token = request("GET", "/", &f.boss, None);
-        let auth = token.headers()[axum::http::header::AUTHORIZATION].clone();
-        async move {
-            let request = axum::http::Request::get(format!("{base}/admin-logs?{query}"))
-                .header(axum::http::header::AUTHORIZATION, auth)
-                .body(axum::body::Body::empty())
-                .unwrap();
-            let (status, _, body) = send(&app, request).await;
-            (status, body)
-        }
-    };
     let summary = |body: &Json| -> Vec<String> {
         body["data"]
             .as_array()
@@ -317,11 +318,11 @@ async fn admin_log_filters_through_http(backend: Backend) {
         format!("createdAt.gte={}", encode(&iso(since))),
         format!("createdAt.gte={}&resource=team", encode(&iso(since))),
     ] {
-        let (status, body) = logs(query.clone()).await;
+        let (status, body) = admin_logs(&f, &query).await;
         assert_eq!(status, StatusCode::OK, "{query}: {body}");
         assert_eq!(summary(&body), admin, "{query}");
     }
-    let (_, body) = logs("type=add&resource=team".into()).await;
+    let (_, body) = admin_logs(&f, "type=add&resource=team").await;
     assert_eq!(
         summary(&body),
         [
@@ -334,15 +335,15 @@ async fn admin_log_filters_through_http(backend: Backend) {
         body["parameters"],
         json!({"projectName": "acme", "limit": 10, "type": "add", "resource": "team"})
     );
-    let (_, body) = logs("type=add&resource=team&initiator=forestAdmin&limit=1".into()).await;
+    let (_, body) = admin_logs(&f, "type=add&resource=team&initiator=forestAdmin&limit=1").await;
     assert_eq!(summary(&body), ["add team forestAdmin"]);
     assert_eq!(body["hasMore"], true);
     assert!(body["data"][0].get("user").is_none(), "{body}");
-    let (_, body) = logs("resource=environment".into()).await;
+    let (_, body) = admin_logs(&f, "resource=environment").await;
     assert_eq!(summary(&body), ["update environment forestAdmin"]);
-    let (_, body) = logs(format!("createdAt.lt={}&initiator=administrator", encode(&iso(since)))).await;
+    let (_, body) = admin_logs(&f, &format!("createdAt.lt={}&initiator=administrator", encode(&iso(since)))).await;
     assert_eq!(summary(&body), Vec::<String>::new());
-    let (_, body) = logs("initiator=administrator&limit=1".into()).await;
+    let (_, body) = admin_logs(&f, "initiator=administrator&limit=1").await;
     assert_eq!(
         body["data"][0]["user"],
         json!({"object": "user", "id": f.boss.id, "username": "Boss Test", "email": "boss@acme.io"})
@@ -358,7 +359,7 @@ async fn admin_log_filters_through_http(backend: Backend) {
         ("createdAt.lte=later", "createdAt.lte"),
         ("limit=1000", "limit"),
     ] {
-        let (status, body) = logs(query.to_owned()).await;
+        let (status, body) = admin_logs(&f, query).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
         assert_eq!(body["code"], "invalid_parameter");
         assert!(
@@ -381,30 +382,64 @@ async fn shutdown_writes_the_buffered_entries() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(canopy::app::run(config, listener, async move {
+    let server = canopy::app::run(config, listener, async move {
         let _ = stopped.await;
-    }));
-
-    let client = reqwest::Client::new();
-    let url = format!("http://{address}/forest/orders?timezone=UTC");
-    // The store exists once the server answers its healthcheck.
-    let mut ready = false;
-    for _ in 0..200 {
-        if client
-            .get(format!("http://{address}/forest"))
+    });
+    let client = async {
+        let client = reqwest::Client::new();
+        // The store exists once the server answers its healthcheck.
+        let mut ready = false;
+        for _ in 0..200 {
+            if client
+                .get(format!("http://{address}/forest"))
+                .send()
+                .await
+                .is_ok()
+            {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(ready, "the server did not start");
+        let token = admin_token(&state.url).await;
+        let response = client
+            .get(format!("http://{address}/forest/orders?timezone=UTC"))
+            .bearer_auth(&token)
             .send()
             .await
-            .is_ok()
-        {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(ready, "the server did not start");
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        // Stops at once: the entry is still in the logger's buffer (it waits up to 200 ms
+        // for a batch) unless the shutdown writes it.
+        stop.send(()).unwrap();
+    };
+    let (served, ()) = tokio::join!(server, client);
+    served.unwrap();
+
     let store = Store::open(&state.url, "acme", "production")
         .await
         .unwrap();
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT action, user_email, collection_name FROM activity_logs WHERE status = 'completed'",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        [(
+            "index".to_owned(),
+            "admin@canopy.local".to_owned(),
+            "orders".to_owned()
+        )]
+    );
+    store.close().await;
+}
+
+/// A session token of the first admin of the store at `url`, as the sign-in would mint it.
+async fn admin_token(url: &str) -> String {
+    let store = Store::open(url, "acme", "production").await.unwrap();
     let admin = store
         .user_by_email("admin@canopy.local")
         .await
@@ -426,27 +461,8 @@ async fn shutdown_writes_the_buffered_entries() {
         iat: 0,
         exp: 0,
     };
-    let token = SessionKey::new(AUTH_SECRET)
-        .mint(claims, Duration::from_secs(3600))
-        .unwrap();
-    let response = client.get(&url).bearer_auth(&token).send().await.unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    stop.send(()).unwrap();
-    server.await.unwrap().unwrap();
-
-    let rows: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT action, user_email, collection_name FROM activity_logs WHERE status = 'completed'",
-    )
-    .fetch_all(store.pool())
-    .await
-    .unwrap();
-    assert_eq!(
-        rows,
-        [(
-            "index".to_owned(),
-            "admin@canopy.local".to_owned(),
-            "orders".to_owned()
-        )]
-    );
     store.close().await;
+    SessionKey::new(AUTH_SECRET)
+        .mint(claims, Duration::from_secs(3600))
+        .unwrap()
 }

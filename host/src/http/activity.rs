@@ -72,7 +72,7 @@ impl Recorded {
     /// Adds typed record ids, packed as the agent packs them (`1|2`).
     pub(super) fn ids(&mut self, ids: &[CompositeId]) {
         if self.entry.is_some() {
-            self.records(ids.iter().map(|id| pack(id)));
+            self.records(ids.iter().map(pack));
         }
     }
 

@@ -752,12 +752,26 @@ mod tests {
         assert_eq!(entry.clone().failed().status, Status::Failed);
     }
 
-    async fn memory_store() -> Store {
-        let url = format!(
-            "sqlite:file:activity-{}?mode=memory&cache=shared",
-            uuid::Uuid::new_v4()
-        );
-        Store::open(&url, "acme", "production").await.unwrap()
+    /// A store in a fresh SQLite file, removed when dropped.
+    struct TempStore {
+        store: Store,
+        path: std::path::PathBuf,
+    }
+
+    impl Drop for TempStore {
+        fn drop(&mut self) {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
+            }
+        }
+    }
+
+    async fn temp_store() -> TempStore {
+        let path =
+            std::env::temp_dir().join(format!("canopy-activity-{}.sqlite", uuid::Uuid::new_v4()));
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        let store = Store::open(&url, "acme", "production").await.unwrap();
+        TempStore { store, path }
     }
 
     fn entry(n: usize) -> Entry {
@@ -774,7 +788,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_buffer_drops_and_counts_instead_of_blocking() {
-        let store = memory_store().await;
+        let temp = temp_store().await;
+        let store = temp.store.clone();
         // A buffer of 2, and a runtime with one thread: the writer cannot run while this test
         // records, so the third and later entries find the buffer full.
         let log = ActivityLog::with_capacity(store.clone(), 2);
@@ -798,7 +813,8 @@ mod tests {
 
     #[tokio::test]
     async fn flush_writes_everything_recorded_before_it_in_batches() {
-        let store = memory_store().await;
+        let temp = temp_store().await;
+        let store = temp.store.clone();
         let log = ActivityLog::start(store.clone());
         for n in 0..(BATCH * 2 + 7) {
             log.record(entry(n));
