@@ -21,8 +21,8 @@ pub mod store;
 use async_trait::async_trait;
 
 pub use activity::ActivityLog;
-pub use scope::Scope;
 pub use documents::{EnvironmentPermissions, IpWhitelist, Rendering, UserEntry};
+pub use scope::Scope;
 pub use store::{
     Actor, AdminLog, Approval, ApprovalStatus, NewUser, Role, Store, Team, User, UserChange,
 };

@@ -125,7 +125,14 @@ pub(crate) async fn fixture(backend: Backend, logging: bool) -> Fixture {
     for team in ["Ops", "Clerks"] {
         store.create_team(&Actor::System, team).await.unwrap();
     }
-    let boss = user(&store, "boss@acme.io", "Boss", "Ops", PermissionLevel::Admin).await;
+    let boss = user(
+        &store,
+        "boss@acme.io",
+        "Boss",
+        "Ops",
+        PermissionLevel::Admin,
+    )
+    .await;
     let clerk = user(
         &store,
         "clerk@acme.io",
@@ -286,8 +293,14 @@ async fn every_operation_leaves_one_entry(backend: Backend) {
     let q = "timezone=UTC";
     f.ok("GET", &format!("/forest/orders?{q}"), boss, None, 200)
         .await;
-    f.ok("GET", &format!("/forest/orders?{q}&search=paid"), boss, None, 200)
-        .await;
+    f.ok(
+        "GET",
+        &format!("/forest/orders?{q}&search=paid"),
+        boss,
+        None,
+        200,
+    )
+    .await;
     let status_paid = filters(&json!({"field": "status", "operator": "equal", "value": "paid"}));
     f.ok(
         "GET",
@@ -311,18 +324,42 @@ async fn every_operation_leaves_one_entry(backend: Backend) {
     )
     .await;
     let eve = json!({"data": {"type": "customers", "attributes": {"name": "Eve"}}});
-    f.ok("POST", &format!("/forest/customers?{q}"), boss, Some(eve), 200)
-        .await;
+    f.ok(
+        "POST",
+        &format!("/forest/customers?{q}"),
+        boss,
+        Some(eve),
+        200,
+    )
+    .await;
     let eva = json!({"data": {"type": "customers", "id": "5", "attributes": {"name": "Eva"}}});
-    f.ok("PUT", &format!("/forest/customers/5?{q}"), boss, Some(eva), 200)
-        .await;
-    f.ok("DELETE", &format!("/forest/customers/5?{q}"), boss, None, 204)
-        .await;
+    f.ok(
+        "PUT",
+        &format!("/forest/customers/5?{q}"),
+        boss,
+        Some(eva),
+        200,
+    )
+    .await;
+    f.ok(
+        "DELETE",
+        &format!("/forest/customers/5?{q}"),
+        boss,
+        None,
+        204,
+    )
+    .await;
     let selection = json!({"data": {"type": "action-requests", "attributes": {
         "collection_name": "orders", "ids": ["4"], "all_records": false,
         "all_records_ids_excluded": []}}});
-    f.ok("DELETE", &format!("/forest/orders?{q}"), boss, Some(selection), 204)
-        .await;
+    f.ok(
+        "DELETE",
+        &format!("/forest/orders?{q}"),
+        boss,
+        Some(selection),
+        204,
+    )
+    .await;
     f.ok(
         "GET",
         &format!("/forest/orders.csv?{q}&fields%5Borders%5D=id,status&header=id,status"),
@@ -366,17 +403,21 @@ async fn every_operation_leaves_one_entry(backend: Backend) {
     )
     .await;
     let chart = json!({"type": "Value", "sourceCollectionName": "orders", "aggregator": "Count"});
-    f.ok("POST", &format!("/forest/stats/orders?{q}"), boss, Some(chart), 200)
-        .await;
+    f.ok(
+        "POST",
+        &format!("/forest/stats/orders?{q}"),
+        boss,
+        Some(chart),
+        200,
+    )
+    .await;
     f.ok("POST", REFUND, boss, Some(refund_body(&["1", "2"])), 200)
         .await;
 
     // The clerk's Refund needs an approval: refused (failed, not served), then filed.
     f.ok("POST", REFUND, &f.clerk, Some(refund_body(&["2"])), 403)
         .await;
-    let filed = |ids: &[&str]| {
-        json!({"action": "Refund", "data": {"attributes": refund_body(ids)["data"]["attributes"]}})
-    };
+    let filed = |ids: &[&str]| json!({"action": "Refund", "data": {"attributes": refund_body(ids)["data"]["attributes"]}});
     let (status, _, first) = send(
         &f.app,
         request("POST", APPROVALS, &f.clerk, Some(&filed(&["2"]))),
@@ -425,16 +466,51 @@ async fn every_operation_leaves_one_entry(backend: Backend) {
         ("delete", "write", Some("customers"), vec!["5"], b, "Ops"),
         ("delete", "write", Some("orders"), vec!["4"], b, "Ops"),
         ("export", "read", Some("orders"), vec![], b, "Ops"),
-        ("listRelatedData", "read", Some("customers"), vec!["1"], b, "Ops"),
+        (
+            "listRelatedData",
+            "read",
+            Some("customers"),
+            vec!["1"],
+            b,
+            "Ops",
+        ),
         ("update", "write", Some("customers"), vec!["2"], b, "Ops"),
         ("update", "write", Some("customers"), vec!["2"], b, "Ops"),
         ("update", "write", Some("orders"), vec!["5"], b, "Ops"),
         ("dashboard", "read", Some("orders"), vec![], b, "Ops"),
         ("action", "write", Some("orders"), vec!["1", "2"], b, "Ops"),
-        ("createApproval", "write", Some("orders"), vec!["2"], c, "Clerks"),
-        ("createApproval", "write", Some("orders"), vec!["3"], c, "Clerks"),
-        ("approveApproval", "write", Some("orders"), vec!["2"], b, "Ops"),
-        ("rejectApproval", "write", Some("orders"), vec!["3"], b, "Ops"),
+        (
+            "createApproval",
+            "write",
+            Some("orders"),
+            vec!["2"],
+            c,
+            "Clerks",
+        ),
+        (
+            "createApproval",
+            "write",
+            Some("orders"),
+            vec!["3"],
+            c,
+            "Clerks",
+        ),
+        (
+            "approveApproval",
+            "write",
+            Some("orders"),
+            vec!["2"],
+            b,
+            "Ops",
+        ),
+        (
+            "rejectApproval",
+            "write",
+            Some("orders"),
+            vec!["3"],
+            b,
+            "Ops",
+        ),
     ];
     let actions: Vec<&str> = entries
         .iter()
@@ -469,7 +545,11 @@ async fn every_operation_leaves_one_entry(backend: Backend) {
                 "clerk@acme.io".to_owned(),
                 "ui".to_owned()
             ),
-            ("read".to_owned(), "boss@acme.io".to_owned(), "ui".to_owned()),
+            (
+                "read".to_owned(),
+                "boss@acme.io".to_owned(),
+                "ui".to_owned()
+            ),
         ]
     );
     let origins: Vec<(String,)> = sqlx::query_as("SELECT DISTINCT origin FROM activity_logs")
@@ -484,8 +564,14 @@ async fn nothing_is_recorded_when_logging_is_off(backend: Backend) {
     let f = fixture(backend, false).await;
     f.ok("GET", "/forest/orders?timezone=UTC", &f.boss, None, 200)
         .await;
-    f.ok("DELETE", "/forest/orders/4?timezone=UTC", &f.boss, None, 204)
-        .await;
+    f.ok(
+        "DELETE",
+        "/forest/orders/4?timezone=UTC",
+        &f.boss,
+        None,
+        204,
+    )
+    .await;
     assert!(f.served().await.is_empty());
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM activity_logs")
         .fetch_one(f.store.pool())

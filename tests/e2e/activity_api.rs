@@ -160,7 +160,10 @@ async fn activity_filters_through_http(backend: Backend) {
             vec!["e5"],
         ),
         // The platform's lenient form: minutes only, no zone (UTC).
-        ("createdAt.gte=2026-01-01T00:00".into(), vec!["e5", "e4", "e3", "e2", "e1"]),
+        (
+            "createdAt.gte=2026-01-01T00:00".into(),
+            vec!["e5", "e4", "e3", "e2", "e1"],
+        ),
         (
             format!(
                 "userEmail=sam%40acme.io&type=write&recordId=3&createdAt.gte={}",
@@ -341,7 +344,14 @@ async fn admin_log_filters_through_http(backend: Backend) {
     assert!(body["data"][0].get("user").is_none(), "{body}");
     let (_, body) = admin_logs(&f, "resource=environment").await;
     assert_eq!(summary(&body), ["update environment forestAdmin"]);
-    let (_, body) = admin_logs(&f, &format!("createdAt.lt={}&initiator=administrator", encode(&iso(since)))).await;
+    let (_, body) = admin_logs(
+        &f,
+        &format!(
+            "createdAt.lt={}&initiator=administrator",
+            encode(&iso(since))
+        ),
+    )
+    .await;
     assert_eq!(summary(&body), Vec::<String>::new());
     let (_, body) = admin_logs(&f, "initiator=administrator&limit=1").await;
     assert_eq!(
@@ -369,7 +379,10 @@ async fn admin_log_filters_through_http(backend: Backend) {
     }
 }
 
-on_store_backends!(activity_filters_through_http, admin_log_filters_through_http);
+on_store_backends!(
+    activity_filters_through_http,
+    admin_log_filters_through_http
+);
 
 /// `canopy serve` writes the entries still buffered when it stops: a request answered just
 /// before the shutdown is in the store once `run` returns, with nobody flushing by hand.
@@ -417,9 +430,7 @@ async fn shutdown_writes_the_buffered_entries() {
     let (served, ()) = tokio::join!(server, client);
     served.unwrap();
 
-    let store = Store::open(&state.url, "acme", "production")
-        .await
-        .unwrap();
+    let store = Store::open(&state.url, "acme", "production").await.unwrap();
     let rows: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT action, user_email, collection_name FROM activity_logs WHERE status = 'completed'",
     )
@@ -453,7 +464,11 @@ async fn admin_token(url: &str) -> String {
         last_name: admin.last_name.clone(),
         team: team.name.clone(),
         team_id: Some(team.id),
-        role: admin.role.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
+        role: admin
+            .role
+            .as_ref()
+            .map(|r| r.name.clone())
+            .unwrap_or_default(),
         role_id: admin.role.as_ref().map(|r| r.id),
         permission_level: admin.permission_level,
         rendering_id: store.rendering_id(team.id).await.unwrap(),

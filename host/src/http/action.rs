@@ -31,9 +31,9 @@ use crate::agent::action::{
 };
 use crate::agent::query_string::{Params, parse_filter, parse_selection};
 use crate::auth::{self, permissions::ActionRequest};
-use crate::platform::activity::Action;
 use crate::datasource::action::{ActionResult, ActionScope, FormPhase};
 use crate::datasource::{Caller, CollectionSchema, Error as DsError, Filter, unpack_id};
+use crate::platform::activity::Action;
 
 /// The action routes; the path shape depends on `useUnsafeActionEndpoint` (both cannot be
 /// registered together: they differ only by a parameter's name).

@@ -28,7 +28,12 @@ pub(super) struct Recorded {
 
 impl Recorded {
     /// Starts the entry of `action` by `caller` on `collection`, origin `ui`.
-    pub(super) fn start(state: &AppState, action: Action, caller: &Caller, collection: &str) -> Self {
+    pub(super) fn start(
+        state: &AppState,
+        action: Action,
+        caller: &Caller,
+        collection: &str,
+    ) -> Self {
         Self::start_on(state, action, caller, Some(collection))
     }
 
@@ -48,13 +53,6 @@ impl Recorded {
             log: state.activity.clone(),
             entry,
             completed: false,
-        }
-    }
-
-    /// Changes the action (a list that turns out to be a search).
-    pub(super) fn set_action(&mut self, action: Action) {
-        if let Some(entry) = &mut self.entry {
-            entry.action = action;
         }
     }
 

@@ -16,8 +16,8 @@ use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::api_chart::{chart_value, parameters};
 use crate::agent::chart::stats_document;
 use crate::datasource::chart::ChartRequest;
-use crate::platform::activity::Action;
 use crate::datasource::{Error as DsError, unpack_id};
+use crate::platform::activity::Action;
 
 pub fn router() -> Router<SharedState> {
     Router::new()

@@ -565,7 +565,9 @@ async fn decide(
     };
     let mut activity = Recorded::start(state, logged, caller, &schema.name);
     activity.label(format!("{name} (approval request {id})"));
-    activity.records(action::selected_ids(&json!({"data": {"attributes": &approval.attributes}})));
+    activity.records(action::selected_ids(
+        &json!({"data": {"attributes": &approval.attributes}}),
+    ));
     // The body the agent would receive from a signed approval: the recorded attributes and the
     // requester.
     let mut attributes = approval.attributes.as_object().cloned().unwrap_or_default();

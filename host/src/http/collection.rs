@@ -23,11 +23,11 @@ use crate::agent::query_string::{
 };
 use crate::agent::{self, serialize};
 use crate::auth::CollectionRight;
-use crate::platform::activity::Action;
 use crate::datasource::{
     Aggregation, Caller, Collection, CollectionSchema, ConditionTree, DataSourceSchema, Filter,
     Operator, Page, Projection, Sort, Value, unpack_id,
 };
+use crate::platform::activity::Action;
 
 /// The `Forest-Projection` header (overrides `fields[…]` on list, get and CSV).
 const FOREST_PROJECTION: &str = "forest-projection";

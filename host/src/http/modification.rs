@@ -16,8 +16,8 @@ use crate::agent::body::{parse_create, parse_update};
 use crate::agent::query_string::{CompositeId, match_ids, with_primary_keys};
 use crate::agent::serialize;
 use crate::auth::CollectionRight;
-use crate::platform::activity::Action;
 use crate::datasource::{self, Filter, Projection, Record, RelationSchema, Value, unpack_id};
+use crate::platform::activity::Action;
 
 pub fn router() -> Router<SharedState> {
     Router::new()

@@ -28,11 +28,11 @@ use crate::agent::query_string::{
 };
 use crate::agent::{self, serialize};
 use crate::auth::CollectionRight;
-use crate::platform::activity::Action;
 use crate::datasource::{
     Aggregation, Caller, CollectionSchema, ConditionTree, Filter, Operator, Projection, Record,
     RelationSchema, Value, unpack_id,
 };
+use crate::platform::activity::Action;
 
 pub fn router() -> Router<SharedState> {
     Router::new()
@@ -258,8 +258,7 @@ async fn list_related(
         return csv_related(&state, parent, &id, csv_name, &context, &headers).await;
     }
     let relation = relation(parent, &relation_name, false)?;
-    let mut activity =
-        Recorded::start(&state, Action::ListRelatedData, &context.caller, &name);
+    let mut activity = Recorded::start(&state, Action::ListRelatedData, &context.caller, &name);
     activity.records([id.as_str()]);
     activity.label(relation_name.as_str());
     let foreign_name = relation.foreign_collection();

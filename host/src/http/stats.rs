@@ -21,8 +21,8 @@ use super::permission::{self, scope};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::chart::{self, ChartRequest, ChartType};
 use crate::auth::CollectionRight;
-use crate::platform::activity::Action;
 use crate::datasource::{AggregationOperation, CollectionSchema};
+use crate::platform::activity::Action;
 
 pub fn router() -> Router<SharedState> {
     Router::new()

@@ -51,11 +51,18 @@ async fn list(
         record_id: query.text("recordId")?,
         action: query
             .one_of("action", Action::NAMES)?
-            .map(|name| name.parse::<Action>().map_err(|e| Error::field("action", e)))
+            .map(|name| {
+                name.parse::<Action>()
+                    .map_err(|e| Error::field("action", e))
+            })
             .transpose()?,
-        kind: query
-            .one_of("type", &["read", "write"])?
-            .map(|kind| if kind == "read" { Kind::Read } else { Kind::Write }),
+        kind: query.one_of("type", &["read", "write"])?.map(|kind| {
+            if kind == "read" {
+                Kind::Read
+            } else {
+                Kind::Write
+            }
+        }),
         created_at: query.dates("createdAt")?,
         starting_after: query.text("startingAfter")?,
     };
