@@ -219,6 +219,16 @@ impl Fixture {
     }
 }
 
+/// An expected entry: action, type, collection, record ids, user, team.
+type Expected<'a> = (
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    Vec<&'a str>,
+    &'a User,
+    &'a str,
+);
+
 fn refund_body(ids: &[&str]) -> Json {
     json!({"data": {"type": "custom-action-requests", "attributes": {
         "collection_name": "orders", "ids": ids, "all_records": false,
@@ -455,7 +465,7 @@ async fn every_operation_leaves_one_entry(backend: Backend) {
 
     let entries = f.served().await;
     let (b, c) = (&f.boss, &f.clerk);
-    let expected: Vec<(&str, &str, Option<&str>, Vec<&str>, &User, &str)> = vec![
+    let expected: Vec<Expected<'_>> = vec![
         ("index", "read", Some("orders"), vec![], b, "Ops"),
         ("search", "read", Some("orders"), vec![], b, "Ops"),
         ("filter", "read", Some("orders"), vec![], b, "Ops"),

@@ -207,6 +207,22 @@ impl Actor {
     }
 }
 
+impl Actor {
+    /// A user of the store (the public API's caller: `Admin::user`), in their first team.
+    pub fn of_user(user: &super::User) -> Self {
+        Self {
+            id: user.id,
+            email: user.email.clone(),
+            username: user.full_name(),
+            team: user
+                .teams
+                .first()
+                .map(|team| team.name.clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// One activity log entry, as recorded. Build it with [`Entry::new`] and the `with_*` methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
