@@ -679,9 +679,21 @@ fn serve_args_flatten_under_a_cli_with_a_global_log_level() {
 fn activity_logging_is_on_by_default_and_turned_off_from_every_source() {
     let env = with_required(&[]);
     assert!(ok(&[], &env, None).platform.activity_logs);
-    assert!(!ok(&[], &env, Some("activityLogs = false")).platform.activity_logs);
+    assert!(
+        !ok(&[], &env, Some("activityLogs = false"))
+            .platform
+            .activity_logs
+    );
     let off = with_required(&[("CANOPY_ACTIVITY_LOGS", "off")]);
-    assert!(!ok(&[], &off, Some("activityLogs = true")).platform.activity_logs);
+    assert!(
+        !ok(&[], &off, Some("activityLogs = true"))
+            .platform
+            .activity_logs
+    );
     assert!(ok(&["--activity-logs"], &off, None).platform.activity_logs);
-    assert!(!ok(&["--activity-logs=false"], &env, None).platform.activity_logs);
+    assert!(
+        !ok(&["--activity-logs=false"], &env, None)
+            .platform
+            .activity_logs
+    );
 }

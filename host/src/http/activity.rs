@@ -4,12 +4,12 @@
 //! return: a refused permission, a bad parameter, a database error) records the entry as failed,
 //! so every attempted operation leaves exactly one entry whichever way it ends.
 //!
-//! Which routes record what (see docs/activity-logs.md): a list is `index`, `search` with
-//! `search=`, `filter` with `filters=`; get one `read`; create, update (also a to-one relation
-//! change), delete (one or many) `create`/`update`/`delete`; an action's execution `action`; a
-//! CSV `export`; related lists `listRelatedData`; associate and dissociate `update` of the
-//! parent; charts and native queries `dashboard`. Counts, forms and hooks are parts of another
-//! operation's screen and record nothing of their own.
+//! Which routes record what (README.md "Activity logs", docs/compatibility.md): a list is
+//! `index`, `search` with `search=`, `filter` with `filters=`; get one `read`; create, update
+//! (also a to-one relation change), delete (one or many) `create`/`update`/`delete`; an action's
+//! execution `action`; a CSV `export`; related lists `listRelatedData`; associate and dissociate
+//! `update` of the parent; charts and native queries `dashboard`. Counts, forms and hooks are
+//! parts of another operation's screen and record nothing of their own.
 
 use crate::agent::query_string::{CompositeId, QueryString};
 use crate::datasource::Caller;

@@ -34,9 +34,9 @@ use crate::datasource::Caller;
 pub const BATCH: usize = 500;
 /// How long the writer waits for more entries after the first of a batch.
 pub const BATCH_WINDOW: Duration = Duration::from_millis(200);
-/// Entries the buffer holds before `record` starts dropping them: at 500 per batch, tens of
-/// batches behind a slow store before anything is lost.
-pub const DEFAULT_CAPACITY: usize = 65_536;
+/// Entries the buffer holds before `record` starts dropping them: 32 batches behind a slow
+/// store (over a second of a busy server's requests) before anything is lost, a few MiB at most.
+pub const DEFAULT_CAPACITY: usize = 16_384;
 
 /// Whether an operation reads or writes (`type` in the API).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
