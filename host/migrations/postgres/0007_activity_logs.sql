@@ -27,12 +27,12 @@ CREATE TABLE activity_logs (
     request_id TEXT
 );
 -- The default listing (newest first) and the date filters; other filters are residual on it,
--- except the user (id or email) and the collection, which have their own.
+-- except the user id and the collection, which have their own. Every index is paid on each
+-- write and the log is written on every request, so `userEmail`, `teamName`, `action` and `type`
+-- stay residual (newest first, they stop at `limit` matches).
 CREATE INDEX activity_logs_recent ON activity_logs (project, environment, created_at DESC, id DESC);
 CREATE INDEX activity_logs_user ON activity_logs (project, environment, user_id, created_at DESC, id DESC);
 CREATE INDEX activity_logs_collection ON activity_logs (project, environment, collection_name, created_at DESC, id DESC);
--- `userEmail` (names are snapshots: the email an entry was written with).
-CREATE INDEX activity_logs_email ON activity_logs (project, environment, user_email, created_at DESC, id DESC);
 
 CREATE TABLE activity_log_records (
     activity_log_id TEXT NOT NULL REFERENCES activity_logs (id) ON DELETE CASCADE,
