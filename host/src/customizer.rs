@@ -6,6 +6,7 @@
 //! tests implement them with closures ([`closures`]).
 
 mod action;
+pub mod audit;
 mod binary;
 mod chart;
 pub mod closures;
@@ -40,6 +41,7 @@ pub use handlers::{
     HookHandler, HookOperation, HookPosition, OperatorHandler, OverrideHandler, SearchHandler,
     SegmentHandler, WriteAction, WriteContext, WriteHandler,
 };
+pub use audit::{AuditRecorder, AuditTrail};
 pub use stack::{StackOptions, build_stack, build_stack_with};
 
 /// One customization declared by a plugin (or a test).

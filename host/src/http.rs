@@ -9,6 +9,7 @@
 mod action;
 mod api_chart;
 pub mod approvals;
+mod audit;
 mod authentication;
 mod caller;
 mod capabilities;
@@ -73,6 +74,9 @@ pub struct AppState {
     pub liana: Option<Arc<liana::LianaServer>>,
     /// Sign-in (`/authentication…`), shared by every generation; `None` over a bare stack.
     pub login: Option<Arc<Login>>,
+    /// The audit trail's store (`auditTrail`); `None` when the trail is off, and then its routes
+    /// are not served.
+    pub audit: Option<Arc<crate::platform::audit::AuditStore>>,
 }
 
 impl AppState {
@@ -94,6 +98,7 @@ impl AppState {
             approvals: ApprovalSettings::default(),
             liana: None,
             login: None,
+            audit: None,
         }
     }
 
@@ -216,6 +221,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(action::router(state.use_unsafe_action_endpoint))
         .merge(api_chart::router())
         .merge(security::router())
+        .merge(audit::router(&state))
         // Set once every route is merged: it applies to the routes present.
         .method_not_allowed_fallback(error::forest_not_found)
         .fallback(error::forest_not_found)

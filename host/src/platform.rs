@@ -6,6 +6,7 @@
 //! (`documents`), so that `auth::permissions` checks the same shapes whether they come from this
 //! store or from a remote Forest-compatible server (`PermissionSource`).
 
+pub mod audit;
 pub mod bootstrap;
 pub mod declarative;
 pub mod documents;
