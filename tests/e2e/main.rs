@@ -14,6 +14,7 @@ mod aggregate;
 mod approvals;
 mod approvals_fixture;
 mod approvals_served;
+mod audit;
 mod charts;
 mod composite;
 mod context;
