@@ -276,8 +276,8 @@ async fn state_at(
         .into_iter()
         .filter(|e| e.timestamp_ms != at && e.status == "done")
         .collect();
-    let state = revert(current, &newer).ok_or_else(|| not_found(NOT_AT_TIMESTAMP))?;
-    Ok(super::json(&json!({ "data": state })))
+    let values = revert(current, &newer).ok_or_else(|| not_found(NOT_AT_TIMESTAMP))?;
+    Ok(super::json(&json!({ "data": values })))
 }
 
 /// `GET /_audit-trail/correlation/{key}`.

@@ -581,13 +581,15 @@ fn revert_one(state: &mut Map<String, Json>, previous: &Map<String, Json>, next:
         match previous.get(key) {
             // Added by the change: reverting removes it.
             None => {
-                state.remove(key);
+                state.shift_remove(key);
             }
-            Some(before) => {
-                let current = state.remove(key);
-                let value = revert_value(current, before, next.get(key));
-                state.insert(key.clone(), value);
-            }
+            Some(before) => match state.get_mut(key) {
+                Some(slot) => *slot = revert_value(Some(slot.take()), before, next.get(key)),
+                None => {
+                    let value = revert_value(None, before, next.get(key));
+                    state.insert(key.clone(), value);
+                }
+            },
         }
     }
 }
