@@ -47,15 +47,18 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             "PRAGMA journal_mode = WAL; CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, \
              status VARCHAR(20) NOT NULL, note TEXT, amount INT);\n",
         );
-        let rows: Vec<String> = (0..ORDERS).map(|i| format!("('new', 'n{i}', {i})")).collect();
+        let rows: Vec<String> = (0..ORDERS)
+            .map(|i| format!("('new', 'n{i}', {i})"))
+            .collect();
         sql.push_str(&format!(
             "INSERT INTO orders (status, note, amount) VALUES {};",
             rows.join(", ")
         ));
         sqlx::raw_sql(&sql).execute(&mut conn).await?;
     }
-    let base: Arc<dyn DataSource> =
-        Arc::new(SqlDataSource::from_pool(Pool::connect(&url, 4).await?, Options::default()).await?);
+    let base: Arc<dyn DataSource> = Arc::new(
+        SqlDataSource::from_pool(Pool::connect(&url, 4).await?, Options::default()).await?,
+    );
     let state = format!("sqlite://{}?mode=rwc", dir.join("canopy.sqlite").display());
     let store = Store::open(&state, "bench", "production").await?;
     let off = build_stack_with(Arc::clone(&base), Vec::new(), &StackOptions::default())?;
@@ -91,7 +94,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..n + n / 10 {
         let timed = i >= n / 10;
         let order = [(&off, false), (&on, true)];
-        let order = if i % 2 == 0 { order } else { [order[1], order[0]] };
+        let order = if i % 2 == 0 {
+            order
+        } else {
+            [order[1], order[0]]
+        };
         for (collection, audited) in order {
             let started = Instant::now();
             collection.update(&caller, &by_id(i), &patch(i)).await?;

@@ -36,12 +36,12 @@ use serde_json::Value as Json;
 
 use crate::datasource::action::{ActionScope, FormElement};
 use crate::datasource::{ColumnType, ConditionTree, Operator, SortClause};
+pub use audit::{AuditRecorder, AuditTrail};
 pub use handlers::{
     ActionContext, ActionHandler, Batch, ChartHandler, Column, ComputeHandler, Context, HookData,
     HookHandler, HookOperation, HookPosition, OperatorHandler, OverrideHandler, SearchHandler,
     SegmentHandler, WriteAction, WriteContext, WriteHandler,
 };
-pub use audit::{AuditRecorder, AuditTrail};
 pub use stack::{StackOptions, build_stack, build_stack_with};
 
 /// One customization declared by a plugin (or a test).

@@ -13,12 +13,12 @@ use async_trait::async_trait;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use canopy::customizer::audit::{AuditRecorder, AuditTrail, Confirmation, PendingEntry};
 use canopy::app::Served;
 use canopy::config::AuditTrailConfig;
+use canopy::customizer::audit::{AuditRecorder, AuditTrail, Confirmation, PendingEntry};
 use canopy::customizer::{
-    Context, Customization, HookData, HookHandler, HookOperation, HookPosition, Kind,
-    StackOptions, build_stack_with, closures,
+    Context, Customization, HookData, HookHandler, HookOperation, HookPosition, Kind, StackOptions,
+    build_stack_with, closures,
 };
 use canopy::datasource::action::{ActionResult, ActionScope};
 use canopy::datasource::{Caller, DataSource, Filter, Record, Value};
@@ -77,7 +77,8 @@ fn mark_paid() -> Customization {
     )
 }
 
-/// After an order is created, a hook adds its first line through its context's datasource.
+/// After an order noted "with a line" is created, a hook adds its first line through its
+/// context's datasource.
 struct FirstLine;
 
 #[async_trait]
@@ -97,7 +98,8 @@ impl HookHandler for FirstLine {
             return Ok(());
         };
         let lines = ctx.datasource.collection("order_lines")?;
-        for order in created.iter() {
+        let wanted = Value::String("with a line".to_owned());
+        for order in created.iter().filter(|o| o.get("note") == Some(&wanted)) {
             let mut line = Record::new();
             line.insert("order_id", order.get("id").cloned().unwrap_or(Value::Null));
             line.insert("line_no", Value::Int(1));
@@ -180,7 +182,12 @@ fn request(method: &str, uri: &str, body: Option<&Json>) -> Request<Body> {
 }
 
 /// One request: status, correlation id and body.
-async fn call(app: &Router, method: &str, uri: &str, body: Option<&Json>) -> (StatusCode, String, Json) {
+async fn call(
+    app: &Router,
+    method: &str,
+    uri: &str,
+    body: Option<&Json>,
+) -> (StatusCode, String, Json) {
     let (status, headers, body) = send(app, request(method, uri, body)).await;
     let correlation = headers
         .get("x-forest-correlation-id")
@@ -210,7 +217,8 @@ async fn routes_record_before_and_after(data: Backend, keep: Keep) {
     let app = &fx.app;
     let create = json!({"data": {"type": "orders", "attributes": {
         "status": "new", "note": "audit me"}}});
-    let (status, created_key, body) = call(app, "POST", "/forest/orders?timezone=UTC", Some(&create)).await;
+    let (status, created_key, body) =
+        call(app, "POST", "/forest/orders?timezone=UTC", Some(&create)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let id = body["data"]["id"].as_str().unwrap().to_owned();
     tick().await;
@@ -224,13 +232,21 @@ async fn routes_record_before_and_after(data: Backend, keep: Keep) {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     tick().await;
-    let (status, deleted_key, body) =
-        call(app, "DELETE", &format!("/forest/orders/{id}?timezone=UTC"), None).await;
+    let (status, deleted_key, body) = call(
+        app,
+        "DELETE",
+        &format!("/forest/orders/{id}?timezone=UTC"),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
 
     let history = ok(app, &format!("/forest/_audit-trail/orders/{id}")).await;
     let data = history["data"].as_array().unwrap();
-    let operations: Vec<&str> = data.iter().map(|e| e["operation"].as_str().unwrap()).collect();
+    let operations: Vec<&str> = data
+        .iter()
+        .map(|e| e["operation"].as_str().unwrap())
+        .collect();
     assert_eq!(operations, ["delete", "update", "create"], "newest first");
     assert_eq!(history["meta"]["count"], 3);
     assert_eq!(
@@ -238,7 +254,11 @@ async fn routes_record_before_and_after(data: Backend, keep: Keep) {
         json!([{"id": 1, "firstName": "Ann", "lastName": "Admin", "email": "ann@x.io"}])
     );
     let (deleted, updated, created) = (&data[0], &data[1], &data[2]);
-    for (entry, key) in [(deleted, &deleted_key), (updated, &updated_key), (created, &created_key)] {
+    for (entry, key) in [
+        (deleted, &deleted_key),
+        (updated, &updated_key),
+        (created, &created_key),
+    ] {
         assert_eq!(entry["collection"], "orders");
         assert_eq!(entry["recordId"], id.as_str());
         assert_eq!(entry["userId"], 1);
@@ -251,10 +271,21 @@ async fn routes_record_before_and_after(data: Backend, keep: Keep) {
     assert_eq!(created["previousValues"], json!({}));
     assert_eq!(created["newValues"]["status"], "new");
     assert_eq!(created["newValues"]["note"], "audit me");
-    assert_eq!(created["newValues"]["id"].to_string(), id, "the key is recorded");
-    assert_eq!(updated["previousValues"], json!({"status": "new"}), "only what changed");
+    assert_eq!(
+        created["newValues"]["id"].to_string(),
+        id,
+        "the key is recorded"
+    );
+    assert_eq!(
+        updated["previousValues"],
+        json!({"status": "new"}),
+        "only what changed"
+    );
     assert_eq!(updated["newValues"], json!({"status": "paid"}));
-    assert_eq!(deleted["previousValues"]["status"], "paid", "the whole record before");
+    assert_eq!(
+        deleted["previousValues"]["status"], "paid",
+        "the whole record before"
+    );
     assert_eq!(deleted["previousValues"]["note"], "audit me");
     assert_eq!(deleted["newValues"], json!({}));
 
@@ -282,11 +313,23 @@ async fn routes_record_before_and_after(data: Backend, keep: Keep) {
     for gone in [at(deleted), "2000-01-01".to_owned()] {
         let (status, _, body) = state(gone).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
-        assert_eq!(body["errors"][0]["detail"], "Record did not exist at this timestamp");
+        assert_eq!(
+            body["errors"][0]["detail"],
+            "Record did not exist at this timestamp"
+        );
     }
-    let (status, _, body) = call(app, "GET", &format!("/forest/_audit-trail/orders/{id}/state"), None).await;
+    let (status, _, body) = call(
+        app,
+        "GET",
+        &format!("/forest/_audit-trail/orders/{id}/state"),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(body["errors"][0]["detail"], "Missing \"at\" query parameter");
+    assert_eq!(
+        body["errors"][0]["detail"],
+        "Missing \"at\" query parameter"
+    );
 
     // By correlation id: one, or several (query or body), oldest first.
     let one = ok(
@@ -310,16 +353,32 @@ async fn routes_record_before_and_after(data: Backend, keep: Keep) {
         .map(|e| e["operation"].as_str().unwrap())
         .collect();
     assert_eq!(operations, ["create", "delete"]);
-    let body = json!({"collection": "orders", "recordId": id, "correlationKeys": [updated_key, " "]});
-    let (status, _, posted) = call(app, "POST", "/forest/_audit-trail/correlations", Some(&body)).await;
+    let body =
+        json!({"collection": "orders", "recordId": id, "correlationKeys": [updated_key, " "]});
+    let (status, _, posted) = call(
+        app,
+        "POST",
+        "/forest/_audit-trail/correlations",
+        Some(&body),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{posted}");
     assert_eq!(posted["data"].as_array().unwrap().len(), 1);
-    let (status, _, body) = call(app, "GET", "/forest/_audit-trail/correlations?recordId=1", None).await;
+    let (status, _, body) = call(
+        app,
+        "GET",
+        "/forest/_audit-trail/correlations?recordId=1",
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["errors"][0]["detail"], "Missing collection");
     // Another record shares nothing.
     let other = ok(app, "/forest/_audit-trail/orders/1").await;
-    assert_eq!(other, json!({"data": [], "meta": {"count": 0, "availableUsers": []}}));
+    assert_eq!(
+        other,
+        json!({"data": [], "meta": {"count": 0, "availableUsers": []}})
+    );
     // What the store holds is what was served.
     assert_eq!(
         fx.audit
@@ -368,7 +427,8 @@ async fn actions_and_hooks_writes_are_recorded(data: Backend, keep: Keep) {
     assert_eq!(untouched["meta"]["count"], 0);
 
     // The hook's line, created with the order, under the same correlation id.
-    let create = json!({"data": {"type": "orders", "attributes": {"status": "new"}}});
+    let create =
+        json!({"data": {"type": "orders", "attributes": {"status": "new", "note": "with a line"}}});
     let (status, key, body) = call(app, "POST", "/forest/orders?timezone=UTC", Some(&create)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let id = body["data"]["id"].as_str().unwrap();
@@ -390,7 +450,8 @@ async fn history_filters_pages_and_sorts(data: Backend, keep: Keep) {
         let app = app.clone();
         async move {
             let body = json!({"data": {"type": "orders", "id": "5", "attributes": attributes}});
-            let (status, _, body) = call(&app, "PUT", "/forest/orders/5?timezone=UTC", Some(&body)).await;
+            let (status, _, body) =
+                call(&app, "PUT", "/forest/orders/5?timezone=UTC", Some(&body)).await;
             assert_eq!(status, StatusCode::OK, "{body}");
             tick().await;
         }
@@ -403,12 +464,18 @@ async fn history_filters_pages_and_sorts(data: Backend, keep: Keep) {
     let page = ok(app, &format!("{base}?page[size]=3")).await;
     assert_eq!(page["meta"]["count"], 4);
     assert_eq!(page["data"].as_array().unwrap().len(), 3);
-    assert_eq!(page["data"][0]["newValues"]["note"], "last", "newest first by default");
+    assert_eq!(
+        page["data"][0]["newValues"]["note"], "last",
+        "newest first by default"
+    );
     assert!(page["meta"]["availableUsers"].is_array());
     let second = ok(app, &format!("{base}?page[size]=3&page[number]=2")).await;
     assert_eq!(second["data"].as_array().unwrap().len(), 1);
     assert_eq!(second["data"][0]["newValues"]["note"], "first");
-    assert!(second["meta"].get("availableUsers").is_none(), "first fetch only");
+    assert!(
+        second["meta"].get("availableUsers").is_none(),
+        "first fetch only"
+    );
     let oldest = ok(app, &format!("{base}?sort=timestamp&page[size]=1")).await;
     assert_eq!(oldest["data"][0]["newValues"]["note"], "first");
     assert_eq!(oldest["meta"]["count"], 4, "count ignores the page");
@@ -421,8 +488,16 @@ async fn history_filters_pages_and_sorts(data: Backend, keep: Keep) {
     assert_eq!(count("fields=status").await, 2);
     assert_eq!(count("fields=note,status").await, 4);
     assert_eq!(count("fields=amount").await, 0);
-    assert_eq!(count("search=lyon").await, 2, "case-insensitive, before or after");
-    assert_eq!(count("search=50%25").await, 2, "a % is a character, not a wildcard");
+    assert_eq!(
+        count("search=lyon").await,
+        2,
+        "case-insensitive, before or after"
+    );
+    assert_eq!(
+        count("search=50%25").await,
+        2,
+        "a % is a character, not a wildcard"
+    );
     assert_eq!(count("search=r_sh").await, 0, "an _ too");
     assert_eq!(count("search=rush_").await, 1);
     assert_eq!(count("search=%20%20").await, 4, "blank is no filter");
@@ -433,17 +508,25 @@ async fn history_filters_pages_and_sorts(data: Backend, keep: Keep) {
     assert_eq!(count("endDate=2000-01-01").await, 0);
     let first = ok(app, &format!("{base}?sort=timestamp")).await;
     let second_at = first["data"][1]["timestamp"].as_str().unwrap().to_owned();
-    assert_eq!(count(&format!("startDate={second_at}")).await, 3, "bounds are inclusive");
+    assert_eq!(
+        count(&format!("startDate={second_at}")).await,
+        3,
+        "bounds are inclusive"
+    );
     assert_eq!(count(&format!("endDate={second_at}")).await, 2);
     let (status, _, body) = call(app, "GET", &format!("{base}?startDate=yesterday"), None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(body["errors"][0]["detail"].as_str().unwrap().contains("yesterday"), "{body}");
+    assert!(
+        body["errors"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("yesterday"),
+        "{body}"
+    );
     let (status, _, _) = call(app, "GET", &format!("{base}?timezone=Mars/Olympus"), None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _, _) = call(app, "GET", "/forest/_audit-trail/nowhere/1", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _, _) = call(app, "GET", "/forest/_audit-trail/order_lines/1", None).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "a composite id needs both keys");
 }
 
 /// With Canopy's permissions: `read` on the collection is required, and a record that exists
@@ -476,8 +559,16 @@ async fn read_permission_and_scope_are_required(store: Backend) {
         async move { crate::permissions::call(&app, who, "GET", &uri, None).await }
     };
     let (status, body) = get(w.sam, "/forest/_audit-trail/customers/1").await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "no read on customers: {body}");
-    let (status, body) = get(w.sam, "/forest/_audit-trail/customers/1/state?at=2024-01-01").await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "no read on customers: {body}"
+    );
+    let (status, body) = get(
+        w.sam,
+        "/forest/_audit-trail/customers/1/state?at=2024-01-01",
+    )
+    .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     let (status, body) = get(
         w.sam,
@@ -518,11 +609,15 @@ struct Broken;
 #[async_trait]
 impl AuditRecorder for Broken {
     async fn insert_pending(&self, _: &[PendingEntry]) -> canopy::datasource::Result<()> {
-        Err(canopy::datasource::Error::Internal("the audit database is down".into()))
+        Err(canopy::datasource::Error::Internal(
+            "the audit database is down".into(),
+        ))
     }
 
     async fn confirm(&self, _: Uuid, _: &Confirmation) -> canopy::datasource::Result<()> {
-        Err(canopy::datasource::Error::Internal("the audit database is down".into()))
+        Err(canopy::datasource::Error::Internal(
+            "the audit database is down".into(),
+        ))
     }
 }
 
@@ -551,7 +646,11 @@ async fn a_failing_audit_store_refuses_the_change_when_critical() {
         patch.insert("status", Value::String("paid".to_owned()));
         let outcome = orders.update(&caller, &one, &patch).await;
         let after = orders
-            .list(&caller, &one, &canopy::datasource::Projection::new(["status"]))
+            .list(
+                &caller,
+                &one,
+                &canopy::datasource::Projection::new(["status"]),
+            )
             .await
             .unwrap();
         let status = after[0].get("status").cloned();
@@ -597,7 +696,11 @@ async fn a_bulk_change_past_the_cap_is_refused_when_critical() {
         .to_string();
     assert!(error.contains("more than 1000"), "{error}");
     let left = lines
-        .list(&caller, &Filter::default(), &canopy::datasource::Projection::new(["qty"]))
+        .list(
+            &caller,
+            &Filter::default(),
+            &canopy::datasource::Projection::new(["qty"]),
+        )
         .await
         .unwrap();
     assert_eq!(left.len(), 1004, "nothing deleted");
@@ -611,7 +714,10 @@ async fn off_by_default_adds_no_layer_and_records_nothing() {
     let base: Arc<dyn DataSource> = Arc::new(datasource);
     let off = build_stack_with(Arc::clone(&base), Vec::new(), &StackOptions::default()).unwrap();
     assert!(
-        Arc::ptr_eq(&off.collection("orders").unwrap(), &base.collection("orders").unwrap()),
+        Arc::ptr_eq(
+            &off.collection("orders").unwrap(),
+            &base.collection("orders").unwrap()
+        ),
         "without the trail, requests reach the datasource's own collection"
     );
     let (_trail, audit) = trail(Keep::Store(Backend::Sqlite)).await;
@@ -627,7 +733,10 @@ async fn off_by_default_adds_no_layer_and_records_nothing() {
         },
     )
     .unwrap();
-    assert!(!Arc::ptr_eq(&on.collection("orders").unwrap(), &base.collection("orders").unwrap()));
+    assert!(!Arc::ptr_eq(
+        &on.collection("orders").unwrap(),
+        &base.collection("orders").unwrap()
+    ));
 
     for enabled in [false, true] {
         let served = served(enabled).await;
@@ -649,7 +758,8 @@ async fn off_by_default_adds_no_layer_and_records_nothing() {
             let request = request.body(body).unwrap();
             async move { send(&app, request).await }
         };
-        let update = json!({"data": {"type": "orders", "id": "2", "attributes": {"status": "paid"}}});
+        let update =
+            json!({"data": {"type": "orders", "id": "2", "attributes": {"status": "paid"}}});
         let (status, _, body) = send_as("PUT", "/forest/orders/2?timezone=UTC", Some(update)).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let (status, _, body) = send_as(
@@ -714,8 +824,85 @@ async fn served(enabled: bool) -> ServedShop {
 async fn a_named_database_gets_the_table_once_and_a_foreign_one_is_refused() {
     for backend in [Backend::Sqlite, Backend::Postgres, Backend::MySql] {
         let db = TestDb::new(backend).await;
-        let first = AuditStore::open(&db.url, "acme", "production").await.unwrap();
-        let again = AuditStore::open(&db.url, "acme", "production").await.unwrap();
+        let first = AuditStore::open(&db.url, "acme", "production")
+            .await
+            .unwrap();
+        let again = AuditStore::open(&db.url, "acme", "production")
+            .await
+            .unwrap();
+        // Written through one handle, read through the other.
+        let entry = |key: Uuid, user_id: i64| PendingEntry {
+            key,
+            timestamp: 1_700_000_000_000 + user_id,
+            operation: canopy::customizer::audit::AuditOperation::Update,
+            collection: "orders".to_owned(),
+            record_id: Some("7".to_owned()),
+            user_id,
+            user_first_name: "Ann".to_owned(),
+            user_last_name: "Lee".to_owned(),
+            user_email: format!("u{user_id}@x.io"),
+            correlation_key: format!("request-{user_id}"),
+            previous_values: json!({"status": "new", "note": "Été à Lyon"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        };
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        first
+            .insert_pending(&[entry(a, 1), entry(b, 2)])
+            .await
+            .unwrap();
+        let done = Confirmation {
+            record_id: "7".to_owned(),
+            previous_values: json!({"status": "new"}).as_object().unwrap().clone(),
+            new_values: json!({"status": "paid"}).as_object().unwrap().clone(),
+        };
+        first.confirm(a, &done).await.unwrap();
+        assert!(
+            first.confirm(Uuid::now_v7(), &done).await.is_err(),
+            "no such entry"
+        );
+        let query = canopy::platform::audit::HistoryQuery {
+            collection: "orders".to_owned(),
+            record_id: "7".to_owned(),
+            ..Default::default()
+        };
+        let history = again
+            .history(
+                &query,
+                canopy::platform::audit::Order::NewestFirst,
+                0,
+                Some(10),
+            )
+            .await
+            .unwrap();
+        let seen: Vec<(&str, &str)> = history
+            .iter()
+            .map(|e| (e.status.as_str(), e.correlation_key.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [("pending", "request-2"), ("done", "request-1")],
+            "{backend:?}"
+        );
+        assert_eq!(history[0].previous_values["note"], "Été à Lyon");
+        assert_eq!(history[1].new_values["status"], "paid");
+        assert_eq!(again.count(&query).await.unwrap(), 2);
+        assert_eq!(again.authors(&query).await.unwrap().len(), 2);
+        let search = canopy::platform::audit::HistoryQuery {
+            search: Some("lyon".to_owned()),
+            fields: vec!["note".to_owned()],
+            ..query.clone()
+        };
+        assert_eq!(again.count(&search).await.unwrap(), 1, "{backend:?}");
+        let correlated = again
+            .by_correlation("orders", "7", &["request-1".to_owned(), "other".to_owned()])
+            .await
+            .unwrap();
+        assert_eq!(correlated.len(), 1);
+        // Another environment sees none of it.
+        let staging = AuditStore::open(&db.url, "acme", "staging").await.unwrap();
+        assert_eq!(staging.count(&query).await.unwrap(), 0);
         drop((first, again));
         let foreign = TestDb::new(backend).await;
         foreign
@@ -725,7 +912,10 @@ async fn a_named_database_gets_the_table_once_and_a_foreign_one_is_refused() {
             .await
             .unwrap_err()
             .to_string();
-        assert!(error.contains("not Canopy's audit trail table"), "{backend:?}: {error}");
+        assert!(
+            error.contains("not Canopy's audit trail table"),
+            "{backend:?}: {error}"
+        );
     }
 }
 

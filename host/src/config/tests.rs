@@ -680,7 +680,10 @@ fn serve_args_flatten_under_a_cli_with_a_global_log_level() {
 #[test]
 fn the_audit_trail_is_on_by_flag_table_or_url_and_critical_by_default() {
     let in_store = |config: Config| config.audit_trail.map(|a| (a.database_url, a.critical));
-    assert_eq!(in_store(ok(&["--audit-trail"], &[], None)), Some((None, true)));
+    assert_eq!(
+        in_store(ok(&["--audit-trail"], &[], None)),
+        Some((None, true))
+    );
     assert_eq!(
         in_store(ok(&[], &[("CANOPY_AUDIT_TRAIL", "true")], None)),
         Some((None, true))
@@ -690,7 +693,11 @@ fn the_audit_trail_is_on_by_flag_table_or_url_and_critical_by_default() {
         Some((None, false))
     );
     assert_eq!(
-        in_store(ok(&["--audit-trail-database-url", "sqlite://audit.db"], &[], None)),
+        in_store(ok(
+            &["--audit-trail-database-url", "sqlite://audit.db"],
+            &[],
+            None
+        )),
         Some((Some("sqlite://audit.db".to_owned()), true))
     );
     // Off wins over a table (and a URL) when said explicitly.
@@ -699,7 +706,11 @@ fn the_audit_trail_is_on_by_flag_table_or_url_and_critical_by_default() {
         None
     );
     assert_eq!(
-        in_store(ok(&[], &[], Some("[auditTrail]\nenabled = false\ndatabaseUrl = \"sqlite://a.db\""))),
+        in_store(ok(
+            &[],
+            &[],
+            Some("[auditTrail]\nenabled = false\ndatabaseUrl = \"sqlite://a.db\"")
+        )),
         None
     );
     assert_eq!(in_store(ok(&[], &[], None)), None);

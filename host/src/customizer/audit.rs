@@ -27,8 +27,8 @@ use uuid::Uuid;
 use super::stack::{Decorator, Layer, decorated};
 use crate::agent::wire;
 use crate::datasource::{
-    Caller, Collection, CollectionSchema, ConditionTree, DataSource, Error, Filter, Operator,
-    Page, Projection, Record, Result, Value,
+    Caller, Collection, CollectionSchema, ConditionTree, DataSource, Error, Filter, Operator, Page,
+    Projection, Record, Result, Value,
 };
 
 /// The most records one update or delete may audit, as in the agent: a bulk change past it is
@@ -118,7 +118,10 @@ impl Eq for AuditTrail {}
 
 /// The audit layer over `child`: every collection with a primary key is audited (an entry needs
 /// an id; the others are served as they are, with a warning).
-pub(super) fn layer(child: &Arc<dyn DataSource>, trail: &AuditTrail) -> Result<Arc<dyn DataSource>> {
+pub(super) fn layer(
+    child: &Arc<dyn DataSource>,
+    trail: &AuditTrail,
+) -> Result<Arc<dyn DataSource>> {
     let layer = Layer::new(Arc::clone(child), |collection| {
         let schema = collection.schema();
         if schema.primary_keys().is_empty() {
@@ -150,7 +153,11 @@ pub fn audited_columns(schema: &CollectionSchema) -> Vec<String> {
 }
 
 /// The audited values of `record` as JSON, in each column's wire form (what the routes serve).
-pub fn values_of(schema: &CollectionSchema, columns: &[String], record: &Record) -> Map<String, Json> {
+pub fn values_of(
+    schema: &CollectionSchema,
+    columns: &[String],
+    record: &Record,
+) -> Map<String, Json> {
     let mut out = Map::new();
     for name in columns {
         let Some(column) = schema.column(name) else {
@@ -230,8 +237,8 @@ impl AuditCollection {
 
     /// Confirms one entry. The change has happened: a failure cannot undo it, so it is logged as
     /// an error and the entry stays `pending`, which is how the trail shows an unconfirmed change.
-    async fn confirm(&self, key: Uuid, confirmation: Confirmation) {
-        if let Err(error) = self.trail.recorder.confirm(key, &confirmation).await {
+    async fn confirm(&self, key: Uuid, confirmation: &Confirmation) {
+        if let Err(error) = self.trail.recorder.confirm(key, confirmation).await {
             tracing::error!(
                 collection = %self.schema().name,
                 record_id = %confirmation.record_id,
@@ -310,7 +317,7 @@ impl Decorator for AuditCollection {
                 let new_values = values_of(self.schema(), &self.audited, record);
                 self.confirm(
                     entry.key,
-                    Confirmation {
+                    &Confirmation {
                         record_id,
                         previous_values: Map::new(),
                         new_values,
@@ -377,7 +384,7 @@ impl Decorator for AuditCollection {
             );
             self.confirm(
                 entry.key,
-                Confirmation {
+                &Confirmation {
                     record_id: self.packed(new)?,
                     previous_values,
                     new_values,
@@ -408,7 +415,7 @@ impl Decorator for AuditCollection {
                 let record_id = entry.record_id.clone().unwrap_or_default();
                 self.confirm(
                     entry.key,
-                    Confirmation {
+                    &Confirmation {
                         record_id,
                         previous_values: entry.previous_values,
                         new_values: Map::new(),
@@ -431,7 +438,9 @@ pub fn changed_values(
 ) -> (Map<String, Json>, Map<String, Json>) {
     let mut previous = Map::new();
     let mut next = Map::new();
-    let keys = before.keys().chain(after.keys().filter(|k| !before.contains_key(*k)));
+    let keys = before
+        .keys()
+        .chain(after.keys().filter(|k| !before.contains_key(*k)));
     for key in keys {
         if let Some((p, n)) = diff(before.get(key), after.get(key)) {
             if let Some(p) = p {
@@ -496,10 +505,16 @@ mod tests {
 
     #[test]
     fn only_changed_columns_and_leaves_are_kept() {
-        let before = map(json!({"id": 1, "status": "new", "meta": {"a": 1, "b": {"c": 2}}, "n": null}));
-        let after = map(json!({"id": 1, "status": "paid", "meta": {"a": 1, "b": {"c": 3}, "d": 4}, "n": null}));
+        let before =
+            map(json!({"id": 1, "status": "new", "meta": {"a": 1, "b": {"c": 2}}, "n": null}));
+        let after = map(
+            json!({"id": 1, "status": "paid", "meta": {"a": 1, "b": {"c": 3}, "d": 4}, "n": null}),
+        );
         let (previous, next) = changed_values(&before, &after);
-        assert_eq!(Json::Object(previous), json!({"status": "new", "meta": {"b": {"c": 2}}}));
+        assert_eq!(
+            Json::Object(previous),
+            json!({"status": "new", "meta": {"b": {"c": 2}}})
+        );
         assert_eq!(
             Json::Object(next),
             json!({"status": "paid", "meta": {"b": {"c": 3}, "d": 4}})
@@ -511,7 +526,10 @@ mod tests {
         let before = map(json!({"lines": [{"q": 1}, {"q": 2}], "tags": ["a"]}));
         let after = map(json!({"lines": [{"q": 1}, {"q": 5}, {"q": 6}], "tags": ["a", "b"]}));
         let (previous, next) = changed_values(&before, &after);
-        assert_eq!(Json::Object(previous), json!({"lines": {"1": {"q": 2}}, "tags": ["a"]}));
+        assert_eq!(
+            Json::Object(previous),
+            json!({"lines": {"1": {"q": 2}}, "tags": ["a"]})
+        );
         assert_eq!(
             Json::Object(next),
             json!({"lines": {"1": {"q": 5}, "2": {"q": 6}}, "tags": ["a", "b"]})

@@ -38,9 +38,7 @@ use crate::agent;
 use crate::agent::query_string::{QueryString, match_ids};
 use crate::auth::CollectionRight;
 use crate::customizer::audit::{audited_columns, values_of};
-use crate::datasource::{
-    Caller, CollectionSchema, ConditionTree, Filter, Projection, unpack_id,
-};
+use crate::datasource::{Caller, CollectionSchema, ConditionTree, Filter, Projection, unpack_id};
 use crate::platform::audit::{AuditRecord, AuditStore, HistoryQuery, Order, revert};
 
 /// `page[size]` when absent or unreadable, and its cap (the agent's).
@@ -429,8 +427,11 @@ fn boundary(query: &QueryString, key: &str, tz: Tz, bound: Bound) -> ApiResult<O
 
 fn parse_boundary(raw: &str, tz: Tz, bound: Bound) -> Option<DateTime<Utc>> {
     if has_offset(raw) {
-        return crate::datasource::parse_datetime(raw)
-            .or_else(|| DateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M%#z").ok().map(|d| d.to_utc()));
+        return crate::datasource::parse_datetime(raw).or_else(|| {
+            DateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M%#z")
+                .ok()
+                .map(|d| d.to_utc())
+        });
     }
     let local = |naive: NaiveDateTime| {
         tz.from_local_datetime(&naive)
@@ -467,21 +468,52 @@ mod tests {
     use super::*;
 
     fn ms(raw: &str, tz: Tz, bound: Bound) -> Option<String> {
-        parse_boundary(raw, tz, bound).map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        parse_boundary(raw, tz, bound)
+            .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
     }
 
     #[test]
     fn date_bounds_follow_the_agent() {
         let paris: Tz = "Europe/Paris".parse().unwrap();
-        assert_eq!(ms("2024-03-01", paris, Bound::Start).unwrap(), "2024-02-29T23:00:00.000Z");
-        assert_eq!(ms("2024-03-01", paris, Bound::End).unwrap(), "2024-03-01T22:59:59.999Z");
-        assert_eq!(ms("2024-03-01T10:15", chrono_tz::UTC, Bound::End).unwrap(), "2024-03-01T10:15:59.999Z");
-        assert_eq!(ms("2024-03-01 10:15", chrono_tz::UTC, Bound::Start).unwrap(), "2024-03-01T10:15:00.000Z");
-        assert_eq!(ms("2024-03-01T10:15:30", chrono_tz::UTC, Bound::End).unwrap(), "2024-03-01T10:15:30.000Z");
-        assert_eq!(ms("2024-03-01T10:15:30.250Z", paris, Bound::Start).unwrap(), "2024-03-01T10:15:30.250Z");
-        assert_eq!(ms("2024-03-01T10:15:30+02:00", paris, Bound::Start).unwrap(), "2024-03-01T08:15:30.000Z");
-        assert_eq!(ms("2024-03-01T10:15:30-0500", paris, Bound::Start).unwrap(), "2024-03-01T15:15:30.000Z");
-        for bad in ["yesterday", "2024-13-01", "2024-03-01T25:00", "1", "2024-03-01Tnoon"] {
+        assert_eq!(
+            ms("2024-03-01", paris, Bound::Start).unwrap(),
+            "2024-02-29T23:00:00.000Z"
+        );
+        assert_eq!(
+            ms("2024-03-01", paris, Bound::End).unwrap(),
+            "2024-03-01T22:59:59.999Z"
+        );
+        assert_eq!(
+            ms("2024-03-01T10:15", chrono_tz::UTC, Bound::End).unwrap(),
+            "2024-03-01T10:15:59.999Z"
+        );
+        assert_eq!(
+            ms("2024-03-01 10:15", chrono_tz::UTC, Bound::Start).unwrap(),
+            "2024-03-01T10:15:00.000Z"
+        );
+        assert_eq!(
+            ms("2024-03-01T10:15:30", chrono_tz::UTC, Bound::End).unwrap(),
+            "2024-03-01T10:15:30.000Z"
+        );
+        assert_eq!(
+            ms("2024-03-01T10:15:30.250Z", paris, Bound::Start).unwrap(),
+            "2024-03-01T10:15:30.250Z"
+        );
+        assert_eq!(
+            ms("2024-03-01T10:15:30+02:00", paris, Bound::Start).unwrap(),
+            "2024-03-01T08:15:30.000Z"
+        );
+        assert_eq!(
+            ms("2024-03-01T10:15:30-0500", paris, Bound::Start).unwrap(),
+            "2024-03-01T15:15:30.000Z"
+        );
+        for bad in [
+            "yesterday",
+            "2024-13-01",
+            "2024-03-01T25:00",
+            "1",
+            "2024-03-01Tnoon",
+        ] {
             assert_eq!(ms(bad, paris, Bound::Start), None, "{bad}");
         }
     }
@@ -490,8 +522,14 @@ mod tests {
     fn pages_and_ids_fall_back_like_the_agent() {
         let q = |s: &str| QueryString::parse(s);
         assert_eq!(pagination(&q("")), (0, 20));
-        assert_eq!(pagination(&q("page%5Bnumber%5D=3&page%5Bsize%5D=500")), (200, 100));
-        assert_eq!(pagination(&q("page%5Bnumber%5D=x&page%5Bsize%5D=0")), (0, 20));
+        assert_eq!(
+            pagination(&q("page%5Bnumber%5D=3&page%5Bsize%5D=500")),
+            (200, 100)
+        );
+        assert_eq!(
+            pagination(&q("page%5Bnumber%5D=x&page%5Bsize%5D=0")),
+            (0, 20)
+        );
         assert_eq!(user_ids(&q("userIds=12,abc,%2045,-3")), [12, 45]);
         assert_eq!(list(Some(" a, ,b ")), ["a", "b"]);
     }

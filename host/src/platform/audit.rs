@@ -55,6 +55,12 @@ const MYSQL_DDL: &str = "CREATE TABLE IF NOT EXISTS canopy_audit_trail (
 const COLUMNS: &str = "id, created_at, operation, collection, record_id, user_id, user_first_name, \
      user_last_name, user_email, action_name, correlation_key, previous_values, new_values, status";
 
+/// The same on MySQL, whose TEXT columns sqlx's `Any` driver reads as bytes: cast to text.
+const MYSQL_COLUMNS: &str = "id, created_at, operation, collection, record_id, user_id, \
+     CAST(user_first_name AS CHAR), CAST(user_last_name AS CHAR), CAST(user_email AS CHAR), \
+     CAST(action_name AS CHAR), correlation_key, CAST(previous_values AS CHAR), \
+     CAST(new_values AS CHAR), status";
+
 /// Rows per `INSERT` of pending entries: far below every dialect's bind limit (14 binds each).
 const INSERT_CHUNK: usize = 200;
 
@@ -204,26 +210,42 @@ impl AuditStore {
             Sql::Postgres => include_str!("../../migrations/postgres/0008_audit_trail.sql"),
             Sql::MySql => MYSQL_DDL,
         };
-        for statement in statements(ddl) {
+        let mut statements = statements(ddl);
+        if let Some(table) = statements.next() {
+            sqlx::query(table).execute(&pool).await?;
+        }
+        // A table of that name made by someone else: refuse it rather than adopt it (before its
+        // indexes, which would fail on its columns).
+        sqlx::query(&format!(
+            "SELECT {COLUMNS}, entry_key, project, environment, changed_fields FROM {TABLE} \
+             WHERE 1 = 0"
+        ))
+        .fetch_optional(&pool)
+        .await
+        .map_err(|e| {
+            Error::Invalid(format!(
+                "{TABLE} in {} exists but is not Canopy's audit trail table ({e}): point \
+                 auditTrail.databaseUrl at another database",
+                redacted()
+            ))
+        })?;
+        for statement in statements {
             sqlx::query(statement).execute(&pool).await?;
         }
-        // A table of that name made by someone else: refuse it rather than adopt it.
-        sqlx::query(&format!("SELECT {COLUMNS}, entry_key, project, environment, changed_fields FROM {TABLE} WHERE 1 = 0"))
-            .fetch_optional(&pool)
-            .await
-            .map_err(|e| {
-                Error::Invalid(format!(
-                    "{TABLE} in {} exists but is not Canopy's audit trail table ({e}): point \
-                     auditTrail.databaseUrl at another database",
-                    redacted()
-                ))
-            })?;
         Ok(Self {
             pool,
             sql,
             project: project.to_owned(),
             environment: environment.to_owned(),
         })
+    }
+
+    /// The columns `record` reads, in this dialect.
+    fn columns(&self) -> &'static str {
+        match self.sql {
+            Sql::MySql => MYSQL_COLUMNS,
+            Sql::Sqlite | Sql::Postgres => COLUMNS,
+        }
     }
 
     /// `text` in the dialect's placeholders: MySQL reads `?` in bind order, and every query here
@@ -316,8 +338,9 @@ impl AuditStore {
             Order::OldestFirst => "ASC",
             Order::NewestFirst => "DESC",
         };
+        let columns = self.columns();
         let mut text = format!(
-            "SELECT {COLUMNS} FROM {TABLE} WHERE {conditions} \
+            "SELECT {columns} FROM {TABLE} WHERE {conditions} \
              ORDER BY created_at {direction}, id {direction}"
         );
         if let Some(limit) = limit {
@@ -343,9 +366,15 @@ impl AuditStore {
     pub async fn authors(&self, query: &HistoryQuery) -> Result<Vec<AuditUser>> {
         let mut args = Args::default();
         let conditions = self.conditions(query, &mut args);
+        let names = match self.sql {
+            Sql::MySql => {
+                "CAST(user_first_name AS CHAR), CAST(user_last_name AS CHAR), \
+                 CAST(user_email AS CHAR)"
+            }
+            Sql::Sqlite | Sql::Postgres => "user_first_name, user_last_name, user_email",
+        };
         let text = self.text(&format!(
-            "SELECT DISTINCT user_id, user_first_name, user_last_name, user_email FROM {TABLE} \
-             WHERE {conditions} ORDER BY user_id"
+            "SELECT DISTINCT user_id, {names} FROM {TABLE} WHERE {conditions} ORDER BY user_id"
         ));
         let rows = args.bind(sqlx::query(&text)).fetch_all(&self.pool).await?;
         rows.iter()
@@ -376,8 +405,9 @@ impl AuditStore {
         let collection = args.text(collection);
         let record_id = args.text(record_id);
         let keys: Vec<String> = keys.iter().map(|k| args.text(k)).collect();
+        let columns = self.columns();
         let text = self.text(&format!(
-            "SELECT {COLUMNS} FROM {TABLE} WHERE project = {project} AND environment = \
+            "SELECT {columns} FROM {TABLE} WHERE project = {project} AND environment = \
              {environment} AND collection = {collection} AND record_id = {record_id} AND \
              correlation_key IN ({}) ORDER BY created_at ASC, id ASC",
             keys.join(", ")
@@ -393,8 +423,14 @@ impl AuditRecorder for AuditStore {
         self.insert(entries).await.map_err(storage_error)
     }
 
-    async fn confirm(&self, key: Uuid, confirmation: &Confirmation) -> crate::datasource::Result<()> {
-        self.mark_done(key, confirmation).await.map_err(storage_error)
+    async fn confirm(
+        &self,
+        key: Uuid,
+        confirmation: &Confirmation,
+    ) -> crate::datasource::Result<()> {
+        self.mark_done(key, confirmation)
+            .await
+            .map_err(storage_error)
     }
 }
 
@@ -572,7 +608,11 @@ pub fn revert(
     state
 }
 
-fn revert_one(state: &mut Map<String, Json>, previous: &Map<String, Json>, next: &Map<String, Json>) {
+fn revert_one(
+    state: &mut Map<String, Json>,
+    previous: &Map<String, Json>,
+    next: &Map<String, Json>,
+) {
     let keys: Vec<&String> = previous
         .keys()
         .chain(next.keys().filter(|k| !previous.contains_key(*k)))
@@ -614,8 +654,7 @@ fn revert_value(current: Option<Json>, previous: &Json, next: Option<&Json>) -> 
                 match previous.get(key) {
                     None => removed.push(index),
                     Some(before) => {
-                        let value =
-                            revert_value(items.get(index).cloned(), before, next.get(key));
+                        let value = revert_value(items.get(index).cloned(), before, next.get(key));
                         if index < items.len() {
                             items[index] = value;
                         } else {
