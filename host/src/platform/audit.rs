@@ -55,12 +55,6 @@ const MYSQL_DDL: &str = "CREATE TABLE IF NOT EXISTS canopy_audit_trail (
 const COLUMNS: &str = "id, created_at, operation, collection, record_id, user_id, user_first_name, \
      user_last_name, user_email, action_name, correlation_key, previous_values, new_values, status";
 
-/// The same on MySQL, whose TEXT columns sqlx's `Any` driver reads as bytes: cast to text.
-const MYSQL_COLUMNS: &str = "id, created_at, operation, collection, record_id, user_id, \
-     CAST(user_first_name AS CHAR), CAST(user_last_name AS CHAR), CAST(user_email AS CHAR), \
-     CAST(action_name AS CHAR), correlation_key, CAST(previous_values AS CHAR), \
-     CAST(new_values AS CHAR), status";
-
 /// Rows per `INSERT` of pending entries: far below every dialect's bind limit (14 binds each).
 const INSERT_CHUNK: usize = 200;
 
@@ -240,14 +234,6 @@ impl AuditStore {
         })
     }
 
-    /// The columns `record` reads, in this dialect.
-    fn columns(&self) -> &'static str {
-        match self.sql {
-            Sql::MySql => MYSQL_COLUMNS,
-            Sql::Sqlite | Sql::Postgres => COLUMNS,
-        }
-    }
-
     /// `text` in the dialect's placeholders: MySQL reads `?` in bind order, and every query here
     /// uses each `$n` once, in order.
     fn text(&self, text: &str) -> String {
@@ -338,9 +324,8 @@ impl AuditStore {
             Order::OldestFirst => "ASC",
             Order::NewestFirst => "DESC",
         };
-        let columns = self.columns();
         let mut text = format!(
-            "SELECT {columns} FROM {TABLE} WHERE {conditions} \
+            "SELECT {COLUMNS} FROM {TABLE} WHERE {conditions} \
              ORDER BY created_at {direction}, id {direction}"
         );
         if let Some(limit) = limit {
@@ -366,24 +351,18 @@ impl AuditStore {
     pub async fn authors(&self, query: &HistoryQuery) -> Result<Vec<AuditUser>> {
         let mut args = Args::default();
         let conditions = self.conditions(query, &mut args);
-        let names = match self.sql {
-            Sql::MySql => {
-                "CAST(user_first_name AS CHAR), CAST(user_last_name AS CHAR), \
-                 CAST(user_email AS CHAR)"
-            }
-            Sql::Sqlite | Sql::Postgres => "user_first_name, user_last_name, user_email",
-        };
         let text = self.text(&format!(
-            "SELECT DISTINCT user_id, {names} FROM {TABLE} WHERE {conditions} ORDER BY user_id"
+            "SELECT DISTINCT user_id, user_first_name, user_last_name, user_email FROM {TABLE} \
+             WHERE {conditions} ORDER BY user_id"
         ));
         let rows = args.bind(sqlx::query(&text)).fetch_all(&self.pool).await?;
         rows.iter()
             .map(|row| {
                 Ok(AuditUser {
                     id: row.try_get(0)?,
-                    first_name: row.try_get(1)?,
-                    last_name: row.try_get(2)?,
-                    email: row.try_get(3)?,
+                    first_name: text_at(row, 1)?,
+                    last_name: text_at(row, 2)?,
+                    email: text_at(row, 3)?,
                 })
             })
             .collect()
@@ -405,9 +384,8 @@ impl AuditStore {
         let collection = args.text(collection);
         let record_id = args.text(record_id);
         let keys: Vec<String> = keys.iter().map(|k| args.text(k)).collect();
-        let columns = self.columns();
         let text = self.text(&format!(
-            "SELECT {columns} FROM {TABLE} WHERE project = {project} AND environment = \
+            "SELECT {COLUMNS} FROM {TABLE} WHERE project = {project} AND environment = \
              {environment} AND collection = {collection} AND record_id = {record_id} AND \
              correlation_key IN ({}) ORDER BY created_at ASC, id ASC",
             keys.join(", ")
@@ -546,9 +524,24 @@ fn statements(ddl: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// A text column: MySQL's TEXT types reach sqlx's `Any` driver as bytes, the others as text.
+fn text_at(row: &AnyRow, index: usize) -> Result<Option<String>> {
+    match row.try_get::<Option<String>, _>(index) {
+        Ok(text) => Ok(text),
+        Err(sqlx::Error::ColumnDecode { .. }) => row
+            .try_get::<Option<Vec<u8>>, _>(index)?
+            .map(|bytes| {
+                String::from_utf8(bytes)
+                    .map_err(|_| Error::Invalid(format!("column {index} is not UTF-8 text")))
+            })
+            .transpose(),
+        Err(error) => Err(error.into()),
+    }
+}
+
 fn record(row: &AnyRow) -> Result<AuditRecord> {
     let object = |index: usize| -> Result<Map<String, Json>> {
-        let text: String = row.try_get(index)?;
+        let text = text_at(row, index)?.unwrap_or_default();
         match serde_json::from_str(&text) {
             Ok(Json::Object(map)) => Ok(map),
             _ => Err(Error::Invalid(format!(
@@ -565,10 +558,10 @@ fn record(row: &AnyRow) -> Result<AuditRecord> {
         collection: row.try_get(3)?,
         record_id: row.try_get(4)?,
         user_id: row.try_get(5)?,
-        user_first_name: row.try_get(6)?,
-        user_last_name: row.try_get(7)?,
-        user_email: row.try_get(8)?,
-        action_name: row.try_get(9)?,
+        user_first_name: text_at(row, 6)?,
+        user_last_name: text_at(row, 7)?,
+        user_email: text_at(row, 8)?,
+        action_name: text_at(row, 9)?,
         correlation_key: row.try_get(10)?,
         previous_values: object(11)?,
         new_values: object(12)?,
