@@ -105,7 +105,7 @@ fn store(state: &SharedState) -> ApiResult<&AuditStore> {
 }
 
 /// A failure of the audit database: a 500 whose detail is only logged.
-fn storage(error: crate::platform::Error) -> ApiError {
+fn storage(error: &crate::platform::Error) -> ApiError {
     crate::datasource::Error::Internal(format!("audit trail: {error}")).into()
 }
 
@@ -200,8 +200,8 @@ async fn history(
     let mut data = audit
         .history(&filters, order, skip, Some(limit))
         .await
-        .map_err(storage)?;
-    let count = audit.count(&filters).await.map_err(storage)?;
+        .map_err(|e| storage(&e))?;
+    let count = audit.count(&filters).await.map_err(|e| storage(&e))?;
     if withheld {
         for entry in &mut data {
             withhold(entry);
@@ -210,7 +210,7 @@ async fn history(
     let mut meta = json!({ "count": count });
     // The authors only on the first fetch: later pages keep the list the client already has.
     if query.get("page[number]").is_none() {
-        let authors = audit.authors(&filters).await.map_err(storage)?;
+        let authors = audit.authors(&filters).await.map_err(|e| storage(&e))?;
         meta["availableUsers"] = serde_json::to_value(authors).unwrap_or_default();
     }
     Ok(super::json(&json!({ "data": data, "meta": meta })))
@@ -267,7 +267,7 @@ async fn state_at(
             None,
         )
         .await
-        .map_err(storage)?;
+        .map_err(|e| storage(&e))?;
     // An entry at `at` itself is already part of the state at `at`; a pending entry's change may
     // never have happened.
     let newer: Vec<AuditRecord> = newer
@@ -289,7 +289,7 @@ async fn correlation(
     let data = audit
         .by_correlation(&collection, &record_id, &[key])
         .await
-        .map_err(storage)?;
+        .map_err(|e| storage(&e))?;
     Ok(super::json(&json!({ "data": data })))
 }
 
@@ -323,7 +323,7 @@ async fn correlations(
     let data = audit
         .by_correlation(&collection, &record_id, &keys)
         .await
-        .map_err(storage)?;
+        .map_err(|e| storage(&e))?;
     Ok(super::json(&json!({ "data": data })))
 }
 

@@ -60,7 +60,7 @@ const INSERT_CHUNK: usize = 200;
 
 /// The SQL dialect of the audit database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sql {
+enum Db {
     Sqlite,
     Postgres,
     MySql,
@@ -70,7 +70,7 @@ enum Sql {
 #[derive(Clone)]
 pub struct AuditStore {
     pool: AnyPool,
-    sql: Sql,
+    sql: Db,
     project: String,
     environment: String,
 }
@@ -150,8 +150,8 @@ impl AuditStore {
         Self {
             pool: store.pool().clone(),
             sql: match store.dialect() {
-                Dialect::Sqlite => Sql::Sqlite,
-                Dialect::Postgres => Sql::Postgres,
+                Dialect::Sqlite => Db::Sqlite,
+                Dialect::Postgres => Db::Postgres,
             },
             project: store.project().to_owned(),
             environment: store.environment().to_owned(),
@@ -165,13 +165,13 @@ impl AuditStore {
         sqlx::any::install_default_drivers();
         let redacted = || crate::datasource::sql::redact_url(url);
         let (sql, url) = if url.starts_with("sqlite:") {
-            (Sql::Sqlite, url.to_owned())
+            (Db::Sqlite, url.to_owned())
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            (Sql::Postgres, url.to_owned())
+            (Db::Postgres, url.to_owned())
         } else if let Some(rest) = url.strip_prefix("mariadb:") {
-            (Sql::MySql, format!("mysql:{rest}"))
+            (Db::MySql, format!("mysql:{rest}"))
         } else if url.starts_with("mysql:") {
-            (Sql::MySql, url.to_owned())
+            (Db::MySql, url.to_owned())
         } else {
             return Err(Error::Invalid(format!(
                 "auditTrail.databaseUrl must start with sqlite:, postgres:, mysql: or mariadb:, \
@@ -180,11 +180,11 @@ impl AuditStore {
             )));
         };
         let pool = AnyPoolOptions::new()
-            .max_connections(if sql == Sql::Sqlite { 4 } else { 8 })
+            .max_connections(if sql == Db::Sqlite { 4 } else { 8 })
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(move |conn, _| {
                 Box::pin(async move {
-                    if sql == Sql::Sqlite {
+                    if sql == Db::Sqlite {
                         // One writer at a time: wait for it rather than failing with SQLITE_BUSY.
                         sqlx::query("PRAGMA busy_timeout = 5000")
                             .execute(&mut *conn)
@@ -200,9 +200,9 @@ impl AuditStore {
                 source,
             })?;
         let ddl = match sql {
-            Sql::Sqlite => include_str!("../../migrations/sqlite/0008_audit_trail.sql"),
-            Sql::Postgres => include_str!("../../migrations/postgres/0008_audit_trail.sql"),
-            Sql::MySql => MYSQL_DDL,
+            Db::Sqlite => include_str!("../../migrations/sqlite/0008_audit_trail.sql"),
+            Db::Postgres => include_str!("../../migrations/postgres/0008_audit_trail.sql"),
+            Db::MySql => MYSQL_DDL,
         };
         let mut statements = statements(ddl);
         if let Some(table) = statements.next() {
@@ -237,7 +237,7 @@ impl AuditStore {
     /// `text` in the dialect's placeholders: MySQL reads `?` in bind order, and every query here
     /// uses each `$n` once, in order.
     fn text(&self, text: &str) -> String {
-        if self.sql != Sql::MySql {
+        if self.sql != Db::MySql {
             return text.to_owned();
         }
         let mut out = String::with_capacity(text.len());
@@ -398,7 +398,7 @@ impl AuditStore {
 #[async_trait]
 impl AuditRecorder for AuditStore {
     async fn insert_pending(&self, entries: &[PendingEntry]) -> crate::datasource::Result<()> {
-        self.insert(entries).await.map_err(storage_error)
+        self.insert(entries).await.map_err(|e| storage_error(&e))
     }
 
     async fn confirm(
@@ -408,12 +408,12 @@ impl AuditRecorder for AuditStore {
     ) -> crate::datasource::Result<()> {
         self.mark_done(key, confirmation)
             .await
-            .map_err(storage_error)
+            .map_err(|e| storage_error(&e))
     }
 }
 
 /// A failure of the audit database, as the stack reports it (never with the values).
-fn storage_error(error: Error) -> crate::datasource::Error {
+fn storage_error(error: &Error) -> crate::datasource::Error {
     crate::datasource::Error::Internal(format!("audit trail: {error}"))
 }
 
