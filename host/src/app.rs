@@ -13,7 +13,7 @@ use crate::agent::action::SchemaActions;
 use crate::agent::schema_file::{Meta, SchemaFile};
 use crate::auth::{PermissionLevel, SessionClaims, SessionKey};
 use crate::config::Config;
-use crate::customizer::{Customization, StackOptions, build_stack_with};
+use crate::customizer::{AuditTrail, Customization, StackOptions, build_stack_with};
 use crate::datasource::sql::{Options, Pool, SqlDataSource};
 use crate::datasource::{
     CompositeDataSource, DataSource, DataSourceSchema, FieldSchema, RelationSchema,
@@ -165,7 +165,8 @@ async fn customized(config: &Config) -> anyhow::Result<Arc<dyn DataSource>> {
         }
         None => Vec::new(),
     };
-    customize(config, base, customizations)
+    // The audit layer changes no schema: the schema file and typings are built without it.
+    customize(config, base, customizations, None)
 }
 
 /// Writes the typings file of `schema` unless it already holds them (so a watcher on the plugin
@@ -211,16 +212,19 @@ pub async fn connect(config: &Config) -> anyhow::Result<CompositeDataSource> {
 }
 
 /// The customized datasource the agent serves: `base` under the decorator stack of
-/// `customizations`. An invalid customization stops the start (or a reload) with its plugin's
-/// name; so do two actions with one slug under `useUnsafeActionEndpoint`.
+/// `customizations`, with the audit layer when `audit` is given. An invalid customization stops
+/// the start (or a reload) with its plugin's name; so do two actions with one slug under
+/// `useUnsafeActionEndpoint`.
 pub fn customize(
     config: &Config,
     base: Arc<dyn DataSource>,
     customizations: Vec<Customization>,
+    audit: Option<AuditTrail>,
 ) -> anyhow::Result<Arc<dyn DataSource>> {
     let options = StackOptions {
         ignore_missing_schema_element_errors: config.schema.ignore_missing_schema_element_errors,
         emulation_row_limit: config.schema.emulation_row_limit,
+        audit,
     };
     let stack =
         build_stack_with(base, customizations, &options).context("applying the customizations")?;

@@ -55,7 +55,8 @@ pub struct Config {
     pub plugin_dir: Option<PathBuf>,
     /// `workflowExecutorUrl` (not landed yet): where workflow requests are proxied.
     pub workflow_executor_url: Option<String>,
-    /// `auditTrail` (not landed yet).
+    /// `auditTrail`: record every create, update and delete with its values; `None` (the
+    /// default) leaves the audit layer out of the stack.
     pub audit_trail: Option<AuditTrailConfig>,
     /// `experimental`: only `meta.liana_features` of the schema file so far.
     pub experimental: ExperimentalConfig,
@@ -230,10 +231,15 @@ pub struct ActionsConfig {
     pub use_unsafe_action_endpoint: bool,
 }
 
-/// `auditTrail` (not landed yet).
+/// `auditTrail`: on with `--audit-trail`, an `[auditTrail]` table in the file, or a database URL.
 #[derive(Clone, PartialEq, Eq)]
 pub struct AuditTrailConfig {
-    pub database_url: String,
+    /// `auditTrail.databaseUrl`: the SQLite, PostgreSQL or MariaDB database the trail is written
+    /// to; `None` keeps it in Canopy's store.
+    pub database_url: Option<String>,
+    /// `auditTrail.critical` (default true): a change whose audit entry cannot be written is
+    /// refused; false lets it through unaudited, with the error logged.
+    pub critical: bool,
 }
 
 impl fmt::Debug for AuditTrailConfig {
@@ -241,8 +247,12 @@ impl fmt::Debug for AuditTrailConfig {
         f.debug_struct("AuditTrailConfig")
             .field(
                 "database_url",
-                &crate::datasource::sql::redact_url(&self.database_url),
+                &self
+                    .database_url
+                    .as_deref()
+                    .map(crate::datasource::sql::redact_url),
             )
+            .field("critical", &self.critical)
             .finish()
     }
 }
@@ -454,22 +464,7 @@ fn resolve(
     let permissions = resolve_permissions(&layers, &mut args, &mut file, &mut warnings);
     let actions = resolve_actions(&layers, &mut args, &mut file)?;
     let workflow_executor_url = resolve_workflow_executor_url(&layers, &mut args, &mut file)?;
-    let audit_trail = match layers.pick(
-        args.audit_trail_database_url.take(),
-        (
-            "--audit-trail-database-url",
-            "CANOPY_AUDIT_TRAIL_DATABASE_URL",
-        ),
-        file.audit_trail.take().and_then(|a| a.database_url),
-    ) {
-        Some(url) => {
-            check_database_url("auditTrail.databaseUrl", &url)?;
-            Some(AuditTrailConfig {
-                database_url: url.value,
-            })
-        }
-        None => None,
-    };
+    let audit_trail = resolve_audit_trail(&layers, &mut args, &mut file)?;
     let experimental = resolve_experimental(&layers, &mut args, &mut file);
     let platform = platform::resolve_platform(&layers, &mut args, &mut file)?;
     let login = login::resolve_login(&layers, &mut args.login, &mut file)?;
@@ -856,6 +851,50 @@ fn resolve_permissions(
         cache_duration: Duration::from_secs(seconds),
         skip_relation_read_permissions,
     }
+}
+
+/// `auditTrail`: on when `--audit-trail` (or `enabled` in the file's `[auditTrail]`) says so,
+/// else when the file has an `[auditTrail]` table or a database URL is given anywhere.
+fn resolve_audit_trail(
+    layers: &Layers,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
+) -> Result<Option<AuditTrailConfig>, ConfigError> {
+    let table = file.audit_trail.take();
+    let in_file = table.is_some();
+    let table = table.unwrap_or_default();
+    let url = layers.pick(
+        args.audit_trail_database_url.take(),
+        (
+            "--audit-trail-database-url",
+            "CANOPY_AUDIT_TRAIL_DATABASE_URL",
+        ),
+        table.database_url,
+    );
+    if let Some(url) = &url {
+        check_database_url("auditTrail.databaseUrl", url)?;
+    }
+    let enabled = layers.pick(
+        args.audit_trail.take(),
+        ("--audit-trail", "CANOPY_AUDIT_TRAIL"),
+        table.enabled,
+    );
+    let on = match enabled {
+        Some(enabled) => enabled.value,
+        None => in_file || url.is_some(),
+    };
+    let critical = value_or(
+        layers.pick(
+            args.audit_trail_critical.take(),
+            ("--audit-trail-critical", "CANOPY_AUDIT_TRAIL_CRITICAL"),
+            table.critical,
+        ),
+        true,
+    );
+    Ok(on.then(|| AuditTrailConfig {
+        database_url: url.map(|u| u.value),
+        critical,
+    }))
 }
 
 fn resolve_actions(

@@ -6,6 +6,7 @@
 //! tests implement them with closures ([`closures`]).
 
 mod action;
+pub mod audit;
 mod binary;
 mod chart;
 pub mod closures;
@@ -35,6 +36,7 @@ use serde_json::Value as Json;
 
 use crate::datasource::action::{ActionScope, FormElement};
 use crate::datasource::{ColumnType, ConditionTree, Operator, SortClause};
+pub use audit::{AuditRecorder, AuditTrail};
 pub use handlers::{
     ActionContext, ActionHandler, Batch, ChartHandler, Column, ComputeHandler, Context, HookData,
     HookHandler, HookOperation, HookPosition, OperatorHandler, OverrideHandler, SearchHandler,

@@ -10,6 +10,7 @@ mod action;
 mod activity;
 mod api_chart;
 pub mod approvals;
+mod audit;
 mod authentication;
 mod caller;
 mod capabilities;
@@ -76,6 +77,9 @@ pub struct AppState {
     pub login: Option<Arc<Login>>,
     /// The activity logger, shared by every generation; disabled over a bare stack.
     pub activity: ActivityLog,
+    /// The audit trail's store (`auditTrail`); `None` when the trail is off, and then its routes
+    /// are not served.
+    pub audit: Option<Arc<crate::platform::audit::AuditStore>>,
 }
 
 impl AppState {
@@ -98,6 +102,7 @@ impl AppState {
             liana: None,
             login: None,
             activity: ActivityLog::disabled(),
+            audit: None,
         }
     }
 
@@ -220,6 +225,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(action::router(state.use_unsafe_action_endpoint))
         .merge(api_chart::router())
         .merge(security::router())
+        .merge(audit::router(&state))
         // Set once every route is merged: it applies to the routes present.
         .method_not_allowed_fallback(error::forest_not_found)
         .fallback(error::forest_not_found)

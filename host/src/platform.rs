@@ -7,6 +7,7 @@
 //! store or from a remote Forest-compatible server (`PermissionSource`).
 
 pub mod activity;
+pub mod audit;
 pub mod bootstrap;
 pub mod declarative;
 pub mod documents;

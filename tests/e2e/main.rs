@@ -16,6 +16,7 @@ mod aggregate;
 mod approvals;
 mod approvals_fixture;
 mod approvals_served;
+mod audit;
 mod charts;
 mod composite;
 mod context;

@@ -9,8 +9,10 @@ use crate::agent::schema_file::SchemaFile;
 use crate::auth::login::Login;
 use crate::auth::{CachePolicy, Permissions};
 use crate::config::Config;
+use crate::customizer::{AuditRecorder, AuditTrail};
 use crate::datasource::DataSourceSchema;
 use crate::http::liana::LianaServer;
+use crate::platform::audit::AuditStore;
 use crate::platform::remote::{Probe, RemoteSource};
 use crate::platform::{ActivityLog, PermissionSource, Store, bootstrap};
 
@@ -30,6 +32,8 @@ pub struct Platform {
     /// The activity logger (`activityLogs`): one buffer and writer for every generation, so a
     /// reload neither loses nor duplicates entries; flushed at shutdown.
     pub activity: ActivityLog,
+    /// Where the audit trail is kept (`auditTrail`): Canopy's store or its own database.
+    pub audit: Option<Arc<AuditStore>>,
 }
 
 impl Platform {
@@ -82,6 +86,15 @@ impl Platform {
         } else {
             ActivityLog::disabled()
         };
+        let audit = match &config.audit_trail {
+            None => None,
+            Some(trail) => Some(Arc::new(match &trail.database_url {
+                None => AuditStore::in_store(&store),
+                Some(url) => AuditStore::open(url, &settings.project, &settings.environment)
+                    .await
+                    .context("opening the audit trail's database (auditTrail.databaseUrl)")?,
+            })),
+        };
         Ok(Self {
             activity,
             store,
@@ -89,6 +102,16 @@ impl Platform {
             liana,
             remote,
             login: Arc::new(login),
+            audit,
+        })
+    }
+
+    /// The audit layer's settings for the stack, when the trail is on.
+    pub fn audit_trail(&self, config: &Config) -> Option<AuditTrail> {
+        let store = self.audit.as_ref()?;
+        Some(AuditTrail {
+            recorder: Arc::clone(store) as Arc<dyn AuditRecorder>,
+            critical: config.audit_trail.as_ref().is_none_or(|t| t.critical),
         })
     }
 

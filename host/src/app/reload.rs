@@ -238,7 +238,12 @@ async fn build(
         .map_err(anyhow::Error::msg)
         .context("reading the plugins' customizations")?;
     let count = customizations.len();
-    let stack = customize(config, Arc::clone(base), customizations)?;
+    let stack = customize(
+        config,
+        Arc::clone(base),
+        customizations,
+        platform.audit_trail(config),
+    )?;
     // Parsed scopes are typed against a schema: forget them once the new one exists.
     platform.permissions.forget_parsed_scopes();
     prepare_schema(config, stack.schema())?;
@@ -257,6 +262,7 @@ async fn build(
     state.liana = platform.liana.clone();
     state.login = Some(Arc::clone(&platform.login));
     state.activity = platform.activity.clone();
+    state.audit = platform.audit.clone();
     Ok((http::router(Arc::new(state)), plugins, count, stack))
 }
 

@@ -269,10 +269,25 @@ pub struct ServeArgs {
     #[arg(long, env = "CANOPY_WORKFLOW_EXECUTOR_URL", value_name = "URL")]
     pub workflow_executor_url: Option<String>,
 
-    /// Database that records every create, update and delete (the audit trail). Accepted; the
-    /// audit trail has not landed yet. [default: none] [file key: auditTrail.databaseUrl]
+    /// Record every create, update and delete with its values before and after (the audit
+    /// trail, served by the `/_audit-trail` routes). On as well when the file has an
+    /// `[auditTrail]` table or a database URL is given. [default: false] [file key:
+    /// auditTrail.enabled]
+    #[arg(long, env = "CANOPY_AUDIT_TRAIL", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub audit_trail: Option<bool>,
+
+    /// Database the audit trail is written to (SQLite, PostgreSQL or MariaDB; its table
+    /// `canopy_audit_trail` is created when missing); turns the trail on. [default: Canopy's
+    /// store] [file key: auditTrail.databaseUrl]
     #[arg(long, env = "CANOPY_AUDIT_TRAIL_DATABASE_URL", value_name = "URL")]
     pub audit_trail_database_url: Option<String>,
+
+    /// Refuse a change whose audit entry cannot be written (false: let it through unaudited and
+    /// log the error). [default: true] [file key: auditTrail.critical]
+    #[arg(long, env = "CANOPY_AUDIT_TRAIL_CRITICAL", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub audit_trail_critical: Option<bool>,
 
     /// Experimental no-code webhook actions; incompatible with skipSchemaUpdate. Declares
     /// `webhook-custom-actions` in the schema file's `meta.liana_features` and, as in the agent,

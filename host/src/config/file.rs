@@ -86,7 +86,9 @@ pub struct FileBodyParserOptions {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FileAuditTrail {
+    pub enabled: Option<bool>,
     pub database_url: Option<String>,
+    pub critical: Option<bool>,
 }
 
 /// `[experimental]`.

@@ -279,10 +279,12 @@ fn every_create_agent_option_reads_from_the_file() {
     );
     assert_eq!(config.http.json_limit, 1024);
     assert!(config.http.enable_raw_checking);
+    let audit_trail = config.audit_trail.unwrap();
     assert_eq!(
-        config.audit_trail.unwrap().database_url,
-        "postgres://audit@db/audit"
+        audit_trail.database_url.as_deref(),
+        Some("postgres://audit@db/audit")
     );
+    assert!(audit_trail.critical, "critical by default");
     let keys: Vec<_> = warnings.iter().map(|w| w.key).collect();
     assert_eq!(keys, ["skipSchemaUpdate", "skipRelationReadPermissions"]);
 }
@@ -696,4 +698,43 @@ fn activity_logging_is_on_by_default_and_turned_off_from_every_source() {
             .platform
             .activity_logs
     );
+}
+
+#[test]
+fn the_audit_trail_is_on_by_flag_table_or_url_and_critical_by_default() {
+    let in_store = |config: Config| config.audit_trail.map(|a| (a.database_url, a.critical));
+    assert_eq!(
+        in_store(ok(&["--audit-trail"], &[], None)),
+        Some((None, true))
+    );
+    assert_eq!(
+        in_store(ok(&[], &[("CANOPY_AUDIT_TRAIL", "true")], None)),
+        Some((None, true))
+    );
+    assert_eq!(
+        in_store(ok(&[], &[], Some("[auditTrail]\ncritical = false"))),
+        Some((None, false))
+    );
+    assert_eq!(
+        in_store(ok(
+            &["--audit-trail-database-url", "sqlite://audit.db"],
+            &[],
+            None
+        )),
+        Some((Some("sqlite://audit.db".to_owned()), true))
+    );
+    // Off wins over a table (and a URL) when said explicitly.
+    assert_eq!(
+        in_store(ok(&["--audit-trail=false"], &[], Some("[auditTrail]"))),
+        None
+    );
+    assert_eq!(
+        in_store(ok(
+            &[],
+            &[],
+            Some("[auditTrail]\nenabled = false\ndatabaseUrl = \"sqlite://a.db\"")
+        )),
+        None
+    );
+    assert_eq!(in_store(ok(&[], &[], None)), None);
 }

@@ -26,6 +26,10 @@
 //!    queries may sort on emulated fields.
 //! 9. `chart` (15) and `action` (17): both only add entry points. Actions sit below hooks so the
 //!    writes an action makes through its context do not run the public hooks (§8.6).
+//!    Between them, `audit` (16, the agent's `internalHook`), only when the audit trail is on:
+//!    below `action`, so the writes an action makes through its context are recorded, and below
+//!    hooks and nested writes, so theirs are too; above everything that rewrites queries, so it
+//!    reads the records before a change with the same filter the change uses.
 //! 10. `schema` (18): `disableCount` and `disableFieldSorting` change only what is advertised.
 //! 11. `write` (19): `replaceFieldWriting` and nested to-one writes, below hooks, so a Before
 //!     hook sees (and may change) the record the client sent, before it is rewritten.
@@ -46,6 +50,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use indexmap::IndexMap;
 
+use super::audit::{self, AuditTrail};
 use super::handlers::{ChartHandler, Context};
 use super::{
     Customization, Kind, SortingMode, action, binary, chart, computed, hook, import_field,
@@ -68,6 +73,9 @@ pub struct StackOptions {
     pub ignore_missing_schema_element_errors: bool,
     /// `emulationRowLimit`: the most records an in-memory sort, filter or operator may load.
     pub emulation_row_limit: u64,
+    /// `auditTrail`: where the audit layer records every change; `None` (the default) leaves the
+    /// layer out of the stack entirely.
+    pub audit: Option<AuditTrail>,
 }
 
 impl Default for StackOptions {
@@ -75,6 +83,7 @@ impl Default for StackOptions {
         Self {
             ignore_missing_schema_element_errors: false,
             emulation_row_limit: 10_000,
+            audit: None,
         }
     }
 }
@@ -219,13 +228,16 @@ pub fn build_stack_with(
     let planning = Arc::clone(&base);
     let mut stack = base;
     // Layers without customizations are left out: a request then crosses only the layers it needs.
-    let mut apply = |group: Vec<Customization>, layer: LayerFn| -> Result<()> {
+    let apply = |stack: &mut Arc<dyn DataSource>,
+                 group: Vec<Customization>,
+                 layer: LayerFn|
+     -> Result<()> {
         if !group.is_empty() {
-            stack = layer(&stack, group, options)?;
+            *stack = layer(stack, group, options)?;
         }
         Ok(())
     };
-    apply(groups.overrides, overrides::layer)?;
+    apply(&mut stack, groups.overrides, overrides::layer)?;
     // BEGIN computed/relation section (relations, early and late computed fields, importField).
     // Planned on the base schema (overrides change no field). An import may cross an added
     // relation or read a computed field, so it is expanded against the schema with both; it
@@ -275,24 +287,27 @@ pub fn build_stack_with(
     sorting.extend(imported.sorting);
     let mut writing = groups.write;
     writing.extend(imported.writing);
-    apply(early_computed, computed::layer)?;
-    apply(early_filtering, operator::layer)?;
-    apply(groups.relation, relation::layer)?;
-    apply(late_computed, computed::layer)?;
-    apply(late_filtering, operator::layer)?;
+    apply(&mut stack, early_computed, computed::layer)?;
+    apply(&mut stack, early_filtering, operator::layer)?;
+    apply(&mut stack, groups.relation, relation::layer)?;
+    apply(&mut stack, late_computed, computed::layer)?;
+    apply(&mut stack, late_filtering, operator::layer)?;
     // END computed/relation section.
-    apply(groups.search, search::layer)?;
-    apply(groups.segment, segment::layer)?;
-    apply(sorting, sort::layer)?;
-    apply(groups.chart, chart::layer)?;
-    apply(groups.action, action::layer)?;
-    apply(groups.schema, schema::layer)?;
-    apply(writing, write::layer)?;
-    apply(groups.hook, hook::layer)?;
-    apply(groups.validation, validation::layer)?;
-    apply(groups.binary, binary::layer)?;
-    apply(groups.publication, publication::layer)?;
-    apply(groups.rename, rename::layer)?;
+    apply(&mut stack, groups.search, search::layer)?;
+    apply(&mut stack, groups.segment, segment::layer)?;
+    apply(&mut stack, sorting, sort::layer)?;
+    apply(&mut stack, groups.chart, chart::layer)?;
+    if let Some(trail) = &options.audit {
+        stack = audit::layer(&stack, trail)?;
+    }
+    apply(&mut stack, groups.action, action::layer)?;
+    apply(&mut stack, groups.schema, schema::layer)?;
+    apply(&mut stack, writing, write::layer)?;
+    apply(&mut stack, groups.hook, hook::layer)?;
+    apply(&mut stack, groups.validation, validation::layer)?;
+    apply(&mut stack, groups.binary, binary::layer)?;
+    apply(&mut stack, groups.publication, publication::layer)?;
+    apply(&mut stack, groups.rename, rename::layer)?;
     Ok(stack)
 }
 

@@ -53,8 +53,8 @@ async fn capabilities(
             "canUseProjectionViaHeader": true,
             "canUseProjectionViaHeaderOnList": true,
             "canUseMultipleFieldsProjectionOnRelation": true,
-            // No audit trail store is served yet.
-            "canUseAuditTrail": false,
+            // The history routes are served only when the trail is on.
+            "canUseAuditTrail": state.audit.is_some(),
         },
         "collections": collections,
     });
