@@ -20,6 +20,7 @@ mod middleware;
 mod modification;
 mod permission;
 mod platform;
+pub mod ratelimit;
 mod related;
 pub mod reload;
 mod security;
@@ -36,6 +37,7 @@ pub use caller::{CallerContext, JsonBody};
 pub use error::{ApiError, ApiResult};
 
 use crate::auth::login::Login;
+use crate::auth::tokens::TokenVerifier;
 use crate::auth::{Permissions, SessionKey};
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
@@ -73,6 +75,11 @@ pub struct AppState {
     pub liana: Option<Arc<liana::LianaServer>>,
     /// Sign-in (`/authentication…`), shared by every generation; `None` over a bare stack.
     pub login: Option<Arc<Login>>,
+    /// Verifies the public API's application tokens (with its cache), shared by every
+    /// generation; `None` over a bare stack (no store, no tokens).
+    pub tokens: Option<Arc<TokenVerifier>>,
+    /// The public API's rate limits, shared by every generation (a reload keeps the quotas).
+    pub rate_limits: Arc<ratelimit::RateLimits>,
 }
 
 impl AppState {
@@ -94,6 +101,8 @@ impl AppState {
             approvals: ApprovalSettings::default(),
             liana: None,
             login: None,
+            tokens: None,
+            rate_limits: Arc::new(ratelimit::RateLimits::default()),
         }
     }
 
@@ -226,12 +235,16 @@ pub fn router(state: SharedState) -> Router {
             security::private_routes,
         ))
         .with_state(Arc::clone(&state));
+    // The public API `/v1`: rate limited as a whole, its 404 and 405 answers included.
+    let limited = || {
+        axum::middleware::from_fn_with_state(Arc::clone(&state), ratelimit::limit)
+    };
     let routes = Router::new()
         .nest(&mount_path, forest)
-        .merge(approvals::router(Arc::clone(&state)))
+        .merge(approvals::router(Arc::clone(&state)).layer(limited()))
         .nest(
             &platform::base_path(&mount_path),
-            platform::router(Arc::clone(&state)),
+            platform::router(Arc::clone(&state)).layer(limited()),
         )
         .fallback(error::not_found);
     let routes = liana::around(&state, routes);

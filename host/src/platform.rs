@@ -16,10 +16,12 @@ pub mod remote;
 pub mod scope;
 pub mod server;
 pub mod store;
+pub mod tokens;
 
 use async_trait::async_trait;
 
 pub use scope::Scope;
+pub use tokens::{NewToken, Token, TokenSecret};
 pub use documents::{EnvironmentPermissions, IpWhitelist, Rendering, UserEntry};
 pub use store::{
     Actor, AdminLog, Approval, ApprovalStatus, NewUser, Role, Store, Team, User, UserChange,

@@ -7,10 +7,12 @@ use anyhow::Context as _;
 
 use crate::agent::schema_file::SchemaFile;
 use crate::auth::login::Login;
+use crate::auth::tokens::TokenVerifier;
 use crate::auth::{CachePolicy, Permissions};
 use crate::config::Config;
 use crate::datasource::DataSourceSchema;
 use crate::http::liana::LianaServer;
+use crate::http::ratelimit::RateLimits;
 use crate::platform::remote::{Probe, RemoteSource};
 use crate::platform::{PermissionSource, Store, bootstrap};
 
@@ -27,6 +29,10 @@ pub struct Platform {
     pub remote: Option<Arc<RemoteSource>>,
     /// Sign-in over the store: its rate limits and OpenID provider outlive plugin reloads.
     pub login: Arc<Login>,
+    /// The public API's application tokens (their cache outlives plugin reloads).
+    pub tokens: Arc<TokenVerifier>,
+    /// The public API's rate limits: a reload must not hand every client a fresh quota.
+    pub rate_limits: Arc<RateLimits>,
 }
 
 impl Platform {
@@ -75,6 +81,8 @@ impl Platform {
         )
         .map_err(anyhow::Error::msg)?;
         Ok(Self {
+            tokens: Arc::new(TokenVerifier::new(store.clone())),
+            rate_limits: Arc::new(RateLimits::new(&config.rate_limit)),
             store,
             permissions: Arc::new(permissions),
             liana,

@@ -256,6 +256,8 @@ async fn build(
     state.store = Some(platform.store.clone());
     state.liana = platform.liana.clone();
     state.login = Some(Arc::clone(&platform.login));
+    state.tokens = Some(Arc::clone(&platform.tokens));
+    state.rate_limits = Arc::clone(&platform.rate_limits);
     Ok((http::router(Arc::new(state)), plugins, count, stack))
 }
 
