@@ -288,7 +288,7 @@ async fn each_scope_is_allowed_and_refused_on_real_endpoints(backend: Backend) {
 }
 
 /// A token acts as its user with the user's rights now: a non-admin's token is refused on admin
-/// endpoints, a demoted admin's token at once, a disabled user's token as invalid.
+/// endpoints, a demoted admin's token at once, a disabled user's too, a removed user's is invalid.
 async fn a_token_has_its_users_rights_at_each_call(backend: Backend) {
     let env = serve(backend, None).await;
     let app = &env.router;
@@ -344,6 +344,11 @@ async fn a_token_has_its_users_rights_at_each_call(backend: Backend) {
         ..UserChange::default()
     };
     env.store.update_user(&Actor::System, boss, disable).await.unwrap();
+    let got = send(app, "GET", &format!("{BASE}/tokens"), Some(&boss_token), None).await;
+    let message = refused(&got, StatusCode::FORBIDDEN, "forbidden");
+    assert!(message.contains("disabled"), "{message}");
+    // Removed: the token is worth nothing.
+    env.store.remove_user(&Actor::System, boss).await.unwrap();
     let got = send(app, "GET", &format!("{BASE}/tokens"), Some(&boss_token), None).await;
     assert_eq!(refused(&got, StatusCode::UNAUTHORIZED, "unauthorized"), INVALID);
 }

@@ -132,7 +132,7 @@ impl Error {
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            Self::Coded { status, code, .. } => (*status, code),
+            Self::Coded { status, code, .. } => (*status, *code),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
         }
     }
@@ -441,8 +441,10 @@ impl FromRequestParts<SharedState> for SignedIn {
                 scopes,
                 token_id,
             }),
-            // A removed or disabled user's credentials are worth nothing.
-            _ => Err(Error::Unauthorized(INVALID_TOKEN)),
+            // Known, but may do nothing now (their credentials may work again if re-enabled).
+            Some(_) => Err(Error::insufficient("the user is disabled")),
+            // A removed user's credentials are worth nothing.
+            None => Err(Error::Unauthorized(INVALID_TOKEN)),
         }
     }
 }

@@ -91,7 +91,7 @@ impl<K: Clone + std::hash::Hash + Eq> Policy<K> {
                 }
             }
             Err(not_until) => {
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                let wait = not_until.wait_time_from(self.limiter.clock().now());
                 let retry_after = ceil_secs(wait).max(1);
                 Decision {
                     policy: self.name,

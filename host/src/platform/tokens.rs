@@ -11,7 +11,6 @@
 use std::fmt;
 
 use argon2::password_hash::rand_core::{OsRng, RngCore as _};
-use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
@@ -120,8 +119,7 @@ fn base62(bytes: &[u8], width: usize) -> String {
 }
 
 /// An application token as listed: never its secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
     /// UUIDv7.
     pub id: String,
