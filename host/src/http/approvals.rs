@@ -32,7 +32,7 @@ use axum::Router;
 use axum::extract::{ConnectInfo, FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use jsonwebtoken::{AlgorithmFamily, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Map, Value as Json, json};
@@ -50,7 +50,7 @@ use crate::agent::query_string::QueryString;
 use crate::auth::{self, permissions::ActionRight};
 use crate::datasource::action::{ActionResult, ActionScope};
 use crate::datasource::{Caller, CollectionSchema, PermissionLevel, Projection, pack_id};
-use crate::platform::{self, Approval, ApprovalStatus, Store};
+use crate::platform::{Approval, ApprovalStatus, Store};
 
 /// The platform's cap on select-all approvals (`maxRecordsForApproval` default and maximum).
 pub const MAX_RECORDS_FOR_APPROVAL: u64 = 500;

@@ -36,8 +36,7 @@ use crate::config::RateLimitConfig;
 /// Keys a limiter holds before it forgets the ones back to a full quota.
 const MAX_KEYS: usize = 100_000;
 
-type Limiter<K> =
-    RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
+type Limiter = RateLimiter<Key, DefaultKeyedStateStore<Key>, DefaultClock, StateInformationMiddleware>;
 
 /// Whose quota a request spends.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -51,9 +50,9 @@ pub enum Key {
 }
 
 /// One limiter with the numbers its headers show.
-struct Policy<K> {
+struct Policy {
     name: &'static str,
-    limiter: Limiter<K>,
+    limiter: Limiter,
     /// Requests per minute.
     per_minute: u32,
     burst: u32,
@@ -61,7 +60,7 @@ struct Policy<K> {
     interval: Duration,
 }
 
-impl<K: Clone + std::hash::Hash + Eq> Policy<K> {
+impl Policy {
     fn new(name: &'static str, per_minute: NonZeroU32, burst: NonZeroU32) -> Self {
         let quota = Quota::per_minute(per_minute).allow_burst(burst);
         Self {
@@ -73,7 +72,7 @@ impl<K: Clone + std::hash::Hash + Eq> Policy<K> {
         }
     }
 
-    fn check(&self, key: &K) -> Decision {
+    fn check(&self, key: &Key) -> Decision {
         if self.limiter.len() > MAX_KEYS {
             self.limiter.retain_recent();
         }
@@ -155,8 +154,8 @@ impl Decision {
 
 /// The public API's limiters: per credential and per address. One per process.
 pub struct RateLimits {
-    per_credential: Policy<Key>,
-    per_address: Policy<Key>,
+    per_credential: Policy,
+    per_address: Policy,
 }
 
 impl std::fmt::Debug for RateLimits {

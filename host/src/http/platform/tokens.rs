@@ -110,6 +110,6 @@ async fn revoke(
     if let Some(verifier) = &state.tokens {
         verifier.forget(&id);
     }
-    tracing::info!(token = %id, by = caller.user.id, "application token revoked");
+    tracing::info!(token = %id, by = caller.user.id, with_token = ?caller.token_id, "application token revoked");
     Ok(no_content())
 }
