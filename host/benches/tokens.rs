@@ -5,7 +5,11 @@
 //! (refused before any hashing or lookup).
 //!
 //! Prints mean and median microseconds per check. Run: `cargo bench -p canopy --bench tokens`.
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark fails loudly")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly"
+)]
 
 use std::time::{Duration, Instant};
 
@@ -82,14 +86,20 @@ async fn main() {
     let cached = TokenVerifier::new(store.clone());
     cached.verify(token).await.unwrap();
     let (median, mean) = measure(&cached, token, CACHED, true).await;
-    println!("cached token:    median {median:.3} µs, mean {mean:.3} µs per check ({CACHED} checks; target ≤ 2 µs)");
+    println!(
+        "cached token:    median {median:.3} µs, mean {mean:.3} µs per check ({CACHED} checks; target ≤ 2 µs)"
+    );
 
     let uncached = TokenVerifier::with_ttl(store.clone(), Duration::ZERO);
     let (median, mean) = measure(&uncached, token, UNCACHED, true).await;
-    println!("uncached token:  median {median:.3} µs, mean {mean:.3} µs per check ({UNCACHED} checks, one store read each)");
+    println!(
+        "uncached token:  median {median:.3} µs, mean {mean:.3} µs per check ({UNCACHED} checks, one store read each)"
+    );
 
     let (median, mean) = measure(&cached, "cnp_not-a-token", CACHED, false).await;
-    println!("malformed token: median {median:.3} µs, mean {mean:.3} µs per check ({CACHED} checks)");
+    println!(
+        "malformed token: median {median:.3} µs, mean {mean:.3} µs per check ({CACHED} checks)"
+    );
 
     store.close().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -236,9 +236,7 @@ pub fn router(state: SharedState) -> Router {
         ))
         .with_state(Arc::clone(&state));
     // The public API `/v1`: rate limited as a whole, its 404 and 405 answers included.
-    let limited = || {
-        axum::middleware::from_fn_with_state(Arc::clone(&state), ratelimit::limit)
-    };
+    let limited = || axum::middleware::from_fn_with_state(Arc::clone(&state), ratelimit::limit);
     let routes = Router::new()
         .nest(&mount_path, forest)
         .merge(approvals::router(Arc::clone(&state)).layer(limited()))

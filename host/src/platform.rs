@@ -20,12 +20,12 @@ pub mod tokens;
 
 use async_trait::async_trait;
 
-pub use scope::Scope;
-pub use tokens::{NewToken, Token, TokenSecret};
 pub use documents::{EnvironmentPermissions, IpWhitelist, Rendering, UserEntry};
+pub use scope::Scope;
 pub use store::{
     Actor, AdminLog, Approval, ApprovalStatus, NewUser, Role, Store, Team, User, UserChange,
 };
+pub use tokens::{NewToken, Token, TokenSecret};
 
 /// Everything the store can fail with. `Display` is the message shown to an admin (CLI or API).
 #[derive(Debug, thiserror::Error)]

@@ -206,15 +206,44 @@ fn cli_mistakes_are_one_sentence_and_every_subcommand_has_help() {
     ok(&dir.0, &["init"]);
     for (args, expected) in [
         (
-            &["tokens", "create", "--email", "nobody@x.io", "--name", "n", "--scope", "all"][..],
+            &[
+                "tokens",
+                "create",
+                "--email",
+                "nobody@x.io",
+                "--name",
+                "n",
+                "--scope",
+                "all",
+            ][..],
             "no user",
         ),
         (
-            &["tokens", "create", "--email", "admin@canopy.local", "--name", "n", "--scope", "notes:delete"][..],
+            &[
+                "tokens",
+                "create",
+                "--email",
+                "admin@canopy.local",
+                "--name",
+                "n",
+                "--scope",
+                "notes:delete",
+            ][..],
             "notes:delete",
         ),
         (
-            &["tokens", "create", "--email", "admin@canopy.local", "--name", "n", "--scope", "all", "--expires-in", "soon"][..],
+            &[
+                "tokens",
+                "create",
+                "--email",
+                "admin@canopy.local",
+                "--name",
+                "n",
+                "--scope",
+                "all",
+                "--expires-in",
+                "soon",
+            ][..],
             "soon",
         ),
         (&["tokens", "revoke", "0190"][..], "no live token"),
@@ -222,7 +251,9 @@ fn cli_mistakes_are_one_sentence_and_every_subcommand_has_help() {
         let (code, _, stderr) = cli(&dir.0, args);
         assert_eq!(code, Some(1), "{args:?}: {stderr}");
         assert!(
-            stderr.starts_with("Error: ") && stderr.lines().count() == 1 && stderr.contains(expected),
+            stderr.starts_with("Error: ")
+                && stderr.lines().count() == 1
+                && stderr.contains(expected),
             "{args:?}: {stderr}"
         );
     }
@@ -233,7 +264,11 @@ fn cli_mistakes_are_one_sentence_and_every_subcommand_has_help() {
         &["tokens", "list"],
         &["tokens", "revoke"],
     ] {
-        let out = Command::new(BIN).args(command).arg("--help").output().unwrap();
+        let out = Command::new(BIN)
+            .args(command)
+            .arg("--help")
+            .output()
+            .unwrap();
         let stdout = String::from_utf8(out.stdout).unwrap();
         assert!(out.status.success(), "{command:?}");
         assert!(

@@ -93,11 +93,7 @@ fn refused(got: &(StatusCode, HeaderMap, Json), status: StatusCode, code: &str) 
     let (got_status, _, body) = got;
     assert_eq!(*got_status, status, "{body}");
     assert_eq!(body["code"], code, "{body}");
-    assert_eq!(
-        body["error"],
-        status.canonical_reason().unwrap(),
-        "{body}"
-    );
+    assert_eq!(body["error"], status.canonical_reason().unwrap(), "{body}");
     let message = body["message"].as_str().unwrap_or_else(|| panic!("{body}"));
     assert!(!message.is_empty());
     message.to_owned()
@@ -164,7 +160,8 @@ async fn a_token_lives_from_creation_to_revocation(backend: Backend) {
     let id = created["id"].as_str().unwrap().to_owned();
 
     // Listed without its secret, never to be read again.
-    let (status, _, listed) = send(app, "GET", &format!("{BASE}/tokens"), Some(&session), None).await;
+    let (status, _, listed) =
+        send(app, "GET", &format!("{BASE}/tokens"), Some(&session), None).await;
     assert_eq!(status, StatusCode::OK, "{listed}");
     let data = listed["data"].as_array().unwrap();
     assert_eq!(data.len(), 1);
@@ -174,22 +171,54 @@ async fn a_token_lives_from_creation_to_revocation(backend: Backend) {
     assert_eq!(data[0]["lastUsedAt"], Json::Null);
 
     // Used: it reads the admin log, and its last use is recorded.
-    let (status, _, logs) = send(app, "GET", &format!("{BASE}/admin-logs"), Some(&secret), None).await;
+    let (status, _, logs) = send(
+        app,
+        "GET",
+        &format!("{BASE}/admin-logs"),
+        Some(&secret),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{logs}");
     assert!(logs["data"].as_array().is_some_and(|d| !d.is_empty()));
     let (_, _, listed) = send(app, "GET", &format!("{BASE}/tokens"), Some(&session), None).await;
-    let used = listed["data"][0]["lastUsedAt"].as_str().unwrap_or_else(|| panic!("{listed}"));
+    let used = listed["data"][0]["lastUsedAt"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{listed}"));
     assert!(chrono::DateTime::parse_from_rfc3339(used).is_ok(), "{used}");
 
     // Revoked: refused at once, gone from the list; a second revocation finds nothing.
-    let (status, _, body) =
-        send(app, "DELETE", &format!("{BASE}/tokens/{id}"), Some(&session), None).await;
+    let (status, _, body) = send(
+        app,
+        "DELETE",
+        &format!("{BASE}/tokens/{id}"),
+        Some(&session),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
-    let after = send(app, "GET", &format!("{BASE}/admin-logs"), Some(&secret), None).await;
-    assert_eq!(refused(&after, StatusCode::UNAUTHORIZED, "unauthorized"), INVALID);
+    let after = send(
+        app,
+        "GET",
+        &format!("{BASE}/admin-logs"),
+        Some(&secret),
+        None,
+    )
+    .await;
+    assert_eq!(
+        refused(&after, StatusCode::UNAUTHORIZED, "unauthorized"),
+        INVALID
+    );
     let (_, _, listed) = send(app, "GET", &format!("{BASE}/tokens"), Some(&session), None).await;
     assert_eq!(listed["data"], json!([]));
-    let again = send(app, "DELETE", &format!("{BASE}/tokens/{id}"), Some(&session), None).await;
+    let again = send(
+        app,
+        "DELETE",
+        &format!("{BASE}/tokens/{id}"),
+        Some(&session),
+        None,
+    )
+    .await;
     refused(&again, StatusCode::NOT_FOUND, "not_found");
 }
 
@@ -274,11 +303,7 @@ async fn each_scope_is_allowed_and_refused_on_real_endpoints(backend: Backend) {
     )
     .await;
     refused(&got, StatusCode::FORBIDDEN, "forbidden");
-    for narrow in [
-        Scope::ActivityLogsRead,
-        Scope::NotesRead,
-        Scope::NotesWrite,
-    ] {
+    for narrow in [Scope::ActivityLogsRead, Scope::NotesRead, Scope::NotesWrite] {
         let token = token_of(&env.store, admin, &[narrow]).await;
         let got = send(app, "GET", &logs, Some(&token), None).await;
         let message = refused(&got, StatusCode::FORBIDDEN, "forbidden");
@@ -317,7 +342,14 @@ async fn a_token_has_its_users_rights_at_each_call(backend: Backend) {
     // The editor cannot revoke the admin's token (nor learn it exists); an admin can revoke
     // the editor's.
     let boss_id = env.store.tokens(Some(boss)).await.unwrap()[0].id.clone();
-    let got = send(app, "DELETE", &format!("{BASE}/tokens/{boss_id}"), Some(&session), None).await;
+    let got = send(
+        app,
+        "DELETE",
+        &format!("{BASE}/tokens/{boss_id}"),
+        Some(&session),
+        None,
+    )
+    .await;
     refused(&got, StatusCode::NOT_FOUND, "not_found");
     let editor_id = created["id"].as_str().unwrap();
     let (status, _, _) = send(
@@ -329,28 +361,58 @@ async fn a_token_has_its_users_rights_at_each_call(backend: Backend) {
     )
     .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    let got = send(app, "GET", &format!("{BASE}/tokens"), Some(&editor_token), None).await;
+    let got = send(
+        app,
+        "GET",
+        &format!("{BASE}/tokens"),
+        Some(&editor_token),
+        None,
+    )
+    .await;
     refused(&got, StatusCode::UNAUTHORIZED, "unauthorized");
 
     let demote = UserChange {
         permission_level: Some(PermissionLevel::Editor),
         ..UserChange::default()
     };
-    env.store.update_user(&Actor::System, boss, demote).await.unwrap();
+    env.store
+        .update_user(&Actor::System, boss, demote)
+        .await
+        .unwrap();
     let got = send(app, "GET", &logs, Some(&boss_token), None).await;
     refused(&got, StatusCode::FORBIDDEN, "forbidden");
     let disable = UserChange {
         disabled: Some(true),
         ..UserChange::default()
     };
-    env.store.update_user(&Actor::System, boss, disable).await.unwrap();
-    let got = send(app, "GET", &format!("{BASE}/tokens"), Some(&boss_token), None).await;
+    env.store
+        .update_user(&Actor::System, boss, disable)
+        .await
+        .unwrap();
+    let got = send(
+        app,
+        "GET",
+        &format!("{BASE}/tokens"),
+        Some(&boss_token),
+        None,
+    )
+    .await;
     let message = refused(&got, StatusCode::FORBIDDEN, "forbidden");
     assert!(message.contains("disabled"), "{message}");
     // Removed: the token is worth nothing.
     env.store.remove_user(&Actor::System, boss).await.unwrap();
-    let got = send(app, "GET", &format!("{BASE}/tokens"), Some(&boss_token), None).await;
-    assert_eq!(refused(&got, StatusCode::UNAUTHORIZED, "unauthorized"), INVALID);
+    let got = send(
+        app,
+        "GET",
+        &format!("{BASE}/tokens"),
+        Some(&boss_token),
+        None,
+    )
+    .await;
+    assert_eq!(
+        refused(&got, StatusCode::UNAUTHORIZED, "unauthorized"),
+        INVALID
+    );
 }
 
 /// Missing, malformed, wrong-checksum and unknown credentials are all the same 401.
@@ -359,7 +421,11 @@ async fn bad_credentials_are_refused_alike(backend: Backend) {
     let real = token_of(&env.store, "admin@canopy.local", &[Scope::All]).await;
     let mut wrong_checksum = real.clone().into_bytes();
     let last = wrong_checksum.len() - 1;
-    wrong_checksum[last] = if wrong_checksum[last] == b'0' { b'1' } else { b'0' };
+    wrong_checksum[last] = if wrong_checksum[last] == b'0' {
+        b'1'
+    } else {
+        b'0'
+    };
     let wrong_checksum = String::from_utf8(wrong_checksum).unwrap();
     let unknown = canopy::platform::tokens::generate();
     let uri = format!("{BASE}/admin-logs");
@@ -369,7 +435,6 @@ async fn bad_credentials_are_refused_alike(backend: Backend) {
         Some(wrong_checksum.as_str()),
         Some(unknown.expose()),
         Some("not-a-jwt-either"),
-        Some("cnp_ＡＡ"),
     ] {
         let got = send(&env.router, "GET", &uri, bearer, None).await;
         assert_eq!(
@@ -378,6 +443,10 @@ async fn bad_credentials_are_refused_alike(backend: Backend) {
             "{bearer:?}"
         );
     }
+    // A header that is not text: the same 401, saying what the header must be.
+    let got = send(&env.router, "GET", &uri, Some("cnp_ＡＡ"), None).await;
+    let message = refused(&got, StatusCode::UNAUTHORIZED, "unauthorized");
+    assert!(message.contains("Bearer"), "{message}");
     let (status, _, _) = send(&env.router, "GET", &uri, Some(&real), None).await;
     assert_eq!(status, StatusCode::OK);
 }
@@ -403,7 +472,11 @@ async fn rate_limits_show_in_headers_and_refuse_a_burst(backend: Backend) {
         assert_eq!(status, StatusCode::OK, "{body}");
         assert_eq!(headers["x-ratelimit-limit"], "3");
         assert_eq!(headers["x-ratelimit-remaining"], remaining);
-        let reset: i64 = headers["x-ratelimit-reset"].to_str().unwrap().parse().unwrap();
+        let reset: i64 = headers["x-ratelimit-reset"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert!(reset >= chrono::Utc::now().timestamp(), "{reset}");
         assert_eq!(headers["ratelimit-policy"], "\"token\";q=3;w=60");
         assert!(headers.contains_key("ratelimit"));
@@ -411,7 +484,11 @@ async fn rate_limits_show_in_headers_and_refuse_a_burst(backend: Backend) {
     let burst = send(app, "GET", &uri, Some(&token), None).await;
     refused(&burst, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
     let (_, headers, body) = &burst;
-    let retry: u64 = headers[header::RETRY_AFTER].to_str().unwrap().parse().unwrap();
+    let retry: u64 = headers[header::RETRY_AFTER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!((1..=20).contains(&retry), "{retry}");
     assert_eq!(body["retry_after"], retry);
     assert_eq!(headers["x-ratelimit-remaining"], "0");
@@ -433,9 +510,23 @@ async fn every_v1_error_has_one_shape(backend: Backend) {
     let env = serve(backend, None).await;
     let app = &env.router;
     let session = token_for(&env.store, "admin@canopy.local").await;
-    let got = send(app, "GET", "/v1/project/acme/nothing-here", Some(&session), None).await;
+    let got = send(
+        app,
+        "GET",
+        "/v1/project/acme/nothing-here",
+        Some(&session),
+        None,
+    )
+    .await;
     refused(&got, StatusCode::NOT_FOUND, "not_found");
-    let got = send(app, "PUT", &format!("{BASE}/admin-logs"), Some(&session), None).await;
+    let got = send(
+        app,
+        "PUT",
+        &format!("{BASE}/admin-logs"),
+        Some(&session),
+        None,
+    )
+    .await;
     refused(&got, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
     let got = send(
         app,
@@ -455,7 +546,10 @@ async fn every_v1_error_has_one_shape(backend: Backend) {
     )
     .await;
     let message = refused(&got, StatusCode::BAD_REQUEST, "invalid_parameter");
-    assert!(message.contains("scopes") && message.contains("notes:delete"), "{message}");
+    assert!(
+        message.contains("scopes") && message.contains("notes:delete"),
+        "{message}"
+    );
     let got = send(
         app,
         "POST",

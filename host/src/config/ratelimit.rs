@@ -32,7 +32,11 @@ pub struct RateLimitArgs {
     /// Requests per minute on the /v1 API from one client address without valid credentials
     /// (none, malformed, unknown, expired or revoked). [default: 300]
     /// [file key: apiRateLimitPerMinutePerIp]
-    #[arg(long, env = "CANOPY_API_RATE_LIMIT_PER_MINUTE_PER_IP", value_name = "COUNT")]
+    #[arg(
+        long,
+        env = "CANOPY_API_RATE_LIMIT_PER_MINUTE_PER_IP",
+        value_name = "COUNT"
+    )]
     pub api_rate_limit_per_minute_per_ip: Option<u32>,
 }
 
@@ -63,7 +67,9 @@ fn at_least_one(
     value: Option<super::Sourced<u32>>,
 ) -> Result<Option<NonZeroU32>, ConfigError> {
     value
-        .map(|v| NonZeroU32::new(v.value).ok_or_else(|| invalid(key, "must be at least 1", &v.origin)))
+        .map(|v| {
+            NonZeroU32::new(v.value).ok_or_else(|| invalid(key, "must be at least 1", &v.origin))
+        })
         .transpose()
 }
 

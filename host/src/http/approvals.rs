@@ -188,9 +188,7 @@ impl FromRequestParts<SharedState> for Session {
         permissions.enabled_user(claims.id).await?;
         let query = QueryString::parse(parts.uri.query().unwrap_or(""));
         let timezone = match query.get("timezone").filter(|t| !t.is_empty()) {
-            Some(name) => {
-                Caller::parse_timezone(&name).map_err(|e| invalid(e.to_string()))?
-            }
+            Some(name) => Caller::parse_timezone(&name).map_err(|e| invalid(e.to_string()))?,
             None => chrono_tz::UTC,
         };
         let request_id = match parts.extensions.get::<RequestId>() {
@@ -208,11 +206,7 @@ impl FromRequestParts<SharedState> for Session {
 }
 
 /// The store, if this project and environment are the ones served.
-fn store<'a>(
-    state: &'a SharedState,
-    project: &str,
-    environment: &str,
-) -> Result<&'a Store, Error> {
+fn store<'a>(state: &'a SharedState, project: &str, environment: &str) -> Result<&'a Store, Error> {
     let store = state
         .store
         .as_ref()
@@ -537,9 +531,7 @@ fn named_action<'a>(
         .iter()
         .find(|(name, _)| *name == action || slug(name) == action)
         .map(|(name, a)| (schema, name.clone(), a.scope))
-        .ok_or_else(|| {
-            not_found(format!("action {action:?} of {collection:?} not found"))
-        })
+        .ok_or_else(|| not_found(format!("action {action:?} of {collection:?} not found")))
 }
 
 /// An approval request the caller may see, or 404 (whether it exists is not told).
@@ -551,18 +543,12 @@ async fn visible(
 ) -> Result<Approval, Error> {
     match store.approval(id).await? {
         Some(approval) if may_see(state, caller, &approval).await? => Ok(approval),
-        _ => Err(not_found(format!(
-            "approval request {id} not found"
-        ))),
+        _ => Err(not_found(format!("approval request {id} not found"))),
     }
 }
 
 /// Admins see every request; others their own, and those of actions their role may approve.
-async fn may_see(
-    state: &SharedState,
-    caller: &Caller,
-    approval: &Approval,
-) -> Result<bool, Error> {
+async fn may_see(state: &SharedState, caller: &Caller, approval: &Approval) -> Result<bool, Error> {
     let permissions = &state.permissions;
     if approval.requester_id == caller.id {
         return Ok(true);

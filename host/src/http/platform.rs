@@ -53,7 +53,10 @@ pub fn router(state: SharedState) -> Router {
 
 /// Refuses (403) a request whose application token (checked by `http::ratelimit`, which runs
 /// first) lacks the `all` scope.
-async fn full_access_only(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+async fn full_access_only(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
     if let Some(TokenCheck(Ok(token))) = request.extensions().get::<TokenCheck>()
         && !Scope::All.granted_by(token.scopes())
     {
@@ -395,14 +398,19 @@ pub(crate) async fn check_api_token(state: &SharedState, presented: &str) -> Tok
     let Some(verifier) = &state.tokens else {
         return TokenCheck(Err(Refusal::Invalid));
     };
-    TokenCheck(verifier.verify(presented).await.map_err(|error| match error {
-        TokenError::Invalid => Refusal::Invalid,
-        TokenError::Expired => Refusal::Expired,
-        TokenError::Store(error) => {
-            tracing::error!(%error, "an application token could not be checked");
-            Refusal::Unavailable
-        }
-    }))
+    TokenCheck(
+        verifier
+            .verify(presented)
+            .await
+            .map_err(|error| match error {
+                TokenError::Invalid => Refusal::Invalid,
+                TokenError::Expired => Refusal::Expired,
+                TokenError::Store(error) => {
+                    tracing::error!(%error, "an application token could not be checked");
+                    Refusal::Unavailable
+                }
+            }),
+    )
 }
 
 impl FromRequestParts<SharedState> for SignedIn {

@@ -36,7 +36,8 @@ use crate::config::RateLimitConfig;
 /// Keys a limiter holds before it forgets the ones back to a full quota.
 const MAX_KEYS: usize = 100_000;
 
-type Limiter = RateLimiter<Key, DefaultKeyedStateStore<Key>, DefaultClock, StateInformationMiddleware>;
+type Limiter =
+    RateLimiter<Key, DefaultKeyedStateStore<Key>, DefaultClock, StateInformationMiddleware>;
 
 /// Whose quota a request spends.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -178,11 +179,7 @@ impl RateLimits {
     pub fn new(config: &RateLimitConfig) -> Self {
         Self {
             per_credential: Policy::new("token", config.per_minute, config.burst),
-            per_address: Policy::new(
-                "ip",
-                config.per_minute_per_ip,
-                config.per_minute_per_ip,
-            ),
+            per_address: Policy::new("ip", config.per_minute_per_ip, config.per_minute_per_ip),
         }
     }
 
@@ -220,10 +217,7 @@ pub async fn limit(State(state): State<SharedState>, mut request: Request, next:
             if cookie.is_none() && authorization.is_none() {
                 None
             } else {
-                match state
-                    .session
-                    .authenticate(cookie.as_deref(), authorization)
-                {
+                match state.session.authenticate(cookie.as_deref(), authorization) {
                     Ok(claims) => {
                         let key = Key::User(claims.id);
                         request.extensions_mut().insert(VerifiedClaims(claims));
@@ -302,7 +296,11 @@ mod tests {
         decision.write(&mut headers);
         assert_eq!(headers["x-ratelimit-limit"], "60");
         assert_eq!(headers["x-ratelimit-remaining"], "59");
-        let reset: u64 = headers["x-ratelimit-reset"].to_str().unwrap().parse().unwrap();
+        let reset: u64 = headers["x-ratelimit-reset"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap();
         assert!((now..=now + 2).contains(&reset), "{reset} vs {now}");
         assert_eq!(headers["ratelimit-policy"], "\"token\";q=60;w=60");

@@ -383,8 +383,8 @@ mod tests {
 
     #[test]
     fn scopes_are_canonical_and_checked() {
-        let scopes = parse_scopes(&["notes:write", "all", "notes:write", "activity_logs:read"])
-            .unwrap();
+        let scopes =
+            parse_scopes(&["notes:write", "all", "notes:write", "activity_logs:read"]).unwrap();
         assert_eq!(
             scopes,
             [Scope::ActivityLogsRead, Scope::All, Scope::NotesWrite]
@@ -398,6 +398,9 @@ mod tests {
     fn hex_is_lowercase_64_chars() {
         let h = hex(&secret_hash("x"));
         assert_eq!(h.len(), 64);
-        assert!(h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert!(
+            h.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
     }
 }

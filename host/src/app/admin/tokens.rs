@@ -35,7 +35,12 @@ pub enum TokensCommand {
         name: String,
         /// What it may do: activity_logs:read, admin_logs:read, notes:read, notes:write or all.
         /// Repeat the flag or separate with commas.
-        #[arg(long = "scope", value_name = "SCOPE", required = true, value_delimiter = ',')]
+        #[arg(
+            long = "scope",
+            value_name = "SCOPE",
+            required = true,
+            value_delimiter = ','
+        )]
         scopes: Vec<String>,
         /// Lifetime: a number followed by s, m, h or d (e.g. 90d). [default: no expiry]
         #[arg(long, value_name = "DURATION")]
@@ -139,7 +144,14 @@ pub(super) async fn run(store: &Store, command: TokensCommand, json: bool) -> an
                 .collect();
             super::emit(&table::render(
                 &[
-                    "ID", "NAME", "USER", "SCOPES", "HINT", "CREATED", "LAST USED", "EXPIRES",
+                    "ID",
+                    "NAME",
+                    "USER",
+                    "SCOPES",
+                    "HINT",
+                    "CREATED",
+                    "LAST USED",
+                    "EXPIRES",
                 ],
                 &rows,
             ));

@@ -37,7 +37,12 @@ pub fn token_json(token: &Token) -> Map<String, Json> {
     out.insert("name".into(), token.name.clone().into());
     out.insert(
         "scopes".into(),
-        token.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().into(),
+        token
+            .scopes
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .into(),
     );
     out.insert("hint".into(), token.hint.clone().into());
     out.insert("createdAt".into(), iso(token.created_at).into());
