@@ -8,6 +8,12 @@
 
 mod documents;
 mod groups;
+// Its filter getters serve the list routes of the notes and activity logs, built beside this
+// branch; until they are merged, nothing here calls them.
+#[allow(
+    dead_code,
+    reason = "the notes and activity-log routes use the filter getters"
+)]
 pub mod listing;
 mod logs;
 mod tokens;
