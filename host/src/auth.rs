@@ -5,6 +5,7 @@
 pub mod login;
 pub mod permissions;
 pub mod session;
+pub mod tokens;
 
 pub use permissions::{CachePolicy, CollectionRight, CurrentUser, Permissions};
 

@@ -14,6 +14,7 @@ mod file;
 mod limits;
 mod login;
 mod platform;
+mod ratelimit;
 mod size;
 mod store;
 mod template;
@@ -32,6 +33,7 @@ pub use limits::{
 };
 pub use login::{LoginArgs, LoginConfig, OidcConfig};
 pub use platform::PlatformConfig;
+pub use ratelimit::{RateLimitArgs, RateLimitConfig};
 pub use size::parse_size;
 pub use store::{StoreArgs, StoreConfig};
 pub use template::ErrorMessageTemplate;
@@ -67,6 +69,8 @@ pub struct Config {
     pub platform: PlatformConfig,
     /// Sign-in: the built-in page or an OpenID provider, redirects and rate limits.
     pub login: LoginConfig,
+    /// The public API's rate limits.
+    pub rate_limit: RateLimitConfig,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -468,6 +472,7 @@ fn resolve(
     let experimental = resolve_experimental(&layers, &mut args, &mut file);
     let platform = platform::resolve_platform(&layers, &mut args, &mut file)?;
     let login = login::resolve_login(&layers, &mut args.login, &mut file)?;
+    let rate_limit = ratelimit::resolve_rate_limits(&layers, &mut args.rate_limit, &mut file)?;
     // The experimental no-code features are configured from the schema the platform receives.
     if schema.skip_schema_update
         && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
@@ -495,6 +500,7 @@ fn resolve(
         native_query_timeout: limits.native_query_timeout,
         platform,
         login,
+        rate_limit,
     };
     Ok((config, warnings))
 }

@@ -22,6 +22,7 @@ mod middleware;
 mod modification;
 mod permission;
 mod platform;
+pub mod ratelimit;
 mod related;
 pub mod reload;
 mod security;
@@ -38,6 +39,7 @@ pub use caller::{CallerContext, JsonBody};
 pub use error::{ApiError, ApiResult};
 
 use crate::auth::login::Login;
+use crate::auth::tokens::TokenVerifier;
 use crate::auth::{Permissions, SessionKey};
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
@@ -80,6 +82,11 @@ pub struct AppState {
     /// The audit trail's store (`auditTrail`); `None` when the trail is off, and then its routes
     /// are not served.
     pub audit: Option<Arc<crate::platform::audit::AuditStore>>,
+    /// Verifies the public API's application tokens (with its cache), shared by every
+    /// generation; `None` over a bare stack (no store, no tokens).
+    pub tokens: Option<Arc<TokenVerifier>>,
+    /// The public API's rate limits, shared by every generation (a reload keeps the quotas).
+    pub rate_limits: Arc<ratelimit::RateLimits>,
 }
 
 impl AppState {
@@ -103,6 +110,8 @@ impl AppState {
             login: None,
             activity: ActivityLog::disabled(),
             audit: None,
+            tokens: None,
+            rate_limits: Arc::new(ratelimit::RateLimits::default()),
         }
     }
 
@@ -236,12 +245,14 @@ pub fn router(state: SharedState) -> Router {
             security::private_routes,
         ))
         .with_state(Arc::clone(&state));
+    // The public API `/v1`: rate limited as a whole, its 404 and 405 answers included.
+    let limited = || axum::middleware::from_fn_with_state(Arc::clone(&state), ratelimit::limit);
     let routes = Router::new()
         .nest(&mount_path, forest)
-        .merge(approvals::router(Arc::clone(&state)))
+        .merge(approvals::router(Arc::clone(&state)).layer(limited()))
         .nest(
             &platform::base_path(&mount_path),
-            platform::router(Arc::clone(&state)),
+            platform::router(Arc::clone(&state)).layer(limited()),
         )
         .fallback(error::not_found);
     let routes = liana::around(&state, routes);

@@ -107,6 +107,9 @@ enum Command {
     Roles(canopy::app::admin::RolesArgs),
     /// Show and change rights, scopes, segments and the IP whitelist; apply a permissions file.
     Permissions(canopy::app::admin::PermissionsArgs),
+    /// Manage the public API's application tokens: create (the secret shown once), list,
+    /// revoke.
+    Tokens(canopy::app::admin::TokensArgs),
     /// Build the shop demo database (SQLite), serve it, and print the URL, a token and a curl
     /// line. Uses fixed, public demo secrets: never expose it beyond this machine.
     Demo {
@@ -234,6 +237,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Teams(args) => canopy::app::admin::teams(args).await,
         Command::Roles(args) => canopy::app::admin::roles(args).await,
         Command::Permissions(args) => canopy::app::admin::permissions(args).await,
+        Command::Tokens(args) => canopy::app::admin::tokens(args).await,
         Command::Demo {
             path,
             listen,

@@ -18,6 +18,7 @@ pub mod remote;
 pub mod scope;
 pub mod server;
 pub mod store;
+pub mod tokens;
 
 use async_trait::async_trait;
 
@@ -27,6 +28,7 @@ pub use scope::Scope;
 pub use store::{
     Actor, AdminLog, Approval, ApprovalStatus, NewUser, Role, Store, Team, User, UserChange,
 };
+pub use tokens::{NewToken, Token, TokenSecret};
 
 /// Everything the store can fail with. `Display` is the message shown to an admin (CLI or API).
 #[derive(Debug, thiserror::Error)]

@@ -48,6 +48,7 @@ mod plugins_http;
 mod properties;
 mod safety;
 mod snapshots;
+mod tokens;
 mod wire_snapshots;
 mod wire_values;
 mod write;

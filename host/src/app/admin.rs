@@ -1,4 +1,4 @@
-//! The management commands: `canopy users|teams|roles|permissions …` and `canopy init`, over
+//! The management commands: `canopy users|teams|roles|permissions|tokens …` and `canopy init`, over
 //! the same store as `canopy serve` (`config::StoreArgs`), with `Actor::System` as the admin
 //! log's initiator. Human tables by default, `--json` for scripts; an error is one sentence.
 //!
@@ -9,6 +9,7 @@ mod demo;
 mod groups;
 mod permissions;
 mod table;
+mod tokens;
 mod users;
 
 use std::io::Read as _;
@@ -19,6 +20,7 @@ use clap::Args;
 pub use demo::{DEMO_LOGINS, DemoLogin, demo_permissions_file};
 pub use groups::{RolesCommand, TeamsCommand};
 pub use permissions::{IpCommand, PermissionsCommand};
+pub use tokens::{TokensArgs, TokensCommand};
 pub use users::UsersCommand;
 
 use crate::config::{Config, StoreArgs, StoreConfig};
@@ -171,6 +173,13 @@ pub async fn roles(args: RolesArgs) -> anyhow::Result<()> {
     let done = groups::roles(&store, args.command, args.json).await;
     store.close().await;
     drop(config);
+    done
+}
+
+pub async fn tokens(args: TokensArgs) -> anyhow::Result<()> {
+    let (store, _config) = open(args.store).await?;
+    let done = tokens::run(&store, args.command, args.json).await;
+    store.close().await;
     done
 }
 

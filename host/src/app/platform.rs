@@ -7,12 +7,14 @@ use anyhow::Context as _;
 
 use crate::agent::schema_file::SchemaFile;
 use crate::auth::login::Login;
+use crate::auth::tokens::TokenVerifier;
 use crate::auth::{CachePolicy, Permissions};
 use crate::config::Config;
 use crate::customizer::{AuditRecorder, AuditTrail};
 use crate::datasource::DataSourceSchema;
 use crate::http::liana::LianaServer;
 use crate::platform::audit::AuditStore;
+use crate::http::ratelimit::RateLimits;
 use crate::platform::remote::{Probe, RemoteSource};
 use crate::platform::{ActivityLog, PermissionSource, Store, bootstrap};
 
@@ -34,6 +36,10 @@ pub struct Platform {
     pub activity: ActivityLog,
     /// Where the audit trail is kept (`auditTrail`): Canopy's store or its own database.
     pub audit: Option<Arc<AuditStore>>,
+    /// The public API's application tokens (their cache outlives plugin reloads).
+    pub tokens: Arc<TokenVerifier>,
+    /// The public API's rate limits: a reload must not hand every client a fresh quota.
+    pub rate_limits: Arc<RateLimits>,
 }
 
 impl Platform {
@@ -97,6 +103,8 @@ impl Platform {
         };
         Ok(Self {
             activity,
+            tokens: Arc::new(TokenVerifier::new(store.clone())),
+            rate_limits: Arc::new(RateLimits::new(&config.rate_limit)),
             store,
             permissions: Arc::new(permissions),
             liana,

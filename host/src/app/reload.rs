@@ -263,6 +263,8 @@ async fn build(
     state.login = Some(Arc::clone(&platform.login));
     state.activity = platform.activity.clone();
     state.audit = platform.audit.clone();
+    state.tokens = Some(Arc::clone(&platform.tokens));
+    state.rate_limits = Arc::clone(&platform.rate_limits);
     Ok((http::router(Arc::new(state)), plugins, count, stack))
 }
 

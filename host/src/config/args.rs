@@ -309,4 +309,8 @@ pub struct ServeArgs {
     /// Sign-in: public URL, login redirect, rate limits, OpenID Connect provider.
     #[command(flatten)]
     pub login: super::LoginArgs,
+
+    /// The public API's rate limits: per token, burst, per address.
+    #[command(flatten)]
+    pub rate_limit: super::RateLimitArgs,
 }

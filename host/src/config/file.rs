@@ -58,6 +58,9 @@ pub struct FileConfig {
     pub login_attempts_per_minute_per_ip: Option<u32>,
     pub login_attempts_per_minute_per_email: Option<u32>,
     pub oidc: Option<super::login::FileOidc>,
+    pub api_rate_limit_per_minute: Option<u32>,
+    pub api_rate_limit_burst: Option<u32>,
+    pub api_rate_limit_per_minute_per_ip: Option<u32>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

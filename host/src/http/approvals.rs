@@ -32,7 +32,7 @@ use axum::Router;
 use axum::extract::{ConnectInfo, FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use jsonwebtoken::{AlgorithmFamily, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Map, Value as Json, json};
@@ -44,6 +44,7 @@ use super::caller::Authenticated;
 use super::collection::served;
 use super::error::ApiError;
 use super::middleware::RequestId;
+use super::platform::Error;
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::action::{ResultBody, result_body, slug};
 use crate::agent::query_string::QueryString;
@@ -136,114 +137,27 @@ pub fn router(state: SharedState) -> Router {
         .route(&format!("{base}/{{id}}"), get(show))
         .route(&format!("{base}/{{id}}/approve"), post(approve))
         .route(&format!("{base}/{{id}}/reject"), post(reject))
+        // A method these paths do not serve answers in the public API's shape too.
+        .method_not_allowed_fallback(super::platform::method_not_allowed)
         .with_state(state)
 }
 
 // ------------------------------------------------------------------------------------------------
 // Errors
 
-/// An error in the public API's shape: `{code, message, error}` (+ `data`).
-#[derive(Debug)]
-pub struct PublicError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-    data: Option<Json>,
+// The errors are the public API's one type (`http::platform::Error`); the approval routes keep
+// their own codes for body problems (`invalid_request`) and the agent's refusals.
+
+/// A body that is not what filing or deciding needs.
+fn invalid(message: impl Into<String>) -> Error {
+    Error::coded(StatusCode::BAD_REQUEST, "invalid_request", message)
 }
 
-impl PublicError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
-    }
-
-    fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
-    }
+fn not_found(message: impl Into<String>) -> Error {
+    Error::NotFound(message.into())
 }
 
-impl From<ApiError> for PublicError {
-    fn from(error: ApiError) -> Self {
-        let data = error.data();
-        let (status, name, message) = error.public_parts();
-        let code = match name {
-            "UnauthorizedError" => "unauthorized",
-            "CustomActionTriggerForbiddenError" => "action_trigger_forbidden",
-            "CustomActionRequiresApprovalError" => "approval_required",
-            "ApprovalNotAllowedError" => "approval_not_allowed",
-            "InvalidActionConditionError" => "invalid_action_condition",
-            "ForbiddenError" => "forbidden",
-            "NotFoundError" => "not_found",
-            "PayloadTooLargeError" => "payload_too_large",
-            "ServiceUnavailableError" => "unavailable",
-            _ if status == StatusCode::BAD_REQUEST => "invalid_request",
-            _ if status == StatusCode::UNPROCESSABLE_ENTITY => "unprocessable",
-            _ => "internal_error",
-        };
-        // koa's plain answers have no message of their own worth more than the status.
-        let message = if message.is_empty() {
-            status.canonical_reason().unwrap_or("Error").to_owned()
-        } else {
-            message
-        };
-        Self {
-            status,
-            code,
-            message,
-            data,
-        }
-    }
-}
-
-impl From<auth::Error> for PublicError {
-    fn from(error: auth::Error) -> Self {
-        ApiError::from(error).into()
-    }
-}
-
-impl From<platform::Error> for PublicError {
-    fn from(error: platform::Error) -> Self {
-        match error {
-            platform::Error::NotFound(what) => Self::not_found(format!("{what} not found")),
-            platform::Error::Conflict(message) => {
-                Self::new(StatusCode::CONFLICT, "conflict", message)
-            }
-            platform::Error::Invalid(message) => Self::invalid(message),
-            other => {
-                tracing::error!(error = %other, "approval requests: store failed");
-                Self::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal_error",
-                    "Unexpected error",
-                )
-            }
-        }
-    }
-}
-
-impl IntoResponse for PublicError {
-    fn into_response(self) -> Response {
-        let mut body = json!({
-            "code": self.code,
-            "message": self.message,
-            "error": self.status.canonical_reason().unwrap_or("Error"),
-        });
-        if let Some(data) = self.data {
-            body["data"] = data;
-        }
-        super::json_with(self.status, &body)
-    }
-}
-
-type Answer = Result<Response, PublicError>;
+type Answer = Result<Response, Error>;
 
 // ------------------------------------------------------------------------------------------------
 // Who is asking
@@ -256,7 +170,7 @@ struct Session {
 }
 
 impl FromRequestParts<SharedState> for Session {
-    type Rejection = PublicError;
+    type Rejection = Error;
 
     async fn from_request_parts(
         parts: &mut Parts,
@@ -276,9 +190,7 @@ impl FromRequestParts<SharedState> for Session {
         permissions.enabled_user(claims.id).await?;
         let query = QueryString::parse(parts.uri.query().unwrap_or(""));
         let timezone = match query.get("timezone").filter(|t| !t.is_empty()) {
-            Some(name) => {
-                Caller::parse_timezone(&name).map_err(|e| PublicError::invalid(e.to_string()))?
-            }
+            Some(name) => Caller::parse_timezone(&name).map_err(|e| invalid(e.to_string()))?,
             None => chrono_tz::UTC,
         };
         let request_id = match parts.extensions.get::<RequestId>() {
@@ -296,17 +208,13 @@ impl FromRequestParts<SharedState> for Session {
 }
 
 /// The store, if this project and environment are the ones served.
-fn store<'a>(
-    state: &'a SharedState,
-    project: &str,
-    environment: &str,
-) -> Result<&'a Store, PublicError> {
+fn store<'a>(state: &'a SharedState, project: &str, environment: &str) -> Result<&'a Store, Error> {
     let store = state
         .store
         .as_ref()
-        .ok_or_else(|| PublicError::not_found("approval requests need Canopy's store"))?;
+        .ok_or_else(|| not_found("approval requests need Canopy's store"))?;
     if store.project() != project || store.environment() != environment {
-        return Err(PublicError::not_found(format!(
+        return Err(not_found(format!(
             "project {project:?} environment {environment:?} is not served here"
         )));
     }
@@ -329,14 +237,14 @@ async fn file(
     let action_name = body
         .get("action")
         .and_then(Json::as_str)
-        .ok_or_else(|| PublicError::invalid("`action` (the action's name) is required"))?;
+        .ok_or_else(|| invalid("`action` (the action's name) is required"))?;
     let attributes = body
         .pointer("/data/attributes")
         .and_then(Json::as_object)
-        .ok_or_else(|| PublicError::invalid("`data.attributes` (the action body) is required"))?;
+        .ok_or_else(|| invalid("`data.attributes` (the action body) is required"))?;
     for forbidden in ["requester_id", "signed_approval_request"] {
         if attributes.contains_key(forbidden) {
-            return Err(PublicError::invalid(format!(
+            return Err(invalid(format!(
                 "`{forbidden}` cannot be filed: the requester is the signed-in user"
             )));
         }
@@ -344,7 +252,7 @@ async fn file(
     let collection_name = attributes
         .get("collection_name")
         .and_then(Json::as_str)
-        .ok_or_else(|| PublicError::invalid("`data.attributes.collection_name` is required"))?;
+        .ok_or_else(|| invalid("`data.attributes.collection_name` is required"))?;
     let (schema, name, scope) = named_action(&state, collection_name, action_name)?;
     let mut activity = Recorded::start(&state, Action::CreateApproval, caller, &schema.name);
     activity.label(name.as_str());
@@ -354,7 +262,7 @@ async fn file(
             role_ids_allowed_to_approve,
         })) => role_ids_allowed_to_approve,
         Ok(()) => {
-            return Err(PublicError::new(
+            return Err(Error::coded(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "approval_not_required",
                 "This action does not require an approval here: run it directly.",
@@ -397,7 +305,7 @@ async fn frozen(
     scope: ActionScope,
     attributes: &Map<String, Json>,
     selection: &Selection,
-) -> Result<Map<String, Json>, PublicError> {
+) -> Result<Map<String, Json>, Error> {
     let mut attributes = attributes.clone();
     let all_records = attributes.get("all_records").is_some_and(|v| v == true);
     if scope == ActionScope::Global || !all_records {
@@ -420,7 +328,7 @@ async fn frozen(
         .await
         .map_err(ApiError::from)?;
     if records.len() as u64 > max {
-        return Err(PublicError::new(
+        return Err(Error::coded(
             StatusCode::UNPROCESSABLE_ENTITY,
             "too_many_records",
             format!(
@@ -454,7 +362,7 @@ async fn list(
         Some("approved") => Some(ApprovalStatus::Approved),
         Some("rejected") => Some(ApprovalStatus::Rejected),
         Some(other) => {
-            return Err(PublicError::new(
+            return Err(Error::coded(
                 StatusCode::BAD_REQUEST,
                 "invalid_parameter",
                 format!("status must be pending, approved or rejected, not {other:?}"),
@@ -538,16 +446,16 @@ async fn decide(
             Some(comment.as_str())
         }
         Some(Json::String(_)) => {
-            return Err(PublicError::invalid(format!(
+            return Err(invalid(format!(
                 "`comment` is longer than {MAX_COMMENT_CHARS} characters"
             )));
         }
-        Some(_) => return Err(PublicError::invalid("`comment` must be a string")),
+        Some(_) => return Err(invalid("`comment` must be a string")),
     };
     let caller = &session.context.caller;
     let approval = visible(state, store, caller, id).await?;
     if approval.status != ApprovalStatus::Pending {
-        return Err(PublicError::new(
+        return Err(Error::coded(
             StatusCode::CONFLICT,
             "conflict",
             format!(
@@ -636,17 +544,15 @@ fn named_action<'a>(
     state: &'a SharedState,
     collection: &str,
     action: &str,
-) -> Result<(&'a CollectionSchema, String, ActionScope), PublicError> {
+) -> Result<(&'a CollectionSchema, String, ActionScope), Error> {
     let schema = served(state.datasource.schema(), collection)
-        .map_err(|_| PublicError::not_found(format!("collection {collection:?} not found")))?;
+        .map_err(|_| not_found(format!("collection {collection:?} not found")))?;
     schema
         .actions
         .iter()
         .find(|(name, _)| *name == action || slug(name) == action)
         .map(|(name, a)| (schema, name.clone(), a.scope))
-        .ok_or_else(|| {
-            PublicError::not_found(format!("action {action:?} of {collection:?} not found"))
-        })
+        .ok_or_else(|| not_found(format!("action {action:?} of {collection:?} not found")))
 }
 
 /// An approval request the caller may see, or 404 (whether it exists is not told).
@@ -655,21 +561,15 @@ async fn visible(
     store: &Store,
     caller: &Caller,
     id: i64,
-) -> Result<Approval, PublicError> {
+) -> Result<Approval, Error> {
     match store.approval(id).await? {
         Some(approval) if may_see(state, caller, &approval).await? => Ok(approval),
-        _ => Err(PublicError::not_found(format!(
-            "approval request {id} not found"
-        ))),
+        _ => Err(not_found(format!("approval request {id} not found"))),
     }
 }
 
 /// Admins see every request; others their own, and those of actions their role may approve.
-async fn may_see(
-    state: &SharedState,
-    caller: &Caller,
-    approval: &Approval,
-) -> Result<bool, PublicError> {
+async fn may_see(state: &SharedState, caller: &Caller, approval: &Approval) -> Result<bool, Error> {
     let permissions = &state.permissions;
     if approval.requester_id == caller.id {
         return Ok(true);

@@ -92,7 +92,7 @@ impl FromRequestParts<SharedState> for Authenticated {
 
 /// Every `Cookie` header joined as one (HTTP/2 clients may split them); `None` if absent or not
 /// text.
-fn cookie_header(headers: &HeaderMap) -> Option<String> {
+pub(super) fn cookie_header(headers: &HeaderMap) -> Option<String> {
     let values: Vec<&str> = headers
         .get_all(header::COOKIE)
         .iter()

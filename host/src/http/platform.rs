@@ -1,26 +1,38 @@
 //! The admin HTTP API under `/{prefix}/v1/project/{project}/…`: users, teams and roles, the
-//! environment's permissions, each team's rendering, the IP whitelist and the admin log. Admins
-//! only: the session token of a user whose stored level is `admin` (others 403). JSON bodies;
-//! errors in the public API's shape `{code, message}` (plus `error`, the status text, as the
-//! public API's authentication errors carry it). Changes are logged with the admin as initiator.
+//! environment's permissions, each team's rendering, the IP whitelist and the admin log, and the
+//! caller's application tokens (`tokens`). The admin routes take an [`Admin`]: a user whose
+//! stored level is `admin` (others 403), by their session token or one of their application
+//! tokens (`Authorization: Bearer cnp_…`, narrowed by its scopes: `admin.require(scope)`). JSON
+//! bodies; every error is an [`Error`], the public API's one shape `{code, message, error}`.
+//! Changes are logged with the admin as initiator.
 
 mod activity;
 mod documents;
 mod groups;
+// Its filter getters serve the list routes of the notes and activity logs, built beside this
+// branch; until they are merged, nothing here calls them.
+#[allow(
+    dead_code,
+    reason = "the notes and activity-log routes use the filter getters"
+)]
 pub mod listing;
 mod logs;
+mod tokens;
 mod users;
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value as Json, json};
 
 use super::SharedState;
 use crate::auth;
+use crate::auth::tokens::{TokenError, VerifiedToken};
 use crate::datasource::PermissionLevel;
 use crate::platform::{self, Actor, Scope, Store, User};
 
@@ -30,31 +42,56 @@ pub fn base_path(mount_path: &str) -> String {
 }
 
 pub fn router(state: SharedState) -> Router {
-    Router::new()
+    // Managing users, teams, roles and permissions is named by no scope of the spec: a token
+    // needs `all` for it (public-api.md, Authentication §7).
+    let management = Router::new()
         .merge(users::router())
         .merge(groups::router())
         .merge(documents::router())
+        .route_layer(axum::middleware::from_fn(full_access_only));
+    Router::new()
+        .merge(management)
         .merge(logs::router())
         .merge(activity::router())
+        .merge(tokens::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// Refuses (403) a request whose application token (checked by `http::ratelimit`, which runs
+/// first) lacks the `all` scope.
+async fn full_access_only(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(TokenCheck(Ok(token))) = request.extensions().get::<TokenCheck>()
+        && !Scope::All.granted_by(token.scopes())
+    {
+        return Error::insufficient("the token lacks the all scope").into_response();
+    }
+    next.run(request).await
 }
 
 async fn not_found() -> Response {
     Error::NotFound("no route at this path".to_owned()).into_response()
 }
 
-async fn method_not_allowed() -> Response {
+pub(super) async fn method_not_allowed() -> Response {
     Error::MethodNotAllowed.into_response()
 }
 
-/// Every way an admin API request fails, each with its status and public `code`.
+/// Every way a `/v1` request fails, each with its status and public `code`: the one error type
+/// of the public API (admin API, tokens, approvals, and the routes added beside them). Every
+/// answer is `{code, message, error}` (`error` the status text, as the spec's authentication
+/// errors carry it), plus `retry_after` on a 429 and the agent's `data` where approvals give it.
+/// Nothing internal is shown: `Internal` is logged and answered "Unexpected error".
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A parameter or body field is missing or wrong; the message names it.
     #[error("{0}")]
     InvalidParameter(String),
+    /// No valid credentials; the message says which way they failed.
     #[error("{0}")]
     Unauthorized(&'static str),
     #[error("{0}")]
@@ -67,13 +104,32 @@ pub enum Error {
     PayloadTooLarge,
     #[error("this method is not allowed on this path")]
     MethodNotAllowed,
+    /// Over the rate limit (`http::ratelimit`): 429 with `Retry-After` in whole seconds.
+    #[error("Too many requests: retry after {retry_after} seconds.")]
+    RateLimited { retry_after: u64 },
     /// Canopy's store is not part of this server (a router over a bare stack).
     #[error("Canopy's store is not available on this server")]
     Unavailable,
+    /// A refusal with a code of its own: the approval routes' rules (`approval_required`,
+    /// `action_trigger_forbidden`, `too_many_records`, …), with the agent's `data` if any.
+    #[error("{message}")]
+    Coded {
+        status: StatusCode,
+        code: &'static str,
+        message: String,
+        data: Option<Json>,
+    },
     /// Logged; the client sees a plain message.
     #[error("{0}")]
     Internal(String),
 }
+
+/// The 401 message of missing or invalid credentials (public-api.md, Authentication errors).
+pub const INVALID_TOKEN: &str = "Invalid or missing API token";
+/// The 401 message of an expired application token.
+pub const EXPIRED_TOKEN: &str = "API token has expired";
+/// The 403 message's start when the caller may not do this.
+pub const INSUFFICIENT: &str = "Insufficient permissions for this operation";
 
 impl Error {
     fn public(&self) -> (StatusCode, &'static str) {
@@ -85,7 +141,9 @@ impl Error {
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Self::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Self::Coded { status, code, .. } => (*status, *code),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
         }
     }
@@ -94,6 +152,21 @@ impl Error {
     pub fn field(field: &str, problem: impl std::fmt::Display) -> Self {
         Self::InvalidParameter(format!("{field}: {problem}"))
     }
+
+    /// A refusal with its own code (approvals).
+    pub fn coded(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self::Coded {
+            status,
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// A 403 for a caller who may not do this, in the spec's words.
+    pub fn insufficient(why: impl std::fmt::Display) -> Self {
+        Self::Forbidden(format!("{INSUFFICIENT}: {why}"))
+    }
 }
 
 impl IntoResponse for Error {
@@ -101,19 +174,33 @@ impl IntoResponse for Error {
         let (status, code) = self.public();
         let message = match &self {
             Self::Internal(detail) => {
-                tracing::error!(detail, "admin API: unexpected error");
+                tracing::error!(detail, "public API: unexpected error");
                 "Unexpected error".to_owned()
             }
             other => other.to_string(),
         };
-        super::json_with(
-            status,
-            &json!({
-                "code": code,
-                "message": message,
-                "error": status.canonical_reason().unwrap_or(""),
-            }),
-        )
+        let mut body = json!({
+            "code": code,
+            "message": message,
+            "error": status.canonical_reason().unwrap_or("Error"),
+        });
+        match self {
+            Self::RateLimited { retry_after } => {
+                body["retry_after"] = json!(retry_after);
+                let mut response = super::json_with(status, &body);
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from(retry_after));
+                response
+            }
+            Self::Coded {
+                data: Some(data), ..
+            } => {
+                body["data"] = data;
+                super::json_with(status, &body)
+            }
+            _ => super::json_with(status, &body),
+        }
     }
 }
 
@@ -131,20 +218,75 @@ impl From<platform::Error> for Error {
 impl From<auth::Error> for Error {
     fn from(error: auth::Error) -> Self {
         match error {
-            auth::Error::ExpiredToken => Self::Unauthorized("the session token has expired"),
+            auth::Error::ExpiredToken => Self::Unauthorized("Session token has expired"),
             auth::Error::BadAuthorizationHeader => {
-                Self::Unauthorized("the Authorization header must be `Bearer <token>`")
+                Self::Unauthorized("The Authorization header must be `Bearer <token>`")
             }
-            _ => Self::Unauthorized("invalid or missing session token"),
+            auth::Error::MissingToken | auth::Error::InvalidToken(_) => {
+                Self::Unauthorized(INVALID_TOKEN)
+            }
+            // The agent's refusals reach the approval routes through the agent's error table.
+            other => super::ApiError::from(other).into(),
+        }
+    }
+}
+
+/// The agent's errors met on `/v1` (the approval routes run actions), in this shape: the agent's
+/// error name becomes the code, its detail the message, unexpected ones are not shown.
+impl From<super::ApiError> for Error {
+    fn from(error: super::ApiError) -> Self {
+        let data = error.data();
+        let (status, name, message) = error.public_parts();
+        let code = match name {
+            "UnauthorizedError" => "unauthorized",
+            "CustomActionTriggerForbiddenError" => "action_trigger_forbidden",
+            "CustomActionRequiresApprovalError" => "approval_required",
+            "ApprovalNotAllowedError" => "approval_not_allowed",
+            "InvalidActionConditionError" => "invalid_action_condition",
+            "ForbiddenError" => "forbidden",
+            "NotFoundError" => "not_found",
+            "PayloadTooLargeError" => "payload_too_large",
+            "ServiceUnavailableError" => "unavailable",
+            _ if status == StatusCode::BAD_REQUEST => "invalid_request",
+            _ if status == StatusCode::UNPROCESSABLE_ENTITY => "unprocessable",
+            _ => "internal_error",
+        };
+        if code == "unauthorized" {
+            return Self::Unauthorized(INVALID_TOKEN);
+        }
+        // koa's plain answers have no message of their own worth more than the status.
+        let message = if message.is_empty() {
+            status.canonical_reason().unwrap_or("Error").to_owned()
+        } else {
+            message
+        };
+        Self::Coded {
+            status,
+            code,
+            message,
+            data,
         }
     }
 }
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An admin of the project, from the request's session token: extracting it answers 401
-/// without a valid token and 403 unless the token's user exists, is enabled and is an admin
-/// in the store now (a demoted admin's live token stops working at once).
+/// Who is calling the public API: a user of the project, signed in with a session token or
+/// presenting one of their application tokens, read from the store at this call (so a disabled
+/// user, or a demoted admin, is refused at once). Any enabled user may be a `SignedIn`; the
+/// admin API takes an [`Admin`].
+pub struct SignedIn {
+    pub user: User,
+    pub store: Store,
+    /// The application token's scopes; `None` for a session token, which may do everything its
+    /// user may.
+    pub scopes: Option<Vec<Scope>>,
+    /// The application token's id, when the call presents one.
+    pub token_id: Option<String>,
+}
+
+/// An admin of the project: extracting it answers 401 without valid credentials and 403 unless
+/// the user exists, is enabled and is an admin in the store now.
 pub struct Admin {
     pub user: User,
     pub store: Store,
@@ -153,15 +295,45 @@ pub struct Admin {
     pub scopes: Option<Vec<Scope>>,
 }
 
+/// Refuses (403) a request whose application token lacks `scope`.
+fn require(scopes: Option<&[Scope]>, scope: Scope) -> Result<()> {
+    match scopes {
+        Some(held) if !scope.granted_by(held) => Err(Error::insufficient(format_args!(
+            "the token lacks the {scope} scope"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The store, after checking that `project` is the one served (else 404).
+fn served_project<'a>(store: &'a Store, project: &str) -> Result<&'a Store> {
+    if project == store.project() {
+        Ok(store)
+    } else {
+        Err(Error::NotFound(format!("project {project:?} not found")))
+    }
+}
+
+impl SignedIn {
+    /// Refuses (403) a request whose application token lacks `scope`.
+    pub fn require(&self, scope: Scope) -> Result<()> {
+        require(self.scopes.as_deref(), scope)
+    }
+
+    /// The store, after checking that `project` is the one served (else 404).
+    pub fn project(&self, project: &str) -> Result<&Store> {
+        served_project(&self.store, project)
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.user.permission_level == PermissionLevel::Admin
+    }
+}
+
 impl Admin {
     /// Refuses (403) a request whose application token lacks `scope`.
     pub fn require(&self, scope: Scope) -> Result<()> {
-        match &self.scopes {
-            Some(held) if !scope.granted_by(held) => Err(Error::Forbidden(format!(
-                "Insufficient permissions for this operation: the token lacks the {scope} scope"
-            ))),
-            _ => Ok(()),
-        }
+        require(self.scopes.as_deref(), scope)
     }
 
     /// The admin log's initiator.
@@ -175,11 +347,7 @@ impl Admin {
 
     /// The store, after checking that `project` is the one served (else 404).
     pub fn project(&self, project: &str) -> Result<&Store> {
-        if project == self.store.project() {
-            Ok(&self.store)
-        } else {
-            Err(Error::NotFound(format!("project {project:?} not found")))
-        }
+        served_project(&self.store, project)
     }
 
     /// The store seen from `environment` of `project`: the one served, or another one this
@@ -200,31 +368,118 @@ impl Admin {
     }
 }
 
+/// The outcome of checking a request's `Bearer cnp_…` token, left in the request's extensions by
+/// the rate limiter (which needs to know whose request it is) for the extractors to use.
+#[derive(Clone)]
+pub(crate) struct TokenCheck(pub Result<Arc<VerifiedToken>, Refusal>);
+
+/// Why a presented application token was refused, as the client is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    Invalid,
+    Expired,
+    /// The store failed (logged when it happened).
+    Unavailable,
+}
+
+impl From<Refusal> for Error {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Invalid => Self::Unauthorized(INVALID_TOKEN),
+            Refusal::Expired => Self::Unauthorized(EXPIRED_TOKEN),
+            Refusal::Unavailable => Self::Internal("the token could not be checked".to_owned()),
+        }
+    }
+}
+
+/// The application token of an `Authorization: Bearer cnp_…` header, if the request has one.
+pub(crate) fn bearer_api_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && token.starts_with(platform::tokens::PREFIX))
+        .then_some(token)
+}
+
+/// Checks the application token `presented` with the state's verifier.
+pub(crate) async fn check_api_token(state: &SharedState, presented: &str) -> TokenCheck {
+    let Some(verifier) = &state.tokens else {
+        return TokenCheck(Err(Refusal::Invalid));
+    };
+    TokenCheck(
+        verifier
+            .verify(presented)
+            .await
+            .map_err(|error| match error {
+                TokenError::Invalid => Refusal::Invalid,
+                TokenError::Expired => Refusal::Expired,
+                TokenError::Store(error) => {
+                    tracing::error!(%error, "an application token could not be checked");
+                    Refusal::Unavailable
+                }
+            }),
+    )
+}
+
+impl FromRequestParts<SharedState> for SignedIn {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self> {
+        let store = state.store.clone().ok_or(Error::Unavailable)?;
+        let (user_id, scopes, token_id) = match bearer_api_token(&parts.headers) {
+            Some(presented) => {
+                let TokenCheck(checked) = match parts.extensions.get::<TokenCheck>() {
+                    Some(check) => check.clone(),
+                    None => check_api_token(state, presented).await,
+                };
+                let token = checked?;
+                (
+                    token.user_id(),
+                    Some(token.scopes().to_vec()),
+                    Some(token.id().to_owned()),
+                )
+            }
+            None => {
+                let super::caller::Authenticated(claims) =
+                    super::caller::Authenticated::from_request_parts(parts, state)
+                        .await
+                        .map_err(|e| match e {
+                            super::ApiError::Auth(auth) => Error::from(auth),
+                            _ => Error::Unauthorized(INVALID_TOKEN),
+                        })?;
+                (claims.id, None, None)
+            }
+        };
+        match store.user(user_id).await? {
+            Some(user) if !user.disabled => Ok(Self {
+                user,
+                store,
+                scopes,
+                token_id,
+            }),
+            // Known, but may do nothing now (their credentials may work again if re-enabled).
+            Some(_) => Err(Error::insufficient("the user is disabled")),
+            // A removed user's credentials are worth nothing.
+            None => Err(Error::Unauthorized(INVALID_TOKEN)),
+        }
+    }
+}
+
 impl FromRequestParts<SharedState> for Admin {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self> {
-        let super::caller::Authenticated(claims) =
-            super::caller::Authenticated::from_request_parts(parts, state)
-                .await
-                .map_err(|e| match e {
-                    super::ApiError::Auth(auth) => Error::from(auth),
-                    _ => Error::Unauthorized("invalid or missing session token"),
-                })?;
-        let store = state.store.clone().ok_or(Error::Unavailable)?;
-        let user = store.user(claims.id).await?;
-        match user {
-            Some(user) if !user.disabled && user.permission_level == PermissionLevel::Admin => {
-                Ok(Self {
-                    user,
-                    store,
-                    scopes: None,
-                })
-            }
-            _ => Err(Error::Forbidden(
-                "only admins of the project may use the admin API".to_owned(),
-            )),
+        let signed_in = SignedIn::from_request_parts(parts, state).await?;
+        if !signed_in.is_admin() {
+            return Err(Error::insufficient(
+                "only admins of the project may use this API",
+            ));
         }
+        Ok(Self {
+            user: signed_in.user,
+            store: signed_in.store,
+            scopes: signed_in.scopes,
+        })
     }
 }
 

@@ -1,0 +1,120 @@
+//! `/v1/project/{project}/tokens[/{id}]`: a signed-in user's application tokens (issue 12 §1).
+//! - `GET` lists the caller's live tokens: `{data: [{object: "token", id, name, scopes, hint,
+//!   createdAt, lastUsedAt, expiresAt}]}`, never a secret;
+//! - `POST {name, scopes, expiresAt?}` creates one: 201 with the same fields and `token`, the
+//!   secret, shown this once;
+//! - `DELETE …/{id}` revokes one: the owner's, or anyone's for an admin (204); the next request
+//!   with it is refused on this instance, within `auth::tokens::CACHE_TTL` on the others.
+//!
+//! Any enabled user may manage their own tokens, with their session. A token may only manage
+//! tokens if it holds `all`: a leaked `notes:read` token must not be able to mint itself a wider
+//! one (docs/compatibility.md).
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{delete, get};
+use serde_json::{Map, Value as Json, json};
+
+use super::listing::{iso, parse_date};
+use super::{Body, Error, Fields as _, Result, SignedIn, no_content};
+use crate::http::{SharedState, json, json_with};
+use crate::platform::tokens::parse_scopes;
+use crate::platform::{NewToken, Scope, Token};
+
+pub fn router() -> Router<SharedState> {
+    Router::new()
+        .route("/project/{project}/tokens", get(list).post(create))
+        .route("/project/{project}/tokens/{id}", delete(revoke))
+}
+
+/// A token as listed; optional dates are `null` when unset (the listing's columns are fixed).
+pub fn token_json(token: &Token) -> Map<String, Json> {
+    let mut out = Map::new();
+    out.insert("object".into(), "token".into());
+    out.insert("id".into(), token.id.clone().into());
+    out.insert("name".into(), token.name.clone().into());
+    out.insert(
+        "scopes".into(),
+        token
+            .scopes
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .into(),
+    );
+    out.insert("hint".into(), token.hint.clone().into());
+    out.insert("createdAt".into(), iso(token.created_at).into());
+    out.insert("lastUsedAt".into(), token.last_used_at.map(iso).into());
+    out.insert("expiresAt".into(), token.expires_at.map(iso).into());
+    out
+}
+
+async fn list(caller: SignedIn, Path(project): Path<String>) -> Result<Response> {
+    caller.require(Scope::All)?;
+    let store = caller.project(&project)?;
+    let tokens = store.tokens(Some(caller.user.id)).await?;
+    let data: Vec<Json> = tokens.iter().map(|t| Json::Object(token_json(t))).collect();
+    Ok(json(&json!({ "data": data })))
+}
+
+async fn create(caller: SignedIn, Path(project): Path<String>, body: Body) -> Result<Response> {
+    caller.require(Scope::All)?;
+    let store = caller.project(&project)?;
+    let Body(body) = body;
+    body.only(&["name", "scopes", "expiresAt"])?;
+    let name = body
+        .string("name")?
+        .ok_or_else(|| Error::field("name", "is required"))?;
+    let scopes = body
+        .strings("scopes")?
+        .ok_or_else(|| Error::field("scopes", "is required (e.g. [\"notes:read\"])"))?;
+    let scopes = parse_scopes(&scopes).map_err(|e| Error::field("scopes", e))?;
+    let expires_at = match body.nullable_string("expiresAt")?.flatten() {
+        None => None,
+        Some(raw) => Some(
+            parse_date(&raw)
+                .ok_or_else(|| {
+                    Error::field("expiresAt", format!("{raw:?} is not an ISO 8601 date"))
+                })?
+                .timestamp_millis(),
+        ),
+    };
+    let (token, secret) = store
+        .create_token(
+            caller.user.id,
+            NewToken {
+                name,
+                scopes,
+                expires_at,
+            },
+        )
+        .await?;
+    let mut out = token_json(&token);
+    out.insert("token".into(), secret.expose().into());
+    Ok(json_with(StatusCode::CREATED, &Json::Object(out)))
+}
+
+async fn revoke(
+    State(state): State<SharedState>,
+    caller: SignedIn,
+    Path((project, id)): Path<(String, String)>,
+) -> Result<Response> {
+    caller.require(Scope::All)?;
+    let store = caller.project(&project)?;
+    let not_found = || Error::NotFound(format!("token {id:?} not found"));
+    let token = store.token(&id).await?.ok_or_else(not_found)?;
+    // Someone else's token is none of a non-admin's business, not even its existence.
+    if token.user_id != caller.user.id && !caller.is_admin() {
+        return Err(not_found());
+    }
+    if !store.revoke_token(&id, Some(caller.user.id)).await? {
+        return Err(not_found());
+    }
+    if let Some(verifier) = &state.tokens {
+        verifier.forget(&id);
+    }
+    tracing::info!(token = %id, by = caller.user.id, with_token = ?caller.token_id, "application token revoked");
+    Ok(no_content())
+}

@@ -1,0 +1,309 @@
+//! Rate limits of the public API `/v1` (issue 12 §5, platform-api.md §1.6, §2.3 and decision 4):
+//! GCRA (governor, keyed, in memory) per credential — an application token by its id, a session
+//! by its user — and per client address for requests without valid credentials (none,
+//! malformed, unknown, expired, revoked), so guessing tokens is slow.
+//!
+//! Every `/v1` answer carries the limit that applied to it: `X-RateLimit-Limit`,
+//! `X-RateLimit-Remaining`, `X-RateLimit-Reset` (unix seconds when the quota is whole again, as
+//! the platform and GitHub send them) and the IETF draft's `RateLimit-Policy` / `RateLimit`. Over
+//! the limit: 429 with an integer `Retry-After` and `{code: "rate_limited", message, error: "Too
+//! Many Requests", retry_after}`, readable by clients of each documented error shape.
+//!
+//! The limiters live in [`RateLimits`], built once per process and shared by every generation of
+//! the served stack (a plugin reload must not hand every client a fresh quota). The client
+//! address is the connection's peer: `X-Forwarded-For` is not trusted here, since any client
+//! could set it to get a fresh quota per request (behind a proxy, every client shares the
+//! proxy's address; raise `apiRateLimitPerMinutePerIp` there).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
+use governor::clock::{Clock as _, DefaultClock};
+use governor::middleware::StateInformationMiddleware;
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::{Quota, RateLimiter};
+
+use super::SharedState;
+use super::caller::{VerifiedClaims, cookie_header};
+use super::platform::{Error, bearer_api_token, check_api_token};
+use crate::config::RateLimitConfig;
+
+/// Keys a limiter holds before it forgets the ones back to a full quota.
+const MAX_KEYS: usize = 100_000;
+
+type Limiter =
+    RateLimiter<Key, DefaultKeyedStateStore<Key>, DefaultClock, StateInformationMiddleware>;
+
+/// Whose quota a request spends.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// An application token, by id.
+    Token(String),
+    /// A signed-in session, by user id.
+    User(i64),
+    /// Requests without valid credentials, by client address.
+    Address(IpAddr),
+}
+
+/// One limiter with the numbers its headers show.
+struct Policy {
+    name: &'static str,
+    limiter: Limiter,
+    /// Requests per minute.
+    per_minute: u32,
+    burst: u32,
+    /// Time for one request of quota to come back.
+    interval: Duration,
+}
+
+impl Policy {
+    fn new(name: &'static str, per_minute: NonZeroU32, burst: NonZeroU32) -> Self {
+        let quota = Quota::per_minute(per_minute).allow_burst(burst);
+        Self {
+            name,
+            limiter: RateLimiter::keyed(quota).with_middleware::<StateInformationMiddleware>(),
+            per_minute: per_minute.get(),
+            burst: burst.get(),
+            interval: quota.replenish_interval(),
+        }
+    }
+
+    fn check(&self, key: &Key) -> Decision {
+        if self.limiter.len() > MAX_KEYS {
+            self.limiter.retain_recent();
+        }
+        match self.limiter.check_key(key) {
+            Ok(snapshot) => {
+                let remaining = snapshot.remaining_burst_capacity();
+                let spent = self.burst.saturating_sub(remaining);
+                Decision {
+                    policy: self.name,
+                    per_minute: self.per_minute,
+                    limit: self.burst,
+                    remaining,
+                    reset_after: ceil_secs(self.interval.saturating_mul(spent)),
+                    retry_after: None,
+                }
+            }
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(self.limiter.clock().now());
+                let retry_after = ceil_secs(wait).max(1);
+                Decision {
+                    policy: self.name,
+                    per_minute: self.per_minute,
+                    limit: self.burst,
+                    remaining: 0,
+                    reset_after: ceil_secs(wait + self.interval.saturating_mul(self.burst - 1)),
+                    retry_after: Some(retry_after),
+                }
+            }
+        }
+    }
+}
+
+/// Whole seconds, rounded up.
+fn ceil_secs(duration: Duration) -> u64 {
+    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+}
+
+/// What one check decided, and what the headers say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    policy: &'static str,
+    per_minute: u32,
+    limit: u32,
+    pub remaining: u32,
+    /// Seconds until the quota is whole again.
+    reset_after: u64,
+    /// `Some` when refused: seconds until one more request passes.
+    pub retry_after: Option<u64>,
+}
+
+impl Decision {
+    /// Writes the rate-limit headers of this decision.
+    fn write(&self, headers: &mut HeaderMap) {
+        let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(0);
+        let mut set = |name: &'static str, value: String| {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(name, value);
+            }
+        };
+        set("x-ratelimit-limit", self.limit.to_string());
+        set("x-ratelimit-remaining", self.remaining.to_string());
+        set(
+            "x-ratelimit-reset",
+            now.saturating_add(self.reset_after).to_string(),
+        );
+        set(
+            "ratelimit-policy",
+            format!("\"{}\";q={};w=60", self.policy, self.per_minute),
+        );
+        set(
+            "ratelimit",
+            format!(
+                "\"{}\";r={};t={}",
+                self.policy, self.remaining, self.reset_after
+            ),
+        );
+    }
+}
+
+/// The public API's limiters: per credential and per address. One per process.
+pub struct RateLimits {
+    per_credential: Policy,
+    per_address: Policy,
+}
+
+impl std::fmt::Debug for RateLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimits")
+            .field("per_minute", &self.per_credential.per_minute)
+            .field("burst", &self.per_credential.burst)
+            .field("per_minute_per_ip", &self.per_address.per_minute)
+            .finish()
+    }
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self::new(&RateLimitConfig::default())
+    }
+}
+
+impl RateLimits {
+    pub fn new(config: &RateLimitConfig) -> Self {
+        Self {
+            per_credential: Policy::new("token", config.per_minute, config.burst),
+            per_address: Policy::new("ip", config.per_minute_per_ip, config.per_minute_per_ip),
+        }
+    }
+
+    /// Spends one request of `key`'s quota.
+    pub fn check(&self, key: &Key) -> Decision {
+        match key {
+            Key::Address(_) => self.per_address.check(key),
+            _ => self.per_credential.check(key),
+        }
+    }
+}
+
+/// The middleware of every `/v1` route (and of their 404 and 405 answers): finds whose request
+/// it is, spends one request of that quota, answers 429 when none is left, and adds the headers
+/// to whatever the route answers. A verified application token or session is left in the
+/// request for the route's extractor, which then does not verify it again.
+pub async fn limit(State(state): State<SharedState>, mut request: Request, next: Next) -> Response {
+    let key = match bearer_api_token(request.headers()) {
+        Some(presented) => {
+            let presented = presented.to_owned();
+            let check = check_api_token(&state, &presented).await;
+            let key = match &check.0 {
+                Ok(token) => Some(Key::Token(token.id().to_owned())),
+                Err(_) => None,
+            };
+            request.extensions_mut().insert(check);
+            key
+        }
+        None => {
+            let cookie = cookie_header(request.headers());
+            let authorization = request
+                .headers()
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
+            if cookie.is_none() && authorization.is_none() {
+                None
+            } else {
+                match state.session.authenticate(cookie.as_deref(), authorization) {
+                    Ok(claims) => {
+                        let key = Key::User(claims.id);
+                        request.extensions_mut().insert(VerifiedClaims(claims));
+                        Some(key)
+                    }
+                    Err(_) => None,
+                }
+            }
+        }
+    };
+    let key = key.unwrap_or_else(|| {
+        Key::Address(
+            request
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |ConnectInfo(a)| a.ip()),
+        )
+    });
+    let decision = state.rate_limits.check(&key);
+    let mut response = match decision.retry_after {
+        Some(retry_after) => {
+            if let Key::Token(id) = &key {
+                tracing::info!(token = %id, retry_after, "public API: rate limited");
+            }
+            Error::RateLimited { retry_after }.into_response()
+        }
+        None => next.run(request).await,
+    };
+    decision.write(response.headers_mut());
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(per_minute: u32, burst: u32, per_ip: u32) -> RateLimits {
+        let n = |v| NonZeroU32::new(v).unwrap();
+        RateLimits::new(&RateLimitConfig {
+            per_minute: n(per_minute),
+            burst: n(burst),
+            per_minute_per_ip: n(per_ip),
+        })
+    }
+
+    #[test]
+    fn a_burst_is_spent_then_refused_with_a_retry_time() {
+        let limits = limits(60, 3, 300);
+        let key = Key::Token("t".into());
+        let remaining: Vec<u32> = (0..3).map(|_| limits.check(&key).remaining).collect();
+        assert_eq!(remaining, [2, 1, 0]);
+        let refused = limits.check(&key);
+        assert_eq!(refused.remaining, 0);
+        // One request per second comes back at 60/min.
+        assert_eq!(refused.retry_after, Some(1));
+        // Another token has its own quota.
+        assert_eq!(limits.check(&Key::Token("u".into())).retry_after, None);
+    }
+
+    #[test]
+    fn addresses_have_their_own_quota() {
+        let limits = limits(1, 1, 2);
+        let address = Key::Address(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert_eq!(limits.check(&address).remaining, 1);
+        assert_eq!(limits.check(&address).remaining, 0);
+        let refused = limits.check(&address);
+        assert_eq!(refused.retry_after, Some(30));
+        assert_eq!(limits.check(&Key::User(1)).retry_after, None);
+    }
+
+    #[test]
+    fn headers_say_limit_remaining_reset_and_the_draft_fields() {
+        let limits = limits(60, 60, 300);
+        let decision = limits.check(&Key::User(7));
+        let mut headers = HeaderMap::new();
+        decision.write(&mut headers);
+        assert_eq!(headers["x-ratelimit-limit"], "60");
+        assert_eq!(headers["x-ratelimit-remaining"], "59");
+        let reset: u64 = headers["x-ratelimit-reset"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap();
+        assert!((now..=now + 2).contains(&reset), "{reset} vs {now}");
+        assert_eq!(headers["ratelimit-policy"], "\"token\";q=60;w=60");
+        assert_eq!(headers["ratelimit"], "\"token\";r=59;t=1");
+    }
+}
