@@ -8,6 +8,7 @@ mod documents;
 mod groups;
 pub mod listing;
 mod logs;
+mod notes;
 mod users;
 
 use axum::Router;
@@ -34,6 +35,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(groups::router())
         .merge(documents::router())
         .merge(logs::router())
+        .merge(notes::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
