@@ -214,3 +214,146 @@ pub fn note_json(note: &Note) -> Json {
 fn user_json(user: &NoteUser) -> Json {
     json!({"object": "user", "id": user.id, "username": user.username, "email": user.email})
 }
+
+#[cfg(test)]
+mod tests {
+    //! The scope each route needs, on a real SQLite store: what an application token's `Admin`
+    //! meets (session tokens hold every scope and are tested end to end in tests/e2e/notes.rs).
+
+    use axum::response::IntoResponse as _;
+
+    use super::*;
+    use crate::datasource::PermissionLevel;
+    use crate::platform::{Actor, NewUser, Store, User};
+
+    struct Fixture {
+        store: Store,
+        user: User,
+        dir: std::path::PathBuf,
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    async fn fixture() -> Fixture {
+        let dir = std::env::temp_dir().join(format!("canopy-notes-{}", uuid::Uuid::now_v7()));
+        let url = format!("sqlite://{}?mode=rwc", dir.join("state.sqlite").display());
+        let store = Store::open(&url, "acme", "production").await.unwrap();
+        store.create_team(&Actor::System, "Ops").await.unwrap();
+        let user = store
+            .create_user(
+                &Actor::System,
+                NewUser {
+                    email: "ann@acme.io".into(),
+                    permission_level: PermissionLevel::Admin,
+                    teams: vec!["Ops".into()],
+                    ..NewUser::default()
+                },
+            )
+            .await
+            .unwrap();
+        Fixture { store, user, dir }
+    }
+
+    fn token(f: &Fixture, scopes: &[Scope]) -> Admin {
+        Admin {
+            user: f.user.clone(),
+            store: f.store.clone(),
+            scopes: Some(scopes.to_vec()),
+        }
+    }
+
+    fn path3(id: i64) -> Path<(String, String, String)> {
+        Path(("acme".into(), "production".into(), id.to_string()))
+    }
+
+    fn body(value: Json) -> Body {
+        Body(value.as_object().unwrap().clone())
+    }
+
+    fn status(result: Result<Response>) -> StatusCode {
+        match result {
+            Ok(response) => response.status(),
+            Err(error) => error.into_response().status(),
+        }
+    }
+
+    #[tokio::test]
+    async fn each_route_needs_its_scope() {
+        let f = fixture().await;
+        let note = f
+            .store
+            .create_note(
+                &f.user,
+                NewNote {
+                    collection_name: "orders".into(),
+                    record_id: "1".into(),
+                    title: "T".into(),
+                    content: "<p>secret thread</p>".into(),
+                    team_name: None,
+                },
+            )
+            .await
+            .unwrap();
+        let id = note.id;
+        let env = || Path(("acme".to_owned(), "production".to_owned()));
+        let forbidden = StatusCode::FORBIDDEN;
+
+        // Reads need notes:read; notes:write alone is refused.
+        let write_only = [Scope::NotesWrite];
+        let read = list(token(&f, &write_only), env(), RawQuery(None)).await;
+        assert_eq!(status(read), forbidden);
+        assert_eq!(status(super::read(token(&f, &write_only), path3(id)).await), forbidden);
+        for scopes in [&[Scope::NotesRead][..], &[Scope::All]] {
+            let listed = list(token(&f, scopes), env(), RawQuery(None)).await;
+            assert_eq!(status(listed), StatusCode::OK);
+            assert_eq!(status(super::read(token(&f, scopes), path3(id)).await), StatusCode::OK);
+        }
+        for other in [Scope::ActivityLogsRead, Scope::AdminLogsRead] {
+            let listed = list(token(&f, &[other]), env(), RawQuery(None)).await;
+            assert_eq!(status(listed), forbidden);
+        }
+
+        // Writes need notes:write; notes:read alone is refused and changes nothing.
+        let read_only = [Scope::NotesRead];
+        let added = add_message(
+            token(&f, &read_only),
+            path3(id),
+            body(json!({"content": "x"})),
+        )
+        .await;
+        assert_eq!(status(added), forbidden);
+        let changed = change(
+            token(&f, &read_only),
+            path3(id),
+            body(json!({"archived": true})),
+        )
+        .await;
+        assert_eq!(status(changed), forbidden);
+        assert_eq!(status(remove(token(&f, &read_only), path3(id)).await), forbidden);
+        assert_eq!(f.store.note(id).await.unwrap().unwrap(), note);
+
+        // A write-only token writes, but its answer shows only the note's id.
+        let added = add_message(
+            token(&f, &write_only),
+            path3(id),
+            body(json!({"content": "<p>more</p>"})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(added.status(), StatusCode::CREATED);
+        let bytes = axum::body::to_bytes(added.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let shown: Json = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(shown, json!({"object": "note", "id": id}));
+        assert_eq!(f.store.note(id).await.unwrap().unwrap().messages.len(), 2);
+        let removed = remove(token(&f, &write_only), path3(id)).await;
+        assert_eq!(status(removed), StatusCode::NO_CONTENT);
+        assert_eq!(f.store.note(id).await.unwrap(), None);
+        f.store.close().await;
+    }
+}
