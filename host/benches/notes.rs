@@ -142,96 +142,100 @@ fn filters() -> Vec<(&'static str, MakeFilter)> {
     fn at(v: &mut Values, count: i64) -> i64 {
         BASE_MS + v.next(count)
     }
-    fn range(f: impl FnOnce(&mut DateRange)) -> DateRange {
+    fn range(set: impl FnOnce(&mut DateRange)) -> DateRange {
         let mut r = DateRange::default();
-        f(&mut r);
+        set(&mut r);
         r
     }
+    /// Types each closure as the function pointer the table holds.
+    fn f(make: MakeFilter) -> MakeFilter {
+        make
+    }
     vec![
-        ("(none)", |_, _, _| NoteFilter::default()),
-        ("userId", |v, _, user0| NoteFilter {
+        ("(none)", f(|_, _, _| NoteFilter::default())),
+        ("userId", f(|v, _, user0| NoteFilter {
             user_id: Some(user0 + v.next(USERS)),
             ..NoteFilter::default()
-        }),
-        ("userEmail", |v, _, _| NoteFilter {
+        })),
+        ("userEmail", f(|v, _, _| NoteFilter {
             user_email: Some(format!("user{}@bench.io", v.next(USERS))),
             ..NoteFilter::default()
-        }),
-        ("teamName", |v, _, _| NoteFilter {
+        })),
+        ("teamName", f(|v, _, _| NoteFilter {
             team_name: Some(format!("team{}", v.next(TEAMS))),
             ..NoteFilter::default()
-        }),
-        ("collectionName", |v, _, _| NoteFilter {
+        })),
+        ("collectionName", f(|v, _, _| NoteFilter {
             collection_name: Some(format!("collection{}", v.next(COLLECTIONS))),
             ..NoteFilter::default()
-        }),
-        ("recordId", |v, _, _| NoteFilter {
+        })),
+        ("recordId", f(|v, _, _| NoteFilter {
             record_id: Some(v.next(RECORDS).to_string()),
             ..NoteFilter::default()
-        }),
-        ("createdAt.eq", |v, n, _| NoteFilter {
+        })),
+        ("createdAt.eq", f(|v, n, _| NoteFilter {
             created_at: range(|r| r.eq = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("createdAt.lt", |v, n, _| NoteFilter {
+        })),
+        ("createdAt.lt", f(|v, n, _| NoteFilter {
             created_at: range(|r| r.lt = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("createdAt.lte", |v, n, _| NoteFilter {
+        })),
+        ("createdAt.lte", f(|v, n, _| NoteFilter {
             created_at: range(|r| r.lte = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("createdAt.gt", |v, n, _| NoteFilter {
+        })),
+        ("createdAt.gt", f(|v, n, _| NoteFilter {
             created_at: range(|r| r.gt = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("createdAt.gte", |v, n, _| NoteFilter {
+        })),
+        ("createdAt.gte", f(|v, n, _| NoteFilter {
             created_at: range(|r| r.gte = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("updatedAt.eq", |v, n, _| NoteFilter {
+        })),
+        ("updatedAt.eq", f(|v, n, _| NoteFilter {
             updated_at: range(|r| r.eq = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("updatedAt.lt", |v, n, _| NoteFilter {
+        })),
+        ("updatedAt.lt", f(|v, n, _| NoteFilter {
             updated_at: range(|r| r.lt = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("updatedAt.lte", |v, n, _| NoteFilter {
+        })),
+        ("updatedAt.lte", f(|v, n, _| NoteFilter {
             updated_at: range(|r| r.lte = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("updatedAt.gt", |v, n, _| NoteFilter {
+        })),
+        ("updatedAt.gt", f(|v, n, _| NoteFilter {
             updated_at: range(|r| r.gt = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("updatedAt.gte", |v, n, _| NoteFilter {
+        })),
+        ("updatedAt.gte", f(|v, n, _| NoteFilter {
             updated_at: range(|r| r.gte = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("archivedAt.eq", |v, n, _| NoteFilter {
+        })),
+        ("archivedAt.eq", f(|v, n, _| NoteFilter {
             // An archive date that exists: note i (i % 20 = 7) archived at +1 h.
             archived_at: range(|r| {
                 r.eq = Some(BASE_MS + (v.next(n) / 20) * 20 + 7 + 3_600_000);
             }),
             ..NoteFilter::default()
-        }),
-        ("archivedAt.lt", |v, n, _| NoteFilter {
+        })),
+        ("archivedAt.lt", f(|v, n, _| NoteFilter {
             archived_at: range(|r| r.lt = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("archivedAt.lte", |v, n, _| NoteFilter {
+        })),
+        ("archivedAt.lte", f(|v, n, _| NoteFilter {
             archived_at: range(|r| r.lte = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("archivedAt.gt", |v, n, _| NoteFilter {
+        })),
+        ("archivedAt.gt", f(|v, n, _| NoteFilter {
             archived_at: range(|r| r.gt = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
-        ("archivedAt.gte", |v, n, _| NoteFilter {
+        })),
+        ("archivedAt.gte", f(|v, n, _| NoteFilter {
             archived_at: range(|r| r.gte = Some(at(v, n))),
             ..NoteFilter::default()
-        }),
+        })),
     ]
 }
 

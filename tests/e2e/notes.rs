@@ -477,88 +477,86 @@ async fn every_filter_alone_and_combined_matches_the_notes_fields(backend: Backe
         .filter_map(|n| n.archived.clone())
         .min()
         .unwrap();
+    let (bo_id, admin_id) = (bo.id, admin_user.id);
     type Check = Box<dyn Fn(&Seen) -> bool>;
     let cases: Vec<(String, Check)> = vec![
-        ("userEmail=bo@acme.io".into(), Box::new(|n| n.email == "bo@acme.io")),
-        (format!("userId={}", bo.id), Box::new(move |n| n.user_id == bo.id)),
-        (format!("userId={}", admin_user.id), {
-            let id = admin_user.id;
-            Box::new(move |n| n.user_id == id)
-        }),
-        ("teamName=Sales".into(), Box::new(|n| n.team == "Sales")),
-        ("teamName=Operations".into(), Box::new(|n| n.team == "Operations")),
-        ("collectionName=orders".into(), Box::new(|n| n.collection == "orders")),
-        ("recordId=2".into(), Box::new(|n| n.record == "2")),
+        ("userEmail=bo@acme.io".into(), Box::new(|n: &Seen| n.email == "bo@acme.io")),
+        (format!("userId={bo_id}"), Box::new(move |n: &Seen| n.user_id == bo_id)),
+        (format!("userId={admin_id}"), Box::new(move |n: &Seen| n.user_id == admin_id)),
+        ("teamName=Sales".into(), Box::new(|n: &Seen| n.team == "Sales")),
+        ("teamName=Operations".into(), Box::new(|n: &Seen| n.team == "Operations")),
+        ("collectionName=orders".into(), Box::new(|n: &Seen| n.collection == "orders")),
+        ("recordId=2".into(), Box::new(|n: &Seen| n.record == "2")),
         (format!("createdAt.lt={mid_created}"), {
             let b = mid_created.clone();
-            Box::new(move |n| n.created < b)
+            Box::new(move |n: &Seen| n.created < b)
         }),
         (format!("createdAt.lte={mid_created}"), {
             let b = mid_created.clone();
-            Box::new(move |n| n.created <= b)
+            Box::new(move |n: &Seen| n.created <= b)
         }),
         (format!("createdAt.gt={mid_created}"), {
             let b = mid_created.clone();
-            Box::new(move |n| n.created > b)
+            Box::new(move |n: &Seen| n.created > b)
         }),
         (format!("createdAt.gte={mid_created}"), {
             let b = mid_created.clone();
-            Box::new(move |n| n.created >= b)
+            Box::new(move |n: &Seen| n.created >= b)
         }),
         (format!("createdAt.eq={mid_created}"), {
             let b = mid_created.clone();
-            Box::new(move |n| n.created == b)
+            Box::new(move |n: &Seen| n.created == b)
         }),
         (format!("updatedAt.gte={mid_updated}"), {
             let b = mid_updated.clone();
-            Box::new(move |n| n.updated >= b)
+            Box::new(move |n: &Seen| n.updated >= b)
         }),
         (format!("updatedAt.lt={mid_updated}"), {
             let b = mid_updated.clone();
-            Box::new(move |n| n.updated < b)
+            Box::new(move |n: &Seen| n.updated < b)
         }),
         (format!("updatedAt.eq={mid_updated}"), {
             let b = mid_updated.clone();
-            Box::new(move |n| n.updated == b)
+            Box::new(move |n: &Seen| n.updated == b)
         }),
         (format!("archivedAt.gte={first_archived}"), {
-            Box::new(|n| n.archived.is_some())
+            Box::new(|n: &Seen| n.archived.is_some())
         }),
         (format!("archivedAt.gt={first_archived}"), {
             let b = first_archived.clone();
-            Box::new(move |n| n.archived.as_deref().is_some_and(|a| a > b.as_str()))
+            Box::new(move |n: &Seen| n.archived.as_deref().is_some_and(|a| a > b.as_str()))
         }),
         (format!("archivedAt.lte={first_archived}"), {
             let b = first_archived.clone();
-            Box::new(move |n| n.archived.as_deref().is_some_and(|a| a <= b.as_str()))
+            Box::new(move |n: &Seen| n.archived.as_deref().is_some_and(|a| a <= b.as_str()))
         }),
         // Combinations: AND.
-        ("userEmail=bo@acme.io&collectionName=customers".into(), Box::new(|n| {
+        ("userEmail=bo@acme.io&collectionName=customers".into(), Box::new(|n: &Seen| {
             n.email == "bo@acme.io" && n.collection == "customers"
         })),
-        ("collectionName=customers&recordId=1&teamName=Operations".into(), Box::new(|n| {
+        ("collectionName=customers&recordId=1&teamName=Operations".into(), Box::new(|n: &Seen| {
             n.collection == "customers" && n.record == "1" && n.team == "Operations"
         })),
         (format!("teamName=Sales&createdAt.gte={mid_created}"), {
             let b = mid_created.clone();
-            Box::new(move |n| n.team == "Sales" && n.created >= b)
+            Box::new(move |n: &Seen| n.team == "Sales" && n.created >= b)
         }),
         (format!("createdAt.gt={}&createdAt.lte={}", all[20].created, all[3].created), {
             let (lo, hi) = (all[20].created.clone(), all[3].created.clone());
-            Box::new(move |n| n.created > lo && n.created <= hi)
+            Box::new(move |n: &Seen| n.created > lo && n.created <= hi)
         }),
-        (format!("userId={}&updatedAt.gte={mid_updated}&archivedAt.gte=2000-01-01", bo.id), {
-            let (b, id) = (mid_updated.clone(), bo.id);
-            Box::new(move |n| n.user_id == id && n.updated >= b && n.archived.is_some())
+        (format!("userId={bo_id}&updatedAt.gte={mid_updated}&archivedAt.gte=2000-01-01"), {
+            let b = mid_updated.clone();
+            Box::new(move |n: &Seen| n.user_id == bo_id && n.updated >= b && n.archived.is_some())
         }),
         // Names nobody has: an empty page, not an error.
-        ("userEmail=ghost@acme.io".into(), Box::new(|_| false)),
-        ("teamName=Ghosts".into(), Box::new(|_| false)),
-        ("collectionName=ghosts".into(), Box::new(|_| false)),
-        ("createdAt.gt=2999-01-01".into(), Box::new(|_| false)),
-        ("createdAt.lt=2000-01-01".into(), Box::new(|_| false)),
-        ("createdAt.lt=2999-01-01".into(), Box::new(|_| true)),
-        ("createdAt.gte=2000-01-01".into(), Box::new(|_| true)),
+        ("userEmail=ghost@acme.io".into(), Box::new(|_: &Seen| false)),
+        ("teamName=Ghosts".into(), Box::new(|_: &Seen| false)),
+        ("collectionName=ghosts".into(), Box::new(|_: &Seen| false)),
+        ("createdAt.gt=2999-01-01".into(), Box::new(|_: &Seen| false)),
+        ("createdAt.lt=2000-01-01".into(), Box::new(|_: &Seen| false)),
+        ("createdAt.lt=2999-01-01".into(), Box::new(|_: &Seen| true)),
+        ("createdAt.gte=2000-01-01".into(), Box::new(|_: &Seen| true)),
     ];
     for (query, keep) in &cases {
         let expected: Vec<i64> = all.iter().filter(|n| keep(n)).map(|n| n.id).collect();
