@@ -166,10 +166,30 @@ impl Store {
             &mut args,
         ));
         conditions.extend(filter.created_at.conditions("n.created_at", &mut args));
-        conditions.extend(filter.updated_at.conditions("n.updated_at", &mut args));
+        // A note is updated and archived at or after its creation, so an upper bound on those
+        // dates is also one on the creation date, hence on the id: the scan starts there.
+        for range in [&filter.updated_at, &filter.archived_at] {
+            let upper = DateRange {
+                lt: range.lt,
+                lte: range.lte,
+                ..DateRange::default()
+            };
+            let at_most = DateRange {
+                lte: range.eq,
+                ..DateRange::default()
+            };
+            for bound in [upper, at_most] {
+                conditions.extend(created_bounds(&bound, &project, &environment, &mut args));
+            }
+        }
+        if !filter.updated_at.is_empty() {
+            let column = self.range_column("updated_at", &filter.updated_at).await?;
+            conditions.extend(filter.updated_at.conditions(&column, &mut args));
+        }
         if !filter.archived_at.is_empty() {
             conditions.push("n.archived_at IS NOT NULL".to_owned());
-            conditions.extend(filter.archived_at.conditions("n.archived_at", &mut args));
+            let column = self.range_column("archived_at", &filter.archived_at).await?;
+            conditions.extend(filter.archived_at.conditions(&column, &mut args));
         }
         let sql = format!(
             "SELECT {NOTE_COLUMNS} FROM {NOTE_FROM} WHERE {} ORDER BY n.id DESC LIMIT {}",
@@ -180,6 +200,39 @@ impl Store {
         let mut notes = rows.iter().map(note_from_row).collect::<Result<Vec<_>>>()?;
         self.attach_messages(&mut notes).await?;
         Ok(notes)
+    }
+
+    /// How a list should reach the notes whose `column` falls in `range`: through the column's
+    /// index when few do (at most `NARROW`, counted on that index), else by walking the ids
+    /// newest first and checking each (`+column` keeps the planner off the index: a wide range
+    /// read through it would sort most of the table to return 100 rows).
+    async fn range_column(&self, column: &str, range: &DateRange) -> Result<String> {
+        const NARROW: i64 = 10_000;
+        let mut args = Args::default();
+        let project = args.text(self.project());
+        let environment = args.text(self.environment());
+        let mut conditions = vec![
+            format!("n.project = {project}"),
+            format!("n.environment = {environment}"),
+            "n.deleted_at IS NULL".to_owned(),
+            format!("n.{column} IS NOT NULL"),
+        ];
+        conditions.extend(range.conditions(&format!("n.{column}"), &mut args));
+        let sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM notes n WHERE {} LIMIT {}) probe",
+            conditions.join(" AND "),
+            args.int(NARROW + 1)
+        );
+        let count: i64 = args
+            .bind(sqlx::query(&sql))
+            .fetch_one(self.pool())
+            .await?
+            .try_get(0)?;
+        Ok(if count > NARROW {
+            format!("+n.{column}")
+        } else {
+            format!("n.{column}")
+        })
     }
 
     /// One note of this environment, unless deleted.
@@ -282,8 +335,10 @@ impl Store {
         }
         match change.archived {
             Some(true) => sets.push(format!(
-                "archived_at = COALESCE(archived_at, {}), archived_by = COALESCE(archived_by, {})",
-                args.int(now_ms()),
+                // The archive date is the (just moved) update date: never before the creation
+                // date, which the archivedAt filters rely on (see `notes`).
+                "archived_at = COALESCE(archived_at, updated_at), \
+                 archived_by = COALESCE(archived_by, {})",
                 args.int(actor.id)
             )),
             Some(false) => sets.push("archived_at = NULL, archived_by = NULL".to_owned()),
