@@ -45,9 +45,15 @@ fn runs(name: &str) -> bool {
 async fn people(store: &Store) -> Result<(i64, i64), Box<dyn std::error::Error>> {
     let mut team0 = None;
     for t in 0..TEAMS {
-        let team = store.create_team(&Actor::System, &format!("team{t}")).await?;
+        let team = store
+            .create_team(&Actor::System, &format!("team{t}"))
+            .await?;
         team0.get_or_insert(team.id);
-        assert_eq!(team.id, team0.unwrap_or_default() + t, "team ids are contiguous");
+        assert_eq!(
+            team.id,
+            team0.unwrap_or_default() + t,
+            "team ids are contiguous"
+        );
     }
     let mut user0 = None;
     for u in 0..USERS {
@@ -64,7 +70,11 @@ async fn people(store: &Store) -> Result<(i64, i64), Box<dyn std::error::Error>>
             )
             .await?;
         user0.get_or_insert(user.id);
-        assert_eq!(user.id, user0.unwrap_or_default() + u, "user ids are contiguous");
+        assert_eq!(
+            user.id,
+            user0.unwrap_or_default() + u,
+            "user ids are contiguous"
+        );
     }
     Ok((user0.unwrap_or_default(), team0.unwrap_or_default()))
 }
@@ -153,89 +163,149 @@ fn filters() -> Vec<(&'static str, MakeFilter)> {
     }
     vec![
         ("(none)", f(|_, _, _| NoteFilter::default())),
-        ("userId", f(|v, _, user0| NoteFilter {
-            user_id: Some(user0 + v.next(USERS)),
-            ..NoteFilter::default()
-        })),
-        ("userEmail", f(|v, _, _| NoteFilter {
-            user_email: Some(format!("user{}@bench.io", v.next(USERS))),
-            ..NoteFilter::default()
-        })),
-        ("teamName", f(|v, _, _| NoteFilter {
-            team_name: Some(format!("team{}", v.next(TEAMS))),
-            ..NoteFilter::default()
-        })),
-        ("collectionName", f(|v, _, _| NoteFilter {
-            collection_name: Some(format!("collection{}", v.next(COLLECTIONS))),
-            ..NoteFilter::default()
-        })),
-        ("recordId", f(|v, _, _| NoteFilter {
-            record_id: Some(v.next(RECORDS).to_string()),
-            ..NoteFilter::default()
-        })),
-        ("createdAt.eq", f(|v, n, _| NoteFilter {
-            created_at: range(|r| r.eq = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("createdAt.lt", f(|v, n, _| NoteFilter {
-            created_at: range(|r| r.lt = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("createdAt.lte", f(|v, n, _| NoteFilter {
-            created_at: range(|r| r.lte = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("createdAt.gt", f(|v, n, _| NoteFilter {
-            created_at: range(|r| r.gt = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("createdAt.gte", f(|v, n, _| NoteFilter {
-            created_at: range(|r| r.gte = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("updatedAt.eq", f(|v, n, _| NoteFilter {
-            updated_at: range(|r| r.eq = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("updatedAt.lt", f(|v, n, _| NoteFilter {
-            updated_at: range(|r| r.lt = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("updatedAt.lte", f(|v, n, _| NoteFilter {
-            updated_at: range(|r| r.lte = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("updatedAt.gt", f(|v, n, _| NoteFilter {
-            updated_at: range(|r| r.gt = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("updatedAt.gte", f(|v, n, _| NoteFilter {
-            updated_at: range(|r| r.gte = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("archivedAt.eq", f(|v, n, _| NoteFilter {
-            // An archive date that exists: note i (i % 20 = 7) archived at +1 h.
-            archived_at: range(|r| {
-                r.eq = Some(BASE_MS + (v.next(n) / 20) * 20 + 7 + 3_600_000);
+        (
+            "userId",
+            f(|v, _, user0| NoteFilter {
+                user_id: Some(user0 + v.next(USERS)),
+                ..NoteFilter::default()
             }),
-            ..NoteFilter::default()
-        })),
-        ("archivedAt.lt", f(|v, n, _| NoteFilter {
-            archived_at: range(|r| r.lt = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("archivedAt.lte", f(|v, n, _| NoteFilter {
-            archived_at: range(|r| r.lte = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("archivedAt.gt", f(|v, n, _| NoteFilter {
-            archived_at: range(|r| r.gt = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
-        ("archivedAt.gte", f(|v, n, _| NoteFilter {
-            archived_at: range(|r| r.gte = Some(at(v, n))),
-            ..NoteFilter::default()
-        })),
+        ),
+        (
+            "userEmail",
+            f(|v, _, _| NoteFilter {
+                user_email: Some(format!("user{}@bench.io", v.next(USERS))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "teamName",
+            f(|v, _, _| NoteFilter {
+                team_name: Some(format!("team{}", v.next(TEAMS))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "collectionName",
+            f(|v, _, _| NoteFilter {
+                collection_name: Some(format!("collection{}", v.next(COLLECTIONS))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "recordId",
+            f(|v, _, _| NoteFilter {
+                record_id: Some(v.next(RECORDS).to_string()),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "createdAt.eq",
+            f(|v, n, _| NoteFilter {
+                created_at: range(|r| r.eq = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "createdAt.lt",
+            f(|v, n, _| NoteFilter {
+                created_at: range(|r| r.lt = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "createdAt.lte",
+            f(|v, n, _| NoteFilter {
+                created_at: range(|r| r.lte = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "createdAt.gt",
+            f(|v, n, _| NoteFilter {
+                created_at: range(|r| r.gt = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "createdAt.gte",
+            f(|v, n, _| NoteFilter {
+                created_at: range(|r| r.gte = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "updatedAt.eq",
+            f(|v, n, _| NoteFilter {
+                updated_at: range(|r| r.eq = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "updatedAt.lt",
+            f(|v, n, _| NoteFilter {
+                updated_at: range(|r| r.lt = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "updatedAt.lte",
+            f(|v, n, _| NoteFilter {
+                updated_at: range(|r| r.lte = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "updatedAt.gt",
+            f(|v, n, _| NoteFilter {
+                updated_at: range(|r| r.gt = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "updatedAt.gte",
+            f(|v, n, _| NoteFilter {
+                updated_at: range(|r| r.gte = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "archivedAt.eq",
+            f(|v, n, _| NoteFilter {
+                // An archive date that exists: note i (i % 20 = 7) archived at +1 h.
+                archived_at: range(|r| {
+                    r.eq = Some(BASE_MS + (v.next(n) / 20) * 20 + 7 + 3_600_000);
+                }),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "archivedAt.lt",
+            f(|v, n, _| NoteFilter {
+                archived_at: range(|r| r.lt = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "archivedAt.lte",
+            f(|v, n, _| NoteFilter {
+                archived_at: range(|r| r.lte = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "archivedAt.gt",
+            f(|v, n, _| NoteFilter {
+                archived_at: range(|r| r.gt = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
+        (
+            "archivedAt.gte",
+            f(|v, n, _| NoteFilter {
+                archived_at: range(|r| r.gte = Some(at(v, n))),
+                ..NoteFilter::default()
+            }),
+        ),
     ]
 }
 
@@ -324,7 +394,10 @@ async fn postgres(count: i64) -> Result<(), Box<dyn std::error::Error>> {
         let start = Instant::now();
         seed(&store, count).await?;
         sqlx::query("ANALYZE").execute(store.pool()).await?;
-        println!("PostgreSQL: seeded in {:.1} s", start.elapsed().as_secs_f64());
+        println!(
+            "PostgreSQL: seeded in {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
         measure("PostgreSQL", &store, count).await?;
         store.close().await;
         Ok::<_, Box<dyn std::error::Error>>(())

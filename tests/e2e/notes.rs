@@ -41,15 +41,31 @@ const NOTE_KEYS: [&str; 12] = [
 fn assert_note_shape(note: &Json) {
     let object = note.as_object().unwrap_or_else(|| panic!("{note}"));
     for key in object.keys() {
-        assert!(NOTE_KEYS.contains(&key.as_str()), "unexpected {key} in {note}");
+        assert!(
+            NOTE_KEYS.contains(&key.as_str()),
+            "unexpected {key} in {note}"
+        );
     }
     assert_eq!(note["object"], "note");
     assert!(note["id"].is_i64());
-    for user in std::iter::once(&note["user"])
-        .chain(note["messages"].as_array().unwrap().iter().map(|m| &m["user"]))
-    {
-        let keys: BTreeSet<&str> = user.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys, BTreeSet::from(["object", "id", "username", "email"]), "{user}");
+    for user in std::iter::once(&note["user"]).chain(
+        note["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| &m["user"]),
+    ) {
+        let keys: BTreeSet<&str> = user
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            BTreeSet::from(["object", "id", "username", "email"]),
+            "{user}"
+        );
         assert_eq!(user["object"], "user");
     }
     for message in note["messages"].as_array().unwrap() {
@@ -59,7 +75,10 @@ fn assert_note_shape(note: &Json) {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys, BTreeSet::from(["object", "content", "createdAt", "user"]));
+        assert_eq!(
+            keys,
+            BTreeSet::from(["object", "content", "createdAt", "user"])
+        );
         assert_eq!(message["object"], "note-message");
     }
     assert_eq!(note["environment"]["object"], "environment");
@@ -115,8 +134,10 @@ async fn notes_are_created_threaded_archived_and_deleted(backend: Backend) {
         "POST",
         &base,
         t,
-        Some(&json!({"collectionName": "customers", "recordId": "7", "title": "Refund?",
-            "content": "<p>Asked for a <em>refund</em></p>"})),
+        Some(
+            &json!({"collectionName": "customers", "recordId": "7", "title": "Refund?",
+            "content": "<p>Asked for a <em>refund</em></p>"}),
+        ),
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{note}");
@@ -124,8 +145,14 @@ async fn notes_are_created_threaded_archived_and_deleted(backend: Backend) {
     let id = note["id"].as_i64().unwrap();
     assert_eq!(note["title"], "Refund?");
     assert_eq!(note["recordId"], "7");
-    assert_eq!(note["collection"], json!({"object": "collection", "name": "customers"}));
-    assert_eq!(note["team"], json!({"object": "team", "name": "Operations"}));
+    assert_eq!(
+        note["collection"],
+        json!({"object": "collection", "name": "customers"})
+    );
+    assert_eq!(
+        note["team"],
+        json!({"object": "team", "name": "Operations"})
+    );
     assert_eq!(
         note["environment"],
         json!({"object": "environment", "name": store.environment()})
@@ -158,7 +185,10 @@ async fn notes_are_created_threaded_archived_and_deleted(backend: Backend) {
     assert!(messages[0]["createdAt"].as_str() < messages[1]["createdAt"].as_str());
     assert!(threaded["updatedAt"].as_str() > note["updatedAt"].as_str());
     assert_eq!(threaded["createdAt"], note["createdAt"]);
-    assert_eq!(threaded["user"]["email"], "admin@canopy.local", "the creator stays");
+    assert_eq!(
+        threaded["user"]["email"], "admin@canopy.local",
+        "the creator stays"
+    );
 
     // Rename, archive, archive again (the first date stays), unarchive.
     let (status, renamed) = call(
@@ -257,33 +287,86 @@ async fn bad_writes_are_400s_naming_the_field_and_change_nothing(backend: Backen
         (with("title", json!("x".repeat(256))), "title"),
         (with("recordId", json!("")), "recordId"),
         (with("teamName", json!("Nobody")), "teamName"),
-        (with("content", json!("<script>alert(1)</script>")), "content"),
+        (
+            with("content", json!("<script>alert(1)</script>")),
+            "content",
+        ),
         (with("content", json!("x".repeat(70_000))), "content"),
     ] {
         let (status, answer) = call(app, "POST", &base, t, Some(&body)).await;
-        let message = error(status, &answer, StatusCode::BAD_REQUEST, "invalid_parameter");
+        let message = error(
+            status,
+            &answer,
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+        );
         assert!(message.starts_with(field), "{field}: {message}");
     }
     let (status, answer) = call(app, "POST", &base, t, Some(&json!([1]))).await;
-    error(status, &answer, StatusCode::BAD_REQUEST, "invalid_parameter");
+    error(
+        status,
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "invalid_parameter",
+    );
     assert_eq!(ids(&get(app, &base, &admin).await), Vec::<i64>::new());
 
     let (_, note) = call(app, "POST", &base, t, Some(&good)).await;
     let id = note["id"].as_i64().unwrap();
     for (method, path, body, field) in [
-        ("PATCH", format!("{base}/{id}"), json!({"archived": "yes"}), "archived"),
-        ("PATCH", format!("{base}/{id}"), json!({"title": ""}), "title"),
-        ("PATCH", format!("{base}/{id}"), json!({"pinned": true}), "pinned"),
-        ("PATCH", format!("{base}/{id}"), json!({}), "nothing to change"),
-        ("POST", format!("{base}/{id}/messages"), json!({}), "content"),
-        ("POST", format!("{base}/{id}/messages"), json!({"content": "<p></p>"}), "content"),
-        ("POST", format!("{base}/{id}/messages"), json!({"content": "x", "at": 1}), "at"),
+        (
+            "PATCH",
+            format!("{base}/{id}"),
+            json!({"archived": "yes"}),
+            "archived",
+        ),
+        (
+            "PATCH",
+            format!("{base}/{id}"),
+            json!({"title": ""}),
+            "title",
+        ),
+        (
+            "PATCH",
+            format!("{base}/{id}"),
+            json!({"pinned": true}),
+            "pinned",
+        ),
+        (
+            "PATCH",
+            format!("{base}/{id}"),
+            json!({}),
+            "nothing to change",
+        ),
+        (
+            "POST",
+            format!("{base}/{id}/messages"),
+            json!({}),
+            "content",
+        ),
+        (
+            "POST",
+            format!("{base}/{id}/messages"),
+            json!({"content": "<p></p>"}),
+            "content",
+        ),
+        (
+            "POST",
+            format!("{base}/{id}/messages"),
+            json!({"content": "x", "at": 1}),
+            "at",
+        ),
         ("GET", format!("{base}/abc"), Json::Null, "id"),
         ("GET", format!("{base}/0"), Json::Null, "id"),
     ] {
         let body = (!body.is_null()).then_some(body);
         let (status, answer) = call(app, method, &path, t, body.as_ref()).await;
-        let message = error(status, &answer, StatusCode::BAD_REQUEST, "invalid_parameter");
+        let message = error(
+            status,
+            &answer,
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+        );
         assert!(message.starts_with(field), "{path} {field}: {message}");
     }
     assert_eq!(get(app, &format!("{base}/{id}"), &admin).await, note);
@@ -333,15 +416,21 @@ async fn only_admins_of_the_project_may_call(backend: Backend) {
         (
             "POST",
             base.clone(),
-            Some(json!({"collectionName": "orders", "recordId": "2", "title": "T",
-                "content": "x"})),
+            Some(
+                json!({"collectionName": "orders", "recordId": "2", "title": "T",
+                "content": "x"}),
+            ),
         ),
         (
             "POST",
             format!("{base}/{id}/messages"),
             Some(json!({"content": "x"})),
         ),
-        ("PATCH", format!("{base}/{id}"), Some(json!({"archived": true}))),
+        (
+            "PATCH",
+            format!("{base}/{id}"),
+            Some(json!({"archived": true})),
+        ),
         ("DELETE", format!("{base}/{id}"), None),
     ];
     for (method, path, body) in &requests {
@@ -444,7 +533,10 @@ async fn every_filter_alone_and_combined_matches_the_notes_fields(backend: Backe
     }
     for i in [1_i64, 4, 9] {
         let id = store.notes(&Default::default(), 100).await.unwrap()[23 - i as usize].id;
-        store.add_note_message(&bo, id, "<p>later</p>").await.unwrap();
+        store
+            .add_note_message(&bo, id, "<p>later</p>")
+            .await
+            .unwrap();
     }
 
     let all_page = get(app, &format!("{base}?limit=100"), &admin).await;
@@ -472,20 +564,34 @@ async fn every_filter_alone_and_combined_matches_the_notes_fields(backend: Backe
         updated.sort_unstable();
         updated[12].to_owned()
     };
-    let first_archived = all
-        .iter()
-        .filter_map(|n| n.archived.clone())
-        .min()
-        .unwrap();
+    let first_archived = all.iter().filter_map(|n| n.archived.clone()).min().unwrap();
     let (bo_id, admin_id) = (bo.id, admin_user.id);
     type Check = Box<dyn Fn(&Seen) -> bool>;
     let cases: Vec<(String, Check)> = vec![
-        ("userEmail=bo@acme.io".into(), Box::new(|n: &Seen| n.email == "bo@acme.io")),
-        (format!("userId={bo_id}"), Box::new(move |n: &Seen| n.user_id == bo_id)),
-        (format!("userId={admin_id}"), Box::new(move |n: &Seen| n.user_id == admin_id)),
-        ("teamName=Sales".into(), Box::new(|n: &Seen| n.team == "Sales")),
-        ("teamName=Operations".into(), Box::new(|n: &Seen| n.team == "Operations")),
-        ("collectionName=orders".into(), Box::new(|n: &Seen| n.collection == "orders")),
+        (
+            "userEmail=bo@acme.io".into(),
+            Box::new(|n: &Seen| n.email == "bo@acme.io"),
+        ),
+        (
+            format!("userId={bo_id}"),
+            Box::new(move |n: &Seen| n.user_id == bo_id),
+        ),
+        (
+            format!("userId={admin_id}"),
+            Box::new(move |n: &Seen| n.user_id == admin_id),
+        ),
+        (
+            "teamName=Sales".into(),
+            Box::new(|n: &Seen| n.team == "Sales"),
+        ),
+        (
+            "teamName=Operations".into(),
+            Box::new(|n: &Seen| n.team == "Operations"),
+        ),
+        (
+            "collectionName=orders".into(),
+            Box::new(|n: &Seen| n.collection == "orders"),
+        ),
         ("recordId=2".into(), Box::new(|n: &Seen| n.record == "2")),
         (format!("createdAt.lt={mid_created}"), {
             let b = mid_created.clone();
@@ -531,24 +637,39 @@ async fn every_filter_alone_and_combined_matches_the_notes_fields(backend: Backe
             Box::new(move |n: &Seen| n.archived.as_deref().is_some_and(|a| a <= b.as_str()))
         }),
         // Combinations: AND.
-        ("userEmail=bo@acme.io&collectionName=customers".into(), Box::new(|n: &Seen| {
-            n.email == "bo@acme.io" && n.collection == "customers"
-        })),
-        ("collectionName=customers&recordId=1&teamName=Operations".into(), Box::new(|n: &Seen| {
-            n.collection == "customers" && n.record == "1" && n.team == "Operations"
-        })),
+        (
+            "userEmail=bo@acme.io&collectionName=customers".into(),
+            Box::new(|n: &Seen| n.email == "bo@acme.io" && n.collection == "customers"),
+        ),
+        (
+            "collectionName=customers&recordId=1&teamName=Operations".into(),
+            Box::new(|n: &Seen| {
+                n.collection == "customers" && n.record == "1" && n.team == "Operations"
+            }),
+        ),
         (format!("teamName=Sales&createdAt.gte={mid_created}"), {
             let b = mid_created.clone();
             Box::new(move |n: &Seen| n.team == "Sales" && n.created >= b)
         }),
-        (format!("createdAt.gt={}&createdAt.lte={}", all[20].created, all[3].created), {
-            let (lo, hi) = (all[20].created.clone(), all[3].created.clone());
-            Box::new(move |n: &Seen| n.created > lo && n.created <= hi)
-        }),
-        (format!("userId={bo_id}&updatedAt.gte={mid_updated}&archivedAt.gte=2000-01-01"), {
-            let b = mid_updated.clone();
-            Box::new(move |n: &Seen| n.user_id == bo_id && n.updated >= b && n.archived.is_some())
-        }),
+        (
+            format!(
+                "createdAt.gt={}&createdAt.lte={}",
+                all[20].created, all[3].created
+            ),
+            {
+                let (lo, hi) = (all[20].created.clone(), all[3].created.clone());
+                Box::new(move |n: &Seen| n.created > lo && n.created <= hi)
+            },
+        ),
+        (
+            format!("userId={bo_id}&updatedAt.gte={mid_updated}&archivedAt.gte=2000-01-01"),
+            {
+                let b = mid_updated.clone();
+                Box::new(move |n: &Seen| {
+                    n.user_id == bo_id && n.updated >= b && n.archived.is_some()
+                })
+            },
+        ),
         // Names nobody has: an empty page, not an error.
         ("userEmail=ghost@acme.io".into(), Box::new(|_: &Seen| false)),
         ("teamName=Ghosts".into(), Box::new(|_: &Seen| false)),
@@ -665,7 +786,12 @@ async fn paging_by_a_created_at_bound_returns_each_of_1000_notes_once(backend: B
             break;
         }
         assert_eq!(data.len(), 100);
-        bound = Some(data.last().unwrap()["createdAt"].as_str().unwrap().to_owned());
+        bound = Some(
+            data.last().unwrap()["createdAt"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
         assert!(pages <= 10, "paging does not end");
     }
     assert_eq!(pages, 10);
@@ -745,8 +871,14 @@ async fn names_follow_renames_and_survive_removals(backend: Backend) {
         .unwrap();
     let read = get(app, &format!("{base}/{}", note.id), &admin).await;
     assert_eq!(read["team"]["name"], "Sales EU");
-    assert_eq!(ids(&get(app, &format!("{base}?teamName=Sales%20EU"), &admin).await), [note.id]);
-    assert_eq!(ids(&get(app, &format!("{base}?teamName=Sales"), &admin).await), Vec::<i64>::new());
+    assert_eq!(
+        ids(&get(app, &format!("{base}?teamName=Sales%20EU"), &admin).await),
+        [note.id]
+    );
+    assert_eq!(
+        ids(&get(app, &format!("{base}?teamName=Sales"), &admin).await),
+        Vec::<i64>::new()
+    );
 
     store.remove_user(&Actor::System, bo.id).await.unwrap();
     store.remove_team(&Actor::System, "Sales EU").await.unwrap();
@@ -757,8 +889,14 @@ async fn names_follow_renames_and_survive_removals(backend: Backend) {
         json!({"object": "user", "id": bo.id, "username": "Bo Lind", "email": "bo@acme.io"})
     );
     assert_eq!(read["messages"][0]["user"], read["user"]);
-    assert_eq!(read["team"]["name"], "Sales", "the name it was written with");
-    assert_eq!(ids(&get(app, &format!("{base}?userId={}", bo.id), &admin).await), [note.id]);
+    assert_eq!(
+        read["team"]["name"], "Sales",
+        "the name it was written with"
+    );
+    assert_eq!(
+        ids(&get(app, &format!("{base}?userId={}", bo.id), &admin).await),
+        [note.id]
+    );
 }
 
 on_store_backends!(

@@ -51,16 +51,28 @@ const CORPUS: &[(&str, &str)] = &[
         r#"<a href="vbscript:msgbox(1)">x</a>"#,
         r#"<a rel="noopener noreferrer">x</a>"#,
     ),
-    (r#"<a href="/admin">x</a>"#, r#"<a rel="noopener noreferrer">x</a>"#),
+    (
+        r#"<a href="/admin">x</a>"#,
+        r#"<a rel="noopener noreferrer">x</a>"#,
+    ),
     // Scripts and event handlers.
     ("<script>alert(1)</script><p>ok</p>", "<p>ok</p>"),
-    (r#"<p onclick="alert(1)" style="x" class="c" id="i" title="t">hi</p>"#, "<p>hi</p>"),
+    (
+        r#"<p onclick="alert(1)" style="x" class="c" id="i" title="t">hi</p>"#,
+        "<p>hi</p>",
+    ),
     ("<img src=x onerror=alert(1)>hi", "hi"),
     ("<body onload=alert(1)>hi</body>", "hi"),
-    (r#"<div><span onfocus="alert(1)" tabindex=1>hi</span></div>"#, "hi"),
+    (
+        r#"<div><span onfocus="alert(1)" tabindex=1>hi</span></div>"#,
+        "hi",
+    ),
     // SVG and MathML: gone with their content.
     ("<svg><script>alert(1)</script></svg>ok", "ok"),
-    ("<p>a</p><svg onload=alert(1)><circle r=1 /></svg>", "<p>a</p>"),
+    (
+        "<p>a</p><svg onload=alert(1)><circle r=1 /></svg>",
+        "<p>a</p>",
+    ),
     (
         r#"<math><mi xlink:href="javascript:alert(1)">x</mi></math>ok"#,
         "ok",
@@ -70,22 +82,43 @@ const CORPUS: &[(&str, &str)] = &[
         "ok",
     ),
     // Styles, frames, plugins, forms.
-    (r#"<style>p{color:red}</style><p style="color:red">x</p>"#, "<p>x</p>"),
+    (
+        r#"<style>p{color:red}</style><p style="color:red">x</p>"#,
+        "<p>x</p>",
+    ),
     (r#"<iframe src="https://evil.io"></iframe>ok"#, "ok"),
-    (r#"<iframe srcdoc="<script>alert(1)</script>"></iframe>ok"#, "ok"),
-    (r#"<object data="x.swf"></object><embed src="x.swf">ok"#, "ok"),
+    (
+        r#"<iframe srcdoc="<script>alert(1)</script>"></iframe>ok"#,
+        "ok",
+    ),
+    (
+        r#"<object data="x.swf"></object><embed src="x.swf">ok"#,
+        "ok",
+    ),
     (
         r#"<form action="https://evil.io"><input value="v"><button>b</button></form>"#,
         "b",
     ),
-    (r#"<meta http-equiv="refresh" content="0;url=javascript:alert(1)">ok"#, "ok"),
-    (r#"<link rel="stylesheet" href="https://evil.io/x.css">ok"#, "ok"),
+    (
+        r#"<meta http-equiv="refresh" content="0;url=javascript:alert(1)">ok"#,
+        "ok",
+    ),
+    (
+        r#"<link rel="stylesheet" href="https://evil.io/x.css">ok"#,
+        "ok",
+    ),
     (r#"<base href="https://evil.io/">ok"#, "ok"),
     // Comments and broken markup.
     ("<!-- <script>alert(1)</script> -->ok", "ok"),
     ("<p>unclosed <b>bold", "<p>unclosed <b>bold</b></p>"),
-    ("<<script>script>alert(1)<</script>/script>", "&lt;/script&gt;"),
-    (r#"<p title="</p><script>alert(1)</script>">x</p>"#, "<p>x</p>"),
+    (
+        "<<script>script>alert(1)<</script>/script>",
+        "&lt;/script&gt;",
+    ),
+    (
+        r#"<p title="</p><script>alert(1)</script>">x</p>"#,
+        "<p>x</p>",
+    ),
     (
         r#"<noscript><p title="</noscript><img src=x onerror=alert(1)>">"#,
         "",
@@ -106,8 +139,10 @@ async fn messages_are_sanitised_against_an_xss_corpus(backend: Backend) {
         "POST",
         &base,
         t,
-        Some(&json!({"collectionName": "orders", "recordId": "1", "title": "XSS",
-            "content": "<p>start</p><script>alert(1)</script>"})),
+        Some(
+            &json!({"collectionName": "orders", "recordId": "1", "title": "XSS",
+            "content": "<p>start</p><script>alert(1)</script>"}),
+        ),
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{note}");
@@ -146,11 +181,24 @@ async fn messages_are_sanitised_against_an_xss_corpus(backend: Backend) {
         .map(|m| m["content"].as_str().unwrap())
         .collect();
     let mut expected = vec!["<p>start</p>"];
-    expected.extend(CORPUS.iter().map(|(_, out)| *out).filter(|out| !out.is_empty()));
+    expected.extend(
+        CORPUS
+            .iter()
+            .map(|(_, out)| *out)
+            .filter(|out| !out.is_empty()),
+    );
     assert_eq!(stored, expected);
     for html in stored {
         let lower = html.to_ascii_lowercase();
-        for banned in ["<script", "javascript:", "onerror", "onload", "<svg", "<iframe", "style="] {
+        for banned in [
+            "<script",
+            "javascript:",
+            "onerror",
+            "onload",
+            "<svg",
+            "<iframe",
+            "style=",
+        ] {
             assert!(!lower.contains(banned), "{banned} in {html}");
         }
     }

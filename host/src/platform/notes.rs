@@ -188,7 +188,9 @@ impl Store {
         }
         if !filter.archived_at.is_empty() {
             conditions.push("n.archived_at IS NOT NULL".to_owned());
-            let column = self.range_column("archived_at", &filter.archived_at).await?;
+            let column = self
+                .range_column("archived_at", &filter.archived_at)
+                .await?;
             conditions.extend(filter.archived_at.conditions(&column, &mut args));
         }
         let sql = format!(
@@ -260,9 +262,10 @@ impl Store {
         let collection = checked_name("collectionName", &new.collection_name)?;
         let (html, text) = sanitize(&new.content)?;
         let team = match &new.team_name {
-            Some(name) => self.team_by_name(name).await?.ok_or_else(|| {
-                Error::Invalid(format!("teamName: no team is named {name:?}"))
-            })?,
+            Some(name) => self
+                .team_by_name(name)
+                .await?
+                .ok_or_else(|| Error::Invalid(format!("teamName: no team is named {name:?}")))?,
             None => author.teams.first().cloned().ok_or_else(|| {
                 Error::Invalid(
                     "teamName: the author belongs to no team, so the note needs one".to_owned(),
@@ -505,10 +508,7 @@ fn created_bounds(range: &DateRange, project: &str, env: &str, args: &mut Args) 
         ));
     }
     if let Some(ms) = range.gte {
-        out.push(format!(
-            "n.id > COALESCE({}, 0)",
-            last_until(args, "<", ms)
-        ));
+        out.push(format!("n.id > COALESCE({}, 0)", last_until(args, "<", ms)));
     }
     out
 }
@@ -537,8 +537,12 @@ fn user_from_row(row: &AnyRow, id: &str, email: &str, username: &str) -> Result<
     let current_email: Option<String> = row.try_get("current_email")?;
     Ok(match current_email {
         Some(current_email) => {
-            let first: String = row.try_get::<Option<String>, _>("first_name")?.unwrap_or_default();
-            let last: String = row.try_get::<Option<String>, _>("last_name")?.unwrap_or_default();
+            let first: String = row
+                .try_get::<Option<String>, _>("first_name")?
+                .unwrap_or_default();
+            let last: String = row
+                .try_get::<Option<String>, _>("last_name")?
+                .unwrap_or_default();
             NoteUser {
                 id: row.try_get(id)?,
                 email: current_email,
@@ -576,12 +580,25 @@ static SANITIZER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
     let mut builder = ammonia::Builder::empty();
     builder
         .tags(HashSet::from([
-            "p", "br", "strong", "b", "em", "i", "u", "s", "ul", "ol", "li", "a", "code", "pre",
+            "p",
+            "br",
+            "strong",
+            "b",
+            "em",
+            "i",
+            "u",
+            "s",
+            "ul",
+            "ol",
+            "li",
+            "a",
+            "code",
+            "pre",
             "blockquote",
         ]))
         .clean_content_tags(HashSet::from([
-            "script", "style", "svg", "math", "iframe", "object", "embed", "noscript",
-            "template", "textarea", "title", "select",
+            "script", "style", "svg", "math", "iframe", "object", "embed", "noscript", "template",
+            "textarea", "title", "select",
         ]))
         .generic_attributes(HashSet::new())
         .tag_attributes(HashMap::from([("a", HashSet::from(["href"]))]))
@@ -616,7 +633,9 @@ fn plain_text(clean: &str) -> String {
     let mut rest = clean;
     while let Some(start) = rest.find('<') {
         out.push_str(&rest[..start]);
-        let end = rest[start..].find('>').map_or(rest.len(), |e| start + e + 1);
+        let end = rest[start..]
+            .find('>')
+            .map_or(rest.len(), |e| start + e + 1);
         let tag = &rest[start..end];
         let name: String = tag
             .trim_start_matches(['<', '/'])
@@ -624,8 +643,7 @@ fn plain_text(clean: &str) -> String {
             .take_while(char::is_ascii_alphanumeric)
             .collect();
         let closing = tag.starts_with("</");
-        if name == "br" || (closing && matches!(name.as_str(), "p" | "li" | "blockquote" | "pre"))
-        {
+        if name == "br" || (closing && matches!(name.as_str(), "p" | "li" | "blockquote" | "pre")) {
             out.push('\n');
         }
         rest = &rest[end..];
@@ -646,9 +664,10 @@ mod tests {
 
     #[test]
     fn allowed_markup_stays_and_links_get_rel() {
-        let (html, text) =
-            sanitize(r#"<p>Hi <strong>Bo</strong> &amp; <a href="https://x.io/a?b=1&c=2">x</a></p>"#)
-                .unwrap();
+        let (html, text) = sanitize(
+            r#"<p>Hi <strong>Bo</strong> &amp; <a href="https://x.io/a?b=1&c=2">x</a></p>"#,
+        )
+        .unwrap();
         assert_eq!(
             html,
             r#"<p>Hi <strong>Bo</strong> &amp; <a href="https://x.io/a?b=1&amp;c=2" rel="noopener noreferrer">x</a></p>"#
@@ -658,13 +677,20 @@ mod tests {
 
     #[test]
     fn text_keeps_line_breaks_and_decodes_entities() {
-        let (_, text) = sanitize("<p>a &lt;b&gt;</p><ul><li>one</li><li>two</li></ul>x<br>y").unwrap();
+        let (_, text) =
+            sanitize("<p>a &lt;b&gt;</p><ul><li>one</li><li>two</li></ul>x<br>y").unwrap();
         assert_eq!(text, "a <b>\none\ntwo\nx\ny");
     }
 
     #[test]
     fn empty_after_sanitising_is_refused() {
-        for html in ["", "   ", "<script>alert(1)</script>", "<p> </p>", "<img src=x onerror=alert(1)>"] {
+        for html in [
+            "",
+            "   ",
+            "<script>alert(1)</script>",
+            "<p> </p>",
+            "<img src=x onerror=alert(1)>",
+        ] {
             assert!(sanitize(html).is_err(), "{html}");
         }
     }

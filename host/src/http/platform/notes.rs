@@ -306,11 +306,17 @@ mod tests {
         let write_only = [Scope::NotesWrite];
         let read = list(token(&f, &write_only), env(), RawQuery(None)).await;
         assert_eq!(status(read), forbidden);
-        assert_eq!(status(super::read(token(&f, &write_only), path3(id)).await), forbidden);
+        assert_eq!(
+            status(super::read(token(&f, &write_only), path3(id)).await),
+            forbidden
+        );
         for scopes in [&[Scope::NotesRead][..], &[Scope::All]] {
             let listed = list(token(&f, scopes), env(), RawQuery(None)).await;
             assert_eq!(status(listed), StatusCode::OK);
-            assert_eq!(status(super::read(token(&f, scopes), path3(id)).await), StatusCode::OK);
+            assert_eq!(
+                status(super::read(token(&f, scopes), path3(id)).await),
+                StatusCode::OK
+            );
         }
         for other in [Scope::ActivityLogsRead, Scope::AdminLogsRead] {
             let listed = list(token(&f, &[other]), env(), RawQuery(None)).await;
@@ -333,7 +339,10 @@ mod tests {
         )
         .await;
         assert_eq!(status(changed), forbidden);
-        assert_eq!(status(remove(token(&f, &read_only), path3(id)).await), forbidden);
+        assert_eq!(
+            status(remove(token(&f, &read_only), path3(id)).await),
+            forbidden
+        );
         assert_eq!(f.store.note(id).await.unwrap().unwrap(), note);
 
         // A write-only token writes, but its answer shows only the note's id.
