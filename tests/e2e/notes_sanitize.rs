@@ -130,7 +130,10 @@ const CORPUS: &[(&str, &str)] = &[
     ("a < b & c > d", "a &lt; b &amp; c &gt; d"),
     // Nothing readable left: refused.
     ("<script>alert(1)</script>", ""),
-    (r#"<img src=x onerror=alert(1)><svg onload=alert(1)></svg>"#, ""),
+    (
+        r#"<img src=x onerror=alert(1)><svg onload=alert(1)></svg>"#,
+        "",
+    ),
 ];
 
 async fn messages_are_sanitised_against_an_xss_corpus(backend: Backend) {

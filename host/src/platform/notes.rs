@@ -20,11 +20,13 @@ use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
 use super::listing::{Args, DateRange};
-use super::store::{Store, now_ms};
+use super::store::{Dialect, Store, now_ms};
 use super::{Error, Result, User};
 
 /// The longest title, record id and collection name accepted, in characters.
 const MAX_NAME: usize = 255;
+/// Up to how many notes a date range is read through its own index (then sorted by id).
+const NARROW: i64 = 10_000;
 /// The largest message accepted, in bytes of HTML before sanitising.
 pub const MAX_CONTENT: usize = 64 * 1024;
 
@@ -165,36 +167,63 @@ impl Store {
             &environment,
             &mut args,
         ));
-        conditions.extend(filter.created_at.conditions("n.created_at", &mut args));
-        // A note is updated and archived at or after its creation, so an upper bound on those
-        // dates is also one on the creation date, hence on the id: the scan starts there.
-        for range in [&filter.updated_at, &filter.archived_at] {
-            let upper = DateRange {
-                lt: range.lt,
-                lte: range.lte,
-                ..DateRange::default()
-            };
-            let at_most = DateRange {
-                lte: range.eq,
-                ..DateRange::default()
-            };
-            for bound in [upper, at_most] {
-                conditions.extend(created_bounds(&bound, &project, &environment, &mut args));
+        // `+` keeps the planner on the id bounds above rather than sorting a created_at range.
+        conditions.extend(filter.created_at.conditions("+n.created_at", &mut args));
+        // The update and archive date ranges: counted first on their own index. When one holds
+        // few notes, the list reads it (and sorts those few); otherwise it walks the ids newest
+        // first, from the id bound that an upper date implies, checking each note.
+        let mut narrowest: Option<(i64, &str)> = None;
+        let mut ranges = Vec::new();
+        for (column, index, range) in [
+            ("updated_at", "notes_updated", &filter.updated_at),
+            ("archived_at", "notes_archived", &filter.archived_at),
+        ] {
+            if range.is_empty() {
+                continue;
             }
-        }
-        if !filter.updated_at.is_empty() {
-            let column = self.range_column("updated_at", &filter.updated_at).await?;
-            conditions.extend(filter.updated_at.conditions(&column, &mut args));
+            let count = self.range_count(column, range).await?;
+            if count <= NARROW && narrowest.is_none_or(|(least, _)| count < least) {
+                narrowest = Some((count, index));
+            }
+            ranges.push((column, range));
         }
         if !filter.archived_at.is_empty() {
             conditions.push("n.archived_at IS NOT NULL".to_owned());
-            let column = self
-                .range_column("archived_at", &filter.archived_at)
-                .await?;
-            conditions.extend(filter.archived_at.conditions(&column, &mut args));
         }
+        for (column, range) in ranges {
+            if narrowest.is_some() {
+                conditions.extend(range.conditions(&format!("n.{column}"), &mut args));
+                continue;
+            }
+            // A note is updated and archived at or after its creation, so an upper bound on
+            // those dates is one on the creation date, hence on the id.
+            for bound in [
+                DateRange {
+                    lt: range.lt,
+                    lte: range.lte,
+                    ..DateRange::default()
+                },
+                DateRange {
+                    lte: range.eq,
+                    ..DateRange::default()
+                },
+            ] {
+                conditions.extend(created_bounds(&bound, &project, &environment, &mut args));
+            }
+            // `+` keeps the planner off the column's index: a wide range read through it would
+            // sort most of the table to return 100 rows.
+            conditions.extend(range.conditions(&format!("+n.{column}"), &mut args));
+        }
+        // SQLite plans without statistics (nobody runs ANALYZE on the store) and would rather
+        // walk the ids than sort a range it cannot size: it is told. PostgreSQL has statistics.
+        let from = match narrowest {
+            Some((_, index)) if self.dialect() == Dialect::Sqlite => {
+                NOTE_FROM.replacen("notes n", &format!("notes n INDEXED BY {index}"), 1)
+            }
+            _ => NOTE_FROM.to_owned(),
+        };
         let sql = format!(
-            "SELECT {NOTE_COLUMNS} FROM {NOTE_FROM} WHERE {} ORDER BY n.id DESC LIMIT {}",
+            "SELECT {NOTE_COLUMNS} FROM {from} WHERE {} ORDER BY n.id DESC LIMIT {}",
             conditions.join(" AND "),
             args.int(limit.max(0)),
         );
@@ -204,12 +233,9 @@ impl Store {
         Ok(notes)
     }
 
-    /// How a list should reach the notes whose `column` falls in `range`: through the column's
-    /// index when few do (at most `NARROW`, counted on that index), else by walking the ids
-    /// newest first and checking each (`+column` keeps the planner off the index: a wide range
-    /// read through it would sort most of the table to return 100 rows).
-    async fn range_column(&self, column: &str, range: &DateRange) -> Result<String> {
-        const NARROW: i64 = 10_000;
+    /// How many live notes have `column` in `range`, counted on the column's index up to
+    /// `NARROW + 1` (the cost of the count is bounded too).
+    async fn range_count(&self, column: &str, range: &DateRange) -> Result<i64> {
         let mut args = Args::default();
         let project = args.text(self.project());
         let environment = args.text(self.environment());
@@ -225,16 +251,11 @@ impl Store {
             conditions.join(" AND "),
             args.int(NARROW + 1)
         );
-        let count: i64 = args
+        Ok(args
             .bind(sqlx::query(&sql))
             .fetch_one(self.pool())
             .await?
-            .try_get(0)?;
-        Ok(if count > NARROW {
-            format!("+n.{column}")
-        } else {
-            format!("n.{column}")
-        })
+            .try_get(0)?)
     }
 
     /// One note of this environment, unless deleted.
