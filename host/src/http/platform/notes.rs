@@ -270,7 +270,7 @@ mod tests {
         Path(("acme".into(), "production".into(), id.to_string()))
     }
 
-    fn body(value: Json) -> Body {
+    fn body(value: &Json) -> Body {
         Body(value.as_object().unwrap().clone())
     }
 
@@ -328,14 +328,14 @@ mod tests {
         let added = add_message(
             token(&f, &read_only),
             path3(id),
-            body(json!({"content": "x"})),
+            body(&json!({"content": "x"})),
         )
         .await;
         assert_eq!(status(added), forbidden);
         let changed = change(
             token(&f, &read_only),
             path3(id),
-            body(json!({"archived": true})),
+            body(&json!({"archived": true})),
         )
         .await;
         assert_eq!(status(changed), forbidden);
@@ -349,7 +349,7 @@ mod tests {
         let added = add_message(
             token(&f, &write_only),
             path3(id),
-            body(json!({"content": "<p>more</p>"})),
+            body(&json!({"content": "<p>more</p>"})),
         )
         .await
         .unwrap();
