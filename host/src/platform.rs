@@ -13,6 +13,7 @@ pub mod declarative;
 pub mod documents;
 pub mod listing;
 pub mod login;
+pub mod notes;
 pub mod password;
 pub mod remote;
 pub mod scope;

@@ -37,6 +37,8 @@ mod list;
 mod login;
 mod login_browser;
 mod login_oidc;
+mod notes;
+mod notes_sanitize;
 mod operators;
 mod permissions;
 mod permissions_charts;

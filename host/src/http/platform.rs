@@ -18,6 +18,7 @@ mod groups;
 pub mod listing;
 mod logs;
 mod tokens;
+mod notes;
 mod users;
 
 use std::sync::Arc;
@@ -54,6 +55,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(logs::router())
         .merge(activity::router())
         .merge(tokens::router())
+        .merge(notes::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
