@@ -18,6 +18,7 @@ mod healthcheck;
 pub mod liana;
 mod middleware;
 mod modification;
+pub mod openapi;
 mod permission;
 mod platform;
 mod related;
@@ -191,9 +192,12 @@ fn trim_trailing_slash(mut request: axum::extract::Request) -> axum::extract::Re
 }
 
 /// The agent's router sends no `Allow` header (it has no `allowedMethods()`); axum adds one to
-/// the answer of a method that a path does not serve.
+/// the answer of a method that a path does not serve. A 405 keeps it: only `/v1` answers 405
+/// (the agent's routes answer 404), and RFC 9110 §15.5.6 requires `Allow` there.
 fn without_allow(mut response: axum::response::Response) -> axum::response::Response {
-    response.headers_mut().remove(axum::http::header::ALLOW);
+    if response.status() != axum::http::StatusCode::METHOD_NOT_ALLOWED {
+        response.headers_mut().remove(axum::http::header::ALLOW);
+    }
     response
 }
 
@@ -228,10 +232,10 @@ pub fn router(state: SharedState) -> Router {
         .with_state(Arc::clone(&state));
     let routes = Router::new()
         .nest(&mount_path, forest)
-        .merge(approvals::router(Arc::clone(&state)))
+        // Every `/v1` route (admin API, approval requests, …) with its OpenAPI document.
         .nest(
             &platform::base_path(&mount_path),
-            platform::router(Arc::clone(&state)),
+            openapi::router(Arc::clone(&state), &platform::base_path(&mount_path)),
         )
         .fallback(error::not_found);
     let routes = liana::around(&state, routes);

@@ -34,6 +34,7 @@ mod list;
 mod login;
 mod login_browser;
 mod login_oidc;
+mod openapi;
 mod operators;
 mod permissions;
 mod permissions_charts;

@@ -10,13 +10,13 @@ pub mod listing;
 mod logs;
 mod users;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value as Json, json};
+use utoipa_axum::router::OpenApiRouter;
 
 use super::SharedState;
 use crate::auth;
@@ -28,22 +28,22 @@ pub fn base_path(mount_path: &str) -> String {
     format!("{}/v1", mount_path.strip_suffix("/forest").unwrap_or(""))
 }
 
-pub fn router(state: SharedState) -> Router {
-    Router::new()
-        .merge(users::router())
-        .merge(groups::router())
-        .merge(documents::router())
-        .merge(logs::router())
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
+/// The admin API's routes, each documented (`http::openapi` mounts them and their document).
+pub fn routes() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::new()
+        .merge(users::routes())
+        .merge(groups::routes())
+        .merge(documents::routes())
+        .merge(logs::routes())
 }
 
-async fn not_found() -> Response {
+/// The answer of a `/v1` path without a route.
+pub(super) async fn not_found() -> Response {
     Error::NotFound("no route at this path".to_owned()).into_response()
 }
 
-async fn method_not_allowed() -> Response {
+/// The answer of a method a `/v1` path does not serve (axum adds the `Allow` header).
+pub(super) async fn method_not_allowed() -> Response {
     Error::MethodNotAllowed.into_response()
 }
 
