@@ -104,6 +104,7 @@ async fn the_document_is_openapi_3_1_with_every_reference_resolved(backend: Back
     assert_eq!(scheme["scheme"], "bearer");
     assert_eq!(document["security"], serde_json::json!([{"bearerAuth": []}]));
 
+    assert!(!document.to_string().contains("x-canopy-raw"));
     let mut refs = Vec::new();
     references(&document, &mut refs);
     assert!(!refs.is_empty());
@@ -128,10 +129,16 @@ async fn the_document_is_openapi_3_1_with_every_reference_resolved(backend: Back
             .split('/')
             .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
             .collect();
-        let declared: BTreeSet<&str> = operation["parameters"]
+        let parameters = operation["parameters"]
             .as_array()
             .map(Vec::as_slice)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let mut seen = BTreeSet::new();
+        for parameter in parameters {
+            let key = (parameter["in"].as_str(), parameter["name"].as_str());
+            assert!(seen.insert(key), "{method} {path}: {key:?} twice");
+        }
+        let declared: BTreeSet<&str> = parameters
             .iter()
             .filter(|p| p["in"] == "path")
             .map(|p| {
@@ -140,6 +147,8 @@ async fn the_document_is_openapi_3_1_with_every_reference_resolved(backend: Back
             })
             .collect();
         assert_eq!(placeholders, declared, "{method} {path}");
+        // Raw JSON schemas were put in place.
+        assert!(!operation.to_string().contains("x-canopy-raw"), "{operation}");
         // The errors every route can give, in the one shape; 429 says when to retry.
         let responses = &operation["responses"];
         for status in ["400", "401", "403", "404", "429", "500"] {

@@ -174,7 +174,8 @@ struct ApprovalSchema {
     requester_email: String,
     status: StatusSchema,
     /// The action body's `data.attributes` as filed (a select-all resolved to ids).
-    attributes: serde_json::Map<String, Json>,
+    #[schema(value_type = Object)]
+    attributes: Json,
     /// Unix milliseconds.
     created_at: i64,
     decided_by_id: Option<i64>,
@@ -183,7 +184,8 @@ struct ApprovalSchema {
     decided_at: Option<i64>,
     comment: Option<String>,
     /// What running the approved action answered (`status` and `body`, or `file`, or `error`).
-    outcome: Option<serde_json::Map<String, Json>>,
+    #[schema(value_type = Option<Object>)]
+    outcome: Option<Json>,
     /// The roles that may approve it (in the answer of a new request only).
     #[schema(nullable = false)]
     role_ids_allowed_to_approve: Option<Vec<i64>>,

@@ -179,14 +179,8 @@ pub fn router(state: SharedState, base_path: &str) -> Router {
         // Relative to the server that serves the document: the paths stay `/v1/…`.
         document.servers = Some(vec![Server::new(prefix)]);
     }
-    let json = match document.to_json() {
-        Ok(json) => json,
-        Err(error) => {
-            // Only a map with non-string keys fails, and the document has none.
-            tracing::error!(%error, "the OpenAPI document could not be written");
-            String::from("{}")
-        }
-    };
+    let document = to_json(&document);
+    let json = document.to_string();
     let reference = utoipa_scalar::Scalar::new(document)
         .title("Canopy public API")
         .to_html();
@@ -312,13 +306,54 @@ fn add_errors(operation: &mut Operation) {
     }
 }
 
+/// Where a schema written as JSON Schema waits, inside the typed document, to replace the
+/// schema object that carries it ([`unwrap_raw`]). utoipa's typed schema has no `oneOf` inside an
+/// object, no `const` and no `anyOf` of formats, and reading JSON into it drops what it lacks.
+const RAW: &str = "x-canopy-raw";
+
 /// A schema written as JSON Schema, for what the derive cannot say (`propertyNames`, unions of
-/// documents). A literal that does not read as a schema is a bug caught by the document tests.
+/// documents, constants).
 pub fn schema(value: serde_json::Value) -> utoipa::openapi::schema::Schema {
-    serde_json::from_value(value).unwrap_or_else(|error| {
-        tracing::error!(%error, "an OpenAPI schema literal does not read");
-        utoipa::openapi::schema::Schema::default()
-    })
+    utoipa::openapi::schema::Schema::Object(
+        ObjectBuilder::new()
+            .extensions(Some(
+                utoipa::openapi::extensions::ExtensionsBuilder::new()
+                    .add(RAW, value)
+                    .build(),
+            ))
+            .build(),
+    )
+}
+
+/// Replaces every object that carries a raw schema by that schema.
+fn unwrap_raw(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if let Some(raw) = map.remove(RAW) {
+                *value = raw;
+                unwrap_raw(value);
+            } else {
+                map.values_mut().for_each(unwrap_raw);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(unwrap_raw),
+        _ => {}
+    }
+}
+
+/// The document as served: JSON, raw schemas in place.
+pub fn to_json(document: &OpenApi) -> serde_json::Value {
+    match serde_json::to_value(document) {
+        Ok(mut value) => {
+            unwrap_raw(&mut value);
+            value
+        }
+        Err(error) => {
+            // Only a map with non-string keys fails, and the document has none.
+            tracing::error!(%error, "the OpenAPI document could not be written");
+            serde_json::Value::Null
+        }
+    }
 }
 
 /// `tags`: string values under non-blank keys, e.g. `{"region": "EU"}`.

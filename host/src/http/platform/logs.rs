@@ -25,7 +25,7 @@ pub fn routes() -> OpenApiRouter<SharedState> {
 #[allow(dead_code, reason = "documentation only: list reads the query with ListQuery")]
 struct AdminLogQuery {
     /// How many entries, newest first (1 to 100).
-    #[param(minimum = 1, maximum = 100, default = 10)]
+    #[param(nullable = false, minimum = 1, maximum = 100, default = 10)]
     limit: Option<i64>,
 }
 
@@ -61,11 +61,11 @@ struct AdminLogEntry {
     #[schema(nullable = false)]
     user: Option<AdminLogUser>,
     /// The resource before the change.
-    #[schema(nullable = false)]
-    previous_value: Option<serde_json::Value>,
+    #[schema(nullable = false, value_type = Option<Object>)]
+    previous_value: Option<Json>,
     /// The resource after the change.
-    #[schema(nullable = false)]
-    new_value: Option<serde_json::Value>,
+    #[schema(nullable = false, value_type = Option<Object>)]
+    new_value: Option<Json>,
 }
 
 /// A page of the admin log, newest first.
@@ -76,7 +76,8 @@ struct AdminLogList {
     /// Whether older entries remain beyond `limit`.
     has_more: bool,
     /// The path parameters, the limit and every filter given, under the same keys.
-    parameters: serde_json::Map<String, serde_json::Value>,
+    #[schema(value_type = Object)]
+    parameters: Json,
     data: Vec<AdminLogEntry>,
 }
 
