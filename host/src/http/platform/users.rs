@@ -123,6 +123,23 @@ pub struct UserChangeSchema {
     password: Option<String>,
 }
 
+/// A user as the API shows them (never a password hash).
+pub fn user_json(user: &User) -> Json {
+    json!({
+        "object": "user",
+        "id": user.id,
+        "email": user.email,
+        "firstName": user.first_name,
+        "lastName": user.last_name,
+        "permissionLevel": user.permission_level.as_str(),
+        "role": user.role.as_ref().map(|r| json!({"object": "role", "id": r.id, "name": r.name})),
+        "teams": user.teams.iter().map(|t| json!({"object": "team", "id": t.id, "name": t.name})).collect::<Vec<_>>(),
+        "tags": user.tags,
+        "disabled": user.disabled,
+        "hasPassword": user.has_password,
+    })
+}
+
 /// Lists the project's users.
 #[utoipa::path(
     get,
