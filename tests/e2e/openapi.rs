@@ -286,6 +286,7 @@ fn no_v1_module_mounts_a_route_outside_routes_macro() {
         assert!(names.iter().any(|n| n == expected), "{expected}: {names:?}");
     }
     for (path, text) in modules {
+        let text = text.replace("OpenApiRouter::new()", "");
         for forbidden in [".route(", "axum::routing", "Router::new()"] {
             assert!(
                 !text.contains(forbidden),

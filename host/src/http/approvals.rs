@@ -44,7 +44,7 @@ use super::caller::Authenticated;
 use super::collection::served;
 use super::error::ApiError;
 use super::middleware::RequestId;
-use super::openapi::{EnvironmentPath, ErrorBody, IdPath};
+use super::openapi::ErrorBody;
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::action::{ResultBody, result_body, slug};
 use crate::agent::query_string::QueryString;
@@ -401,7 +401,10 @@ fn store<'a>(
     path = "/project/{project}/environment/{environment}/approval-requests",
     operation_id = "file_approval_request",
     tag = "approval-requests",
-    params(EnvironmentPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
     request_body = NewApproval,
     responses(
         (status = 201, description = "The request, filed", body = ApprovalSchema),
@@ -531,7 +534,11 @@ async fn frozen(
     path = "/project/{project}/environment/{environment}/approval-requests",
     operation_id = "list_approval_requests",
     tag = "approval-requests",
-    params(EnvironmentPath, ApprovalQuery),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ApprovalQuery,
+    ),
     responses(
         (status = 200, description = "The requests the caller may see", body = ApprovalList),
     ),
@@ -571,7 +578,11 @@ async fn list(
     path = "/project/{project}/environment/{environment}/approval-requests/{id}",
     operation_id = "read_approval_request",
     tag = "approval-requests",
-    params(EnvironmentPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The approval request's id"),
+    ),
     responses(
         (status = 200, description = "The request", body = ApprovalSchema),
     ),
@@ -593,7 +604,11 @@ async fn show(
     path = "/project/{project}/environment/{environment}/approval-requests/{id}/approve",
     operation_id = "approve_approval_request",
     tag = "approval-requests",
-    params(EnvironmentPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The approval request's id"),
+    ),
     request_body = Decision,
     responses(
         (status = 200, description = "Approved; the action ran and its outcome is kept", body = ApprovalSchema),
@@ -625,7 +640,11 @@ async fn approve(
     path = "/project/{project}/environment/{environment}/approval-requests/{id}/reject",
     operation_id = "reject_approval_request",
     tag = "approval-requests",
-    params(EnvironmentPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The approval request's id"),
+    ),
     request_body = Decision,
     responses(
         (status = 200, description = "Rejected", body = ApprovalSchema),

@@ -14,7 +14,11 @@
 //!     get,
 //!     path = "/project/{project}/environment/{environment}/notes", // below `/v1`
 //!     tag = "notes",
-//!     params(openapi::EnvironmentPath, NotesQuery),                // NotesQuery: IntoParams
+//!     params(
+//!         ("project" = String, Path, description = "The project's name (case sensitive)"),
+//!         ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+//!         NotesQuery,                           // the query: a struct deriving IntoParams
+//!     ),
 //!     responses((status = 200, description = "The newest notes", body = NoteList)),
 //! )]
 //! async fn list(admin: Admin, …) -> Result<Response> { … }
@@ -25,6 +29,10 @@
 //! // and in `router` below: `.merge(notes::routes())`
 //! ```
 //!
+//! - Path parameters are declared in the tuple form above, by name: utoipa (axum_extras) also
+//!   reads them from the handler's `Path` extractor and merges the two by name (an `IntoParams`
+//!   struct for the path would list them twice). Give ids their type and bounds
+//!   (`("id" = i64, Path, minimum = 1, …)`), so that generated clients send what is accepted.
 //! - Paths are written below `/v1` (`/project/{project}/…`), with axum's `{name}` captures; the
 //!   document names them `/v1/…` and says the prefix in `servers` (so a client calls exactly
 //!   what it reads), the router nests them under `/{prefix}/v1`.
@@ -49,7 +57,7 @@ use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi, Ref, RefOr, Server};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 
 use super::{SharedState, approvals, platform};
@@ -123,36 +131,6 @@ pub struct ErrorBody {
     retry_after: Option<u64>,
     /// Details some errors carry (e.g. `roleIdsAllowedToApprove`).
     data: Option<serde_json::Value>,
-}
-
-/// `{project}`: the project's name, case sensitive.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code, reason = "documentation only: handlers read the path with axum's Path")]
-pub struct ProjectPath {
-    /// The project's name (case sensitive).
-    project: String,
-}
-
-/// `{project}` and `{environment}`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code, reason = "documentation only: handlers read the path with axum's Path")]
-pub struct EnvironmentPath {
-    /// The project's name (case sensitive).
-    project: String,
-    /// The environment's name (case sensitive).
-    environment: String,
-}
-
-/// `{id}` of an item (a positive integer).
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code, reason = "documentation only: handlers read the path with axum's Path")]
-pub struct IdPath {
-    /// The item's id.
-    #[param(minimum = 1)]
-    id: i64,
 }
 
 /// Every `/v1` route, documented; the axum router (paths below `/v1`, state not yet applied)

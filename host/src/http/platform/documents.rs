@@ -9,12 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use axum::extract::{Path, State};
 use axum::response::Response;
 use serde_json::{Value as Json, json};
-use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{Admin, Document, Error, Result, id, typed};
-use crate::http::openapi::{EnvironmentPath, ErrorBody, json_schema};
+use crate::http::openapi::{ErrorBody, json_schema};
 use crate::http::{SharedState, json};
 use crate::platform::declarative::{self, Part, Right, SchemaView};
 use crate::platform::documents::{
@@ -29,16 +28,6 @@ pub fn routes() -> OpenApiRouter<SharedState> {
         .routes(routes!(renderings))
         .routes(routes!(rendering, set_rendering))
         .routes(routes!(ip_whitelist, set_ip_whitelist))
-}
-
-/// `{id}` of a team.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code, reason = "documentation only: handlers read the path with axum's Path")]
-struct TeamPath {
-    /// The team's id.
-    #[param(minimum = 1)]
-    id: i64,
 }
 
 /// A grant of one right: to everyone (`true`), nobody (`false`), or the roles listed.
@@ -183,7 +172,10 @@ json_schema!(
     path = "/project/{project}/environment/{environment}/permissions",
     operation_id = "read_permissions",
     tag = "permissions",
-    params(EnvironmentPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
     responses(
         (status = 200, description = "The environment's permissions", body = EnvironmentPermissionsSchema),
     ),
@@ -201,7 +193,10 @@ async fn permissions(
     path = "/project/{project}/environment/{environment}/permissions",
     operation_id = "set_permissions",
     tag = "permissions",
-    params(EnvironmentPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
     request_body = EnvironmentPermissionsSchema,
     responses(
         (status = 200, description = "The permissions as saved", body = EnvironmentPermissionsSchema),
@@ -375,7 +370,10 @@ async fn team(store: &Store, raw: &str) -> Result<Team> {
     path = "/project/{project}/environment/{environment}/renderings",
     operation_id = "list_renderings",
     tag = "permissions",
-    params(EnvironmentPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
     responses(
         (status = 200, description = "Every team's rendering", body = RenderingListSchema),
     ),
@@ -399,7 +397,11 @@ async fn renderings(
     path = "/project/{project}/environment/{environment}/teams/{id}/rendering",
     operation_id = "read_rendering",
     tag = "permissions",
-    params(EnvironmentPath, TeamPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
     responses(
         (status = 200, description = "The team's rendering", body = RenderingSchema),
     ),
@@ -429,7 +431,11 @@ struct RenderingBody {
     path = "/project/{project}/environment/{environment}/teams/{id}/rendering",
     operation_id = "set_rendering",
     tag = "permissions",
-    params(EnvironmentPath, TeamPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
     request_body = RenderingBodySchema,
     responses(
         (status = 200, description = "The rendering as saved", body = RenderingSchema),
@@ -485,7 +491,10 @@ async fn set_rendering(
     path = "/project/{project}/environment/{environment}/ip-whitelist",
     operation_id = "read_ip_whitelist",
     tag = "permissions",
-    params(EnvironmentPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
     responses(
         (status = 200, description = "The IP whitelist", body = IpWhitelistSchema),
     ),
@@ -503,7 +512,10 @@ async fn ip_whitelist(
     path = "/project/{project}/environment/{environment}/ip-whitelist",
     operation_id = "set_ip_whitelist",
     tag = "permissions",
-    params(EnvironmentPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
     request_body = IpWhitelistSchema,
     responses(
         (status = 200, description = "The whitelist as saved", body = IpWhitelistSchema),

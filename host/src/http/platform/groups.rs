@@ -10,7 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
-use crate::http::openapi::{ErrorBody, IdPath, ProjectPath};
+use crate::http::openapi::ErrorBody;
 use crate::http::{SharedState, json, json_with};
 use crate::platform::Store;
 use crate::platform::declarative::{self, Part};
@@ -189,7 +189,9 @@ async fn remove(kind: Kind, admin: Admin, project: String, raw: String) -> Resul
     get,
     path = "/project/{project}/teams",
     tag = "teams",
-    params(ProjectPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
     responses(
         (status = 200, description = "Every team", body = GroupList),
     ),
@@ -202,7 +204,9 @@ async fn list_teams(admin: Admin, Path(project): Path<String>) -> Result<Respons
     get,
     path = "/project/{project}/roles",
     tag = "roles",
-    params(ProjectPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
     responses(
         (status = 200, description = "Every role", body = GroupList),
     ),
@@ -215,7 +219,10 @@ async fn list_roles(admin: Admin, Path(project): Path<String>) -> Result<Respons
     get,
     path = "/project/{project}/teams/{id}",
     tag = "teams",
-    params(ProjectPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
     responses(
         (status = 200, description = "The team", body = Group),
     ),
@@ -228,7 +235,10 @@ async fn read_team(admin: Admin, Path((p, id)): Path<(String, String)>) -> Resul
     get,
     path = "/project/{project}/roles/{id}",
     tag = "roles",
-    params(ProjectPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The role's id"),
+    ),
     responses(
         (status = 200, description = "The role", body = Group),
     ),
@@ -241,7 +251,9 @@ async fn read_role(admin: Admin, Path((p, id)): Path<(String, String)>) -> Resul
     post,
     path = "/project/{project}/teams",
     tag = "teams",
-    params(ProjectPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
     request_body = GroupName,
     responses(
         (status = 201, description = "The new team", body = Group),
@@ -256,7 +268,9 @@ async fn create_team(admin: Admin, Path(p): Path<String>, Body(b): Body) -> Resu
     post,
     path = "/project/{project}/roles",
     tag = "roles",
-    params(ProjectPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
     request_body = GroupName,
     responses(
         (status = 201, description = "The new role", body = Group),
@@ -271,7 +285,10 @@ async fn create_role(admin: Admin, Path(p): Path<String>, Body(b): Body) -> Resu
     patch,
     path = "/project/{project}/teams/{id}",
     tag = "teams",
-    params(ProjectPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
     request_body = GroupName,
     responses(
         (status = 200, description = "The renamed team", body = Group),
@@ -290,7 +307,10 @@ async fn rename_team(
     patch,
     path = "/project/{project}/roles/{id}",
     tag = "roles",
-    params(ProjectPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The role's id"),
+    ),
     request_body = GroupName,
     responses(
         (status = 200, description = "The renamed role", body = Group),
@@ -309,7 +329,10 @@ async fn rename_role(
     delete,
     path = "/project/{project}/teams/{id}",
     tag = "teams",
-    params(ProjectPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
     responses(
         (status = 204, description = "Removed"),
         (status = 409, description = "The project's teams are managed by a declarative file", body = ErrorBody),
@@ -323,7 +346,10 @@ async fn remove_team(admin: Admin, Path((p, id)): Path<(String, String)>) -> Res
     delete,
     path = "/project/{project}/roles/{id}",
     tag = "roles",
-    params(ProjectPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The role's id"),
+    ),
     responses(
         (status = 204, description = "Removed"),
         (status = 409, description = "The project's roles are managed by a declarative file", body = ErrorBody),

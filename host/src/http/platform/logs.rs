@@ -11,7 +11,6 @@ use utoipa_axum::routes;
 
 use super::listing::{ListQuery, iso};
 use super::{Admin, Result};
-use crate::http::openapi::ProjectPath;
 use crate::http::{SharedState, json};
 use crate::platform::{AdminLog, Scope};
 
@@ -87,7 +86,10 @@ struct AdminLogList {
     path = "/project/{project}/admin-logs",
     operation_id = "list_admin_logs",
     tag = "admin-logs",
-    params(ProjectPath, AdminLogQuery),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        AdminLogQuery,
+    ),
     responses((status = 200, description = "The newest entries", body = AdminLogList)),
 )]
 async fn list(

@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 
 use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
 use crate::datasource::PermissionLevel;
-use crate::http::openapi::{ErrorBody, IdPath, ProjectPath};
+use crate::http::openapi::ErrorBody;
 use crate::http::{SharedState, json, json_with};
 use crate::platform::declarative::{self, Part};
 use crate::platform::store::parse_level;
@@ -146,7 +146,9 @@ pub fn user_json(user: &User) -> Json {
     path = "/project/{project}/users",
     operation_id = "list_users",
     tag = "users",
-    params(ProjectPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
     responses((status = 200, description = "Every user", body = UserList)),
 )]
 async fn list(admin: Admin, Path(project): Path<String>) -> Result<Response> {
@@ -161,7 +163,10 @@ async fn list(admin: Admin, Path(project): Path<String>) -> Result<Response> {
     path = "/project/{project}/users/{id}",
     operation_id = "read_user",
     tag = "users",
-    params(ProjectPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The user's id"),
+    ),
     responses((status = 200, description = "The user", body = UserSchema)),
 )]
 async fn read(admin: Admin, Path((project, raw)): Path<(String, String)>) -> Result<Response> {
@@ -202,7 +207,9 @@ fn password_hash(clear: &str) -> Result<String> {
     path = "/project/{project}/users",
     operation_id = "create_user",
     tag = "users",
-    params(ProjectPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
     request_body = NewUserSchema,
     responses(
         (status = 201, description = "The new user", body = UserSchema),
@@ -270,7 +277,10 @@ async fn check_names(store: &Store, role: Option<&str>, teams: &[String]) -> Res
     path = "/project/{project}/users/{id}",
     operation_id = "change_user",
     tag = "users",
-    params(ProjectPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The user's id"),
+    ),
     request_body = UserChangeSchema,
     responses(
         (status = 200, description = "The user as changed", body = UserSchema),
@@ -340,7 +350,10 @@ async fn change(
     path = "/project/{project}/users/{id}",
     operation_id = "remove_user",
     tag = "users",
-    params(ProjectPath, IdPath),
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The user's id"),
+    ),
     responses(
         (status = 204, description = "Removed"),
         (status = 409, description = "An admin cannot remove themselves", body = ErrorBody),
