@@ -142,12 +142,27 @@ pub fn routes() -> OpenApiRouter<SharedState> {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code, reason = "documentation only: list reads the query string")]
 struct ApprovalQuery {
-    /// Only the requests in this state.
-    #[param(nullable = false, inline)]
-    status: Option<StatusSchema>,
-    /// The time zone of the action's selection (IANA name, UTC by default).
-    #[param(nullable = false, example = "Europe/Paris")]
+    /// Only the requests in this state (empty: every state).
+    #[param(schema_with = status_filter)]
+    status: Option<String>,
+    /// The time zone of the action's selection (IANA name, any case; empty or absent: UTC).
+    #[param(schema_with = timezone)]
     timezone: Option<String>,
+}
+
+/// `status=`: a state, or empty for all of them.
+fn status_filter() -> utoipa::openapi::schema::Schema {
+    super::openapi::schema(json!({
+        "type": "string",
+        "enum": ["pending", "approved", "rejected", ""],
+    }))
+}
+
+/// `timezone=`: an IANA time zone name, as `chrono_tz` knows them.
+fn timezone() -> utoipa::openapi::schema::Schema {
+    let mut names: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
+    names.push("");
+    super::openapi::schema(json!({"type": "string", "enum": names, "example": "Europe/Paris"}))
 }
 
 /// The state of an approval request.
@@ -205,8 +220,27 @@ struct NewApproval {
     /// The action's name or slug.
     action: String,
     /// `{"attributes": {collection_name, ids, all_records, all_records_ids_excluded, values, …}}`.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = action_body)]
     data: Json,
+}
+
+/// The `data` of an action body: its attributes name the collection at least.
+fn action_body() -> utoipa::openapi::schema::Schema {
+    super::openapi::schema(json!({
+        "type": "object",
+        "required": ["attributes"],
+        "properties": {"attributes": {
+            "type": "object",
+            "required": ["collection_name"],
+            "properties": {
+                "collection_name": {"type": "string"},
+                "ids": {"type": "array", "items": {"type": "string"}},
+                "all_records": {"type": "boolean"},
+                "all_records_ids_excluded": {"type": "array", "items": {"type": "string"}},
+                "values": {"type": "object"},
+            },
+        }},
+    }))
 }
 
 /// An approver's decision.
