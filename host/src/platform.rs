@@ -19,8 +19,8 @@ pub mod store;
 
 use async_trait::async_trait;
 
-pub use scope::Scope;
 pub use documents::{EnvironmentPermissions, IpWhitelist, Rendering, UserEntry};
+pub use scope::Scope;
 pub use store::{
     Actor, AdminLog, Approval, ApprovalStatus, NewUser, Role, Store, Team, User, UserChange,
 };

@@ -102,7 +102,10 @@ async fn the_document_is_openapi_3_1_with_every_reference_resolved(backend: Back
     let scheme = &document["components"]["securitySchemes"]["bearerAuth"];
     assert_eq!(scheme["type"], "http");
     assert_eq!(scheme["scheme"], "bearer");
-    assert_eq!(document["security"], serde_json::json!([{"bearerAuth": []}]));
+    assert_eq!(
+        document["security"],
+        serde_json::json!([{"bearerAuth": []}])
+    );
 
     assert!(!document.to_string().contains("x-canopy-raw"));
     let mut refs = Vec::new();
@@ -148,11 +151,17 @@ async fn the_document_is_openapi_3_1_with_every_reference_resolved(backend: Back
             .collect();
         assert_eq!(placeholders, declared, "{method} {path}");
         // Raw JSON schemas were put in place.
-        assert!(!operation.to_string().contains("x-canopy-raw"), "{operation}");
+        assert!(
+            !operation.to_string().contains("x-canopy-raw"),
+            "{operation}"
+        );
         // The errors every route can give, in the one shape; 429 says when to retry.
         let responses = &operation["responses"];
         for status in ["400", "401", "403", "404", "429", "500"] {
-            assert!(responses[status].is_object(), "{method} {path}: no {status}");
+            assert!(
+                responses[status].is_object(),
+                "{method} {path}: no {status}"
+            );
         }
         assert!(
             responses

@@ -169,7 +169,10 @@ fn timezone() -> utoipa::openapi::schema::Schema {
 #[derive(ToSchema)]
 #[serde(rename_all = "lowercase")]
 #[schema(as = ApprovalStatus)]
-#[allow(dead_code, reason = "documentation only: platform::ApprovalStatus is the real one")]
+#[allow(
+    dead_code,
+    reason = "documentation only: platform::ApprovalStatus is the real one"
+)]
 enum StatusSchema {
     Pending,
     Approved,
@@ -180,7 +183,10 @@ enum StatusSchema {
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(as = ApprovalRequest)]
-#[allow(dead_code, reason = "documentation only: approval_json writes it from platform::Approval")]
+#[allow(
+    dead_code,
+    reason = "documentation only: approval_json writes it from platform::Approval"
+)]
 struct ApprovalSchema {
     id: i64,
     collection_name: String,
@@ -245,7 +251,10 @@ fn action_body() -> utoipa::openapi::schema::Schema {
 
 /// An approver's decision.
 #[derive(ToSchema)]
-#[allow(dead_code, reason = "documentation only: decide reads the body as JSON")]
+#[allow(
+    dead_code,
+    reason = "documentation only: decide reads the body as JSON"
+)]
 struct Decision {
     /// Kept with the decision.
     #[schema(max_length = 10000)]

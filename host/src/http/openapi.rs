@@ -50,6 +50,7 @@ use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::get;
+use utoipa::ToSchema;
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
@@ -57,7 +58,6 @@ use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi, Ref, RefOr, Server};
-use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 
 use super::{SharedState, approvals, platform};
@@ -117,7 +117,10 @@ impl utoipa::Modify for BearerAuth {
 /// The body of every `/v1` error.
 #[derive(ToSchema)]
 #[schema(as = Error)]
-#[allow(dead_code, reason = "documentation only: http::platform::Error writes these bodies")]
+#[allow(
+    dead_code,
+    reason = "documentation only: http::platform::Error writes these bodies"
+)]
 pub struct ErrorBody {
     /// A stable, machine-readable reason (`invalid_parameter`, `unauthorized`, `forbidden`,
     /// `not_found`, `conflict`, `too_many_requests`, …).
@@ -215,7 +218,11 @@ const COMMON_ERRORS: [(&str, &str, &str); 6] = [
         "TooManyRequests",
         "Rate limited: retry after `Retry-After` seconds",
     ),
-    ("500", "InternalError", "Unexpected error (details are logged)"),
+    (
+        "500",
+        "InternalError",
+        "Unexpected error (details are logged)",
+    ),
 ];
 
 /// Adds the shared error responses to the components and to every operation that does not
@@ -235,7 +242,11 @@ fn complete(document: &mut OpenApi) {
             response = response.header(
                 "Retry-After",
                 HeaderBuilder::new()
-                    .schema(Some(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0))))
+                    .schema(Some(
+                        ObjectBuilder::new()
+                            .schema_type(Type::Integer)
+                            .minimum(Some(0)),
+                    ))
                     .description(Some("Seconds to wait before the next call"))
                     .build(),
             );

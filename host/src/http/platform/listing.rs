@@ -79,7 +79,10 @@ impl ListQuery {
                 .split_once('@')
                 .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty());
             if !valid {
-                return Err(Error::field(name, format!("{email:?} is not an e-mail address")));
+                return Err(Error::field(
+                    name,
+                    format!("{email:?} is not an e-mail address"),
+                ));
             }
         }
         Ok(value)
@@ -195,11 +198,20 @@ mod tests {
 
     #[test]
     fn dates_are_read_leniently_and_in_utc_when_no_zone_is_given() {
-        assert_eq!(at("2026-03-01T10:20:30.159Z").unwrap(), "2026-03-01T10:20:30.159Z");
-        assert_eq!(at("2026-03-01T10:20:30+02:00").unwrap(), "2026-03-01T08:20:30.000Z");
+        assert_eq!(
+            at("2026-03-01T10:20:30.159Z").unwrap(),
+            "2026-03-01T10:20:30.159Z"
+        );
+        assert_eq!(
+            at("2026-03-01T10:20:30+02:00").unwrap(),
+            "2026-03-01T08:20:30.000Z"
+        );
         assert_eq!(at("2026-03-01T10:20").unwrap(), "2026-03-01T10:20:00.000Z");
         assert_eq!(at("2026-03-01T10:20Z").unwrap(), "2026-03-01T10:20:00.000Z");
-        assert_eq!(at("2026-03-01T10:20:30").unwrap(), "2026-03-01T10:20:30.000Z");
+        assert_eq!(
+            at("2026-03-01T10:20:30").unwrap(),
+            "2026-03-01T10:20:30.000Z"
+        );
         assert_eq!(at("2026-03-01").unwrap(), "2026-03-01T00:00:00.000Z");
         assert_eq!(at("yesterday"), None);
         assert_eq!(at("2026-13-01"), None);

@@ -21,7 +21,10 @@ pub fn routes() -> OpenApiRouter<SharedState> {
 /// The query of `GET …/admin-logs`.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code, reason = "documentation only: list reads the query with ListQuery")]
+#[allow(
+    dead_code,
+    reason = "documentation only: list reads the query with ListQuery"
+)]
 struct AdminLogQuery {
     /// How many entries, newest first (1 to 100).
     #[param(nullable = false, minimum = 1, maximum = 100, default = 10)]
@@ -70,7 +73,10 @@ struct AdminLogEntry {
 /// A page of the admin log, newest first.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
-#[allow(dead_code, reason = "documentation only: ListQuery::envelope writes it")]
+#[allow(
+    dead_code,
+    reason = "documentation only: ListQuery::envelope writes it"
+)]
 struct AdminLogList {
     /// Whether older entries remain beyond `limit`.
     has_more: bool,

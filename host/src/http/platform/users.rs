@@ -77,7 +77,10 @@ pub struct UserList {
 /// characters (without one, the user signs in through the identity provider).
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code, reason = "documentation only: create reads the body field by field")]
+#[allow(
+    dead_code,
+    reason = "documentation only: create reads the body field by field"
+)]
 #[schema(as = NewUser)]
 pub struct NewUserSchema {
     #[schema(pattern = r"^[^@\s]+@\S+$")]
@@ -101,7 +104,10 @@ pub struct NewUserSchema {
 /// demote themselves (409).
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code, reason = "documentation only: change reads the body field by field")]
+#[allow(
+    dead_code,
+    reason = "documentation only: change reads the body field by field"
+)]
 #[schema(as = UserChange)]
 pub struct UserChangeSchema {
     #[schema(nullable = false, pattern = r"^[^@\s]+@\S+$")]
