@@ -20,6 +20,7 @@ mod healthcheck;
 pub mod liana;
 mod middleware;
 mod modification;
+pub mod openapi;
 mod permission;
 mod platform;
 pub mod ratelimit;
@@ -209,9 +210,12 @@ fn trim_trailing_slash(mut request: axum::extract::Request) -> axum::extract::Re
 }
 
 /// The agent's router sends no `Allow` header (it has no `allowedMethods()`); axum adds one to
-/// the answer of a method that a path does not serve.
+/// the answer of a method that a path does not serve. A 405 keeps it: only `/v1` answers 405
+/// (the agent's routes answer 404), and RFC 9110 §15.5.6 requires `Allow` there.
 fn without_allow(mut response: axum::response::Response) -> axum::response::Response {
-    response.headers_mut().remove(axum::http::header::ALLOW);
+    if response.status() != axum::http::StatusCode::METHOD_NOT_ALLOWED {
+        response.headers_mut().remove(axum::http::header::ALLOW);
+    }
     response
 }
 
@@ -249,10 +253,11 @@ pub fn router(state: SharedState) -> Router {
     let limited = || axum::middleware::from_fn_with_state(Arc::clone(&state), ratelimit::limit);
     let routes = Router::new()
         .nest(&mount_path, forest)
-        .merge(approvals::router(Arc::clone(&state)).layer(limited()))
+        // Every `/v1` route (admin API, approval requests, tokens, notes, logs) with its OpenAPI
+        // document.
         .nest(
             &platform::base_path(&mount_path),
-            platform::router(Arc::clone(&state)).layer(limited()),
+            openapi::router(Arc::clone(&state), &platform::base_path(&mount_path)).layer(limited()),
         )
         .fallback(error::not_found);
     let routes = liana::around(&state, routes);

@@ -39,6 +39,7 @@ mod login_browser;
 mod login_oidc;
 mod notes;
 mod notes_sanitize;
+mod openapi;
 mod operators;
 mod permissions;
 mod permissions_charts;

@@ -28,14 +28,15 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::{ConnectInfo, FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::response::Response;
-use axum::routing::{get, post};
+use axum::response::{IntoResponse, Response};
 use jsonwebtoken::{AlgorithmFamily, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Map, Value as Json, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::action::{self, Selection};
@@ -45,6 +46,7 @@ use super::collection::served;
 use super::error::ApiError;
 use super::middleware::RequestId;
 use super::platform::Error;
+use super::openapi::ErrorBody;
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::action::{ResultBody, result_body, slug};
 use crate::agent::query_string::QueryString;
@@ -129,17 +131,137 @@ impl ApprovalSettings {
     }
 }
 
-/// The approval request routes, with the state applied (they live outside the mount path).
-pub fn router(state: SharedState) -> Router {
-    let base = "/v1/project/{project}/environment/{environment}/approval-requests";
-    Router::new()
-        .route(base, get(list).post(file))
-        .route(&format!("{base}/{{id}}"), get(show))
-        .route(&format!("{base}/{{id}}/approve"), post(approve))
-        .route(&format!("{base}/{{id}}/reject"), post(reject))
-        // A method these paths do not serve answers in the public API's shape too.
-        .method_not_allowed_fallback(super::platform::method_not_allowed)
-        .with_state(state)
+/// The approval request routes, below `/v1` (`http::openapi` mounts them with their document).
+pub fn routes() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, file))
+        .routes(routes!(show))
+        .routes(routes!(approve))
+        .routes(routes!(reject))
+}
+
+/// The query of `GET …/approval-requests`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code, reason = "documentation only: list reads the query string")]
+struct ApprovalQuery {
+    /// Only the requests in this state (empty: every state).
+    #[param(schema_with = status_filter)]
+    status: Option<String>,
+    /// The time zone of the action's selection (IANA name, any case; empty or absent: UTC).
+    #[param(schema_with = timezone)]
+    timezone: Option<String>,
+}
+
+/// `status=`: a state, or empty for all of them.
+fn status_filter() -> utoipa::openapi::schema::Schema {
+    super::openapi::schema(json!({
+        "type": "string",
+        "enum": ["pending", "approved", "rejected", ""],
+    }))
+}
+
+/// `timezone=`: an IANA time zone name, as `chrono_tz` knows them.
+fn timezone() -> utoipa::openapi::schema::Schema {
+    let mut names: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
+    names.push("");
+    super::openapi::schema(json!({"type": "string", "enum": names, "example": "Europe/Paris"}))
+}
+
+/// The state of an approval request.
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = ApprovalStatus)]
+#[allow(
+    dead_code,
+    reason = "documentation only: platform::ApprovalStatus is the real one"
+)]
+enum StatusSchema {
+    Pending,
+    Approved,
+    Rejected,
+}
+
+/// An approval request.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = ApprovalRequest)]
+#[allow(
+    dead_code,
+    reason = "documentation only: approval_json writes it from platform::Approval"
+)]
+struct ApprovalSchema {
+    id: i64,
+    collection_name: String,
+    action_name: String,
+    requester_id: i64,
+    requester_email: String,
+    status: StatusSchema,
+    /// The action body's `data.attributes` as filed (a select-all resolved to ids).
+    #[schema(value_type = Object)]
+    attributes: Json,
+    /// Unix milliseconds.
+    created_at: i64,
+    decided_by_id: Option<i64>,
+    decided_by_email: Option<String>,
+    /// Unix milliseconds.
+    decided_at: Option<i64>,
+    comment: Option<String>,
+    /// What running the approved action answered (`status` and `body`, or `file`, or `error`).
+    #[schema(value_type = Option<Object>)]
+    outcome: Option<Json>,
+    /// The roles that may approve it (in the answer of a new request only).
+    #[schema(nullable = false)]
+    role_ids_allowed_to_approve: Option<Vec<i64>>,
+}
+
+/// The requests the caller may see, newest first.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: list writes it")]
+struct ApprovalList {
+    data: Vec<ApprovalSchema>,
+}
+
+/// The action body to file for approval, as the agent's action route receives it.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: file reads the body as JSON")]
+struct NewApproval {
+    /// The action's name or slug.
+    action: String,
+    /// `{"attributes": {collection_name, ids, all_records, all_records_ids_excluded, values, …}}`.
+    #[schema(schema_with = action_body)]
+    data: Json,
+}
+
+/// The `data` of an action body: its attributes name the collection at least.
+fn action_body() -> utoipa::openapi::schema::Schema {
+    super::openapi::schema(json!({
+        "type": "object",
+        "required": ["attributes"],
+        "properties": {"attributes": {
+            "type": "object",
+            "required": ["collection_name"],
+            "properties": {
+                "collection_name": {"type": "string"},
+                "ids": {"type": "array", "items": {"type": "string"}},
+                "all_records": {"type": "boolean"},
+                "all_records_ids_excluded": {"type": "array", "items": {"type": "string"}},
+                "values": {"type": "object"},
+            },
+        }},
+    }))
+}
+
+/// An approver's decision.
+#[derive(ToSchema)]
+#[allow(
+    dead_code,
+    reason = "documentation only: decide reads the body as JSON"
+)]
+struct Decision {
+    /// Kept with the decision.
+    #[schema(max_length = 10000)]
+    comment: Option<String>,
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -225,6 +347,21 @@ fn store<'a>(state: &'a SharedState, project: &str, environment: &str) -> Result
 // Routes
 
 /// `POST …/approval-requests`: files the action body for approval.
+#[utoipa::path(
+    post,
+    path = "/project/{project}/environment/{environment}/approval-requests",
+    operation_id = "file_approval_request",
+    tag = "approval-requests",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
+    request_body = NewApproval,
+    responses(
+        (status = 201, description = "The request, filed", body = ApprovalSchema),
+        (status = 422, description = "The action needs no approval here, or a select-all targets too many records", body = ErrorBody),
+    ),
+)]
 async fn file(
     State(state): State<SharedState>,
     Path((project, environment)): Path<(String, String)>,
@@ -349,6 +486,20 @@ async fn frozen(
 }
 
 /// `GET …/approval-requests?status=`: the requests the caller may see, newest first.
+#[utoipa::path(
+    get,
+    path = "/project/{project}/environment/{environment}/approval-requests",
+    operation_id = "list_approval_requests",
+    tag = "approval-requests",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ApprovalQuery,
+    ),
+    responses(
+        (status = 200, description = "The requests the caller may see", body = ApprovalList),
+    ),
+)]
 async fn list(
     State(state): State<SharedState>,
     Path((project, environment)): Path<(String, String)>,
@@ -379,20 +530,52 @@ async fn list(
 }
 
 /// `GET …/approval-requests/{id}`.
+#[utoipa::path(
+    get,
+    path = "/project/{project}/environment/{environment}/approval-requests/{id}",
+    operation_id = "read_approval_request",
+    tag = "approval-requests",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The approval request's id"),
+    ),
+    responses(
+        (status = 200, description = "The request", body = ApprovalSchema),
+    ),
+)]
 async fn show(
     State(state): State<SharedState>,
-    Path((project, environment, id)): Path<(String, String, i64)>,
+    Path((project, environment, id)): Path<(String, String, String)>,
     session: Session,
 ) -> Answer {
     let store = store(&state, &project, &environment)?;
+    let id = path_id(&id)?;
     let approval = visible(&state, store, &session.context.caller, id).await?;
     Ok(super::json(&approval_json(&approval)))
 }
 
 /// `POST …/approval-requests/{id}/approve`: runs the action as the approver.
+#[utoipa::path(
+    post,
+    path = "/project/{project}/environment/{environment}/approval-requests/{id}/approve",
+    operation_id = "approve_approval_request",
+    tag = "approval-requests",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The approval request's id"),
+    ),
+    request_body = Decision,
+    responses(
+        (status = 200, description = "Approved; the action ran and its outcome is kept", body = ApprovalSchema),
+        (status = 409, description = "Already decided", body = ErrorBody),
+        (status = 422, description = "The action cannot run on this selection", body = ErrorBody),
+    ),
+)]
 async fn approve(
     State(state): State<SharedState>,
-    Path((project, environment, id)): Path<(String, String, i64)>,
+    Path((project, environment, id)): Path<(String, String, String)>,
     session: Session,
     body: Result<JsonBody, ApiError>,
 ) -> Answer {
@@ -400,7 +583,7 @@ async fn approve(
         &state,
         &project,
         &environment,
-        id,
+        path_id(&id)?,
         &session,
         body,
         ApprovalStatus::Approved,
@@ -409,9 +592,26 @@ async fn approve(
 }
 
 /// `POST …/approval-requests/{id}/reject`.
+#[utoipa::path(
+    post,
+    path = "/project/{project}/environment/{environment}/approval-requests/{id}/reject",
+    operation_id = "reject_approval_request",
+    tag = "approval-requests",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The approval request's id"),
+    ),
+    request_body = Decision,
+    responses(
+        (status = 200, description = "Rejected", body = ApprovalSchema),
+        (status = 409, description = "Already decided", body = ErrorBody),
+        (status = 422, description = "The action cannot run on this selection", body = ErrorBody),
+    ),
+)]
 async fn reject(
     State(state): State<SharedState>,
-    Path((project, environment, id)): Path<(String, String, i64)>,
+    Path((project, environment, id)): Path<(String, String, String)>,
     session: Session,
     body: Result<JsonBody, ApiError>,
 ) -> Answer {
@@ -419,7 +619,7 @@ async fn reject(
         &state,
         &project,
         &environment,
-        id,
+        path_id(&id)?,
         &session,
         body,
         ApprovalStatus::Rejected,
@@ -538,6 +738,18 @@ async fn decide(
 
 // ------------------------------------------------------------------------------------------------
 // Helpers
+
+/// An approval request's id from the path; else a 400 in the API's shape (axum's own rejection
+/// is plain text).
+fn path_id(raw: &str) -> Result<i64, PublicError> {
+    raw.parse().map_err(|_| {
+        PublicError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            format!("id: {raw:?} is not an id"),
+        )
+    })
+}
 
 /// The collection and action a request names (the action by name or slug).
 fn named_action<'a>(

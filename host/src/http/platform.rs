@@ -21,15 +21,13 @@ mod tokens;
 mod notes;
 mod users;
 
-use std::sync::Arc;
-
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value as Json, json};
+use utoipa_axum::router::OpenApiRouter;
 
 use super::SharedState;
 use crate::auth;
@@ -42,23 +40,21 @@ pub fn base_path(mount_path: &str) -> String {
     format!("{}/v1", mount_path.strip_suffix("/forest").unwrap_or(""))
 }
 
-pub fn router(state: SharedState) -> Router {
+/// The admin API's routes, each documented (`http::openapi` mounts them and their document).
+pub fn routes() -> OpenApiRouter<SharedState> {
     // Managing users, teams, roles and permissions is named by no scope of the spec: a token
     // needs `all` for it (public-api.md, Authentication §7).
-    let management = Router::new()
-        .merge(users::router())
-        .merge(groups::router())
-        .merge(documents::router())
+    let management = OpenApiRouter::new()
+        .merge(users::routes())
+        .merge(groups::routes())
+        .merge(documents::routes())
         .route_layer(axum::middleware::from_fn(full_access_only));
-    Router::new()
+    OpenApiRouter::new()
         .merge(management)
-        .merge(logs::router())
-        .merge(activity::router())
-        .merge(tokens::router())
-        .merge(notes::router())
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
+        .merge(logs::routes())
+        .merge(activity::routes())
+        .merge(tokens::routes())
+        .merge(notes::routes())
 }
 
 /// Refuses (403) a request whose application token (checked by `http::ratelimit`, which runs
@@ -75,10 +71,12 @@ async fn full_access_only(
     next.run(request).await
 }
 
-async fn not_found() -> Response {
+/// The answer of a `/v1` path without a route.
+pub(super) async fn not_found() -> Response {
     Error::NotFound("no route at this path".to_owned()).into_response()
 }
 
+/// The answer of a method a `/v1` path does not serve (axum adds the `Allow` header).
 pub(super) async fn method_not_allowed() -> Response {
     Error::MethodNotAllowed.into_response()
 }

@@ -6,13 +6,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::Response;
-use axum::routing::get;
 use serde_json::{Value as Json, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::{Admin, Document, Error, Result, id, typed};
+use crate::http::openapi::{ErrorBody, json_schema};
 use crate::http::{SharedState, json};
 use crate::platform::declarative::{self, Part, Right, SchemaView};
 use crate::platform::documents::{
@@ -21,24 +22,164 @@ use crate::platform::documents::{
 };
 use crate::platform::{Store, Team};
 
-pub fn router() -> Router<SharedState> {
-    let env = "/project/{project}/environment/{environment}";
-    Router::new()
-        .route(
-            &format!("{env}/permissions"),
-            get(permissions).put(set_permissions),
-        )
-        .route(&format!("{env}/renderings"), get(renderings))
-        .route(
-            &format!("{env}/teams/{{id}}/rendering"),
-            get(rendering).put(set_rendering),
-        )
-        .route(
-            &format!("{env}/ip-whitelist"),
-            get(ip_whitelist).put(set_ip_whitelist),
-        )
+pub fn routes() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::new()
+        .routes(routes!(permissions, set_permissions))
+        .routes(routes!(renderings))
+        .routes(routes!(rendering, set_rendering))
+        .routes(routes!(ip_whitelist, set_ip_whitelist))
 }
 
+/// A grant of one right: to everyone (`true`), nobody (`false`), or the roles listed.
+fn grant() -> Json {
+    json!({"oneOf": [
+        {"type": "boolean"},
+        {"type": "object", "required": ["roles"], "additionalProperties": false,
+         "properties": {"roles": {"type": "array", "items": {"type": "integer"}}}},
+    ]})
+}
+
+json_schema!(
+    /// The environment's permissions (§5.1 of the Forest server): `true` allows everything,
+    /// else each served collection's rights and its actions' rights, by role.
+    EnvironmentPermissionsSchema,
+    "EnvironmentPermissions",
+    json!({
+        "description": "`true` (everything allowed), or the rights of each served collection \
+            and of its actions, by role id. Collections, actions and roles must exist.",
+        "oneOf": [
+            {"type": "boolean"},
+            {"type": "object", "additionalProperties": false, "properties": {
+                "collections": {"type": "object", "additionalProperties": {
+                    "type": "object",
+                    "properties": {
+                        "collection": {"type": "object", "properties": {
+                            "browseEnabled": grant(), "readEnabled": grant(),
+                            "editEnabled": grant(), "addEnabled": grant(),
+                            "deleteEnabled": grant(), "exportEnabled": grant(),
+                        }},
+                        "actions": {"type": "object", "additionalProperties": {"type": "object"}},
+                    },
+                }},
+            }},
+        ],
+    })
+);
+
+/// What a team may see of one collection.
+fn rendering_collection() -> Json {
+    json!({
+        "type": "object",
+        "properties": {
+            "scope": {
+                "description": "A condition tree, AND-ed into every filter of the team's users \
+                    (`{{currentUser.*}}` placeholders allowed)",
+                "type": ["object", "null"],
+            },
+            "segments": {"type": "array", "items": {"type": "string"}},
+            "liveQuerySegments": {"type": "array", "items": {
+                "type": "object",
+                "required": ["connectionName", "query"],
+                "properties": {"connectionName": {"type": "string"}, "query": {"type": "string"}},
+            }},
+        },
+    })
+}
+
+/// One team's rendering.
+fn rendering_schema() -> Json {
+    json!({
+        "type": "object",
+        "required": ["object", "id", "team", "collections", "stats"],
+        "properties": {
+            "object": {"const": "rendering"},
+            "id": {"type": "integer"},
+            "team": {"type": "object", "required": ["object", "id", "name"], "properties": {
+                "object": {"const": "team"}, "id": {"type": "integer"}, "name": {"type": "string"},
+            }},
+            "collections": {"type": "object", "additionalProperties": rendering_collection()},
+            "stats": {"type": "array", "items": {"type": "object"}},
+        },
+    })
+}
+
+json_schema!(
+    /// One team's rendering: its scopes, SQL segments and charts.
+    RenderingSchema,
+    "Rendering",
+    rendering_schema()
+);
+
+json_schema!(
+    /// Every team's rendering.
+    RenderingListSchema,
+    "RenderingList",
+    json!({
+        "type": "object",
+        "required": ["data"],
+        "properties": {"data": {"type": "array", "items": rendering_schema()}},
+    })
+);
+
+json_schema!(
+    /// A new rendering of a team: served collections only, scopes and segments checked.
+    RenderingBodySchema,
+    "RenderingBody",
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "collections": {"type": "object", "additionalProperties": rendering_collection()},
+            "stats": {"type": "array", "items": {
+                "type": "object", "required": ["type"], "properties": {"type": {"type": "string"}},
+            }},
+        },
+    })
+);
+
+json_schema!(
+    /// The IP whitelist: whether it is on, and its rules.
+    IpWhitelistSchema,
+    "IpWhitelist",
+    json!({
+        "type": "object",
+        "required": ["use_ip_whitelist"],
+        "properties": {
+            "use_ip_whitelist": {
+                "type": "boolean",
+                "description": "On only with at least one rule",
+            },
+            "rules": {"type": "array", "items": {"oneOf": [
+                {"type": "object", "required": ["type", "ip"], "properties": {
+                    "type": {"const": 0}, "ip": {"anyOf": [{"format": "ipv4"}, {"format": "ipv6"}], "type": "string"},
+                }},
+                {"type": "object", "required": ["type", "ipMinimum", "ipMaximum"], "properties": {
+                    "type": {"const": 1},
+                    "ipMinimum": {"anyOf": [{"format": "ipv4"}, {"format": "ipv6"}], "type": "string"},
+                    "ipMaximum": {"anyOf": [{"format": "ipv4"}, {"format": "ipv6"}], "type": "string"},
+                }},
+                {"type": "object", "required": ["type", "range"], "properties": {
+                    "type": {"const": 2},
+                    "range": {"type": "string", "description": "A CIDR block, e.g. 10.0.0.0/8"},
+                }},
+            ]}},
+        },
+    })
+);
+
+#[utoipa::path(
+    get,
+    path = "/project/{project}/environment/{environment}/permissions",
+    operation_id = "read_permissions",
+    tag = "permissions",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
+    responses(
+        (status = 200, description = "The environment's permissions", body = EnvironmentPermissionsSchema),
+    ),
+)]
 async fn permissions(
     admin: Admin,
     Path((project, environment)): Path<(String, String)>,
@@ -47,6 +188,21 @@ async fn permissions(
     Ok(json(&store.environment_document().await?))
 }
 
+#[utoipa::path(
+    put,
+    path = "/project/{project}/environment/{environment}/permissions",
+    operation_id = "set_permissions",
+    tag = "permissions",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
+    request_body = EnvironmentPermissionsSchema,
+    responses(
+        (status = 200, description = "The permissions as saved", body = EnvironmentPermissionsSchema),
+        (status = 409, description = "The document is managed by a declarative permissions file", body = ErrorBody),
+    ),
+)]
 async fn set_permissions(
     admin: Admin,
     State(state): State<SharedState>,
@@ -209,6 +365,19 @@ async fn team(store: &Store, raw: &str) -> Result<Team> {
         .ok_or_else(|| Error::NotFound(format!("team {id} not found")))
 }
 
+#[utoipa::path(
+    get,
+    path = "/project/{project}/environment/{environment}/renderings",
+    operation_id = "list_renderings",
+    tag = "permissions",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
+    responses(
+        (status = 200, description = "Every team's rendering", body = RenderingListSchema),
+    ),
+)]
 async fn renderings(
     admin: Admin,
     Path((project, environment)): Path<(String, String)>,
@@ -223,6 +392,20 @@ async fn renderings(
     Ok(json(&json!({"data": out})))
 }
 
+#[utoipa::path(
+    get,
+    path = "/project/{project}/environment/{environment}/teams/{id}/rendering",
+    operation_id = "read_rendering",
+    tag = "permissions",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
+    responses(
+        (status = 200, description = "The team's rendering", body = RenderingSchema),
+    ),
+)]
 async fn rendering(
     admin: Admin,
     Path((project, environment, raw)): Path<(String, String, String)>,
@@ -243,6 +426,22 @@ struct RenderingBody {
     stats: Vec<Json>,
 }
 
+#[utoipa::path(
+    put,
+    path = "/project/{project}/environment/{environment}/teams/{id}/rendering",
+    operation_id = "set_rendering",
+    tag = "permissions",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
+    request_body = RenderingBodySchema,
+    responses(
+        (status = 200, description = "The rendering as saved", body = RenderingSchema),
+        (status = 409, description = "The document is managed by a declarative permissions file", body = ErrorBody),
+    ),
+)]
 async fn set_rendering(
     admin: Admin,
     State(state): State<SharedState>,
@@ -287,6 +486,19 @@ async fn set_rendering(
     Ok(json(&rendering_json(&team, id, &rendering)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/project/{project}/environment/{environment}/ip-whitelist",
+    operation_id = "read_ip_whitelist",
+    tag = "permissions",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
+    responses(
+        (status = 200, description = "The IP whitelist", body = IpWhitelistSchema),
+    ),
+)]
 async fn ip_whitelist(
     admin: Admin,
     Path((project, environment)): Path<(String, String)>,
@@ -295,6 +507,21 @@ async fn ip_whitelist(
     Ok(json(&store.ip_whitelist_document().await?))
 }
 
+#[utoipa::path(
+    put,
+    path = "/project/{project}/environment/{environment}/ip-whitelist",
+    operation_id = "set_ip_whitelist",
+    tag = "permissions",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
+    request_body = IpWhitelistSchema,
+    responses(
+        (status = 200, description = "The whitelist as saved", body = IpWhitelistSchema),
+        (status = 409, description = "The document is managed by a declarative permissions file", body = ErrorBody),
+    ),
+)]
 async fn set_ip_whitelist(
     admin: Admin,
     Path((project, environment)): Path<(String, String)>,

@@ -1,36 +1,54 @@
 //! `/v1/project/{project}/teams[/{id}]` and `/v1/project/{project}/roles[/{id}]`: list,
 //! create, read, rename, remove.
 
-use axum::Router;
 use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
 use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
+use crate::http::openapi::ErrorBody;
 use crate::http::{SharedState, json, json_with};
 use crate::platform::Store;
 use crate::platform::declarative::{self, Part};
 
-pub fn router() -> Router<SharedState> {
-    Router::new()
-        .route(
-            "/project/{project}/teams",
-            get(list_teams).post(create_team),
-        )
-        .route(
-            "/project/{project}/teams/{id}",
-            get(read_team).patch(rename_team).delete(remove_team),
-        )
-        .route(
-            "/project/{project}/roles",
-            get(list_roles).post(create_role),
-        )
-        .route(
-            "/project/{project}/roles/{id}",
-            get(read_role).patch(rename_role).delete(remove_role),
-        )
+pub fn routes() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_teams, create_team))
+        .routes(routes!(read_team, rename_team, remove_team))
+        .routes(routes!(list_roles, create_role))
+        .routes(routes!(read_role, rename_role, remove_role))
+}
+
+/// A team or a role.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: item writes it")]
+pub struct Group {
+    /// `team` or `role`.
+    #[schema(pattern = "^(team|role)$")]
+    object: String,
+    id: i64,
+    name: String,
+}
+
+/// Every team, or every role.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: list writes it")]
+pub struct GroupList {
+    data: Vec<Group>,
+}
+
+/// The name of a new or renamed team or role.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code, reason = "documentation only: name_of reads it")]
+pub struct GroupName {
+    /// Not blank.
+    #[schema(pattern = r"\S")]
+    name: String,
 }
 
 #[derive(Clone, Copy)]
@@ -167,30 +185,116 @@ async fn remove(kind: Kind, admin: Admin, project: String, raw: String) -> Resul
     Ok(no_content())
 }
 
+#[utoipa::path(
+    get,
+    path = "/project/{project}/teams",
+    tag = "teams",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
+    responses(
+        (status = 200, description = "Every team", body = GroupList),
+    ),
+)]
 async fn list_teams(admin: Admin, Path(project): Path<String>) -> Result<Response> {
     list(Kind::Team, admin, project).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/project/{project}/roles",
+    tag = "roles",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
+    responses(
+        (status = 200, description = "Every role", body = GroupList),
+    ),
+)]
 async fn list_roles(admin: Admin, Path(project): Path<String>) -> Result<Response> {
     list(Kind::Role, admin, project).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/project/{project}/teams/{id}",
+    tag = "teams",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
+    responses(
+        (status = 200, description = "The team", body = Group),
+    ),
+)]
 async fn read_team(admin: Admin, Path((p, id)): Path<(String, String)>) -> Result<Response> {
     read(Kind::Team, admin, p, id).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/project/{project}/roles/{id}",
+    tag = "roles",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The role's id"),
+    ),
+    responses(
+        (status = 200, description = "The role", body = Group),
+    ),
+)]
 async fn read_role(admin: Admin, Path((p, id)): Path<(String, String)>) -> Result<Response> {
     read(Kind::Role, admin, p, id).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/project/{project}/teams",
+    tag = "teams",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
+    request_body = GroupName,
+    responses(
+        (status = 201, description = "The new team", body = Group),
+        (status = 409, description = "The name is taken, or the project's teams are managed by a declarative file", body = ErrorBody),
+    ),
+)]
 async fn create_team(admin: Admin, Path(p): Path<String>, Body(b): Body) -> Result<Response> {
     create(Kind::Team, admin, p, b).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/project/{project}/roles",
+    tag = "roles",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
+    request_body = GroupName,
+    responses(
+        (status = 201, description = "The new role", body = Group),
+        (status = 409, description = "The name is taken, or the project's roles are managed by a declarative file", body = ErrorBody),
+    ),
+)]
 async fn create_role(admin: Admin, Path(p): Path<String>, Body(b): Body) -> Result<Response> {
     create(Kind::Role, admin, p, b).await
 }
 
+#[utoipa::path(
+    patch,
+    path = "/project/{project}/teams/{id}",
+    tag = "teams",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
+    request_body = GroupName,
+    responses(
+        (status = 200, description = "The renamed team", body = Group),
+        (status = 409, description = "The name is taken, or the project's teams are managed by a declarative file", body = ErrorBody),
+    ),
+)]
 async fn rename_team(
     admin: Admin,
     Path((p, id)): Path<(String, String)>,
@@ -199,6 +303,20 @@ async fn rename_team(
     rename(Kind::Team, admin, p, id, b).await
 }
 
+#[utoipa::path(
+    patch,
+    path = "/project/{project}/roles/{id}",
+    tag = "roles",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The role's id"),
+    ),
+    request_body = GroupName,
+    responses(
+        (status = 200, description = "The renamed role", body = Group),
+        (status = 409, description = "The name is taken, or the project's roles are managed by a declarative file", body = ErrorBody),
+    ),
+)]
 async fn rename_role(
     admin: Admin,
     Path((p, id)): Path<(String, String)>,
@@ -207,10 +325,36 @@ async fn rename_role(
     rename(Kind::Role, admin, p, id, b).await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/project/{project}/teams/{id}",
+    tag = "teams",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The team's id"),
+    ),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 409, description = "The project's teams are managed by a declarative file", body = ErrorBody),
+    ),
+)]
 async fn remove_team(admin: Admin, Path((p, id)): Path<(String, String)>) -> Result<Response> {
     remove(Kind::Team, admin, p, id).await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/project/{project}/roles/{id}",
+    tag = "roles",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The role's id"),
+    ),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 409, description = "The project's roles are managed by a declarative file", body = ErrorBody),
+    ),
+)]
 async fn remove_role(admin: Admin, Path((p, id)): Path<(String, String)>) -> Result<Response> {
     remove(Kind::Role, admin, p, id).await
 }

@@ -4,11 +4,12 @@
 //! Filters, AND-combined: `limit`, `userEmail`, `userId` (the administrator), `type`,
 //! `initiator`, `resource` and `createdAt.{eq,lt,lte,gt,gte}`; a bad value is a 400 naming it.
 
-use axum::Router;
 use axum::extract::{Path, RawQuery};
 use axum::response::Response;
-use axum::routing::get;
 use serde_json::{Map, Value as Json, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::listing::{ListQuery, iso};
 use super::{Admin, Result};
@@ -21,10 +22,90 @@ const TYPES: &[&str] = &["add", "remove", "update", "initial"];
 const INITIATORS: &[&str] = &["administrator", "identityProvider", "forestAdmin"];
 const RESOURCES: &[&str] = &["user-project", "role", "team", "environment"];
 
-pub fn router() -> Router<SharedState> {
-    Router::new().route("/project/{project}/admin-logs", get(list))
+pub fn routes() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
+/// The query of `GET …/admin-logs`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(
+    dead_code,
+    reason = "documentation only: list reads the query with ListQuery"
+)]
+struct AdminLogQuery {
+    /// How many entries, newest first (1 to 100).
+    #[param(nullable = false, minimum = 1, maximum = 100, default = 10)]
+    limit: Option<i64>,
+}
+
+/// Who made the change, when an admin did.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: entry writes it")]
+struct AdminLogUser {
+    /// Always `user`.
+    object: String,
+    id: i64,
+    username: String,
+    email: String,
+}
+
+/// One change made by an admin, an identity provider or Canopy itself.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code, reason = "documentation only: entry writes it")]
+struct AdminLogEntry {
+    /// Always `adminLog`.
+    object: String,
+    id: String,
+    /// `add`, `remove`, `update` or `initial`.
+    r#type: String,
+    /// `user-project`, `role`, `team` or `environment`.
+    resource: String,
+    /// `administrator`, `identityProvider` or `forestAdmin`.
+    initiator: String,
+    /// ISO 8601, with milliseconds.
+    #[schema(format = DateTime)]
+    created_at: String,
+    /// Absent unless an admin made the change.
+    #[schema(nullable = false)]
+    user: Option<AdminLogUser>,
+    /// The resource before the change.
+    #[schema(nullable = false, value_type = Option<Object>)]
+    previous_value: Option<Json>,
+    /// The resource after the change.
+    #[schema(nullable = false, value_type = Option<Object>)]
+    new_value: Option<Json>,
+}
+
+/// A page of the admin log, newest first.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(
+    dead_code,
+    reason = "documentation only: ListQuery::envelope writes it"
+)]
+struct AdminLogList {
+    /// Whether older entries remain beyond `limit`.
+    has_more: bool,
+    /// The path parameters, the limit and every filter given, under the same keys.
+    #[schema(value_type = Object)]
+    parameters: Json,
+    data: Vec<AdminLogEntry>,
+}
+
+/// The newest entries of the project's admin log.
+#[utoipa::path(
+    get,
+    path = "/project/{project}/admin-logs",
+    operation_id = "list_admin_logs",
+    tag = "admin-logs",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        AdminLogQuery,
+    ),
+    responses((status = 200, description = "The newest entries", body = AdminLogList)),
+)]
 async fn list(
     admin: Admin,
     Path(project): Path<String>,

@@ -1,26 +1,132 @@
 //! `/v1/project/{project}/users[/{id}]`: list, create, read, change, remove.
 
-use axum::Router;
+use std::collections::BTreeMap;
+
 use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
 use serde_json::{Value as Json, json};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
 use crate::datasource::PermissionLevel;
+use crate::http::openapi::ErrorBody;
 use crate::http::{SharedState, json, json_with};
 use crate::platform::declarative::{self, Part};
 use crate::platform::store::parse_level;
 use crate::platform::{NewUser, Store, User, UserChange, password};
 
-pub fn router() -> Router<SharedState> {
-    Router::new()
-        .route("/project/{project}/users", get(list).post(create))
-        .route(
-            "/project/{project}/users/{id}",
-            get(read).patch(change).delete(remove),
-        )
+pub fn routes() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(read, change, remove))
+}
+
+/// A role or team as a user shows it.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: user_json writes it")]
+pub struct NamedRef {
+    /// `role` or `team`.
+    object: String,
+    id: i64,
+    name: String,
+}
+
+/// The permission levels of a user.
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code, reason = "documentation only: the store's PermissionLevel")]
+pub enum Level {
+    Admin,
+    Developer,
+    Editor,
+    User,
+}
+
+/// A user of the project (never their password or its hash).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code, reason = "documentation only: user_json writes it")]
+#[schema(as = User)]
+pub struct UserSchema {
+    /// Always `user`.
+    object: String,
+    id: i64,
+    email: String,
+    first_name: String,
+    last_name: String,
+    permission_level: Level,
+    role: Option<NamedRef>,
+    teams: Vec<NamedRef>,
+    tags: BTreeMap<String, String>,
+    disabled: bool,
+    /// Whether they may sign in with a password.
+    has_password: bool,
+}
+
+/// Every user of the project.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: list writes it")]
+pub struct UserList {
+    data: Vec<UserSchema>,
+}
+
+/// A new user. Role and teams are named and must exist; the password needs at least 8
+/// characters (without one, the user signs in through the identity provider).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "documentation only: create reads the body field by field"
+)]
+#[schema(as = NewUser)]
+pub struct NewUserSchema {
+    #[schema(pattern = r"^[^@\s]+@\S+$")]
+    email: String,
+    #[schema(nullable = false)]
+    first_name: Option<String>,
+    #[schema(nullable = false)]
+    last_name: Option<String>,
+    #[schema(nullable = false)]
+    permission_level: Option<Level>,
+    role: Option<String>,
+    #[schema(nullable = false)]
+    teams: Option<Vec<String>>,
+    #[schema(nullable = false, schema_with = crate::http::openapi::tags)]
+    tags: Option<BTreeMap<String, String>>,
+    #[schema(nullable = false, min_length = 8)]
+    password: Option<String>,
+}
+
+/// The fields to change; a `null` role or password removes it. An admin cannot disable or
+/// demote themselves (409).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "documentation only: change reads the body field by field"
+)]
+#[schema(as = UserChange)]
+pub struct UserChangeSchema {
+    #[schema(nullable = false, pattern = r"^[^@\s]+@\S+$")]
+    email: Option<String>,
+    #[schema(nullable = false)]
+    first_name: Option<String>,
+    #[schema(nullable = false)]
+    last_name: Option<String>,
+    #[schema(nullable = false)]
+    permission_level: Option<Level>,
+    role: Option<String>,
+    #[schema(nullable = false)]
+    teams: Option<Vec<String>>,
+    #[schema(nullable = false, schema_with = crate::http::openapi::tags)]
+    tags: Option<BTreeMap<String, String>>,
+    #[schema(nullable = false)]
+    disabled: Option<bool>,
+    #[schema(min_length = 8)]
+    password: Option<String>,
 }
 
 /// A user as the API shows them (never a password hash).
@@ -40,12 +146,35 @@ pub fn user_json(user: &User) -> Json {
     })
 }
 
+/// Lists the project's users.
+#[utoipa::path(
+    get,
+    path = "/project/{project}/users",
+    operation_id = "list_users",
+    tag = "users",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
+    responses((status = 200, description = "Every user", body = UserList)),
+)]
 async fn list(admin: Admin, Path(project): Path<String>) -> Result<Response> {
     let store = admin.project(&project)?;
     let users: Vec<Json> = store.users().await?.iter().map(user_json).collect();
     Ok(json(&json!({"data": users})))
 }
 
+/// Reads one user.
+#[utoipa::path(
+    get,
+    path = "/project/{project}/users/{id}",
+    operation_id = "read_user",
+    tag = "users",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The user's id"),
+    ),
+    responses((status = 200, description = "The user", body = UserSchema)),
+)]
 async fn read(admin: Admin, Path((project, raw)): Path<(String, String)>) -> Result<Response> {
     let store = admin.project(&project)?;
     let id = id("id", &raw)?;
@@ -78,6 +207,21 @@ fn password_hash(clear: &str) -> Result<String> {
     password::hash(clear).map_err(|e| Error::field("password", e))
 }
 
+/// Creates a user (enabled).
+#[utoipa::path(
+    post,
+    path = "/project/{project}/users",
+    operation_id = "create_user",
+    tag = "users",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
+    request_body = NewUserSchema,
+    responses(
+        (status = 201, description = "The new user", body = UserSchema),
+        (status = 409, description = "A user has this email", body = ErrorBody),
+    ),
+)]
 async fn create(admin: Admin, Path(project): Path<String>, Body(body): Body) -> Result<Response> {
     let store = admin.project(&project)?;
     body.only(&FIELDS)?;
@@ -133,6 +277,22 @@ async fn check_names(store: &Store, role: Option<&str>, teams: &[String]) -> Res
     Ok(())
 }
 
+/// Changes a user.
+#[utoipa::path(
+    patch,
+    path = "/project/{project}/users/{id}",
+    operation_id = "change_user",
+    tag = "users",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The user's id"),
+    ),
+    request_body = UserChangeSchema,
+    responses(
+        (status = 200, description = "The user as changed", body = UserSchema),
+        (status = 409, description = "Another user has this email, or an admin would disable or demote themselves", body = ErrorBody),
+    ),
+)]
 async fn change(
     admin: Admin,
     Path((project, raw)): Path<(String, String)>,
@@ -190,6 +350,21 @@ async fn change(
     Ok(json(&user_json(&user)))
 }
 
+/// Removes a user.
+#[utoipa::path(
+    delete,
+    path = "/project/{project}/users/{id}",
+    operation_id = "remove_user",
+    tag = "users",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The user's id"),
+    ),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 409, description = "An admin cannot remove themselves", body = ErrorBody),
+    ),
+)]
 async fn remove(admin: Admin, Path((project, raw)): Path<(String, String)>) -> Result<Response> {
     let store = admin.project(&project)?;
     let id = id("id", &raw)?;

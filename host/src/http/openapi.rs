@@ -1,0 +1,378 @@
+//! The OpenAPI 3.1 document of the public API `/v1`, generated from the handlers that serve it,
+//! served at `/{prefix}/v1/openapi.json`, with a reference page (Scalar) at `/{prefix}/v1/docs`.
+//!
+//! # How a `/v1` module registers its routes
+//!
+//! The document cannot drift from the routes because one line does both: a module exposes
+//! `pub fn routes() -> OpenApiRouter<SharedState>` built with `utoipa_axum::routes!`, which
+//! mounts each handler at the path and methods of its `#[utoipa::path]` and adds the same
+//! operation to the document. [`router`] merges every module's `routes()` once.
+//!
+//! ```ignore
+//! /// `GET /v1/project/{project}/environment/{environment}/notes`: …
+//! #[utoipa::path(
+//!     get,
+//!     path = "/project/{project}/environment/{environment}/notes", // below `/v1`
+//!     tag = "notes",
+//!     params(
+//!         ("project" = String, Path, description = "The project's name (case sensitive)"),
+//!         ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+//!         NotesQuery,                           // the query: a struct deriving IntoParams
+//!     ),
+//!     responses((status = 200, description = "The newest notes", body = NoteList)),
+//! )]
+//! async fn list(admin: Admin, …) -> Result<Response> { … }
+//!
+//! pub fn routes() -> OpenApiRouter<SharedState> {
+//!     OpenApiRouter::new().routes(routes!(list, create)) // same path, one `routes!` per path
+//! }
+//! // and in `router` below: `.merge(notes::routes())`
+//! ```
+//!
+//! - Path parameters are declared in the tuple form above, by name: utoipa (axum_extras) also
+//!   reads them from the handler's `Path` extractor and merges the two by name (an `IntoParams`
+//!   struct for the path would list them twice). Give ids their type and bounds
+//!   (`("id" = i64, Path, minimum = 1, …)`), so that generated clients send what is accepted.
+//! - Paths are written below `/v1` (`/project/{project}/…`), with axum's `{name}` captures; the
+//!   document names them `/v1/…` and says the prefix in `servers` (so a client calls exactly
+//!   what it reads), the router nests them under `/{prefix}/v1`.
+//! - Declare only the answers of the operation itself (its 2xx, and 409/413/422 when it has
+//!   them); [`complete`] adds the errors every `/v1` route can give (400, 401, 403, 404, 429 with
+//!   `Retry-After`, 500, and 413 when there is a body), all in the one shape [`ErrorBody`], and
+//!   the `bearerAuth` requirement is document-wide.
+//! - Response and body schemas are `#[derive(utoipa::ToSchema)]` types named after what the
+//!   client sees; register nothing by hand (`routes!` collects the schemas an operation names).
+//! - `tests/e2e/openapi.rs` fails when a documented operation is not routed, when a `/v1` route
+//!   is not documented, or when the document is not valid OpenAPI 3.1; schemathesis
+//!   (`host/tests/openapi.rs`) then checks every documented answer against the real server.
+
+use axum::Router;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse as _, Response};
+use axum::routing::get;
+use utoipa::ToSchema;
+use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{OpenApi, Ref, RefOr, Server};
+use utoipa_axum::router::OpenApiRouter;
+
+use super::{SharedState, approvals, platform};
+
+/// Where the document is served, below `/{prefix}/v1`.
+pub const DOCUMENT_PATH: &str = "/openapi.json";
+/// Where the reference page is served, below `/{prefix}/v1`.
+pub const REFERENCE_PATH: &str = "/docs";
+
+/// The root of the document: what every operation shares.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Canopy public API",
+        description = "The public HTTP API of Canopy: the project's users, teams, roles and \
+            permission documents, admin logs and approval requests (and, as they land, \
+            application tokens, notes and activity logs).\n\n\
+            Authenticate with `Authorization: Bearer <token>`: an application token (`cnp_…`) \
+            or a session token of a signed-in user. Every error answers `{code, message, error}`; \
+            a rate-limited call answers 429 with `Retry-After` (seconds) and `retry_after`."
+    ),
+    modifiers(&BearerAuth),
+    security(("bearerAuth" = [])),
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "users", description = "The project's users"),
+        (name = "teams", description = "The project's teams"),
+        (name = "roles", description = "The project's roles"),
+        (name = "permissions", description = "An environment's permission documents"),
+        (name = "admin-logs", description = "What the project's admins changed"),
+        (name = "approval-requests", description = "Actions waiting for an approver"),
+    )
+)]
+struct Root;
+
+/// `bearerAuth`: the one scheme of the API.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearerAuth",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An application token (`cnp_…`, made with `canopy tokens create` or the \
+                         tokens API) or the session token of a signed-in user.",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The body of every `/v1` error.
+#[derive(ToSchema)]
+#[schema(as = Error)]
+#[allow(
+    dead_code,
+    reason = "documentation only: http::platform::Error writes these bodies"
+)]
+pub struct ErrorBody {
+    /// A stable, machine-readable reason (`invalid_parameter`, `unauthorized`, `forbidden`,
+    /// `not_found`, `conflict`, `too_many_requests`, …).
+    code: String,
+    /// What went wrong, for a human; a bad parameter is named.
+    message: String,
+    /// The HTTP status text (`Bad Request`, `Unauthorized`, …), as the platform's own
+    /// authentication and rate-limit errors carry it.
+    error: Option<String>,
+    /// Seconds to wait before retrying (429 only), as `Retry-After` says.
+    retry_after: Option<u64>,
+    /// Details some errors carry (e.g. `roleIdsAllowedToApprove`).
+    data: Option<serde_json::Value>,
+}
+
+/// Every `/v1` route, documented; the axum router (paths below `/v1`, state not yet applied)
+/// and the document (paths from `/v1`, no servers yet).
+pub fn routes() -> (Router<SharedState>, OpenApi) {
+    let (router, mut document) = OpenApiRouter::with_openapi(<Root as utoipa::OpenApi>::openapi())
+        .merge(platform::routes())
+        .merge(approvals::routes())
+        .split_for_parts();
+    document.paths.paths = std::mem::take(&mut document.paths.paths)
+        .into_iter()
+        .map(|(path, item)| (format!("/v1{path}"), item))
+        .collect();
+    complete(&mut document);
+    (router, document)
+}
+
+/// `/{prefix}/v1`, to nest at `platform::base_path`: every documented route, the document and the
+/// reference page, and the API's own 404 and 405 answers.
+pub fn router(state: SharedState, base_path: &str) -> Router {
+    let (routes, mut document) = routes();
+    let prefix = base_path.strip_suffix("/v1").unwrap_or_default();
+    if !prefix.is_empty() {
+        // Relative to the server that serves the document: the paths stay `/v1/…`.
+        document.servers = Some(vec![Server::new(prefix)]);
+    }
+    let document = to_json(&document);
+    let json = document.to_string();
+    let reference = utoipa_scalar::Scalar::new(document)
+        .title("Canopy public API")
+        .to_html();
+    routes
+        .route(
+            DOCUMENT_PATH,
+            get(move || {
+                let json = json.clone();
+                async move { typed(super::JSON_CONTENT_TYPE, json) }
+            }),
+        )
+        .route(
+            REFERENCE_PATH,
+            get(move || {
+                let html = reference.clone();
+                async move { typed("text/html; charset=utf-8", html) }
+            }),
+        )
+        .fallback(platform::not_found)
+        .method_not_allowed_fallback(platform::method_not_allowed)
+        .with_state(state)
+}
+
+fn typed(content_type: &'static str, body: String) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+        body,
+    )
+        .into_response()
+}
+
+/// The errors every `/v1` operation can answer, by status: the name of its response component
+/// and its description.
+const COMMON_ERRORS: [(&str, &str, &str); 6] = [
+    (
+        "400",
+        "BadRequest",
+        "A parameter or body field is wrong; the message names it",
+    ),
+    (
+        "401",
+        "Unauthorized",
+        "The token is missing, invalid or expired",
+    ),
+    (
+        "403",
+        "Forbidden",
+        "The token's user may not do this, or the token lacks the scope",
+    ),
+    ("404", "NotFound", "No such project, environment or item"),
+    (
+        "429",
+        "TooManyRequests",
+        "Rate limited: retry after `Retry-After` seconds",
+    ),
+    (
+        "500",
+        "InternalError",
+        "Unexpected error (details are logged)",
+    ),
+];
+
+/// Adds the shared error responses to the components and to every operation that does not
+/// declare them itself (413 to those with a body).
+fn complete(document: &mut OpenApi) {
+    let error = || {
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Error")))
+            .build()
+    };
+    let components = document.components.get_or_insert_with(Default::default);
+    for (_, name, description) in COMMON_ERRORS {
+        let mut response = ResponseBuilder::new()
+            .description(description)
+            .content("application/json", error());
+        if name == "TooManyRequests" {
+            response = response.header(
+                "Retry-After",
+                HeaderBuilder::new()
+                    .schema(Some(
+                        ObjectBuilder::new()
+                            .schema_type(Type::Integer)
+                            .minimum(Some(0)),
+                    ))
+                    .description(Some("Seconds to wait before the next call"))
+                    .build(),
+            );
+        }
+        components
+            .responses
+            .insert(name.to_owned(), RefOr::T(response.build()));
+    }
+    components.responses.insert(
+        "PayloadTooLarge".to_owned(),
+        RefOr::T(
+            ResponseBuilder::new()
+                .description("The body is larger than the server accepts")
+                .content("application/json", error())
+                .build(),
+        ),
+    );
+    for item in document.paths.paths.values_mut() {
+        for operation in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            add_errors(operation);
+        }
+    }
+}
+
+fn add_errors(operation: &mut Operation) {
+    let responses = &mut operation.responses.responses;
+    let mut add = |status: &str, name: &str| {
+        responses
+            .entry(status.to_owned())
+            .or_insert_with(|| RefOr::Ref(Ref::from_response_name(name)));
+    };
+    for (status, name, _) in COMMON_ERRORS {
+        add(status, name);
+    }
+    if operation.request_body.is_some() {
+        add("413", "PayloadTooLarge");
+    }
+}
+
+/// Where a schema written as JSON Schema waits, inside the typed document, to replace the
+/// schema object that carries it ([`unwrap_raw`]). utoipa's typed schema has no `oneOf` inside an
+/// object, no `const` and no `anyOf` of formats, and reading JSON into it drops what it lacks.
+const RAW: &str = "x-canopy-raw";
+
+/// A schema written as JSON Schema, for what the derive cannot say (`propertyNames`, unions of
+/// documents, constants).
+pub fn schema(value: serde_json::Value) -> utoipa::openapi::schema::Schema {
+    utoipa::openapi::schema::Schema::Object(
+        ObjectBuilder::new()
+            .extensions(Some(
+                utoipa::openapi::extensions::ExtensionsBuilder::new()
+                    .add(RAW, value)
+                    .build(),
+            ))
+            .build(),
+    )
+}
+
+/// Replaces every object that carries a raw schema by that schema.
+fn unwrap_raw(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if let Some(raw) = map.remove(RAW) {
+                *value = raw;
+                unwrap_raw(value);
+            } else {
+                map.values_mut().for_each(unwrap_raw);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(unwrap_raw),
+        _ => {}
+    }
+}
+
+/// The document as served: JSON, raw schemas in place.
+pub fn to_json(document: &OpenApi) -> serde_json::Value {
+    match serde_json::to_value(document) {
+        Ok(mut value) => {
+            unwrap_raw(&mut value);
+            value
+        }
+        Err(error) => {
+            // Only a map with non-string keys fails, and the document has none.
+            tracing::error!(%error, "the OpenAPI document could not be written");
+            serde_json::Value::Null
+        }
+    }
+}
+
+/// `tags`: string values under non-blank keys, e.g. `{"region": "EU"}`.
+pub fn tags() -> utoipa::openapi::schema::Schema {
+    schema(serde_json::json!({
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "propertyNames": {"pattern": "\\S"},
+        "example": {"region": "EU"},
+    }))
+}
+
+/// A named schema component written as JSON Schema:
+/// `json_schema!(Type, "ComponentName", json!({…}))` declares a type to name in `body = Type`.
+macro_rules! json_schema {
+    ($(#[$meta:meta])* $type:ident, $name:literal, $schema:expr) => {
+        $(#[$meta])*
+        pub struct $type;
+
+        impl utoipa::PartialSchema for $type {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::RefOr::T($crate::http::openapi::schema($schema))
+            }
+        }
+
+        impl utoipa::ToSchema for $type {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed($name)
+            }
+        }
+    };
+}
+pub(crate) use json_schema;
