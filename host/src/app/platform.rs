@@ -13,8 +13,8 @@ use crate::config::Config;
 use crate::customizer::{AuditRecorder, AuditTrail};
 use crate::datasource::DataSourceSchema;
 use crate::http::liana::LianaServer;
-use crate::platform::audit::AuditStore;
 use crate::http::ratelimit::RateLimits;
+use crate::platform::audit::AuditStore;
 use crate::platform::remote::{Probe, RemoteSource};
 use crate::platform::{ActivityLog, PermissionSource, Store, bootstrap};
 

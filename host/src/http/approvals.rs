@@ -31,7 +31,7 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use jsonwebtoken::{AlgorithmFamily, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Map, Value as Json, json};
 use utoipa::{IntoParams, ToSchema};
@@ -45,8 +45,8 @@ use super::caller::Authenticated;
 use super::collection::served;
 use super::error::ApiError;
 use super::middleware::RequestId;
-use super::platform::Error;
 use super::openapi::ErrorBody;
+use super::platform::Error;
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::action::{ResultBody, result_body, slug};
 use crate::agent::query_string::QueryString;
@@ -54,7 +54,7 @@ use crate::auth::{self, permissions::ActionRight};
 use crate::datasource::action::{ActionResult, ActionScope};
 use crate::datasource::{Caller, CollectionSchema, PermissionLevel, Projection, pack_id};
 use crate::platform::activity::Action;
-use crate::platform::{self, Approval, ApprovalStatus, Store};
+use crate::platform::{Approval, ApprovalStatus, Store};
 
 /// The platform's cap on select-all approvals (`maxRecordsForApproval` default and maximum).
 pub const MAX_RECORDS_FOR_APPROVAL: u64 = 500;
@@ -741,14 +741,9 @@ async fn decide(
 
 /// An approval request's id from the path; else a 400 in the API's shape (axum's own rejection
 /// is plain text).
-fn path_id(raw: &str) -> Result<i64, PublicError> {
-    raw.parse().map_err(|_| {
-        PublicError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_parameter",
-            format!("id: {raw:?} is not an id"),
-        )
-    })
+fn path_id(raw: &str) -> Result<i64, Error> {
+    raw.parse()
+        .map_err(|_| Error::field("id", format!("{raw:?} is not an id")))
 }
 
 /// The collection and action a request names (the action by name or slug).

@@ -73,8 +73,8 @@ pub const REFERENCE_PATH: &str = "/docs";
     info(
         title = "Canopy public API",
         description = "The public HTTP API of Canopy: the project's users, teams, roles and \
-            permission documents, admin logs and approval requests (and, as they land, \
-            application tokens, notes and activity logs).\n\n\
+            permission documents, admin logs, activity logs, notes on records, approval \
+            requests and application tokens.\n\n\
             Authenticate with `Authorization: Bearer <token>`: an application token (`cnp_…`) \
             or a session token of a signed-in user. Every error answers `{code, message, error}`; \
             a rate-limited call answers 429 with `Retry-After` (seconds) and `retry_after`."
@@ -89,6 +89,9 @@ pub const REFERENCE_PATH: &str = "/docs";
         (name = "permissions", description = "An environment's permission documents"),
         (name = "admin-logs", description = "What the project's admins changed"),
         (name = "approval-requests", description = "Actions waiting for an approver"),
+        (name = "activity-logs", description = "What users did, operation by operation"),
+        (name = "notes", description = "Notes on records, each with a thread of messages"),
+        (name = "tokens", description = "The caller's application tokens"),
     )
 )]
 struct Root;

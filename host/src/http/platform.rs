@@ -17,9 +17,11 @@ mod groups;
 )]
 pub mod listing;
 mod logs;
-mod tokens;
 mod notes;
+mod tokens;
 mod users;
+
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::FromRequestParts;

@@ -11,11 +11,12 @@
 //! Items have exactly the platform's fields (`additionalProperties: false` in its OpenAPI), the
 //! optional ones left out rather than null; status, origin, token and request id stay in the store.
 
-use axum::Router;
 use axum::extract::{Path, RawQuery};
 use axum::response::Response;
-use axum::routing::get;
 use serde_json::{Map, Value as Json, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::listing::{ListQuery, iso};
 use super::{Admin, Error, Result};
@@ -23,13 +24,138 @@ use crate::http::{SharedState, json};
 use crate::platform::Scope;
 use crate::platform::activity::{Action, ActivityFilter, ActivityRow, Kind};
 
-pub fn router() -> Router<SharedState> {
-    Router::new().route(
-        "/project/{project}/environment/{environment}/activity-logs",
-        get(list),
-    )
+pub fn routes() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
+/// The query of `GET …/activity-logs` (every filter is optional; several combine with AND).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(
+    dead_code,
+    reason = "documentation only: list reads the query with ListQuery"
+)]
+struct ActivityQuery {
+    /// How many entries, newest first (1 to 100).
+    #[param(nullable = false, minimum = 1, maximum = 100, default = 10)]
+    limit: Option<i64>,
+    /// The user's e-mail.
+    #[param(rename = "userEmail", nullable = false, format = Email)]
+    user_email: Option<String>,
+    #[param(rename = "userId", nullable = false, minimum = 1)]
+    user_id: Option<i64>,
+    #[param(rename = "teamName", nullable = false, min_length = 1)]
+    team_name: Option<String>,
+    /// The collection's name, as in the schema.
+    #[param(rename = "collectionName", nullable = false, min_length = 1)]
+    collection_name: Option<String>,
+    /// A record the operation targeted (packed form for composite keys).
+    #[param(rename = "recordId", nullable = false, min_length = 1)]
+    record_id: Option<String>,
+    /// One of the platform's 38 actions (`index`, `read`, `update`, `createNote`, …).
+    #[param(nullable = false, schema_with = action_names)]
+    action: Option<String>,
+    /// `read` or `write`.
+    #[param(rename = "type", nullable = false, schema_with = kinds)]
+    kind: Option<String>,
+    #[param(rename = "createdAt.eq", nullable = false, format = DateTime)]
+    created_at_eq: Option<String>,
+    #[param(rename = "createdAt.lt", nullable = false, format = DateTime)]
+    created_at_lt: Option<String>,
+    #[param(rename = "createdAt.lte", nullable = false, format = DateTime)]
+    created_at_lte: Option<String>,
+    #[param(rename = "createdAt.gt", nullable = false, format = DateTime)]
+    created_at_gt: Option<String>,
+    #[param(rename = "createdAt.gte", nullable = false, format = DateTime)]
+    created_at_gte: Option<String>,
+    /// Continue after this entry (its `id`): a keyset cursor that never skips entries of the
+    /// same millisecond.
+    #[param(rename = "startingAfter", nullable = false, min_length = 1)]
+    starting_after: Option<String>,
+}
+
+fn action_names() -> utoipa::openapi::schema::Schema {
+    crate::http::openapi::schema(json!({"type": "string", "enum": Action::NAMES}))
+}
+
+fn kinds() -> utoipa::openapi::schema::Schema {
+    crate::http::openapi::schema(json!({"type": "string", "enum": ["read", "write"]}))
+}
+
+/// The user who acted.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: entry writes it")]
+struct ActivityUser {
+    /// Always `user`.
+    object: String,
+    id: i64,
+    username: String,
+    email: String,
+}
+
+/// `{object, name}` of the entry's environment, team or collection.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: entry writes it")]
+struct ActivityNamed {
+    /// `environment`, `team` or `collection`.
+    object: String,
+    name: String,
+}
+
+/// One thing a user did (no record values, ever).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = ActivityLog)]
+#[allow(dead_code, reason = "documentation only: entry writes it")]
+struct ActivityLogSchema {
+    /// Always `activityLog`.
+    object: String,
+    id: String,
+    /// `read` or `write`.
+    r#type: String,
+    action: String,
+    #[schema(nullable = false)]
+    label: Option<String>,
+    #[schema(nullable = false)]
+    record_ids: Option<Vec<String>>,
+    #[schema(format = DateTime)]
+    created_at: String,
+    user: ActivityUser,
+    environment: ActivityNamed,
+    team: ActivityNamed,
+    #[schema(nullable = false)]
+    collection: Option<ActivityNamed>,
+}
+
+/// A page of the activity log, newest first.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(
+    dead_code,
+    reason = "documentation only: ListQuery::envelope writes it"
+)]
+struct ActivityLogList {
+    /// Whether older entries match beyond `limit`.
+    has_more: bool,
+    /// The path parameters, the limit and every filter given, under the same keys.
+    #[schema(value_type = Object)]
+    parameters: Json,
+    data: Vec<ActivityLogSchema>,
+}
+
+/// The newest entries of the environment's activity log.
+#[utoipa::path(
+    get,
+    path = "/project/{project}/environment/{environment}/activity-logs",
+    operation_id = "list_activity_logs",
+    tag = "activity-logs",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ActivityQuery,
+    ),
+    responses((status = 200, description = "The newest entries", body = ActivityLogList)),
+)]
 async fn list(
     admin: Admin,
     Path((project, environment)): Path<(String, String)>,

@@ -37,6 +37,40 @@ struct AdminLogQuery {
     /// How many entries, newest first (1 to 100).
     #[param(nullable = false, minimum = 1, maximum = 100, default = 10)]
     limit: Option<i64>,
+    /// The administrator's e-mail.
+    #[param(rename = "userEmail", nullable = false, format = Email)]
+    user_email: Option<String>,
+    /// The administrator's id.
+    #[param(rename = "userId", nullable = false, minimum = 1)]
+    user_id: Option<i64>,
+    #[param(rename = "type", nullable = false, schema_with = types)]
+    kind: Option<String>,
+    #[param(nullable = false, schema_with = initiators)]
+    initiator: Option<String>,
+    #[param(nullable = false, schema_with = resources)]
+    resource: Option<String>,
+    #[param(rename = "createdAt.eq", nullable = false, format = DateTime)]
+    created_at_eq: Option<String>,
+    #[param(rename = "createdAt.lt", nullable = false, format = DateTime)]
+    created_at_lt: Option<String>,
+    #[param(rename = "createdAt.lte", nullable = false, format = DateTime)]
+    created_at_lte: Option<String>,
+    #[param(rename = "createdAt.gt", nullable = false, format = DateTime)]
+    created_at_gt: Option<String>,
+    #[param(rename = "createdAt.gte", nullable = false, format = DateTime)]
+    created_at_gte: Option<String>,
+}
+
+fn types() -> utoipa::openapi::schema::Schema {
+    crate::http::openapi::schema(json!({"type": "string", "enum": TYPES}))
+}
+
+fn initiators() -> utoipa::openapi::schema::Schema {
+    crate::http::openapi::schema(json!({"type": "string", "enum": INITIATORS}))
+}
+
+fn resources() -> utoipa::openapi::schema::Schema {
+    crate::http::openapi::schema(json!({"type": "string", "enum": RESOURCES}))
 }
 
 /// Who made the change, when an admin did.

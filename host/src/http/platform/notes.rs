@@ -9,30 +9,243 @@
 //! A token with `notes:write` but not `notes:read` may write, but its answers carry only the
 //! note's id: a write scope must not become a way to read the others' threads.
 
-use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
 use serde_json::{Map, Value as Json, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::listing::{ListQuery, iso};
 use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
 use crate::http::{SharedState, json, json_with};
 use crate::platform::Scope;
-use crate::platform::notes::{NewNote, Note, NoteChange, NoteFilter, NoteUser};
+use crate::platform::activity::{Action, Actor, Entry, Origin};
+use crate::platform::notes::{NewNote, Note, NoteChange, NoteFilter, NoteRef, NoteUser};
 
-pub fn router() -> Router<SharedState> {
-    let base = "/project/{project}/environment/{environment}/notes";
-    Router::new()
-        .route(base, get(list).post(create))
-        .route(
-            &format!("{base}/{{id}}"),
-            get(read).patch(change).delete(remove),
-        )
-        .route(&format!("{base}/{{id}}/messages"), post(add_message))
+pub fn routes() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(read, change, remove))
+        .routes(routes!(add_message))
 }
 
+/// The activity log's entry of a note operation (origin `api`).
+fn log(state: &SharedState, admin: &Admin, action: Action, note: &NoteRef, environment: &str) {
+    let mut entry = Entry::new(action, Actor::of_user(&admin.user), Origin::Api)
+        .with_environment(environment)
+        .with_label(format!("note {}", note.id))
+        .with_records([note.record_id.clone()]);
+    if let Some(collection) = &note.collection_name {
+        entry = entry.with_collection(collection.clone());
+    }
+    state.activity.record(entry);
+}
+
+/// The query of `GET …/notes` (every filter is optional; several combine with AND).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(
+    dead_code,
+    reason = "documentation only: list reads the query with ListQuery"
+)]
+struct NotesQuery {
+    /// How many notes, newest first (1 to 100).
+    #[param(nullable = false, minimum = 1, maximum = 100, default = 10)]
+    limit: Option<i64>,
+    /// The creator's e-mail.
+    #[param(rename = "userEmail", nullable = false, format = Email)]
+    user_email: Option<String>,
+    /// The creator's id.
+    #[param(rename = "userId", nullable = false, minimum = 1)]
+    user_id: Option<i64>,
+    /// The team's name.
+    #[param(rename = "teamName", nullable = false, min_length = 1)]
+    team_name: Option<String>,
+    /// The collection's name, as in the schema.
+    #[param(rename = "collectionName", nullable = false, min_length = 1)]
+    collection_name: Option<String>,
+    /// The id of the record the note is attached to (packed form for composite keys).
+    #[param(rename = "recordId", nullable = false, min_length = 1)]
+    record_id: Option<String>,
+    #[param(rename = "createdAt.eq", nullable = false, format = DateTime)]
+    created_at_eq: Option<String>,
+    /// Before this date; page with the last note's `createdAt`.
+    #[param(rename = "createdAt.lt", nullable = false, format = DateTime)]
+    created_at_lt: Option<String>,
+    #[param(rename = "createdAt.lte", nullable = false, format = DateTime)]
+    created_at_lte: Option<String>,
+    #[param(rename = "createdAt.gt", nullable = false, format = DateTime)]
+    created_at_gt: Option<String>,
+    #[param(rename = "createdAt.gte", nullable = false, format = DateTime)]
+    created_at_gte: Option<String>,
+    #[param(rename = "updatedAt.eq", nullable = false, format = DateTime)]
+    updated_at_eq: Option<String>,
+    #[param(rename = "updatedAt.lt", nullable = false, format = DateTime)]
+    updated_at_lt: Option<String>,
+    #[param(rename = "updatedAt.lte", nullable = false, format = DateTime)]
+    updated_at_lte: Option<String>,
+    #[param(rename = "updatedAt.gt", nullable = false, format = DateTime)]
+    updated_at_gt: Option<String>,
+    #[param(rename = "updatedAt.gte", nullable = false, format = DateTime)]
+    updated_at_gte: Option<String>,
+    #[param(rename = "archivedAt.eq", nullable = false, format = DateTime)]
+    archived_at_eq: Option<String>,
+    #[param(rename = "archivedAt.lt", nullable = false, format = DateTime)]
+    archived_at_lt: Option<String>,
+    #[param(rename = "archivedAt.lte", nullable = false, format = DateTime)]
+    archived_at_lte: Option<String>,
+    #[param(rename = "archivedAt.gt", nullable = false, format = DateTime)]
+    archived_at_gt: Option<String>,
+    #[param(rename = "archivedAt.gte", nullable = false, format = DateTime)]
+    archived_at_gte: Option<String>,
+}
+
+/// A note's creator, a message's author.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: user_json writes it")]
+struct NoteUserSchema {
+    /// Always `user`.
+    object: String,
+    id: i64,
+    username: String,
+    email: String,
+}
+
+/// `{object, name}` of the note's environment, team or collection.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: note_json writes it")]
+struct NamedObject {
+    /// `environment`, `team` or `collection`.
+    object: String,
+    name: String,
+}
+
+/// One message of a note's thread.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code, reason = "documentation only: note_json writes it")]
+struct NoteMessage {
+    /// Always `note-message`.
+    object: String,
+    /// Sanitised HTML.
+    content: String,
+    #[schema(format = DateTime)]
+    created_at: String,
+    user: NoteUserSchema,
+}
+
+/// A note on a record, with its thread (oldest message first). A write made with a token that
+/// lacks `notes:read` answers only `object` and `id`.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = Note)]
+#[allow(dead_code, reason = "documentation only: note_json writes it")]
+struct NoteSchema {
+    /// Always `note`.
+    object: String,
+    id: i64,
+    #[schema(nullable = false)]
+    title: Option<String>,
+    #[schema(nullable = false)]
+    record_id: Option<String>,
+    #[schema(nullable = false, format = DateTime)]
+    created_at: Option<String>,
+    /// The last change of the note or of its thread.
+    #[schema(nullable = false, format = DateTime)]
+    updated_at: Option<String>,
+    /// Present only while the note is archived.
+    #[schema(nullable = false, format = DateTime)]
+    archived_at: Option<String>,
+    #[schema(nullable = false)]
+    user: Option<NoteUserSchema>,
+    #[schema(nullable = false)]
+    environment: Option<NamedObject>,
+    #[schema(nullable = false)]
+    team: Option<NamedObject>,
+    /// Missing when the collection is unknown.
+    #[schema(nullable = false)]
+    collection: Option<NamedObject>,
+    #[schema(nullable = false)]
+    messages: Option<Vec<NoteMessage>>,
+}
+
+/// A page of notes, newest (highest id) first.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(
+    dead_code,
+    reason = "documentation only: ListQuery::envelope writes it"
+)]
+struct NoteList {
+    /// Whether more notes match beyond `limit`.
+    has_more: bool,
+    /// The path parameters, the limit and every filter given, under the same keys.
+    #[schema(value_type = Object)]
+    parameters: Json,
+    data: Vec<NoteSchema>,
+}
+
+/// A new note: its first message is `content`.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "documentation only: create reads the body as JSON"
+)]
+struct NewNoteSchema {
+    /// A collection of the served schema.
+    collection_name: String,
+    record_id: String,
+    title: String,
+    /// HTML, sanitised (paragraphs, emphasis, lists, quotes, code, http/https/mailto links).
+    content: String,
+    /// Defaults to the author's first team.
+    #[schema(nullable = false)]
+    team_name: Option<String>,
+}
+
+/// A message added to a note's thread.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "documentation only: add_message reads the body as JSON"
+)]
+struct NewMessage {
+    /// HTML, sanitised as a note's first message.
+    content: String,
+}
+
+/// A change of a note: at least one field.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "documentation only: change reads the body as JSON"
+)]
+struct NoteChangeSchema {
+    #[schema(nullable = false)]
+    title: Option<String>,
+    /// `true` archives the note (sets `archivedAt`), `false` unarchives it.
+    #[schema(nullable = false)]
+    archived: Option<bool>,
+}
+
+/// The newest notes of the environment.
+#[utoipa::path(
+    get,
+    path = "/project/{project}/environment/{environment}/notes",
+    operation_id = "list_notes",
+    tag = "notes",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        NotesQuery,
+    ),
+    responses((status = 200, description = "The newest notes", body = NoteList)),
+)]
 async fn list(
     admin: Admin,
     Path((project, environment)): Path<(String, String)>,
@@ -60,6 +273,19 @@ async fn list(
     Ok(json(&query.envelope(notes.iter().map(note_json).collect())))
 }
 
+/// One note.
+#[utoipa::path(
+    get,
+    path = "/project/{project}/environment/{environment}/notes/{id}",
+    operation_id = "read_note",
+    tag = "notes",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The note's id"),
+    ),
+    responses((status = 200, description = "The note", body = NoteSchema)),
+)]
 async fn read(
     admin: Admin,
     Path((project, environment, raw)): Path<(String, String, String)>,
@@ -76,6 +302,19 @@ async fn read(
 
 const CREATE_FIELDS: [&str; 5] = ["collectionName", "recordId", "title", "content", "teamName"];
 
+/// Files a note on a record.
+#[utoipa::path(
+    post,
+    path = "/project/{project}/environment/{environment}/notes",
+    operation_id = "create_note",
+    tag = "notes",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+    ),
+    request_body = NewNoteSchema,
+    responses((status = 201, description = "The new note", body = NoteSchema)),
+)]
 async fn create(
     admin: Admin,
     State(state): State<SharedState>,
@@ -104,12 +343,33 @@ async fn create(
     }
     let store = admin.environment(&project, &environment).await?;
     let note = store.create_note(&admin.user, new).await?;
-    // The activity log's createNote entry: `note.reference()` (id, collection, record id).
+    log(
+        &state,
+        &admin,
+        Action::CreateNote,
+        &note.reference(),
+        &environment,
+    );
     Ok(json_with(StatusCode::CREATED, &shown(&admin, &note)))
 }
 
+/// Adds a message to a note's thread (moves `updatedAt`).
+#[utoipa::path(
+    post,
+    path = "/project/{project}/environment/{environment}/notes/{id}/messages",
+    operation_id = "add_note_message",
+    tag = "notes",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The note's id"),
+    ),
+    request_body = NewMessage,
+    responses((status = 201, description = "The note with its new message", body = NoteSchema)),
+)]
 async fn add_message(
     admin: Admin,
+    State(state): State<SharedState>,
     Path((project, environment, raw)): Path<(String, String, String)>,
     Body(body): Body,
 ) -> Result<Response> {
@@ -121,10 +381,30 @@ async fn add_message(
         .ok_or_else(|| Error::field("content", "is required"))?;
     let store = admin.environment(&project, &environment).await?;
     let note = store.add_note_message(&admin.user, id, &content).await?;
-    // The activity log's createMessage entry: `note.reference()`.
+    log(
+        &state,
+        &admin,
+        Action::CreateMessage,
+        &note.reference(),
+        &environment,
+    );
     Ok(json_with(StatusCode::CREATED, &shown(&admin, &note)))
 }
 
+/// Renames, archives or unarchives a note.
+#[utoipa::path(
+    patch,
+    path = "/project/{project}/environment/{environment}/notes/{id}",
+    operation_id = "change_note",
+    tag = "notes",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The note's id"),
+    ),
+    request_body = NoteChangeSchema,
+    responses((status = 200, description = "The note as changed", body = NoteSchema)),
+)]
 async fn change(
     admin: Admin,
     Path((project, environment, raw)): Path<(String, String, String)>,
@@ -147,15 +427,29 @@ async fn change(
     Ok(json(&shown(&admin, &note)))
 }
 
+/// Deletes a note (it is gone from the API).
+#[utoipa::path(
+    delete,
+    path = "/project/{project}/environment/{environment}/notes/{id}",
+    operation_id = "delete_note",
+    tag = "notes",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("environment" = String, Path, description = "The environment's name (case sensitive)"),
+        ("id" = i64, Path, minimum = 1, description = "The note's id"),
+    ),
+    responses((status = 204, description = "Deleted")),
+)]
 async fn remove(
     admin: Admin,
+    State(state): State<SharedState>,
     Path((project, environment, raw)): Path<(String, String, String)>,
 ) -> Result<Response> {
     admin.require(Scope::NotesWrite)?;
     let id = id("id", &raw)?;
     let store = admin.environment(&project, &environment).await?;
-    // The activity log's deleteNote entry: `deleted` (id, collection, record id).
-    let _deleted = store.delete_note(id).await?;
+    let deleted = store.delete_note(id).await?;
+    log(&state, &admin, Action::DeleteNote, &deleted, &environment);
     Ok(no_content())
 }
 
@@ -266,6 +560,17 @@ mod tests {
         }
     }
 
+    /// A bare server state (no collections, activity logging off): what the write routes need.
+    fn state() -> State<SharedState> {
+        let datasource =
+            crate::datasource::CompositeDataSource::new(Vec::new()).expect("an empty composite");
+        State(std::sync::Arc::new(crate::http::AppState::new(
+            std::sync::Arc::new(datasource),
+            crate::auth::SessionKey::new("a-test-secret"),
+            &crate::config::HttpConfig::default(),
+        )))
+    }
+
     fn path3(id: i64) -> Path<(String, String, String)> {
         Path(("acme".into(), "production".into(), id.to_string()))
     }
@@ -327,6 +632,7 @@ mod tests {
         let read_only = [Scope::NotesRead];
         let added = add_message(
             token(&f, &read_only),
+            state(),
             path3(id),
             body(&json!({"content": "x"})),
         )
@@ -340,7 +646,7 @@ mod tests {
         .await;
         assert_eq!(status(changed), forbidden);
         assert_eq!(
-            status(remove(token(&f, &read_only), path3(id)).await),
+            status(remove(token(&f, &read_only), state(), path3(id)).await),
             forbidden
         );
         assert_eq!(f.store.note(id).await.unwrap().unwrap(), note);
@@ -348,6 +654,7 @@ mod tests {
         // A write-only token writes, but its answer shows only the note's id.
         let added = add_message(
             token(&f, &write_only),
+            state(),
             path3(id),
             body(&json!({"content": "<p>more</p>"})),
         )
@@ -360,7 +667,7 @@ mod tests {
         let shown: Json = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(shown, json!({"object": "note", "id": id}));
         assert_eq!(f.store.note(id).await.unwrap().unwrap().messages.len(), 2);
-        let removed = remove(token(&f, &write_only), path3(id)).await;
+        let removed = remove(token(&f, &write_only), state(), path3(id)).await;
         assert_eq!(status(removed), StatusCode::NO_CONTENT);
         assert_eq!(f.store.note(id).await.unwrap(), None);
         f.store.close().await;

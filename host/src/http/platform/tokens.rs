@@ -10,12 +10,13 @@
 //! tokens if it holds `all`: a leaked `notes:read` token must not be able to mint itself a wider
 //! one (docs/compatibility.md).
 
-use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{delete, get};
 use serde_json::{Map, Value as Json, json};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::listing::{iso, parse_date};
 use super::{Body, Error, Fields as _, Result, SignedIn, no_content};
@@ -23,10 +24,77 @@ use crate::http::{SharedState, json, json_with};
 use crate::platform::tokens::parse_scopes;
 use crate::platform::{NewToken, Scope, Token};
 
-pub fn router() -> Router<SharedState> {
-    Router::new()
-        .route("/project/{project}/tokens", get(list).post(create))
-        .route("/project/{project}/tokens/{id}", delete(revoke))
+pub fn routes() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(revoke))
+}
+
+/// An application token as listed (never its secret).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = Token)]
+#[allow(dead_code, reason = "documentation only: token_json writes it")]
+struct TokenSchema {
+    /// Always `token`.
+    object: String,
+    id: String,
+    name: String,
+    /// `activity_logs:read`, `admin_logs:read`, `notes:read`, `notes:write` or `all`.
+    scopes: Vec<String>,
+    /// `cnp_…` and the secret's last four characters, to tell tokens apart.
+    hint: String,
+    #[schema(format = DateTime)]
+    created_at: String,
+    #[schema(format = DateTime)]
+    last_used_at: Option<String>,
+    #[schema(format = DateTime)]
+    expires_at: Option<String>,
+}
+
+/// A token just made: the listed fields and, this once, the secret.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code, reason = "documentation only: create writes it")]
+struct CreatedToken {
+    object: String,
+    id: String,
+    name: String,
+    scopes: Vec<String>,
+    hint: String,
+    #[schema(format = DateTime)]
+    created_at: String,
+    #[schema(format = DateTime)]
+    last_used_at: Option<String>,
+    #[schema(format = DateTime)]
+    expires_at: Option<String>,
+    /// The secret (`cnp_…`): shown once, never again.
+    token: String,
+}
+
+/// The caller's tokens.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documentation only: list writes it")]
+struct TokenList {
+    data: Vec<TokenSchema>,
+}
+
+/// A token to make.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "documentation only: create reads the body as JSON"
+)]
+struct NewTokenSchema {
+    name: String,
+    /// At least one of `activity_logs:read`, `admin_logs:read`, `notes:read`, `notes:write`,
+    /// `all`.
+    #[schema(min_items = 1)]
+    scopes: Vec<String>,
+    /// When it stops working (in the future); none by default.
+    #[schema(format = DateTime)]
+    expires_at: Option<String>,
 }
 
 /// A token as listed; optional dates are `null` when unset (the listing's columns are fixed).
@@ -51,6 +119,17 @@ pub fn token_json(token: &Token) -> Map<String, Json> {
     out
 }
 
+/// The caller's application tokens (a session, or a token holding `all`).
+#[utoipa::path(
+    get,
+    path = "/project/{project}/tokens",
+    operation_id = "list_tokens",
+    tag = "tokens",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
+    responses((status = 200, description = "The caller's tokens", body = TokenList)),
+)]
 async fn list(caller: SignedIn, Path(project): Path<String>) -> Result<Response> {
     caller.require(Scope::All)?;
     let store = caller.project(&project)?;
@@ -59,6 +138,18 @@ async fn list(caller: SignedIn, Path(project): Path<String>) -> Result<Response>
     Ok(json(&json!({ "data": data })))
 }
 
+/// Makes an application token for the caller; the secret is in the answer, this once.
+#[utoipa::path(
+    post,
+    path = "/project/{project}/tokens",
+    operation_id = "create_token",
+    tag = "tokens",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+    ),
+    request_body = NewTokenSchema,
+    responses((status = 201, description = "The new token and its secret", body = CreatedToken)),
+)]
 async fn create(caller: SignedIn, Path(project): Path<String>, body: Body) -> Result<Response> {
     caller.require(Scope::All)?;
     let store = caller.project(&project)?;
@@ -96,6 +187,18 @@ async fn create(caller: SignedIn, Path(project): Path<String>, body: Body) -> Re
     Ok(json_with(StatusCode::CREATED, &Json::Object(out)))
 }
 
+/// Revokes a token: the caller's own, or anyone's for an admin. It stops working at once.
+#[utoipa::path(
+    delete,
+    path = "/project/{project}/tokens/{id}",
+    operation_id = "revoke_token",
+    tag = "tokens",
+    params(
+        ("project" = String, Path, description = "The project's name (case sensitive)"),
+        ("id" = String, Path, description = "The token's id"),
+    ),
+    responses((status = 204, description = "Revoked")),
+)]
 async fn revoke(
     State(state): State<SharedState>,
     caller: SignedIn,
