@@ -196,10 +196,15 @@ struct NoteList {
 )]
 struct NewNoteSchema {
     /// A collection of the served schema.
+    #[schema(min_length = 1)]
     collection_name: String,
+    #[schema(min_length = 1)]
     record_id: String,
+    #[schema(min_length = 1)]
     title: String,
-    /// HTML, sanitised (paragraphs, emphasis, lists, quotes, code, http/https/mailto links).
+    /// HTML, sanitised (paragraphs, emphasis, lists, quotes, code, http/https/mailto links);
+    /// nothing left after sanitising is a 400.
+    #[schema(min_length = 1)]
     content: String,
     /// Defaults to the author's first team.
     #[schema(nullable = false)]
@@ -214,7 +219,8 @@ struct NewNoteSchema {
     reason = "documentation only: add_message reads the body as JSON"
 )]
 struct NewMessage {
-    /// HTML, sanitised as a note's first message.
+    /// HTML, sanitised as a note's first message; nothing left after sanitising is a 400.
+    #[schema(min_length = 1)]
     content: String,
 }
 
@@ -323,9 +329,10 @@ async fn create(
 ) -> Result<Response> {
     admin.require(Scope::NotesWrite)?;
     body.only(&CREATE_FIELDS)?;
-    let required = |field: &str| {
-        body.string(field)?
-            .ok_or_else(|| Error::field(field, "is required"))
+    let required = |field: &str| match body.string(field)? {
+        None => Err(Error::field(field, "is required")),
+        Some(value) if value.is_empty() => Err(Error::field(field, "must not be empty")),
+        Some(value) => Ok(value),
     };
     let collection_name = required("collectionName")?;
     let new = NewNote {

@@ -72,6 +72,16 @@ struct CreatedToken {
     token: String,
 }
 
+/// `scopes`: a non-empty list of scope names.
+fn scope_list() -> utoipa::openapi::schema::Schema {
+    let names: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
+    crate::http::openapi::schema(json!({
+        "type": "array",
+        "minItems": 1,
+        "items": {"type": "string", "enum": names},
+    }))
+}
+
 /// The caller's tokens.
 #[derive(ToSchema)]
 #[allow(dead_code, reason = "documentation only: list writes it")]
@@ -87,10 +97,11 @@ struct TokenList {
     reason = "documentation only: create reads the body as JSON"
 )]
 struct NewTokenSchema {
+    #[schema(min_length = 1)]
     name: String,
     /// At least one of `activity_logs:read`, `admin_logs:read`, `notes:read`, `notes:write`,
     /// `all`.
-    #[schema(min_items = 1)]
+    #[schema(schema_with = scope_list)]
     scopes: Vec<String>,
     /// When it stops working (in the future); none by default.
     #[schema(format = DateTime)]
