@@ -87,6 +87,15 @@ pub(crate) fn config(
 /// creates the first admin (`admin@canopy.local`). `permissions` is written as the permissions
 /// file when given.
 pub(crate) async fn serve(backend: Backend, permissions: Option<&str>) -> Result<Env, String> {
+    serve_with(backend, permissions, |_| {}).await
+}
+
+/// [`serve`], with the configuration changed by `adjust` first.
+pub(crate) async fn serve_with(
+    backend: Backend,
+    permissions: Option<&str>,
+    adjust: impl FnOnce(&mut canopy::config::Config),
+) -> Result<Env, String> {
     let (data, datasource) = crate::list::shop(Backend::Sqlite).await;
     let state = TestDb::new(backend).await;
     let dir = TempDir::new();
@@ -95,7 +104,8 @@ pub(crate) async fn serve(backend: Backend, permissions: Option<&str>) -> Result
         std::fs::write(&path, text).unwrap();
         path
     });
-    let config = config(&data, &state, &dir.0, file.as_deref());
+    let mut config = config(&data, &state, &dir.0, file.as_deref());
+    adjust(&mut config);
     let base: Arc<dyn DataSource> = Arc::new(datasource);
     let served = Arc::new(
         Served::start(config, base)

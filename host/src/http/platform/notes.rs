@@ -227,12 +227,14 @@ struct NewMessage {
 /// A change of a note: at least one field.
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(min_properties = 1)]
 #[allow(
     dead_code,
     reason = "documentation only: change reads the body as JSON"
 )]
 struct NoteChangeSchema {
-    #[schema(nullable = false)]
+    /// Not blank.
+    #[schema(nullable = false, min_length = 1, pattern = r"\S")]
     title: Option<String>,
     /// `true` archives the note (sets `archivedAt`), `false` unarchives it.
     #[schema(nullable = false)]
