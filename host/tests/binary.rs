@@ -13,43 +13,17 @@
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
+mod support;
+use support::{Server, TempDir};
+
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "binary-test-auth-secret";
 const ENV_SECRET: &str = "1111111111111111111111111111111111111111111111111111111111111111";
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("canopy-binary-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Kills the server if the test fails before its clean shutdown.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
 
 async fn seed(path: &Path) -> String {
     let url = format!("sqlite:{}?mode=rwc", path.display());
@@ -97,7 +71,7 @@ fn request(address: &str, path: &str, token: Option<&str>) -> std::io::Result<(u
 
 #[tokio::test]
 async fn serve_answers_over_tcp_and_stops_cleanly_on_sigterm() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let child = Command::new(BIN)
         .args(["serve", "--database-url", &database_url])
@@ -191,7 +165,7 @@ async fn scaffolded() -> &'static Scaffolded {
     static BUILT: tokio::sync::OnceCell<Scaffolded> = tokio::sync::OnceCell::const_new();
     BUILT
         .get_or_init(|| async {
-            let crates = TempDir::new();
+            let crates = TempDir::new("binary");
             let database_url = seed(&crates.0.join("books.sqlite")).await;
             // Shared across runs (and kept out of the workspace's own target dir, whose lock
             // the outer cargo may hold): only the plugin crates themselves recompile.
@@ -293,7 +267,7 @@ fn cargo_build(dir: &Path, target: &Path) -> String {
 #[tokio::test]
 async fn a_scaffolded_plugin_builds_and_loads_with_its_field_and_action() {
     let plugins = scaffolded().await;
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let datasource = canopy::datasource::sql::SqlDataSource::connect(
         &database_url,
@@ -403,7 +377,7 @@ fn greeting(address: &str, token: &str) -> String {
 #[tokio::test]
 async fn sighup_and_canopy_reload_both_serve_a_swapped_plugin() {
     let plugins = scaffolded().await;
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let plugin_dir = dir.0.join("plugins");
     std::fs::create_dir_all(&plugin_dir).unwrap();
@@ -512,7 +486,7 @@ async fn sighup_and_canopy_reload_both_serve_a_swapped_plugin() {
 /// `canopy typings` needs only the database: it prints the module, or writes it with `--out`.
 #[tokio::test]
 async fn canopy_typings_prints_or_writes_the_module_without_secrets() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let printed = Command::new(BIN)
         .args([
@@ -554,7 +528,7 @@ async fn canopy_typings_prints_or_writes_the_module_without_secrets() {
 /// production; a production start never writes them.
 #[tokio::test]
 async fn typings_are_written_by_canopy_schema_but_not_by_a_production_start() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let typings = dir.0.join("typings.rs");
     let schema = Command::new(BIN)
@@ -597,7 +571,7 @@ async fn typings_are_written_by_canopy_schema_but_not_by_a_production_start() {
 /// the headers timeout, and the server keeps serving after all of them.
 #[tokio::test]
 async fn hostile_requests_get_an_answer_and_the_server_keeps_serving() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let (mut server, address) = start(
         &database_url,
@@ -657,7 +631,7 @@ async fn hostile_requests_get_an_answer_and_the_server_keeps_serving() {
 #[tokio::test]
 async fn serve_accepts_connections_only_once_its_plugins_are_loaded() {
     let plugins = scaffolded().await;
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let plugin_dir = dir.0.join("plugins");
     std::fs::create_dir_all(&plugin_dir).unwrap();
@@ -728,7 +702,7 @@ async fn serve_accepts_connections_only_once_its_plugins_are_loaded() {
 /// plugin named on stderr, nothing on stdout, and no backtrace even with `RUST_BACKTRACE` set.
 #[tokio::test]
 async fn a_plugin_failing_at_start_exits_without_claiming_to_serve() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let plugin_dir = dir.0.join("plugins");
     std::fs::create_dir_all(&plugin_dir).unwrap();
@@ -785,7 +759,7 @@ fn cli_errors_print_their_message_without_a_backtrace() {
 /// `--listen` picks another address.
 #[test]
 fn canopy_demo_on_a_port_in_use_says_that_listen_picks_another() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap();
     let database = dir.0.join("shop.sqlite");
@@ -850,7 +824,7 @@ fn refused(result: &(Option<i32>, String, String), expected: &str) {
 /// from stdin, and says how to sign in; a second run changes nothing.
 #[test]
 fn canopy_init_creates_the_store_and_the_first_admin() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let (code, stdout, stderr) = admin(
         &dir.0,
         &[
@@ -881,7 +855,7 @@ fn canopy_init_creates_the_store_and_the_first_admin() {
     assert_eq!(code, Some(0));
     assert!(stdout.contains("already has 1 user"), "{stdout}");
     // Without a password on stdin, one is generated and shown once.
-    let other = TempDir::new();
+    let other = TempDir::new("binary");
     let (code, stdout, _) = admin(&other.0, &["init"], "");
     assert_eq!(code, Some(0));
     assert!(
@@ -895,7 +869,7 @@ fn canopy_init_creates_the_store_and_the_first_admin() {
 /// and change nothing.
 #[test]
 fn canopy_users_add_set_list_and_remove() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let ok = |args: &[&str], stdin: &str| {
         let result = admin(&dir.0, args, stdin);
         assert_eq!(result.0, Some(0), "{args:?}: {result:?}");
@@ -1058,7 +1032,7 @@ fn canopy_users_add_set_list_and_remove() {
 /// what it manages; a bad file is refused naming the file and key, with nothing applied.
 #[test]
 fn canopy_permissions_apply_manages_the_store() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let file = dir.0.join("permissions.toml");
     std::fs::write(
         &file,
@@ -1150,7 +1124,7 @@ fn every_management_command_has_help() {
 /// the same sign-in instructions as `canopy init`.
 #[tokio::test]
 async fn the_first_serve_prints_how_to_sign_in() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let child = Command::new(BIN)
         .args(["serve", "--database-url", &database_url])
@@ -1190,7 +1164,7 @@ async fn the_first_serve_prints_how_to_sign_in() {
 /// user added and granted rights by `canopy users|roles|permissions` can list at once after.
 #[tokio::test]
 async fn cli_changes_reach_a_running_server() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("binary");
     let database_url = seed(&dir.0.join("books.sqlite")).await;
     let state = dir.0.join("state");
     let (_server, address) = start(

@@ -12,41 +12,17 @@
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+mod support;
+use support::{Server, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "openapi-test-auth-secret";
 const ENV_SECRET: &str = "2222222222222222222222222222222222222222222222222222222222222222";
 /// The version `.ci/run` installs.
 const SCHEMATHESIS_VERSION: &str = "4.32.5";
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("canopy-openapi-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Kills the server when the test ends, however it ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -159,7 +135,7 @@ fn get(address: &str, path: &str) -> (u16, String) {
 #[test]
 fn schemathesis_finds_no_failure_in_the_v1_api() {
     let schemathesis = schemathesis();
-    let dir = TempDir::new();
+    let dir = TempDir::new("openapi");
     let state = dir.0.join("state");
     let database_url = seed(&dir.0);
     manage(

@@ -11,42 +11,18 @@
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
+mod support;
+use support::{Server, TempDir};
+
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "tokens-cli-test-auth-secret";
 const ENV_SECRET: &str = "2222222222222222222222222222222222222222222222222222222222222222";
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("canopy-tokens-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Kills the server when the test ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Runs a management command in `dir` on the store in `dir/state`: exit code, stdout, stderr.
 fn cli(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
@@ -137,7 +113,7 @@ async fn start(dir: &Path) -> (Server, String) {
 
 #[tokio::test]
 async fn a_cli_token_works_on_the_served_api_until_revoked() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("tokens");
     let (_server, address) = start(&dir.0).await;
     let created: Json = serde_json::from_str(&ok(
         &dir.0,
@@ -202,7 +178,7 @@ async fn a_cli_token_works_on_the_served_api_until_revoked() {
 
 #[test]
 fn cli_mistakes_are_one_sentence_and_every_subcommand_has_help() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("tokens");
     ok(&dir.0, &["init"]);
     for (args, expected) in [
         (
