@@ -18,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::listing::{ListQuery, iso};
+use super::listing::{CreatedAtQuery, ListQuery, iso};
 use super::{Admin, Error, Result};
 use crate::http::{SharedState, json};
 use crate::platform::Scope;
@@ -58,16 +58,6 @@ struct ActivityQuery {
     /// `read` or `write`.
     #[param(rename = "type", nullable = false, schema_with = kinds)]
     kind: Option<String>,
-    #[param(rename = "createdAt.eq", nullable = false, format = DateTime)]
-    created_at_eq: Option<String>,
-    #[param(rename = "createdAt.lt", nullable = false, format = DateTime)]
-    created_at_lt: Option<String>,
-    #[param(rename = "createdAt.lte", nullable = false, format = DateTime)]
-    created_at_lte: Option<String>,
-    #[param(rename = "createdAt.gt", nullable = false, format = DateTime)]
-    created_at_gt: Option<String>,
-    #[param(rename = "createdAt.gte", nullable = false, format = DateTime)]
-    created_at_gte: Option<String>,
     /// Continue after this entry (its `id`): a keyset cursor that never skips entries of the
     /// same millisecond.
     #[param(rename = "startingAfter", nullable = false, min_length = 1)]
@@ -153,6 +143,7 @@ struct ActivityLogList {
         ("project" = String, Path, description = "The project's name (case sensitive)"),
         ("environment" = String, Path, description = "The environment's name (case sensitive)"),
         ActivityQuery,
+        CreatedAtQuery,
     ),
     responses((status = 200, description = "The newest entries", body = ActivityLogList)),
 )]

@@ -158,6 +158,25 @@ impl ListQuery {
     }
 }
 
+/// The `createdAt` filters every list endpoint takes, for the OpenAPI document (`params(…,
+/// CreatedAtQuery)`); [`ListQuery::dates`] reads them.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code, reason = "documentation only: ListQuery::dates reads them")]
+pub struct CreatedAtQuery {
+    #[param(rename = "createdAt.eq", nullable = false, format = DateTime)]
+    created_at_eq: Option<String>,
+    /// Before this date; page with the last item's `createdAt`.
+    #[param(rename = "createdAt.lt", nullable = false, format = DateTime)]
+    created_at_lt: Option<String>,
+    #[param(rename = "createdAt.lte", nullable = false, format = DateTime)]
+    created_at_lte: Option<String>,
+    #[param(rename = "createdAt.gt", nullable = false, format = DateTime)]
+    created_at_gt: Option<String>,
+    #[param(rename = "createdAt.gte", nullable = false, format = DateTime)]
+    created_at_gte: Option<String>,
+}
+
 /// A lenient ISO 8601 date-time, as the platform accepts: seconds and fraction optional, `Z` or
 /// an offset, UTC when the zone is absent; a bare date is its midnight UTC.
 pub fn parse_date(raw: &str) -> Option<DateTime<Utc>> {

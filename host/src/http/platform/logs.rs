@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::listing::{ListQuery, iso};
+use super::listing::{CreatedAtQuery, ListQuery, iso};
 use super::{Admin, Result};
 use crate::http::{SharedState, json};
 use crate::platform::store::AdminLogFilter;
@@ -49,16 +49,6 @@ struct AdminLogQuery {
     initiator: Option<String>,
     #[param(nullable = false, schema_with = resources)]
     resource: Option<String>,
-    #[param(rename = "createdAt.eq", nullable = false, format = DateTime)]
-    created_at_eq: Option<String>,
-    #[param(rename = "createdAt.lt", nullable = false, format = DateTime)]
-    created_at_lt: Option<String>,
-    #[param(rename = "createdAt.lte", nullable = false, format = DateTime)]
-    created_at_lte: Option<String>,
-    #[param(rename = "createdAt.gt", nullable = false, format = DateTime)]
-    created_at_gt: Option<String>,
-    #[param(rename = "createdAt.gte", nullable = false, format = DateTime)]
-    created_at_gte: Option<String>,
 }
 
 fn types() -> utoipa::openapi::schema::Schema {
@@ -137,6 +127,7 @@ struct AdminLogList {
     params(
         ("project" = String, Path, description = "The project's name (case sensitive)"),
         AdminLogQuery,
+        CreatedAtQuery,
     ),
     responses((status = 200, description = "The newest entries", body = AdminLogList)),
 )]

@@ -17,7 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::listing::{ListQuery, iso};
+use super::listing::{CreatedAtQuery, ListQuery, iso};
 use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
 use crate::http::{SharedState, json, json_with};
 use crate::platform::Scope;
@@ -69,17 +69,6 @@ struct NotesQuery {
     /// The id of the record the note is attached to (packed form for composite keys).
     #[param(rename = "recordId", nullable = false, min_length = 1)]
     record_id: Option<String>,
-    #[param(rename = "createdAt.eq", nullable = false, format = DateTime)]
-    created_at_eq: Option<String>,
-    /// Before this date; page with the last note's `createdAt`.
-    #[param(rename = "createdAt.lt", nullable = false, format = DateTime)]
-    created_at_lt: Option<String>,
-    #[param(rename = "createdAt.lte", nullable = false, format = DateTime)]
-    created_at_lte: Option<String>,
-    #[param(rename = "createdAt.gt", nullable = false, format = DateTime)]
-    created_at_gt: Option<String>,
-    #[param(rename = "createdAt.gte", nullable = false, format = DateTime)]
-    created_at_gte: Option<String>,
     #[param(rename = "updatedAt.eq", nullable = false, format = DateTime)]
     updated_at_eq: Option<String>,
     #[param(rename = "updatedAt.lt", nullable = false, format = DateTime)]
@@ -251,6 +240,7 @@ struct NoteChangeSchema {
         ("project" = String, Path, description = "The project's name (case sensitive)"),
         ("environment" = String, Path, description = "The environment's name (case sensitive)"),
         NotesQuery,
+        CreatedAtQuery,
     ),
     responses((status = 200, description = "The newest notes", body = NoteList)),
 )]
