@@ -40,7 +40,8 @@ pub use audit::{AuditRecorder, AuditTrail};
 pub use handlers::{
     ActionContext, ActionHandler, Batch, ChartHandler, Column, ComputeHandler, Context, HookData,
     HookHandler, HookOperation, HookPosition, OperatorHandler, OverrideHandler, SearchHandler,
-    SegmentHandler, WriteAction, WriteContext, WriteHandler,
+    SegmentHandler, WorkflowStepHandler, WorkflowStepInput, WorkflowStepOutput, WriteAction,
+    WriteContext, WriteHandler,
 };
 pub use stack::{StackOptions, build_stack, build_stack_with};
 

@@ -88,7 +88,15 @@ pub struct AppState {
     pub tokens: Option<Arc<TokenVerifier>>,
     /// The public API's rate limits, shared by every generation (a reload keeps the quotas).
     pub rate_limits: Arc<ratelimit::RateLimits>,
+    /// The workflow step handlers this generation's plugins declare, by (plugin, handler name).
+    pub workflow_steps: Arc<WorkflowSteps>,
 }
+
+/// Workflow step handlers by (plugin, handler name).
+pub type WorkflowSteps = std::collections::BTreeMap<
+    (String, String),
+    Arc<dyn crate::customizer::WorkflowStepHandler>,
+>;
 
 impl AppState {
     /// The state of a server with these HTTP settings.
@@ -113,6 +121,7 @@ impl AppState {
             audit: None,
             tokens: None,
             rate_limits: Arc::new(ratelimit::RateLimits::default()),
+            workflow_steps: Arc::default(),
         }
     }
 

@@ -31,3 +31,4 @@ pub mod platform;
 pub mod plugins;
 pub mod scaffold;
 pub mod typings;
+pub mod workflows;

@@ -28,6 +28,9 @@ pub struct Served {
     /// `None` without a plugin directory: reloads then only rebuild the stack.
     runtime: Option<Runtime>,
     current: Generation,
+    /// The state of the served generation, for work that runs outside a request (the workflow
+    /// engine): it loads the current one at each step, as a request does at its arrival.
+    state: Arc<ArcSwap<AppState>>,
     /// The plugins of the served generation, for their stats at swap and shutdown.
     plugins: Mutex<Arc<PluginSet>>,
     /// One reload at a time: two concurrent ones would race to swap.
@@ -45,18 +48,23 @@ impl Served {
             None => None,
         };
         let platform = Platform::open(&config).await?;
-        let (router, plugins, _, stack) =
-            build(&config, &base, runtime.as_ref(), &platform).await?;
-        platform.bootstrap(&config, stack.schema()).await?;
+        let built = build(&config, &base, runtime.as_ref(), &platform).await?;
+        platform.bootstrap(&config, built.stack.schema()).await?;
         Ok(Self {
             config,
             base,
             runtime,
-            current: Arc::new(ArcSwap::from_pointee(router)),
-            plugins: Mutex::new(Arc::new(plugins)),
+            current: Arc::new(ArcSwap::from_pointee(built.router)),
+            state: Arc::new(ArcSwap::new(built.state)),
+            plugins: Mutex::new(Arc::new(built.plugins)),
             reloading: tokio::sync::Mutex::new(()),
             platform,
         })
+    }
+
+    /// The state of the served generation, followed across reloads.
+    pub fn state(&self) -> Arc<ArcSwap<AppState>> {
+        Arc::clone(&self.state)
     }
 
     /// Canopy's store and permission checks.
@@ -157,8 +165,15 @@ impl Reload for Served {
         )
         .await
         {
-            Ok((router, plugins, customizations, _)) => {
+            Ok(Built {
+                router,
+                state,
+                plugins,
+                customizations,
+                ..
+            }) => {
                 self.current.store(Arc::new(router));
+                self.state.store(state);
                 let count = plugins.plugins.len();
                 let old = std::mem::replace(
                     &mut *self.plugins.lock().unwrap_or_else(|p| p.into_inner()),
@@ -218,14 +233,24 @@ fn cache_dir() -> Option<PathBuf> {
     Some(dir)
 }
 
+/// One generation, as `build` makes it.
+struct Built {
+    router: Router,
+    state: Arc<AppState>,
+    plugins: PluginSet,
+    /// How many customizations the plugins declared.
+    customizations: usize,
+    stack: Arc<dyn DataSource>,
+}
+
 /// One generation: the plugin set, the stack over `base` with its customizations, the schema
-/// file, and the router over the stack; with the number of customizations and the stack.
+/// file, and the router over the stack with its state.
 async fn build(
     config: &Config,
     base: &Arc<dyn DataSource>,
     runtime: Option<&Runtime>,
     platform: &Platform,
-) -> anyhow::Result<(Router, PluginSet, usize, Arc<dyn DataSource>)> {
+) -> anyhow::Result<Built> {
     let plugins = match (runtime, &config.plugin_dir) {
         (Some(runtime), Some(dir)) => PluginSet::load(runtime, dir, base.schema())
             .await
@@ -265,7 +290,14 @@ async fn build(
     state.audit = platform.audit.clone();
     state.tokens = Some(Arc::clone(&platform.tokens));
     state.rate_limits = Arc::clone(&platform.rate_limits);
-    Ok((http::router(Arc::new(state)), plugins, count, stack))
+    let state = Arc::new(state);
+    Ok(Built {
+        router: http::router(Arc::clone(&state)),
+        state,
+        plugins,
+        customizations: count,
+        stack,
+    })
 }
 
 /// What `--watch` compares: each plugin file and its settings, by size and modification time.

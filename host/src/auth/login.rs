@@ -443,25 +443,7 @@ impl Login {
             ));
         };
         let rendering_id = self.store.rendering_id(team.id).await?;
-        let claims = SessionClaims {
-            id: user.id,
-            email: user.email.clone(),
-            first_name: user.first_name.clone(),
-            last_name: user.last_name.clone(),
-            team: team.name.clone(),
-            team_id: Some(team.id),
-            role: user
-                .role
-                .as_ref()
-                .map(|r| r.name.clone())
-                .unwrap_or_default(),
-            role_id: user.role.as_ref().map(|r| r.id),
-            permission_level: user.permission_level,
-            rendering_id,
-            tags: user.tags.clone(),
-            iat: 0,
-            exp: 0,
-        };
+        let claims = SessionClaims::for_user(&user, team, rendering_id);
         let token = self.session.mint(claims, SESSION_TTL)?;
         // `tokenData` is the token decoded, as the agent's `jsonwebtoken.decode(token)`.
         let decoded = self.session.verify(&token)?;

@@ -76,6 +76,35 @@ where
 }
 
 impl SessionClaims {
+    /// The claims of a stored user as a member of `team` (their first team), whose rendering in
+    /// this environment is `rendering_id`: what sign-in puts in a token, and what a workflow run
+    /// or an MCP call acts as. `iat` and `exp` are set when minting.
+    pub fn for_user(
+        user: &crate::platform::User,
+        team: &crate::platform::Team,
+        rendering_id: i64,
+    ) -> Self {
+        Self {
+            id: user.id,
+            email: user.email.clone(),
+            first_name: user.first_name.clone(),
+            last_name: user.last_name.clone(),
+            team: team.name.clone(),
+            team_id: Some(team.id),
+            role: user
+                .role
+                .as_ref()
+                .map(|r| r.name.clone())
+                .unwrap_or_default(),
+            role_id: user.role.as_ref().map(|r| r.id),
+            permission_level: user.permission_level,
+            rendering_id,
+            tags: user.tags.clone(),
+            iat: 0,
+            exp: 0,
+        }
+    }
+
     /// The `Caller` of a request made with these claims, in the request's `?timezone=` and with
     /// its correlation id.
     pub fn into_caller(self, timezone: Tz, request_id: Uuid) -> Caller {

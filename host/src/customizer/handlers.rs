@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde_json::Value as Json;
 
 use super::action::NO_RECORD;
 use crate::datasource::action::{ActionResult, ActionScope, FormElement, FormPhase, FormValues};
@@ -311,6 +312,40 @@ pub trait HookHandler: Send + Sync {
         position: HookPosition,
         data: &mut HookData,
     ) -> Result<()>;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Workflow steps
+
+/// What a workflow's `plugin` step hands its handler: the run's record (packed wire id) of
+/// `collection`, the run's context so far (each earlier step's output under its key) and the
+/// step's `settings` from the definition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowStepInput {
+    pub collection: String,
+    pub record_id: String,
+    pub context: Json,
+    pub settings: Json,
+}
+
+/// A plugin step's answer: the option it chose (a step key the run goes to next; `None` follows
+/// the step's `next`) and values kept in the run's context under the step's key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkflowStepOutput {
+    pub option: Option<String>,
+    pub values: serde_json::Map<String, Json>,
+}
+
+/// A workflow step handler declared by a plugin (`plugin` steps of workflow definitions name it
+/// by plugin and handler name). Its callbacks run as the run's user.
+#[async_trait]
+pub trait WorkflowStepHandler: Send + Sync {
+    async fn run(
+        &self,
+        caller: &Caller,
+        ctx: &Context,
+        input: &WorkflowStepInput,
+    ) -> Result<WorkflowStepOutput>;
 }
 
 // ------------------------------------------------------------------------------------------------

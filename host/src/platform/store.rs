@@ -229,7 +229,7 @@ pub struct Approval {
 }
 
 /// Milliseconds since the epoch, the store's one clock.
-pub(super) fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 

@@ -1,0 +1,43 @@
+//! Workflows (issue 13): definitions of steps on one collection, runs of them on one record,
+//! the triggers that start runs (manual, the signed webhook, schedules, record changes) and the
+//! in-process engine that executes them, durable on Canopy's store.
+//!
+//! - `definition`: the definition format (TOML, YAML or JSON) and its checks;
+//! - `runs`: run states, and queuing a run with one ongoing run per (workflow, record) enforced
+//!   by the store's partial unique index.
+
+pub mod definition;
+pub mod runs;
+
+pub use definition::Definition;
+pub use runs::{NewRun, Queued, RunState, TriggerKind};
+
+/// Everything the workflow layer can fail with. `Display` is the message a client or operator
+/// reads; it never holds record values or secrets.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A definition, a trigger setting or a request body is not acceptable; the message names
+    /// the file, step and field.
+    #[error("{0}")]
+    Invalid(String),
+    /// A workflow, trigger, run or step does not exist (or is not visible to the caller).
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The change conflicts with the run's state (a run already ongoing, a step not waiting).
+    #[error("{0}")]
+    Conflict(String),
+    /// The caller may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    #[error(transparent)]
+    Store(#[from] crate::platform::Error),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Store(error.into())
+    }
+}
+
+/// Result alias of the workflow layer.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

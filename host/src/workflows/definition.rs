@@ -1,0 +1,288 @@
+//! What a workflow is: a graph of steps on one collection, as written in a file of the workflows
+//! folder (TOML or YAML) or sent to the API (JSON). The same serde types read all three; the
+//! stored form of a version is this struct as JSON.
+//!
+//! ```toml
+//! name = "refund"
+//! collection = "orders"
+//!
+//! [[steps]]
+//! key = "read"
+//! type = "get-data"
+//! fields = ["status", "total"]
+//!
+//! [[steps]]
+//! key = "check"
+//! type = "decision"
+//! options = [
+//!   { name = "refundable", when = { field = "status", operator = "Equal", value = "delivered" }, next = "refund" },
+//!   { name = "not refundable", next = "done" },
+//! ]
+//!
+//! [[steps]]
+//! key = "refund"
+//! type = "trigger-action"
+//! action = "Refund"
+//!
+//! [[steps]]
+//! key = "done"
+//! type = "end"
+//! ```
+//!
+//! Steps run in file order unless a step names its `next`; a decision's options and a go-to name
+//! the step they lead to. The run ends after the last step, or at an `end` step.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+/// A workflow definition: one version of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Definition {
+    /// Unique in the environment; a file's name defaults to its file stem.
+    pub name: String,
+    /// The collection whose records the workflow runs on (exposed name).
+    pub collection: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Whether new runs may start (a definition loaded inactive keeps its runs but starts none).
+    #[serde(default = "yes")]
+    pub active: bool,
+    /// Triggers beyond manual and webhook (which are managed through the API and CLI).
+    #[serde(default, skip_serializing_if = "Triggers::is_empty")]
+    pub triggers: Triggers,
+    pub steps: Vec<Step>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Triggers a definition declares itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Triggers {
+    /// Cron schedules (`0 3 * * *`, with seconds optional) and the records they start on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<Schedule>,
+    /// Runs started by record writes (Create and Update hooks) that match a condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub record_changes: Vec<RecordChange>,
+}
+
+impl Triggers {
+    pub fn is_empty(&self) -> bool {
+        self.schedules.is_empty() && self.record_changes.is_empty()
+    }
+}
+
+/// A scheduled trigger: at each tick, a run on every record matching `filter` (a condition tree
+/// in the agent's JSON form), as `user` (an email: runs act with someone's rights).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Schedule {
+    pub cron: String,
+    pub user: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Json>,
+    /// The most records one tick starts runs on.
+    #[serde(default = "default_schedule_limit")]
+    pub limit: u32,
+}
+
+fn default_schedule_limit() -> u32 {
+    100
+}
+
+/// A record-change trigger: after a create or update of the workflow's collection whose record
+/// matches `when`, a run on it, as the user who wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RecordChange {
+    pub on: Vec<ChangeKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Json>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Create,
+    Update,
+}
+
+/// One step: its key (unique in the definition, named by transitions), how it completes, and
+/// what it does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// How the step completes; each kind has its default (`Kind::default_mode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    /// The step after this one; the next in the list when absent. Ignored by kinds that choose
+    /// (decision, go-to, end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    #[serde(flatten)]
+    pub kind: Kind,
+}
+
+impl Step {
+    /// The mode the step runs in.
+    pub fn mode(&self) -> Mode {
+        self.mode.unwrap_or_else(|| self.kind.default_mode())
+    }
+}
+
+/// How a step completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Runs and moves on by itself.
+    Automatic,
+    /// Prepared automatically, done once a person confirms (the run waits for input).
+    Confirm,
+    /// A person does it and completes it with values (the run waits for input).
+    Manual,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Automatic => "automatic",
+            Self::Confirm => "confirm",
+            Self::Manual => "manual",
+        }
+    }
+}
+
+/// What a step does, tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Kind {
+    /// Instructions for a person; with `answer`, they complete it with a free-text answer.
+    Guidance {
+        prompt: String,
+        #[serde(default)]
+        answer: bool,
+    },
+    /// Reads `fields` of the record (paths such as `customer:email` allowed) into the context,
+    /// under the step's key.
+    GetData { fields: Vec<String> },
+    /// Sets fields of the record. A value is JSON, or a string `{{context.<step>.<field>}}` /
+    /// `{{answer.<step>}}` read from the run's context.
+    UpdateData { values: BTreeMap<String, Json> },
+    /// Follows a to-one or to-many relation of the record and keeps the related record's id (the
+    /// first matching `filter`, a condition tree) and `fields` in the context under the key.
+    LoadRelated {
+        relation: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filter: Option<Json>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        fields: Vec<String>,
+    },
+    /// Runs a collection action on the record, with form values fixed here (templates allowed
+    /// as in `update-data`) or entered by the person (manual and confirm modes). An action that
+    /// needs approval files an approval request and the run waits for its decision.
+    TriggerAction {
+        action: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        values: BTreeMap<String, Json>,
+    },
+    /// Chooses the next step: the first option whose `when` (a condition tree on the record,
+    /// with `context.<step>.<field>` leaves on the context) holds, or a person's choice when
+    /// the mode is manual. An option without `when` is the default.
+    Decision { options: Vec<DecisionOption> },
+    /// A plugin's workflow-step handler decides or computes: it gets the record id, the
+    /// context and `settings`, and answers an option (a step key) and values for the context.
+    Plugin {
+        plugin: String,
+        handler: String,
+        #[serde(default, skip_serializing_if = "Json::is_null")]
+        settings: Json,
+    },
+    /// Jumps to another step.
+    GoTo { target: String },
+    /// Ends the run: `succeeded` by default, or `failed` with the message.
+    End {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<EndOutcome>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// Hands the run to a team or a user: it waits (reason `escalation`) until one of them
+    /// resumes it.
+    Escalation {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        team: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// Starts another workflow (by name) on the record, or on the related record a
+    /// load-related step kept (`record = "<step key>"`), and waits for it to end.
+    SubWorkflow {
+        workflow: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        record: Option<String>,
+    },
+}
+
+impl Kind {
+    /// The `type` tag.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Guidance { .. } => "guidance",
+            Self::GetData { .. } => "get-data",
+            Self::UpdateData { .. } => "update-data",
+            Self::LoadRelated { .. } => "load-related",
+            Self::TriggerAction { .. } => "trigger-action",
+            Self::Decision { .. } => "decision",
+            Self::Plugin { .. } => "plugin",
+            Self::GoTo { .. } => "go-to",
+            Self::End { .. } => "end",
+            Self::Escalation { .. } => "escalation",
+            Self::SubWorkflow { .. } => "sub-workflow",
+        }
+    }
+
+    /// The mode of a step that does not name one (FA's defaults: guidance is manual, writes
+    /// wait for a confirmation, reads and control flow are automatic).
+    pub fn default_mode(&self) -> Mode {
+        match self {
+            Self::Guidance { .. } => Mode::Manual,
+            Self::UpdateData { .. } | Self::TriggerAction { .. } => Mode::Confirm,
+            _ => Mode::Automatic,
+        }
+    }
+
+    /// Whether the step writes: it runs under the write-ahead marker, never twice.
+    pub fn mutates(&self) -> bool {
+        matches!(
+            self,
+            Self::UpdateData { .. } | Self::TriggerAction { .. } | Self::SubWorkflow { .. }
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DecisionOption {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Json>,
+    pub next: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndOutcome {
+    Succeeded,
+    Failed,
+}
