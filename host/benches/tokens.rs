@@ -60,6 +60,7 @@ async fn main() {
     for i in 0..1_000 {
         store
             .create_token(
+                &Actor::System,
                 user.id,
                 NewToken {
                     name: format!("other {i}"),
@@ -72,6 +73,7 @@ async fn main() {
     }
     let (_, secret) = store
         .create_token(
+            &Actor::System,
             user.id,
             NewToken {
                 name: "bench".into(),

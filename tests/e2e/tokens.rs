@@ -2,7 +2,8 @@
 //! Canopy's store on SQLite and on PostgreSQL: the token lifecycle (created, shown once, used,
 //! last use recorded, expired, revoked), each scope allowed and refused on a real endpoint, the
 //! token's user's rights read at each call, malformed and unknown tokens, rate-limit headers on
-//! every answer and 429 under a burst, and the one error shape of `/v1`.
+//! every answer and 429 under a burst, and the one error shape of `/v1`; the admin log entries
+//! of tokens made and revoked, and the token's id on the activity entries of its calls.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +29,7 @@ struct Env {
     router: Router,
     store: Store,
     _dir: TempDir,
-    _served: Arc<Served>,
+    served: Arc<Served>,
     _data: TestDb,
     _state: TestDb,
 }
@@ -49,7 +50,7 @@ async fn serve(backend: Backend, limits: Option<RateLimitConfig>) -> Env {
         router: served.router(),
         store: served.platform().store.clone(),
         _dir: dir,
-        _served: served,
+        served,
         _data: data,
         _state: state,
     }
@@ -104,6 +105,7 @@ async fn token_of(store: &Store, email: &str, scopes: &[Scope]) -> String {
     let user = store.user_by_email(email).await.unwrap().unwrap();
     let (_, secret) = store
         .create_token(
+            &Actor::System,
             user.id,
             NewToken {
                 name: format!("{scopes:?}"),
@@ -237,6 +239,7 @@ async fn an_expired_token_is_refused_as_expired(backend: Backend) {
     let (_, secret) = env
         .store
         .create_token(
+            &Actor::System,
             admin.id,
             NewToken {
                 name: "short".into(),
@@ -564,6 +567,169 @@ async fn every_v1_error_has_one_shape(backend: Backend) {
     assert!(env.store.tokens(None).await.unwrap().is_empty());
 }
 
+/// Making and revoking a token leaves one admin log entry each (resource `token`), written by
+/// whoever did it: the owner through the API (`administrator`, with the user), the command line
+/// (`forestAdmin`). The entries name the token (id, name, owner, scopes, expiry), never its
+/// secret or the hash the store keeps.
+async fn tokens_made_and_revoked_leave_admin_log_entries(backend: Backend) {
+    let env = serve(backend, None).await;
+    let app = &env.router;
+    let session = token_for(&env.store, "admin@canopy.local").await;
+    let admin = env
+        .store
+        .user_by_email("admin@canopy.local")
+        .await
+        .unwrap()
+        .unwrap();
+    let (status, _, created) = send(
+        app,
+        "POST",
+        &format!("{BASE}/tokens"),
+        Some(&session),
+        Some(&json!({"name": "SIEM export", "scopes": ["admin_logs:read", "notes:read"],
+            "expiresAt": "2999-01-01T00:00:00.000Z"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let api_secret = created["token"].as_str().unwrap().to_owned();
+    let api_id = created["id"].as_str().unwrap().to_owned();
+    let (status, _, body) = send(
+        app,
+        "DELETE",
+        &format!("{BASE}/tokens/{api_id}"),
+        Some(&session),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    // As `canopy tokens create` and `canopy tokens revoke` do.
+    let (cli_token, cli_secret) = env
+        .store
+        .create_token(
+            &Actor::System,
+            admin.id,
+            NewToken {
+                name: "backup".into(),
+                scopes: vec![Scope::All],
+                expires_at: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(env.store.revoke_token(&Actor::System, &cli_token.id).await.unwrap());
+    // A refused revocation (already revoked) logs nothing.
+    assert!(!env.store.revoke_token(&Actor::System, &cli_token.id).await.unwrap());
+
+    let (status, _, logs) = send(
+        app,
+        "GET",
+        &format!("{BASE}/admin-logs?resource=token"),
+        Some(&session),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{logs}");
+    let data = logs["data"].as_array().unwrap();
+    let made: Vec<(&str, &str)> = data
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap(), e["initiator"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        made,
+        [
+            ("remove", "forestAdmin"),
+            ("add", "forestAdmin"),
+            ("remove", "administrator"),
+            ("add", "administrator"),
+        ],
+        "{logs}"
+    );
+    let user = json!({"object": "user", "id": admin.id, "email": "admin@canopy.local"});
+    let api_value = json!({
+        "object": "token", "id": api_id, "name": "SIEM export", "user": user,
+        "scopes": ["admin_logs:read", "notes:read"], "expiresAt": 32_472_144_000_000_i64,
+    });
+    assert_eq!(data[3]["resource"], "token");
+    assert_eq!(data[3]["newValue"], api_value, "{logs}");
+    assert!(data[3].get("previousValue").is_none(), "{logs}");
+    assert_eq!(data[3]["user"]["id"], admin.id);
+    assert_eq!(data[3]["user"]["email"], "admin@canopy.local");
+    assert_eq!(data[2]["previousValue"], api_value, "{logs}");
+    assert!(data[2].get("newValue").is_none(), "{logs}");
+    assert_eq!(data[2]["user"]["id"], admin.id);
+    let cli_value = json!({
+        "object": "token", "id": cli_token.id, "name": "backup", "user": user,
+        "scopes": ["all"], "expiresAt": null,
+    });
+    assert_eq!(data[1]["newValue"], cli_value, "{logs}");
+    assert!(data[1].get("user").is_none(), "{logs}");
+    assert_eq!(data[0]["previousValue"], cli_value, "{logs}");
+
+    // Nothing of either secret, in the API's answer or in the store's rows.
+    let rows: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT target_ref, previous_value, new_value FROM admin_logs WHERE resource = 'token'",
+    )
+    .fetch_all(env.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 4);
+    let stored = format!("{rows:?} {logs}");
+    for secret in [api_secret.as_str(), cli_secret.expose()] {
+        let hash = canopy::platform::tokens::hex(&canopy::platform::tokens::secret_hash(secret));
+        assert!(!stored.contains(&secret[4..]), "{stored}");
+        assert!(!stored.contains(&hash), "{stored}");
+    }
+}
+
+/// A call made with an application token leaves an activity entry carrying the token's id; the
+/// same call with a session leaves one without.
+async fn activity_entries_of_a_tokens_calls_carry_its_id(backend: Backend) {
+    let env = serve(backend, None).await;
+    let app = &env.router;
+    let session = token_for(&env.store, "admin@canopy.local").await;
+    let admin = env
+        .store
+        .user_by_email("admin@canopy.local")
+        .await
+        .unwrap()
+        .unwrap();
+    let (token, secret) = env
+        .store
+        .create_token(
+            &Actor::System,
+            admin.id,
+            NewToken {
+                name: "notes bot".into(),
+                scopes: vec![Scope::NotesWrite],
+                expires_at: None,
+            },
+        )
+        .await
+        .unwrap();
+    let notes = "/v1/project/acme/environment/production/notes";
+    for (bearer, record) in [(secret.expose(), "1"), (session.as_str(), "2")] {
+        let note = json!({"collectionName": "orders", "recordId": record, "title": "Refund",
+            "content": "<p>Customer asked twice.</p>"});
+        let (status, _, body) = send(app, "POST", notes, Some(bearer), Some(&note)).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    env.served.platform().activity.flush().await;
+    let entries: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT record_ids, origin, token_id FROM activity_logs WHERE action = 'createNote' \
+         ORDER BY record_ids",
+    )
+    .fetch_all(env.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        entries,
+        [
+            (r#"["1"]"#.to_owned(), "api".to_owned(), Some(token.id.clone())),
+            (r#"["2"]"#.to_owned(), "api".to_owned(), None),
+        ]
+    );
+}
+
 on_store_backends!(
     a_token_lives_from_creation_to_revocation,
     an_expired_token_is_refused_as_expired,
@@ -572,4 +738,6 @@ on_store_backends!(
     bad_credentials_are_refused_alike,
     rate_limits_show_in_headers_and_refuse_a_burst,
     every_v1_error_has_one_shape,
+    tokens_made_and_revoked_leave_admin_log_entries,
+    activity_entries_of_a_tokens_calls_carry_its_id,
 );

@@ -295,6 +295,8 @@ pub struct Admin {
     /// The application token's scopes; `None` for a session token, which may do everything its
     /// user may.
     pub scopes: Option<Vec<Scope>>,
+    /// The application token's id, when the call presents one (activity entries carry it).
+    pub token_id: Option<String>,
 }
 
 /// Refuses (403) a request whose application token lacks `scope`.
@@ -316,10 +318,25 @@ fn served_project<'a>(store: &'a Store, project: &str) -> Result<&'a Store> {
     }
 }
 
+/// The admin log's initiator for `user`: `administrator` is the one value of the §1.3 enum for a
+/// person acting through the API (a user managing their own tokens is one too).
+fn actor_of(user: &User) -> Actor {
+    Actor::Administrator {
+        user_id: user.id,
+        email: user.email.clone(),
+        name: user.full_name(),
+    }
+}
+
 impl SignedIn {
     /// Refuses (403) a request whose application token lacks `scope`.
     pub fn require(&self, scope: Scope) -> Result<()> {
         require(self.scopes.as_deref(), scope)
+    }
+
+    /// The admin log's initiator.
+    pub fn actor(&self) -> Actor {
+        actor_of(&self.user)
     }
 
     /// The store, after checking that `project` is the one served (else 404).
@@ -340,11 +357,7 @@ impl Admin {
 
     /// The admin log's initiator.
     pub fn actor(&self) -> Actor {
-        Actor::Administrator {
-            user_id: self.user.id,
-            email: self.user.email.clone(),
-            name: self.user.full_name(),
-        }
+        actor_of(&self.user)
     }
 
     /// The store, after checking that `project` is the one served (else 404).
@@ -481,6 +494,7 @@ impl FromRequestParts<SharedState> for Admin {
             user: signed_in.user,
             store: signed_in.store,
             scopes: signed_in.scopes,
+            token_id: signed_in.token_id,
         })
     }
 }

@@ -5,6 +5,10 @@
 //! hint (prefix + last 4) the owner recognises. A token belongs to one user of the project and
 //! acts as that user with that user's rights at the time of each call, narrowed by its scopes.
 //!
+//! Creating and revoking a token writes an admin log entry (resource `token`) in the same
+//! transaction, with the token's id, name, owner, scopes and expiry: never its secret, its hash
+//! or its hint.
+//!
 //! Verifying a presented token (with its cache and the coalesced `last_used_at`) is
 //! `auth::tokens`; this file is the format and the table (migration 0005).
 
@@ -15,7 +19,9 @@ use sha2::{Digest as _, Sha256};
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
-use super::{Error, Result, Scope, Store};
+use serde_json::{Value as Json, json};
+
+use super::{Actor, Error, Result, Scope, Store};
 
 /// What every token starts with: easy to spot in a leaked file or a scanner's rule.
 pub const PREFIX: &str = "cnp_";
@@ -187,6 +193,21 @@ fn check_name(name: &str) -> Result<String> {
     Ok(name.to_owned())
 }
 
+/// The admin log's `resource` of token entries.
+pub const ADMIN_LOG_RESOURCE: &str = "token";
+
+/// What the admin log keeps of a token: who it acts for and what it may do, nothing of the secret.
+fn log_value(token: &Token, owner_email: &str) -> Json {
+    json!({
+        "object": "token",
+        "id": token.id,
+        "name": token.name,
+        "user": {"object": "user", "id": token.user_id, "email": owner_email},
+        "scopes": token.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        "expiresAt": token.expires_at,
+    })
+}
+
 const TOKEN_COLUMNS: &str =
     "id, user_id, name, scopes, hint, created_at, expires_at, last_used_at, revoked_at";
 
@@ -212,8 +233,15 @@ fn token_from_row(row: &AnyRow) -> Result<Token> {
 
 impl Store {
     /// Creates a token for `user_id` (a user of this project) and returns it with its secret,
-    /// the only time the secret exists outside its owner's hands.
-    pub async fn create_token(&self, user_id: i64, new: NewToken) -> Result<(Token, TokenSecret)> {
+    /// the only time the secret exists outside its owner's hands. `actor` is who asked (the owner
+    /// through the API, the operator on the command line), for the admin log entry written with
+    /// it.
+    pub async fn create_token(
+        &self,
+        actor: &Actor,
+        user_id: i64,
+        new: NewToken,
+    ) -> Result<(Token, TokenSecret)> {
         let name = check_name(&new.name)?;
         let scopes = parse_scopes(&new.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>())?;
         let now = super::store::now_ms();
@@ -224,9 +252,10 @@ impl Store {
                 "expiresAt: a token's expiry must be in the future".to_owned(),
             ));
         }
-        if self.user(user_id).await?.is_none() {
-            return Err(Error::NotFound(format!("user {user_id}")));
-        }
+        let owner = self
+            .user(user_id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("user {user_id}")))?;
         let secret = generate();
         let token = Token {
             id: uuid::Uuid::now_v7().to_string(),
@@ -240,6 +269,7 @@ impl Store {
             revoked_at: None,
         };
         let scopes: Vec<&str> = token.scopes.iter().map(|s| s.as_str()).collect();
+        let mut tx = self.pool().begin().await?;
         sqlx::query(
             "INSERT INTO api_tokens (id, project, user_id, name, scopes, secret_hash, hint, \
              created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -253,8 +283,19 @@ impl Store {
         .bind(&token.hint)
         .bind(now)
         .bind(token.expires_at)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
+        self.admin_log_on(
+            &mut *tx,
+            actor,
+            "add",
+            ADMIN_LOG_RESOURCE,
+            &token.id,
+            None,
+            Some(log_value(&token, &owner.email)),
+        )
+        .await?;
+        tx.commit().await?;
         Ok((token, secret))
     }
 
@@ -302,20 +343,48 @@ impl Store {
         row.as_ref().map(token_from_row).transpose()
     }
 
-    /// Revokes a token; `false` when there is no such live token. `by` is who revoked it
-    /// (`None`: the command line).
-    pub async fn revoke_token(&self, id: &str, by: Option<i64>) -> Result<bool> {
-        let done = sqlx::query(
+    /// Revokes a token; `false` when there is no such live token. `actor` is who revoked it (an
+    /// administrator: the owner or an admin through the API; `System`: the command line), kept
+    /// on the token and in the admin log entry written with the revocation.
+    pub async fn revoke_token(&self, actor: &Actor, id: &str) -> Result<bool> {
+        let by = match actor {
+            Actor::Administrator { user_id, .. } => Some(*user_id),
+            Actor::System | Actor::IdentityProvider => None,
+        };
+        let mut tx = self.pool().begin().await?;
+        let revoked = sqlx::query(&format!(
             "UPDATE api_tokens SET revoked_at = $1, revoked_by_user_id = $2 \
-             WHERE project = $3 AND id = $4 AND revoked_at IS NULL",
-        )
+             WHERE project = $3 AND id = $4 AND revoked_at IS NULL RETURNING {TOKEN_COLUMNS}"
+        ))
         .bind(super::store::now_ms())
         .bind(by)
         .bind(self.project())
         .bind(id)
-        .execute(self.pool())
+        .fetch_optional(&mut *tx)
         .await?;
-        Ok(done.rows_affected() > 0)
+        let Some(row) = revoked else {
+            return Ok(false);
+        };
+        let token = token_from_row(&row)?;
+        // The owner's email as it is now (a token dies with its user: the owner exists).
+        let email: Option<String> =
+            sqlx::query_scalar("SELECT email FROM users WHERE project = $1 AND id = $2")
+                .bind(self.project())
+                .bind(token.user_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        self.admin_log_on(
+            &mut *tx,
+            actor,
+            "remove",
+            ADMIN_LOG_RESOURCE,
+            &token.id,
+            Some(log_value(&token, email.as_deref().unwrap_or_default())),
+            None,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Records a use of the token at `at` (the verifier calls it at most once a minute per

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use super::{print_json, table};
 use crate::config::StoreArgs;
 use crate::platform::tokens::parse_scopes;
-use crate::platform::{NewToken, Store, Token};
+use crate::platform::{Actor, NewToken, Store, Token};
 
 /// `canopy tokens …`.
 #[derive(Debug, Args)]
@@ -79,6 +79,7 @@ pub(super) async fn run(store: &Store, command: TokensCommand, json: bool) -> an
             };
             let (token, secret) = store
                 .create_token(
+                    &Actor::System,
                     user.id,
                     NewToken {
                         name,
@@ -157,7 +158,7 @@ pub(super) async fn run(store: &Store, command: TokensCommand, json: bool) -> an
             ));
         }
         TokensCommand::Revoke { id } => {
-            if !store.revoke_token(&id, None).await? {
+            if !store.revoke_token(&Actor::System, &id).await? {
                 anyhow::bail!("no live token {id:?} (see `canopy tokens list`)");
             }
             if json {

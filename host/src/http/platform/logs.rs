@@ -17,10 +17,17 @@ use crate::http::{SharedState, json};
 use crate::platform::store::AdminLogFilter;
 use crate::platform::{AdminLog, Scope};
 
-/// The values of the §1.3 enums, as the store writes them.
+/// The values of the §1.3 enums, as the store writes them; `token` (application tokens made and
+/// revoked) is Canopy's own resource (docs/compatibility.md).
 const TYPES: &[&str] = &["add", "remove", "update", "initial"];
 const INITIATORS: &[&str] = &["administrator", "identityProvider", "forestAdmin"];
-const RESOURCES: &[&str] = &["user-project", "role", "team", "environment"];
+const RESOURCES: &[&str] = &[
+    "user-project",
+    "role",
+    "team",
+    "environment",
+    crate::platform::tokens::ADMIN_LOG_RESOURCE,
+];
 
 pub fn routes() -> OpenApiRouter<SharedState> {
     OpenApiRouter::new().routes(routes!(list))
@@ -84,7 +91,8 @@ struct AdminLogEntry {
     id: String,
     /// `add`, `remove`, `update` or `initial`.
     r#type: String,
-    /// `user-project`, `role`, `team` or `environment`.
+    /// `user-project`, `role`, `team`, `environment` or `token` (an application token made or
+    /// revoked).
     resource: String,
     /// `administrator`, `identityProvider` or `forestAdmin`.
     initiator: String,

@@ -31,7 +31,8 @@ pub fn routes() -> OpenApiRouter<SharedState> {
         .routes(routes!(add_message))
 }
 
-/// The activity log's entry of a note operation (origin `api`).
+/// The activity log's entry of a note operation (origin `api`, with the application token that
+/// made the call, if one did).
 fn log(state: &SharedState, admin: &Admin, action: Action, note: &NoteRef, environment: &str) {
     let mut entry = Entry::new(action, Actor::of_user(&admin.user), Origin::Api)
         .with_environment(environment)
@@ -39,6 +40,9 @@ fn log(state: &SharedState, admin: &Admin, action: Action, note: &NoteRef, envir
         .with_records([note.record_id.clone()]);
     if let Some(collection) = &note.collection_name {
         entry = entry.with_collection(collection.clone());
+    }
+    if let Some(token) = &admin.token_id {
+        entry = entry.with_token(token.clone());
     }
     state.activity.record(entry);
 }

@@ -185,6 +185,7 @@ async fn create(caller: SignedIn, Path(project): Path<String>, body: Body) -> Re
     };
     let (token, secret) = store
         .create_token(
+            &caller.actor(),
             caller.user.id,
             NewToken {
                 name,
@@ -223,7 +224,7 @@ async fn revoke(
     if token.user_id != caller.user.id && !caller.is_admin() {
         return Err(not_found());
     }
-    if !store.revoke_token(&id, Some(caller.user.id)).await? {
+    if !store.revoke_token(&caller.actor(), &id).await? {
         return Err(not_found());
     }
     if let Some(verifier) = &state.tokens {
