@@ -42,6 +42,10 @@
 #   8. stops the server (also on error) and drops nothing: the database stays for inspection.
 #
 # Only the activity-log comparison: ONLY_ACTIVITY=1 bash bench/load.sh (skips steps 3 to 6).
+# CANOPY_BIN=path runs that binary instead of building one (to compare two builds on the same
+# data). PROFILE=1 also records each activity-log run's server with `perf record` (sampled
+# functions of every thread, a flat profile) into $WORK/perf-{on,off}-<round>.data; read them with
+# `perf report -i FILE --no-children --sort dso,symbol`.
 #
 # Targets (issue 10): list-15 >= 20x the Node agent (647 req/s there) and >= 40% of pgbench,
 # <= 80 us server CPU per list-15 request, p99 <= 5 ms, a computed field costs <= 10%, RSS <= 64 MB,
@@ -80,8 +84,12 @@ if ! command -v wrk >/dev/null; then
 fi
 
 # --- binary and plugin ---------------------------------------------------------------------------
-cargo build --release -p canopy
-BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/canopy
+if [ -n "${CANOPY_BIN:-}" ]; then
+  BIN=$CANOPY_BIN
+else
+  cargo build --release -p canopy
+  BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/canopy
+fi
 (cd examples/shop/plugin && cargo build --release --target wasm32-wasip2 --target-dir target --quiet)
 mkdir -p "$WORK/plugins"
 cp examples/shop/plugin/target/wasm32-wasip2/release/shop_plugin.wasm "$WORK/plugins/shop.wasm"
@@ -390,9 +398,16 @@ for round in $(seq "$ACTIVITY_ROUNDS"); do
     if [ "$mode" = on ]; then SERVE_EXTRA=(--activity-logs=true); else SERVE_EXTRA=(--activity-logs=false); fi
     start_server "${CANOPY_LOG_LEVEL:-info}" text "$WORK/activity-$mode.log"
     get "${PATHS[list-15]}" "$WORK/activity-$mode.json"
+    perf_pid=
+    if [ -n "${PROFILE:-}" ]; then
+      perf record -q -F 499 -p "$PID" -o "$WORK/perf-$mode-$round.data" -- sleep "$DURATION" \
+        >/dev/null 2>&1 &
+      perf_pid=$!
+    fi
     CANOPY_TOKEN=$TOKEN BENCH_PATH="/forest${PATHS[list-15]}" \
       wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" -s "$WORK/wrk-activity.lua" "$BASE" \
       >"$WORK/activity-$mode-$round.wrk" 2>&1
+    if [ -n "$perf_pid" ]; then wait "$perf_pid" || true; fi
     stop_server # the shutdown writes the entries still buffered
     dropped=$((dropped + $(grep -c 'activity log buffer full' "$WORK/activity-$mode.log" || true)))
     result=$(grep '^RESULT' "$WORK/activity-$mode-$round.wrk") || { cat "$WORK/activity-$mode-$round.wrk" >&2; exit 1; }

@@ -5,7 +5,9 @@
 //! Recording must not slow requests down, so [`ActivityLog::record`] never waits: it puts the
 //! entry in a bounded buffer (a tokio channel) and returns. One background task per process
 //! writes what the buffer holds in batches (up to [`BATCH`] entries, or what arrived within
-//! [`BATCH_WINDOW`] of the first), each batch in one transaction. A full buffer drops the entry,
+//! [`BATCH_WINDOW`] of the first), each batch in one transaction, on a connection of its own that
+//! commits without waiting for the disk (see `Writer` for what that risks), with INSERTs of a
+//! few fixed sizes prepared once (see `CHUNKS`). A full buffer drops the entry,
 //! counts it and logs a warning with the count (at most once a second, so that an overload does
 //! not also flood the log). [`ActivityLog::flush`] waits until everything recorded before it is
 //! written: the server calls it at shutdown, tests call it instead of sleeping.
@@ -16,17 +18,16 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use serde_json::Value as Json;
-use sqlx::Row as _;
 use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Connection as _, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
 use super::listing::{Args, DateRange};
-use super::store::now_ms;
+use super::store::{Dialect, now_ms};
 use super::{Error, Result, Store};
 use crate::datasource::Caller;
 
@@ -458,59 +459,127 @@ impl Inner {
 /// The writer task: batches of up to [`BATCH`] entries, each written within [`BATCH_WINDOW`]
 /// of its first entry, or at once on a flush. Ends when every logger clone is gone.
 async fn write_batches(store: Store, mut receiver: mpsc::Receiver<Message>) {
+    let mut writer = Writer {
+        store,
+        connection: None,
+    };
     let mut batch: Vec<Entry> = Vec::with_capacity(BATCH);
+    // Everything waiting is taken in one go: one wake-up of this task per burst of requests,
+    // not one per entry.
+    let mut received: Vec<Message> = Vec::with_capacity(BATCH);
     let mut deadline = tokio::time::Instant::now();
     loop {
-        let message = if batch.is_empty() {
-            receiver.recv().await
+        let room = BATCH - batch.len();
+        let count = if batch.is_empty() {
+            receiver.recv_many(&mut received, room).await
         } else {
-            match tokio::time::timeout_at(deadline, receiver.recv()).await {
-                Ok(message) => message,
+            match tokio::time::timeout_at(deadline, receiver.recv_many(&mut received, room)).await
+            {
+                Ok(count) => count,
                 Err(_elapsed) => {
-                    write_logged(&store, &mut batch).await;
+                    writer.write(&mut batch).await;
                     continue;
                 }
             }
         };
-        match message {
-            Some(Message::Entry(entry)) => {
-                if batch.is_empty() {
-                    deadline = tokio::time::Instant::now() + BATCH_WINDOW;
+        if count == 0 {
+            // Every logger is gone and the buffer is empty.
+            writer.write(&mut batch).await;
+            writer.close().await;
+            return;
+        }
+        for message in received.drain(..) {
+            match message {
+                Message::Entry(entry) => {
+                    if batch.is_empty() {
+                        deadline = tokio::time::Instant::now() + BATCH_WINDOW;
+                    }
+                    batch.push(*entry);
+                    if batch.len() >= BATCH {
+                        writer.write(&mut batch).await;
+                    }
                 }
-                batch.push(*entry);
-                if batch.len() >= BATCH {
-                    write_logged(&store, &mut batch).await;
+                Message::Flush(ack) => {
+                    writer.write(&mut batch).await;
+                    let _ = ack.send(());
                 }
-            }
-            Some(Message::Flush(ack)) => {
-                write_logged(&store, &mut batch).await;
-                let _ = ack.send(());
-            }
-            None => {
-                write_logged(&store, &mut batch).await;
-                return;
             }
         }
     }
 }
 
-/// Writes and empties `batch`; a failure is retried once, then logged with the count lost.
-async fn write_logged(store: &Store, batch: &mut Vec<Entry>) {
-    if batch.is_empty() {
-        return;
+/// What writes the batches: the store, through a connection of its own.
+///
+/// The connection is taken out of the pool for good (so requests never wait for it behind a
+/// batch, and its prepared statements stay warm) and is told to commit without waiting for the
+/// disk: `synchronous = NORMAL` on SQLite (the store runs in WAL mode: a commit survives a crash
+/// of the process, and only a power loss or an OS crash can take back the last ones; the file
+/// is never corrupted) and `synchronous_commit = off` on PostgreSQL (a crash of the database
+/// server may lose the last few hundred milliseconds of commits, never consistency). The log
+/// already keeps up to [`BATCH_WINDOW`] of entries in memory, lost if the process dies, so this
+/// adds no new kind of loss; the store's other writes (users, permissions, tokens, notes) keep
+/// their full durability on the pool's connections.
+struct Writer {
+    store: Store,
+    connection: Option<AnyConnection>,
+}
+
+impl Writer {
+    /// Writes and empties `batch`; a failure is retried once on a new connection, then logged
+    /// with the count lost.
+    async fn write(&mut self, batch: &mut Vec<Entry>) {
+        if batch.is_empty() {
+            return;
+        }
+        // Awaited apart from the `if let`: a scrutinee's temporaries live through its block,
+        // and the finished write's future held across the sleep below would make the writer's
+        // future lose `Send`.
+        let written = self.try_write(batch).await;
+        if let Err(first) = written {
+            tracing::debug!(error = %first, "writing activity log entries failed; retrying once");
+            // The connection may be what broke: the retry takes a new one.
+            self.connection = None;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let retried = self.try_write(batch).await;
+            if let Err(error) = retried {
+                self.connection = None;
+                tracing::error!(
+                    lost = batch.len(),
+                    %error,
+                    "activity log entries could not be written"
+                );
+            }
+        }
+        batch.clear();
     }
-    if let Err(first) = store.insert_activity(batch).await {
-        tracing::debug!(error = %first, "writing activity log entries failed; retrying once");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if let Err(error) = store.insert_activity(batch).await {
-            tracing::error!(
-                lost = batch.len(),
-                %error,
-                "activity log entries could not be written"
-            );
+
+    async fn try_write(&mut self, batch: &[Entry]) -> Result<()> {
+        if self.connection.is_none() {
+            self.connection = Some(writer_connection(&self.store).await?);
+        }
+        match &mut self.connection {
+            Some(connection) => self.store.insert_activity_on(connection, batch).await,
+            None => Ok(()),
         }
     }
-    batch.clear();
+
+    async fn close(&mut self) {
+        if let Some(connection) = self.connection.take() {
+            let _ = connection.close().await;
+        }
+    }
+}
+
+/// A connection of the store's own, out of its pool, that commits without waiting for the disk
+/// (see [`Writer`]).
+async fn writer_connection(store: &Store) -> Result<AnyConnection> {
+    let mut connection = store.pool().acquire().await?.detach();
+    let relaxed = match store.dialect() {
+        Dialect::Sqlite => "PRAGMA synchronous = NORMAL",
+        Dialect::Postgres => "SET synchronous_commit = off",
+    };
+    sqlx::query(relaxed).execute(&mut connection).await?;
+    Ok(connection)
 }
 
 /// The filters of the activity-log listing (platform-api.md §1.2), AND-combined.
@@ -553,41 +622,109 @@ const ENTRY_COLUMNS: &str = "id, project, environment, created_at, type, action,
      user_id, user_email, username, team_name, collection_name, record_ids, origin, token_id, \
      request_id";
 const ENTRY_WIDTH: usize = 17;
+const RECORD_COLUMNS: &str = "activity_log_id, project, environment, record_id, created_at";
 const RECORD_WIDTH: usize = 5;
-/// Rows per multi-row INSERT: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters.
-const ROWS_PER_INSERT: usize = 1000;
+/// Rows per INSERT statement: a few fixed sizes, largest first, so that a batch of any length is
+/// written with statements whose text never changes. Each is prepared once per connection and
+/// then comes from sqlx's statement cache: before, every batch of a new length was parsed again,
+/// and on SQLite a statement of 500 rows with `$n` placeholders took seconds to prepare (SQLite
+/// looks each named placeholder up in a list, so parsing grows with the square of their count).
+const CHUNKS: [usize; 3] = [64, 8, 1];
+
+/// The INSERT texts of one dialect, one per size of [`CHUNKS`].
+struct InsertSql {
+    entries: [String; CHUNKS.len()],
+    records: [String; CHUNKS.len()],
+}
+
+impl InsertSql {
+    fn of(dialect: Dialect) -> &'static Self {
+        static SQLITE: OnceLock<InsertSql> = OnceLock::new();
+        static POSTGRES: OnceLock<InsertSql> = OnceLock::new();
+        let make = || Self {
+            entries: CHUNKS.map(|rows| {
+                format!(
+                    "INSERT INTO activity_logs ({ENTRY_COLUMNS}) VALUES {}",
+                    placeholders(dialect, rows, ENTRY_WIDTH)
+                )
+            }),
+            records: CHUNKS.map(|rows| {
+                format!(
+                    "INSERT INTO activity_log_records ({RECORD_COLUMNS}) VALUES {}",
+                    placeholders(dialect, rows, RECORD_WIDTH)
+                )
+            }),
+        };
+        match dialect {
+            Dialect::Sqlite => SQLITE.get_or_init(make),
+            Dialect::Postgres => POSTGRES.get_or_init(make),
+        }
+    }
+}
+
+/// `items` cut into runs of the [`CHUNKS`] sizes, largest first: `(index of the size, run)`.
+/// A `Vec` rather than an iterator: it is held across the inserts' awaits, where an iterator's
+/// closure would make the writer's future lose `Send`.
+fn fixed_chunks<T>(mut items: &[T]) -> Vec<(usize, &[T])> {
+    let mut chunks = Vec::new();
+    for (size, rows) in CHUNKS.iter().enumerate() {
+        while items.len() >= *rows {
+            let (chunk, rest) = items.split_at(*rows);
+            chunks.push((size, chunk));
+            items = rest;
+        }
+    }
+    chunks
+}
 
 impl Store {
     /// Writes `entries` in one transaction (the logger's batches; tests may call it directly).
     pub async fn insert_activity(&self, entries: &[Entry]) -> Result<()> {
-        let mut tx = self.pool().begin().await?;
-        for chunk in entries.chunks(ROWS_PER_INSERT / 2) {
-            let sql = format!(
-                "INSERT INTO activity_logs ({ENTRY_COLUMNS}) VALUES {}",
-                placeholders(chunk.len(), ENTRY_WIDTH)
-            );
-            let mut query = sqlx::query(&sql);
-            for e in chunk {
+        let mut connection = self.pool().acquire().await?;
+        self.insert_activity_on(&mut connection, entries).await
+    }
+
+    /// [`Store::insert_activity`] on a connection of the caller's (the logger's own).
+    async fn insert_activity_on(
+        &self,
+        connection: &mut AnyConnection,
+        entries: &[Entry],
+    ) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let sql = InsertSql::of(self.dialect());
+        // Values are bound by reference: the batch outlives its statements, nothing is copied.
+        let rows: Vec<(&Entry, Option<String>)> = entries
+            .iter()
+            .map(|e| {
                 let record_ids = (!e.record_ids.is_empty())
-                    .then(|| Json::from(e.record_ids.clone()).to_string());
+                    .then(|| serde_json::to_string(&e.record_ids).unwrap_or_default());
+                (e, record_ids)
+            })
+            .collect();
+        let mut tx = connection.begin().await?;
+        for (size, chunk) in fixed_chunks(&rows) {
+            let mut query = sqlx::query(&sql.entries[size]);
+            for (e, record_ids) in chunk {
                 query = query
-                    .bind(e.id.clone())
-                    .bind(self.project().to_owned())
+                    .bind(e.id.as_str())
+                    .bind(self.project())
                     .bind(self.entry_environment(e))
                     .bind(e.created_at)
                     .bind(e.action.kind().as_str())
                     .bind(e.action.as_str())
-                    .bind(e.label.clone())
+                    .bind(e.label.as_deref())
                     .bind(e.status.as_str())
                     .bind(e.user.id)
-                    .bind(e.user.email.clone())
-                    .bind(e.user.username.clone())
-                    .bind(e.user.team.clone())
-                    .bind(e.collection.clone())
-                    .bind(record_ids)
+                    .bind(e.user.email.as_str())
+                    .bind(e.user.username.as_str())
+                    .bind(e.user.team.as_str())
+                    .bind(e.collection.as_deref())
+                    .bind(record_ids.as_deref())
                     .bind(e.origin.as_str())
-                    .bind(e.token_id.clone())
-                    .bind(e.request_id.clone());
+                    .bind(e.token_id.as_deref())
+                    .bind(e.request_id.as_deref());
             }
             query.execute(&mut *tx).await?;
         }
@@ -599,19 +736,14 @@ impl Store {
                 unique.into_iter().map(move |id| (e, id))
             })
             .collect();
-        for chunk in records.chunks(ROWS_PER_INSERT) {
-            let sql = format!(
-                "INSERT INTO activity_log_records \
-                 (activity_log_id, project, environment, record_id, created_at) VALUES {}",
-                placeholders(chunk.len(), RECORD_WIDTH)
-            );
-            let mut query = sqlx::query(&sql);
+        for (size, chunk) in fixed_chunks(&records) {
+            let mut query = sqlx::query(&sql.records[size]);
             for (e, record_id) in chunk {
                 query = query
-                    .bind(e.id.clone())
-                    .bind(self.project().to_owned())
+                    .bind(e.id.as_str())
+                    .bind(self.project())
                     .bind(self.entry_environment(e))
-                    .bind((*record_id).clone())
+                    .bind(record_id.as_str())
                     .bind(e.created_at);
             }
             query.execute(&mut *tx).await?;
@@ -620,11 +752,8 @@ impl Store {
         Ok(())
     }
 
-    fn entry_environment(&self, entry: &Entry) -> String {
-        entry
-            .environment
-            .clone()
-            .unwrap_or_else(|| self.environment().to_owned())
+    fn entry_environment<'a>(&'a self, entry: &'a Entry) -> &'a str {
+        entry.environment.as_deref().unwrap_or(self.environment())
     }
 
     /// The environment's completed activity entries matching `filter`, newest first (then by id,
@@ -718,12 +847,17 @@ fn activity_row(r: &AnyRow) -> Result<ActivityRow> {
     })
 }
 
-/// `($1, $2, …), (…), …`: `rows` groups of `width` numbered placeholders.
-fn placeholders(rows: usize, width: usize) -> String {
+/// `rows` groups of `width` placeholders: `($1, $2, …), (…), …` on PostgreSQL, `(?, ?, …), …` on
+/// SQLite, where an anonymous `?` is numbered by its position at no cost (SQLite treats `$1` as a
+/// name, looked up in a list).
+fn placeholders(dialect: Dialect, rows: usize, width: usize) -> String {
     (0..rows)
         .map(|row| {
             let cells: Vec<String> = (1..=width)
-                .map(|col| format!("${}", row * width + col))
+                .map(|col| match dialect {
+                    Dialect::Sqlite => "?".to_owned(),
+                    Dialect::Postgres => format!("${}", row * width + col),
+                })
                 .collect();
             format!("({})", cells.join(", "))
         })
@@ -751,7 +885,29 @@ mod tests {
 
     #[test]
     fn placeholders_are_numbered_row_by_row() {
-        assert_eq!(placeholders(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(
+            placeholders(Dialect::Postgres, 2, 3),
+            "($1, $2, $3), ($4, $5, $6)"
+        );
+        assert_eq!(placeholders(Dialect::Sqlite, 2, 2), "(?, ?), (?, ?)");
+    }
+
+    #[test]
+    fn a_batch_is_cut_into_the_fixed_sizes_largest_first() {
+        let items: Vec<usize> = (0..(64 * 2 + 8 * 3 + 5)).collect();
+        let sizes: Vec<(usize, usize)> = fixed_chunks(&items)
+            .into_iter()
+            .map(|(size, chunk)| (size, chunk.len()))
+            .collect();
+        let mut expected = vec![(0, 64), (0, 64), (1, 8), (1, 8), (1, 8)];
+        expected.extend([(2, 1); 5]);
+        assert_eq!(sizes, expected);
+        let flat: Vec<usize> = fixed_chunks(&items)
+            .into_iter()
+            .flat_map(|(_, chunk)| chunk.iter().copied())
+            .collect();
+        assert_eq!(flat, items);
+        assert!(fixed_chunks::<usize>(&[]).is_empty());
     }
 
     #[test]
