@@ -560,6 +560,7 @@ mod tests {
             user: f.user.clone(),
             store: f.store.clone(),
             scopes: Some(scopes.to_vec()),
+            token_id: Some("tok_test".to_owned()),
         }
     }
 
