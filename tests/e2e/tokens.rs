@@ -586,8 +586,10 @@ async fn tokens_made_and_revoked_leave_admin_log_entries(backend: Backend) {
         "POST",
         &format!("{BASE}/tokens"),
         Some(&session),
-        Some(&json!({"name": "SIEM export", "scopes": ["admin_logs:read", "notes:read"],
-            "expiresAt": "2999-01-01T00:00:00.000Z"})),
+        Some(
+            &json!({"name": "SIEM export", "scopes": ["admin_logs:read", "notes:read"],
+            "expiresAt": "2999-01-01T00:00:00.000Z"}),
+        ),
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
@@ -616,9 +618,19 @@ async fn tokens_made_and_revoked_leave_admin_log_entries(backend: Backend) {
         )
         .await
         .unwrap();
-    assert!(env.store.revoke_token(&Actor::System, &cli_token.id).await.unwrap());
+    assert!(
+        env.store
+            .revoke_token(&Actor::System, &cli_token.id)
+            .await
+            .unwrap()
+    );
     // A refused revocation (already revoked) logs nothing.
-    assert!(!env.store.revoke_token(&Actor::System, &cli_token.id).await.unwrap());
+    assert!(
+        !env.store
+            .revoke_token(&Actor::System, &cli_token.id)
+            .await
+            .unwrap()
+    );
 
     let (status, _, logs) = send(
         app,
@@ -632,7 +644,12 @@ async fn tokens_made_and_revoked_leave_admin_log_entries(backend: Backend) {
     let data = logs["data"].as_array().unwrap();
     let made: Vec<(&str, &str)> = data
         .iter()
-        .map(|e| (e["type"].as_str().unwrap(), e["initiator"].as_str().unwrap()))
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap(),
+                e["initiator"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         made,
@@ -724,7 +741,11 @@ async fn activity_entries_of_a_tokens_calls_carry_its_id(backend: Backend) {
     assert_eq!(
         entries,
         [
-            (r#"["1"]"#.to_owned(), "api".to_owned(), Some(token.id.clone())),
+            (
+                r#"["1"]"#.to_owned(),
+                "api".to_owned(),
+                Some(token.id.clone())
+            ),
             (r#"["2"]"#.to_owned(), "api".to_owned(), None),
         ]
     );

@@ -473,8 +473,7 @@ async fn write_batches(store: Store, mut receiver: mpsc::Receiver<Message>) {
         let count = if batch.is_empty() {
             receiver.recv_many(&mut received, room).await
         } else {
-            match tokio::time::timeout_at(deadline, receiver.recv_many(&mut received, room)).await
-            {
+            match tokio::time::timeout_at(deadline, receiver.recv_many(&mut received, room)).await {
                 Ok(count) => count,
                 Err(_elapsed) => {
                     writer.write(&mut batch).await;
