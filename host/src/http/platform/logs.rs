@@ -20,7 +20,7 @@ use crate::platform::{AdminLog, Scope};
 /// The values of the §1.3 enums, as the store writes them.
 const TYPES: &[&str] = &["add", "remove", "update", "initial"];
 const INITIATORS: &[&str] = &["administrator", "identityProvider", "forestAdmin"];
-const RESOURCES: &[&str] = &["user-project", "role", "team", "environment"];
+const RESOURCES: &[&str] = &["user-project", "role", "team", "environment", "workflow"];
 
 pub fn routes() -> OpenApiRouter<SharedState> {
     OpenApiRouter::new().routes(routes!(list))
@@ -84,7 +84,7 @@ struct AdminLogEntry {
     id: String,
     /// `add`, `remove`, `update` or `initial`.
     r#type: String,
-    /// `user-project`, `role`, `team` or `environment`.
+    /// `user-project`, `role`, `team`, `environment` or `workflow`.
     resource: String,
     /// `administrator`, `identityProvider` or `forestAdmin`.
     initiator: String,
