@@ -383,8 +383,8 @@ fn parse_template(inner: &str) -> Option<Template<'_>> {
 /// Parses a cron expression as schedules use it: five fields (minute to day of week), or six
 /// with seconds first; `@daily` and the like too. The schedule trigger reads it the same way.
 pub fn parse_cron(expression: &str) -> Result<croner::Cron, String> {
-    croner::Cron::new(expression)
-        .with_seconds_optional()
-        .parse()
+    // croner's default parser: seconds (and a trailing year) optional, nicknames accepted.
+    expression
+        .parse::<croner::Cron>()
         .map_err(|e| e.to_string())
 }

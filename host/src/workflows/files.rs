@@ -70,24 +70,17 @@ pub fn parse(format: Format, text: &str) -> Result<Definition, String> {
             }
         },
         Format::Yaml => {
-            // The YAML reader has no public deserializer to wrap: it reads the document once for
-            // where the first problem is (its line and column), and the same document as plain
-            // JSON again for which field it is (the path).
-            let direct = serde_saphyr::from_str::<Definition>(text);
-            let position = direct
+            let deserializer = yaml_serde::Deserializer::from_str(text);
+            let result = serde_path_to_error::deserialize::<_, Definition>(deserializer);
+            let position = result
                 .as_ref()
                 .err()
-                .and_then(|e| e.location())
-                .map(|l| (l.line() as usize, l.column() as usize));
-            let result = match direct {
-                Ok(definition) => Ok(definition),
-                Err(error) => match serde_saphyr::from_str::<Json>(text) {
-                    Ok(generic) => serde_path_to_error::deserialize::<_, Definition>(generic)
-                        .map_err(|e| (e.path().to_string(), e.into_inner().to_string())),
-                    Err(_) => Err((String::new(), yaml_message(&error))),
-                },
-            };
-            (result, position)
+                .and_then(|e| e.inner().location())
+                .map(|l| (l.line(), l.column()));
+            (
+                result.map_err(|e| (e.path().to_string(), yaml_message(e.inner()))),
+                position,
+            )
         }
         Format::Json => {
             let mut deserializer = serde_json::Deserializer::from_str(text);
@@ -142,7 +135,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 fn generic(format: Format, text: &str) -> Option<Json> {
     match format {
         Format::Toml => toml::from_str(text).ok(),
-        Format::Yaml => serde_saphyr::from_str(text).ok(),
+        Format::Yaml => yaml_serde::from_str(text).ok(),
         Format::Json => serde_json::from_str(text).ok(),
     }
 }
@@ -167,7 +160,7 @@ fn at_step(path: &str, document: Option<&Json>) -> String {
 }
 
 /// The YAML reader's message without its own position (given first).
-fn yaml_message(error: &serde_saphyr::Error) -> String {
+fn yaml_message(error: &yaml_serde::Error) -> String {
     let text = error.to_string();
     match text.find(" at line ") {
         Some(at) => text[..at].to_owned(),

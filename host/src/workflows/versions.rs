@@ -179,7 +179,7 @@ fn log_value(workflow: &Workflow, hash: &str) -> Json {
 const SYNC_LOCK: i64 = 0x0063_616e_6f70_7902;
 
 /// The refusal of an API write to a workflow a file defines.
-fn file_owned(workflow: &Workflow) -> Error {
+pub fn file_owned(workflow: &Workflow) -> Error {
     Error::Conflict(format!(
         "workflow {:?} is defined by {}: change the file (the workflows folder wins over API \
          and CLI edits)",

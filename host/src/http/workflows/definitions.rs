@@ -31,7 +31,9 @@ use crate::platform::declarative::SchemaView;
 use crate::platform::{Scope, Store, User};
 use crate::workflows::files::{self, known_from_store};
 use crate::workflows::validate;
-use crate::workflows::versions::{Change, Origin, Version, Workflow, WorkflowFilter};
+use crate::workflows::versions::{
+    Change, Origin, Source, Version, Workflow, WorkflowFilter, file_owned,
+};
 use crate::workflows::Definition;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -526,6 +528,10 @@ async fn update(
         .workflow(&id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("workflow {id:?} not found")))?;
+    // The folder's workflows are refused before their body is even read.
+    if current.source == Source::File {
+        return Err(file_owned(&current).into());
+    }
     let definition =
         checked_definition(&state, store, Json::Object(body), Some(&current.name)).await?;
     let saved = store
