@@ -55,6 +55,8 @@ pub struct Config {
     pub is_production: bool,
     /// Directory of WebAssembly plugins, if any.
     pub plugin_dir: Option<PathBuf>,
+    /// `workflowsDir`: the folder of workflow definitions, if any.
+    pub workflows_dir: Option<PathBuf>,
     /// `workflowExecutorUrl` (not landed yet): where workflow requests are proxied.
     pub workflow_executor_url: Option<String>,
     /// `auditTrail`: record every create, update and delete with its values; `None` (the
@@ -456,6 +458,13 @@ fn resolve(
             file.plugin_dir.take(),
         )
         .map(|p| p.value);
+    let workflows_dir = layers
+        .pick(
+            args.workflows_dir.take(),
+            ("--workflows-dir", "CANOPY_WORKFLOWS_DIR"),
+            file.workflows_dir.take(),
+        )
+        .map(|p| p.value);
     let log = resolve_log(&layers, &mut args, &mut file)?;
     let schema = resolve_schema(&layers, &mut args, &mut file, &mut warnings);
     let limits = limits::resolve_limits(&layers, &mut args, &mut file)?;
@@ -494,6 +503,7 @@ fn resolve(
         actions,
         is_production,
         plugin_dir,
+        workflows_dir,
         workflow_executor_url,
         audit_trail,
         experimental,

@@ -29,6 +29,7 @@ pub mod reload;
 mod security;
 pub mod server;
 mod stats;
+pub mod workflows;
 
 use std::sync::Arc;
 
@@ -90,6 +91,8 @@ pub struct AppState {
     pub rate_limits: Arc<ratelimit::RateLimits>,
     /// The workflow step handlers this generation's plugins declare, by (plugin, handler name).
     pub workflow_steps: Arc<WorkflowSteps>,
+    /// The names of this generation's plugins, which workflow plugin steps may name.
+    pub plugin_names: Arc<std::collections::BTreeSet<String>>,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -122,6 +125,7 @@ impl AppState {
             tokens: None,
             rate_limits: Arc::new(ratelimit::RateLimits::default()),
             workflow_steps: Arc::default(),
+            plugin_names: Arc::default(),
         }
     }
 

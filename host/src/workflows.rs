@@ -2,15 +2,22 @@
 //! the triggers that start runs (manual, the signed webhook, schedules, record changes) and the
 //! in-process engine that executes them, durable on Canopy's store.
 //!
-//! - `definition`: the definition format (TOML, YAML or JSON) and its checks;
+//! - `definition`: the definition format (TOML, YAML or JSON);
+//! - `validate`: a definition's checks, whole (structure, served schema, store);
+//! - `versions`: workflows and their versions in the store;
+//! - `files`: the workflows folder, loaded at start and at each reload;
 //! - `runs`: run states, and queuing a run with one ongoing run per (workflow, record) enforced
 //!   by the store's partial unique index.
 
 pub mod definition;
+pub mod files;
 pub mod runs;
+pub mod validate;
+pub mod versions;
 
 pub use definition::Definition;
 pub use runs::{NewRun, Queued, RunState, TriggerKind};
+pub use versions::{Version, Workflow};
 
 /// Everything the workflow layer can fail with. `Display` is the message a client or operator
 /// reads; it never holds record values or secrets.

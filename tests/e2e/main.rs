@@ -54,4 +54,5 @@ mod snapshots;
 mod tokens;
 mod wire_snapshots;
 mod wire_values;
+mod workflow_definitions;
 mod write;

@@ -21,6 +21,7 @@ pub struct FileConfig {
     pub prefix: Option<String>,
     pub schema_path: Option<PathBuf>,
     pub plugin_dir: Option<PathBuf>,
+    pub workflows_dir: Option<PathBuf>,
     pub logger_level: Option<String>,
     pub log_format: Option<String>,
     pub typings_path: Option<PathBuf>,
