@@ -6,7 +6,7 @@
 //! `canopy serve` puts it behind `reload::router`, which swaps whole generations of it, and
 //! serves that with `server::serve` (request head size, header read and keep-alive timeouts).
 
-mod action;
+pub(crate) mod action;
 mod activity;
 mod api_chart;
 pub mod approvals;
@@ -24,11 +24,12 @@ pub mod openapi;
 mod permission;
 mod platform;
 pub mod ratelimit;
-mod related;
+pub(crate) mod related;
 pub mod reload;
 mod security;
 pub mod server;
 mod stats;
+pub mod workflows;
 
 use std::sync::Arc;
 
@@ -90,6 +91,9 @@ pub struct AppState {
     pub rate_limits: Arc<ratelimit::RateLimits>,
     /// The workflow step handlers this generation's plugins declare, by (plugin, handler name).
     pub workflow_steps: Arc<WorkflowSteps>,
+    /// Wakes the workflow engine when runs are queued (shared by every generation; a no-op
+    /// without an engine).
+    pub workflow_wakeup: crate::workflows::engine::Wakeup,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -122,6 +126,7 @@ impl AppState {
             tokens: None,
             rate_limits: Arc::new(ratelimit::RateLimits::default()),
             workflow_steps: Arc::default(),
+            workflow_wakeup: crate::workflows::engine::Wakeup::default(),
         }
     }
 

@@ -5,9 +5,14 @@
 //! - `definition`: the definition format (TOML, YAML or JSON) and its checks;
 //! - `runs`: run states, and queuing a run with one ongoing run per (workflow, record) enforced
 //!   by the store's partial unique index.
+//! - `engine`: the workers that claim queued runs with leases and drive them, the reaper, the
+//!   wake-ups, and run control (abort, resume, complete, revise);
+//! - `steps`: what each step kind does, as the run's user through the permission layer.
 
 pub mod definition;
+pub mod engine;
 pub mod runs;
+pub mod steps;
 
 pub use definition::Definition;
 pub use runs::{NewRun, Queued, RunState, TriggerKind};

@@ -1,4 +1,4 @@
-//! The management commands: `canopy users|teams|roles|permissions|tokens …` and `canopy init`, over
+//! The management commands: `canopy users|teams|roles|permissions|tokens|workflows …` and `canopy init`, over
 //! the same store as `canopy serve` (`config::StoreArgs`), with `Actor::System` as the admin
 //! log's initiator. Human tables by default, `--json` for scripts; an error is one sentence.
 //!
@@ -11,6 +11,7 @@ mod permissions;
 mod table;
 mod tokens;
 mod users;
+mod workflows;
 
 use std::io::Read as _;
 
@@ -22,6 +23,7 @@ pub use groups::{RolesCommand, TeamsCommand};
 pub use permissions::{IpCommand, PermissionsCommand};
 pub use tokens::{TokensArgs, TokensCommand};
 pub use users::UsersCommand;
+pub use workflows::{RunsCommand, WorkflowsArgs, WorkflowsCommand, workflows};
 
 use crate::config::{Config, StoreArgs, StoreConfig};
 use crate::datasource::DataSourceSchema;

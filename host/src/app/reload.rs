@@ -290,6 +290,7 @@ async fn build(
     state.audit = platform.audit.clone();
     state.tokens = Some(Arc::clone(&platform.tokens));
     state.rate_limits = Arc::clone(&platform.rate_limits);
+    state.workflow_wakeup = platform.workflow_wakeup.clone();
     let state = Arc::new(state);
     Ok(Built {
         router: http::router(Arc::clone(&state)),
