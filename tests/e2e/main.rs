@@ -54,4 +54,7 @@ mod snapshots;
 mod tokens;
 mod wire_snapshots;
 mod wire_values;
+mod workflow_api;
+mod workflow_fixture;
+mod workflow_runs;
 mod write;

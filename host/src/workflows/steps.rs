@@ -25,7 +25,7 @@ use serde_json::{Map, Value as Json, json};
 
 use super::definition::{EndOutcome, Kind, Mode, Step};
 use super::engine::store::{Run, StepRow, StepWait, WaitingReason};
-use super::engine::{Loaded, Wakeup};
+use super::engine::Loaded;
 use super::runs::TriggerKind;
 use crate::datasource::{Caller, CollectionSchema};
 use crate::http::SharedState;
@@ -39,7 +39,6 @@ pub(crate) struct StepCtx<'a> {
     /// The served generation, loaded for this step.
     pub state: &'a SharedState,
     pub store: &'a Store,
-    pub wakeup: &'a Wakeup,
     pub run: &'a Run,
     pub row: &'a StepRow,
     pub step: &'a Step,

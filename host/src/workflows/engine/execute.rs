@@ -304,7 +304,6 @@ impl Driver<'_> {
         let ctx = StepCtx {
             state: &state,
             store: &self.shared.store,
-            wakeup: &self.shared.wakeup,
             run: &self.run,
             row: &row,
             step,
