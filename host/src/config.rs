@@ -10,6 +10,7 @@
 //! (a test seam of the Node agent, not a setting).
 
 mod args;
+mod engine;
 mod file;
 mod limits;
 mod login;
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use args::ServeArgs;
+pub use engine::{EngineArgs, EngineConfig};
 pub use limits::{
     DEFAULT_CORS_ALLOWED_ORIGINS, DEFAULT_HEADERS_TIMEOUT_SECONDS,
     DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS, DEFAULT_MAX_HEADER_SIZE, DEFAULT_MAX_PAGE_SIZE,
@@ -73,6 +75,8 @@ pub struct Config {
     pub login: LoginConfig,
     /// The public API's rate limits.
     pub rate_limit: RateLimitConfig,
+    /// The workflow run engine: workers, step timeout, lease.
+    pub workflow_engine: EngineConfig,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -482,6 +486,7 @@ fn resolve(
     let platform = platform::resolve_platform(&layers, &mut args, &mut file)?;
     let login = login::resolve_login(&layers, &mut args.login, &mut file)?;
     let rate_limit = ratelimit::resolve_rate_limits(&layers, &mut args.rate_limit, &mut file)?;
+    let workflow_engine = engine::resolve_engine(&layers, &mut args.workflow_engine, &mut file)?;
     // The experimental no-code features are configured from the schema the platform receives.
     if schema.skip_schema_update
         && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
@@ -511,6 +516,7 @@ fn resolve(
         platform,
         login,
         rate_limit,
+        workflow_engine,
     };
     Ok((config, warnings))
 }

@@ -6,7 +6,7 @@
 //! `canopy serve` puts it behind `reload::router`, which swaps whole generations of it, and
 //! serves that with `server::serve` (request head size, header read and keep-alive timeouts).
 
-mod action;
+pub(crate) mod action;
 mod activity;
 mod api_chart;
 pub mod approvals;
@@ -24,7 +24,7 @@ pub mod openapi;
 mod permission;
 mod platform;
 pub mod ratelimit;
-mod related;
+pub(crate) mod related;
 pub mod reload;
 mod security;
 pub mod server;
@@ -93,6 +93,9 @@ pub struct AppState {
     pub workflow_steps: Arc<WorkflowSteps>,
     /// The names of this generation's plugins, which workflow plugin steps may name.
     pub plugin_names: Arc<std::collections::BTreeSet<String>>,
+    /// Wakes the workflow engine when runs are queued (shared by every generation; a no-op
+    /// without an engine).
+    pub workflow_wakeup: crate::workflows::engine::Wakeup,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -126,6 +129,7 @@ impl AppState {
             rate_limits: Arc::new(ratelimit::RateLimits::default()),
             workflow_steps: Arc::default(),
             plugin_names: Arc::default(),
+            workflow_wakeup: crate::workflows::engine::Wakeup::default(),
         }
     }
 

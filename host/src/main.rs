@@ -110,8 +110,8 @@ enum Command {
     /// Manage the public API's application tokens: create (the secret shown once), list,
     /// revoke.
     Tokens(canopy::app::admin::TokensArgs),
-    /// Manage workflow definitions: list, show, apply a definition file, versions, activate,
-    /// deactivate.
+    /// Workflows: definitions (list, show, apply a definition file, versions, activate,
+    /// deactivate) and runs (list, show with steps, abort).
     Workflows(canopy::app::admin::WorkflowsArgs),
     /// Build the shop demo database (SQLite), serve it, and print the URL, a token and a curl
     /// line. Uses fixed, public demo secrets: never expose it beyond this machine.

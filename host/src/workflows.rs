@@ -8,12 +8,17 @@
 //! - `files`: the workflows folder, loaded at start and at each reload;
 //! - `runs`: run states, and queuing a run with one ongoing run per (workflow, record) enforced
 //!   by the store's partial unique index.
+//! - `engine`: the workers that claim queued runs with leases and drive them, the reaper, the
+//!   wake-ups, and run control (abort, resume, complete, revise);
+//! - `steps`: what each step kind does, as the run's user through the permission layer.
 
 pub mod definition;
 pub mod files;
 pub mod runs;
 pub mod validate;
 pub mod versions;
+pub mod engine;
+pub mod steps;
 
 pub use definition::Definition;
 pub use runs::{NewRun, Queued, RunState, TriggerKind};

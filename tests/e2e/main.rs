@@ -55,4 +55,7 @@ mod tokens;
 mod wire_snapshots;
 mod wire_values;
 mod workflow_definitions;
+mod workflow_api;
+mod workflow_fixture;
+mod workflow_runs;
 mod write;

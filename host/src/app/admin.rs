@@ -23,7 +23,7 @@ pub use groups::{RolesCommand, TeamsCommand};
 pub use permissions::{IpCommand, PermissionsCommand};
 pub use tokens::{TokensArgs, TokensCommand};
 pub use users::UsersCommand;
-pub use workflows::{WorkflowsArgs, WorkflowsCommand};
+pub use workflows::{RunsCommand, WorkflowsArgs, WorkflowsCommand};
 
 use crate::config::{Config, StoreArgs, StoreConfig};
 use crate::datasource::DataSourceSchema;

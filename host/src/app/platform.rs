@@ -40,6 +40,8 @@ pub struct Platform {
     pub tokens: Arc<TokenVerifier>,
     /// The public API's rate limits: a reload must not hand every client a fresh quota.
     pub rate_limits: Arc<RateLimits>,
+    /// Wakes the workflow engine (here, and on PostgreSQL other instances) when runs are queued.
+    pub workflow_wakeup: crate::workflows::engine::Wakeup,
 }
 
 impl Platform {
@@ -101,7 +103,10 @@ impl Platform {
                     .context("opening the audit trail's database (auditTrail.databaseUrl)")?,
             })),
         };
+        let workflow_wakeup = crate::workflows::engine::Wakeup::new();
+        workflow_wakeup.announce(&store);
         Ok(Self {
+            workflow_wakeup,
             activity,
             tokens: Arc::new(TokenVerifier::new(store.clone())),
             rate_limits: Arc::new(RateLimits::new(&config.rate_limit)),

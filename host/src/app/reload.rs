@@ -323,6 +323,7 @@ async fn build(
             .chain(state.workflow_steps.keys().map(|(plugin, _)| plugin.clone()))
             .collect(),
     );
+    state.workflow_wakeup = platform.workflow_wakeup.clone();
     let state = Arc::new(state);
     Ok(Built {
         router: http::router(Arc::clone(&state)),

@@ -320,4 +320,8 @@ pub struct ServeArgs {
     /// The public API's rate limits: per token, burst, per address.
     #[command(flatten)]
     pub rate_limit: super::RateLimitArgs,
+
+    /// The workflow run engine: workers, step timeout, lease.
+    #[command(flatten)]
+    pub workflow_engine: super::EngineArgs,
 }

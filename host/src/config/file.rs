@@ -62,6 +62,9 @@ pub struct FileConfig {
     pub api_rate_limit_per_minute: Option<u32>,
     pub api_rate_limit_burst: Option<u32>,
     pub api_rate_limit_per_minute_per_ip: Option<u32>,
+    pub workflow_workers: Option<u32>,
+    pub workflow_step_timeout_in_seconds: Option<u64>,
+    pub workflow_lease_in_seconds: Option<u64>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

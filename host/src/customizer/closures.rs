@@ -270,3 +270,34 @@ where
 {
     Arc::new(Override(f))
 }
+
+struct WorkflowStep<F>(F);
+
+#[async_trait]
+impl<F> super::handlers::WorkflowStepHandler for WorkflowStep<F>
+where
+    F: Fn(&Caller, &super::handlers::WorkflowStepInput) -> Result<super::handlers::WorkflowStepOutput>
+        + Send
+        + Sync,
+{
+    async fn run(
+        &self,
+        caller: &Caller,
+        _ctx: &Context,
+        input: &super::handlers::WorkflowStepInput,
+    ) -> Result<super::handlers::WorkflowStepOutput> {
+        (self.0)(caller, input)
+    }
+}
+
+/// A workflow step handler (a `plugin` step's) from a closure over the run's user and the
+/// step's input.
+pub fn workflow_step<F>(f: F) -> Arc<dyn super::handlers::WorkflowStepHandler>
+where
+    F: Fn(&Caller, &super::handlers::WorkflowStepInput) -> Result<super::handlers::WorkflowStepOutput>
+        + Send
+        + Sync
+        + 'static,
+{
+    Arc::new(WorkflowStep(f))
+}

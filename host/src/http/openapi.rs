@@ -93,6 +93,7 @@ pub const REFERENCE_PATH: &str = "/docs";
         (name = "notes", description = "Notes on records, each with a thread of messages"),
         (name = "tokens", description = "The caller's application tokens"),
         (name = "workflows", description = "Workflow definitions and their versions"),
+        (name = "workflow-runs", description = "Runs of workflows on records, and their control"),
     )
 )]
 struct Root;

@@ -1,8 +1,9 @@
-//! The workflows API under `/v1/project/{project}/environment/{environment}/workflows` (issue 13
-//! §5): definitions and their versions (`definitions`); runs and triggers are mounted beside
-//! them by their own modules. Every route answers in the `/v1` shape (`http::platform::Error`).
+//! The workflows API under `/v1/project/{project}/environment/{environment}/` (issue 13 §5),
+//! one module per part, each with its documented `routes()`: `definitions` (workflows and their
+//! versions), `runs` (the runs listing, one run with its steps, and run control).
 
 pub mod definitions;
+pub mod runs;
 
 use utoipa_axum::router::OpenApiRouter;
 
@@ -10,7 +11,9 @@ use super::SharedState;
 
 /// The workflows API's routes, each documented (`http::openapi` mounts them).
 pub fn routes() -> OpenApiRouter<SharedState> {
-    OpenApiRouter::new().merge(definitions::routes())
+    OpenApiRouter::new()
+        .merge(definitions::routes())
+        .merge(runs::routes())
 }
 
 /// The workflow layer's errors in the `/v1` shape: a bad definition or body is a 400 with its

@@ -8,6 +8,8 @@
 //! Runs and webhook triggers add their own subcommands here: one variant of
 //! [`WorkflowsCommand`] and one arm of [`run`] each.
 
+mod runs;
+
 use std::path::PathBuf;
 
 use anyhow::Context as _;
@@ -20,6 +22,8 @@ use crate::platform::Store;
 use crate::workflows::files::{self, known_from_store};
 use crate::workflows::validate;
 use crate::workflows::versions::{Change, Origin, Version, Workflow};
+
+pub use runs::RunsCommand;
 
 /// `canopy workflows …`.
 #[derive(Debug, Args)]
@@ -74,6 +78,11 @@ pub enum WorkflowsCommand {
     Deactivate {
         /// The workflow's name or id.
         workflow: String,
+    },
+    /// The runs of workflows: list them, show one with its steps, abort one.
+    Runs {
+        #[command(subcommand)]
+        command: RunsCommand,
     },
 }
 
@@ -200,6 +209,7 @@ pub(super) async fn run(
         WorkflowsCommand::Deactivate { workflow } => {
             set_active(store, &workflow, false, json).await?;
         }
+        WorkflowsCommand::Runs { command } => runs::run(store, command, json).await?,
     }
     Ok(())
 }
