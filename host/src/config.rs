@@ -18,6 +18,7 @@ mod ratelimit;
 mod size;
 mod store;
 mod template;
+mod triggers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -34,6 +35,10 @@ pub use limits::{
 pub use login::{LoginArgs, LoginConfig, OidcConfig};
 pub use platform::PlatformConfig;
 pub use ratelimit::{RateLimitArgs, RateLimitConfig};
+pub use triggers::{
+    TriggerArgs, TriggerConfig, WebhookKey, parse_keys as parse_webhook_keys,
+    valid_kid as valid_webhook_kid,
+};
 pub use size::parse_size;
 pub use store::{StoreArgs, StoreConfig};
 pub use template::ErrorMessageTemplate;
@@ -71,6 +76,8 @@ pub struct Config {
     pub login: LoginConfig,
     /// The public API's rate limits.
     pub rate_limit: RateLimitConfig,
+    /// What starts workflow runs: webhook signing keys and rate limit.
+    pub triggers: TriggerConfig,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -473,6 +480,7 @@ fn resolve(
     let platform = platform::resolve_platform(&layers, &mut args, &mut file)?;
     let login = login::resolve_login(&layers, &mut args.login, &mut file)?;
     let rate_limit = ratelimit::resolve_rate_limits(&layers, &mut args.rate_limit, &mut file)?;
+    let triggers = triggers::resolve_triggers(&layers, &mut args.triggers, &mut file)?;
     // The experimental no-code features are configured from the schema the platform receives.
     if schema.skip_schema_update
         && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
@@ -501,6 +509,7 @@ fn resolve(
         platform,
         login,
         rate_limit,
+        triggers,
     };
     Ok((config, warnings))
 }

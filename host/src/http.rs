@@ -16,6 +16,7 @@ mod caller;
 mod capabilities;
 mod collection;
 pub mod error;
+pub mod executor;
 mod healthcheck;
 pub mod liana;
 mod middleware;
@@ -29,6 +30,7 @@ pub mod reload;
 mod security;
 pub mod server;
 mod stats;
+pub mod workflows;
 
 use std::sync::Arc;
 
@@ -90,6 +92,11 @@ pub struct AppState {
     pub rate_limits: Arc<ratelimit::RateLimits>,
     /// The workflow step handlers this generation's plugins declare, by (plugin, handler name).
     pub workflow_steps: Arc<WorkflowSteps>,
+    /// What starts workflow runs (the webhook's keys and quotas, the run queue), shared by every
+    /// generation; `None` over a bare stack.
+    pub workflow_triggers: Option<Arc<crate::workflows::triggers::Triggers>>,
+    /// `workflowExecutorUrl`: the proxy of `/forest/_internal/executor/*`; `None` serves 404.
+    pub workflow_executor: Option<Arc<executor::ExecutorProxy>>,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -122,6 +129,8 @@ impl AppState {
             tokens: None,
             rate_limits: Arc::new(ratelimit::RateLimits::default()),
             workflow_steps: Arc::default(),
+            workflow_triggers: None,
+            workflow_executor: None,
         }
     }
 
@@ -248,6 +257,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(api_chart::router())
         .merge(security::router())
         .merge(audit::router(&state))
+        .merge(executor::router(&state))
         // Set once every route is merged: it applies to the routes present.
         .method_not_allowed_fallback(error::forest_not_found)
         .fallback(error::forest_not_found)

@@ -4,10 +4,16 @@
 //!
 //! - `definition`: the definition format (TOML, YAML or JSON) and its checks;
 //! - `runs`: run states, and queuing a run with one ongoing run per (workflow, record) enforced
-//!   by the store's partial unique index.
+//!   by the store's partial unique index;
+//! - `triggers`: the manual and webhook triggers in the store, and the service that starts runs
+//!   (rate limits, the batched run queue, who a run acts as), and record-change hooks;
+//!   `webhook`: its signed URLs; `schedule`: cron schedules.
 
 pub mod definition;
 pub mod runs;
+pub mod schedule;
+pub mod triggers;
+pub mod webhook;
 
 pub use definition::Definition;
 pub use runs::{NewRun, Queued, RunState, TriggerKind};

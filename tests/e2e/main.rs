@@ -54,4 +54,6 @@ mod snapshots;
 mod tokens;
 mod wire_snapshots;
 mod wire_values;
+mod workflow_schedules;
+mod workflow_triggers;
 mod write;

@@ -11,6 +11,7 @@ mod permissions;
 mod table;
 mod tokens;
 mod users;
+pub mod workflows;
 
 use std::io::Read as _;
 
@@ -22,6 +23,7 @@ pub use groups::{RolesCommand, TeamsCommand};
 pub use permissions::{IpCommand, PermissionsCommand};
 pub use tokens::{TokensArgs, TokensCommand};
 pub use users::UsersCommand;
+pub use workflows::WorkflowsArgs;
 
 use crate::config::{Config, StoreArgs, StoreConfig};
 use crate::datasource::DataSourceSchema;
@@ -181,6 +183,11 @@ pub async fn tokens(args: TokensArgs) -> anyhow::Result<()> {
     let done = tokens::run(&store, args.command, args.json).await;
     store.close().await;
     done
+}
+
+/// `canopy workflows …`.
+pub async fn workflows(args: WorkflowsArgs) -> anyhow::Result<()> {
+    workflows::run(args).await
 }
 
 pub async fn permissions(args: PermissionsArgs) -> anyhow::Result<()> {

@@ -313,4 +313,8 @@ pub struct ServeArgs {
     /// The public API's rate limits: per token, burst, per address.
     #[command(flatten)]
     pub rate_limit: super::RateLimitArgs,
+
+    /// Workflow triggers: webhook signing keys and rate limit.
+    #[command(flatten)]
+    pub triggers: super::TriggerArgs,
 }

@@ -61,6 +61,8 @@ pub struct FileConfig {
     pub api_rate_limit_per_minute: Option<u32>,
     pub api_rate_limit_burst: Option<u32>,
     pub api_rate_limit_per_minute_per_ip: Option<u32>,
+    pub workflow_webhook_keys: Option<String>,
+    pub workflow_webhook_rate_limit_per_minute: Option<u32>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

@@ -1200,7 +1200,7 @@ impl Store {
     /// [`Store::admin_log`] on a connection of the caller's (a transaction that must hold the
     /// entry with the change it records, as `platform::declarative` does).
     #[allow(clippy::too_many_arguments, reason = "the fields of one log entry")]
-    pub(super) async fn admin_log_on<'c>(
+    pub(crate) async fn admin_log_on<'c>(
         &self,
         executor: impl sqlx::Executor<'c, Database = sqlx::Any>,
         actor: &Actor,
