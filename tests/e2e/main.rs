@@ -54,6 +54,7 @@ mod snapshots;
 mod tokens;
 mod wire_snapshots;
 mod wire_values;
+mod workflow_executor;
 mod workflow_schedules;
 mod workflow_triggers;
 mod write;

@@ -199,11 +199,7 @@ impl RateLimits {
 pub async fn limit(State(state): State<SharedState>, mut request: Request, next: Next) -> Response {
     // A workflow webhook spends its own quota (per webhook, `workflows::triggers`), after its
     // URL is verified, so that one integration does not starve another.
-    if request
-        .uri()
-        .path()
-        .starts_with(crate::workflows::webhook::PATH)
-    {
+    if crate::workflows::webhook::is_hook_path(request.uri().path()) {
         return next.run(request).await;
     }
     let key = match bearer_api_token(request.headers()) {

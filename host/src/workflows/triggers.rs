@@ -17,7 +17,7 @@ pub mod record_change;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use governor::clock::{Clock as _, DefaultClock};
+use governor::clock::Clock as _;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use serde_json::json;
 use sqlx::Row as _;
@@ -422,7 +422,7 @@ impl HookLimiter {
     /// Spends one call; `Err(seconds)` to wait when none is left.
     fn check(&self) -> Result<(), u64> {
         self.limiter.check().map_err(|not_until| {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let wait = not_until.wait_time_from(self.limiter.clock().now());
             (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
         })
     }

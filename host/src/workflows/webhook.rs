@@ -35,6 +35,12 @@ const MAC_CHARS: usize = 22;
 /// later version of this format) verifies as a webhook URL.
 const DOMAIN: &str = "canopy:workflow-webhook:v1";
 
+/// Whether `path` (below `/{prefix}/v1`, or whole) is a webhook call.
+pub fn is_hook_path(path: &str) -> bool {
+    path.strip_prefix(PATH).is_some_and(|rest| rest.starts_with('/'))
+        || path.contains("/v1/workflow-hooks/")
+}
+
 /// `path` with the signed part of a webhook URL cut after the trigger id (`…/workflow-hooks/
 /// {trigger_id}.…`), for logs; any other path unchanged.
 pub fn redact_path(path: &str) -> String {

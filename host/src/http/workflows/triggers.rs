@@ -38,6 +38,7 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The body of a manual start.
 #[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
 #[allow(dead_code, reason = "documentation only: the handler reads the body itself")]
 struct ManualStart {
     /// The record to run on (a composite key in its packed form, `1|2`).
@@ -54,6 +55,7 @@ struct TriggerList {
 
 /// One trigger of a workflow.
 #[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
 #[schema(as = WorkflowTrigger)]
 #[allow(dead_code, reason = "documentation only: written with json!")]
 struct TriggerSchema {
@@ -74,6 +76,7 @@ struct TriggerSchema {
 
 /// The body of `PATCH …/triggers/webhook`.
 #[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
 #[allow(dead_code, reason = "documentation only: the handler reads the body itself")]
 struct WebhookChange {
     /// Calls per minute this webhook accepts (1 to 10,000,000); `null` for the server's

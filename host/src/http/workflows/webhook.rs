@@ -20,7 +20,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 use serde_json::{Value as Json, json};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -50,22 +50,23 @@ struct WebhookBody {
 
 /// The answer of an accepted call.
 #[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
 #[allow(dead_code, reason = "documentation only: written with json!")]
 pub(crate) struct RunCreated {
     /// The new run's id (a UUID).
-    #[schema(format = Uuid)]
+    #[schema(example = "0b6f2f0e-4d0a-4c3e-9d7e-2f3b5a6c7d8e")]
     run_id: String,
 }
 
 /// The answer when a run of the workflow is already ongoing on the record.
 #[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
 #[allow(dead_code, reason = "documentation only: written with json!")]
 pub(crate) struct RunOngoing {
     code: String,
     message: String,
     error: String,
     /// The ongoing run, when it could be read.
-    #[schema(format = Uuid)]
     run_id: Option<String>,
 }
 

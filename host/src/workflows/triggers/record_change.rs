@@ -9,7 +9,6 @@
 //! inactive since starts nothing, and runs start on its latest version. A failure to start a run
 //! never fails the write that caused it: it is logged.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -39,7 +38,8 @@ struct Watch {
 
 /// The hook customizations of every active workflow's record-change triggers.
 pub async fn customizations(triggers: &Arc<Triggers>) -> crate::workflows::Result<Vec<Customization>> {
-    let mut watched: BTreeMap<(String, HookOperation), Vec<Watch>> = BTreeMap::new();
+    // Few entries: a list keeps the order workflows were read in.
+    let mut watched: Vec<((String, HookOperation), Vec<Watch>)> = Vec::new();
     for (workflow, definition) in triggers.store().declared_triggers().await? {
         for change in &definition.triggers.record_changes {
             for on in &change.on {
@@ -47,13 +47,15 @@ pub async fn customizations(triggers: &Arc<Triggers>) -> crate::workflows::Resul
                     ChangeKind::Create => HookOperation::Create,
                     ChangeKind::Update => HookOperation::Update,
                 };
-                watched
-                    .entry((definition.collection.clone(), operation))
-                    .or_default()
-                    .push(Watch {
-                        workflow: workflow.clone(),
-                        when: change.when.clone(),
-                    });
+                let key = (definition.collection.clone(), operation);
+                let watch = Watch {
+                    workflow: workflow.clone(),
+                    when: change.when.clone(),
+                };
+                match watched.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, watches)) => watches.push(watch),
+                    None => watched.push((key, vec![watch])),
+                }
             }
         }
     }
