@@ -119,11 +119,27 @@ impl Ready {
             shutdown.await;
             platform.close_event_streams();
         };
+        // Cron schedules of workflows fire while this process serves.
+        let scheduler = {
+            let state = served.state();
+            crate::workflows::schedule::Scheduler::new(
+                Arc::clone(&served.platform().triggers),
+                Arc::new(move || {
+                    let state = state.load();
+                    (
+                        Arc::clone(&state.datasource),
+                        Arc::clone(&state.permissions),
+                    )
+                }),
+            )
+            .spawn()
+        };
         crate::http::server::serve(listener, served.router(), self.limits, shutdown).await;
         // Requests are done; the workers finish their current step and give their runs back.
         if let Some(engine) = engine {
             engine.stop().await;
         }
+        scheduler.abort();
         // Every request has finished: the activity entries they recorded are written before
         // the process ends.
         served.platform().flush_activity().await;

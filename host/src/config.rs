@@ -19,6 +19,7 @@ mod ratelimit;
 mod size;
 mod store;
 mod template;
+mod triggers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -36,6 +37,10 @@ pub use limits::{
 pub use login::{LoginArgs, LoginConfig, OidcConfig};
 pub use platform::PlatformConfig;
 pub use ratelimit::{RateLimitArgs, RateLimitConfig};
+pub use triggers::{
+    TriggerArgs, TriggerConfig, WebhookKey, parse_keys as parse_webhook_keys,
+    valid_kid as valid_webhook_kid,
+};
 pub use size::parse_size;
 pub use store::{StoreArgs, StoreConfig};
 pub use template::ErrorMessageTemplate;
@@ -77,6 +82,8 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     /// The workflow run engine: workers, step timeout, lease.
     pub workflow_engine: EngineConfig,
+    /// What starts workflow runs: webhook signing keys and rate limit.
+    pub triggers: TriggerConfig,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -487,6 +494,7 @@ fn resolve(
     let login = login::resolve_login(&layers, &mut args.login, &mut file)?;
     let rate_limit = ratelimit::resolve_rate_limits(&layers, &mut args.rate_limit, &mut file)?;
     let workflow_engine = engine::resolve_engine(&layers, &mut args.workflow_engine, &mut file)?;
+    let triggers = triggers::resolve_triggers(&layers, &mut args.triggers, &mut file)?;
     // The experimental no-code features are configured from the schema the platform receives.
     if schema.skip_schema_update
         && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
@@ -517,6 +525,7 @@ fn resolve(
         login,
         rate_limit,
         workflow_engine,
+        triggers,
     };
     Ok((config, warnings))
 }

@@ -16,6 +16,7 @@ mod caller;
 mod capabilities;
 mod collection;
 pub mod error;
+pub mod executor;
 mod healthcheck;
 pub mod liana;
 mod middleware;
@@ -96,6 +97,11 @@ pub struct AppState {
     /// Wakes the workflow engine when runs are queued (shared by every generation; a no-op
     /// without an engine).
     pub workflow_wakeup: crate::workflows::engine::Wakeup,
+    /// What starts workflow runs (the webhook's keys and quotas, the run queue), shared by every
+    /// generation; `None` over a bare stack.
+    pub workflow_triggers: Option<Arc<crate::workflows::triggers::Triggers>>,
+    /// `workflowExecutorUrl`: the proxy of `/forest/_internal/executor/*`; `None` serves 404.
+    pub workflow_executor: Option<Arc<executor::ExecutorProxy>>,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -130,6 +136,8 @@ impl AppState {
             workflow_steps: Arc::default(),
             plugin_names: Arc::default(),
             workflow_wakeup: crate::workflows::engine::Wakeup::default(),
+            workflow_triggers: None,
+            workflow_executor: None,
         }
     }
 
@@ -256,6 +264,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(api_chart::router())
         .merge(security::router())
         .merge(audit::router(&state))
+        .merge(executor::router(&state))
         // Set once every route is merged: it applies to the routes present.
         .method_not_allowed_fallback(error::forest_not_found)
         .fallback(error::forest_not_found)

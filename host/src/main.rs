@@ -111,7 +111,8 @@ enum Command {
     /// revoke.
     Tokens(canopy::app::admin::TokensArgs),
     /// Workflows: definitions (list, show, apply a definition file, versions, activate,
-    /// deactivate) and runs (list, show with steps, abort).
+    /// deactivate), runs (list, show with steps, abort) and webhook triggers (URL, enable,
+    /// disable, regenerate).
     Workflows(canopy::app::admin::WorkflowsArgs),
     /// Build the shop demo database (SQLite), serve it, and print the URL, a token and a curl
     /// line. Uses fixed, public demo secrets: never expose it beyond this machine.

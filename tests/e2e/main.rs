@@ -58,4 +58,7 @@ mod workflow_definitions;
 mod workflow_api;
 mod workflow_fixture;
 mod workflow_runs;
+mod workflow_executor;
+mod workflow_schedules;
+mod workflow_triggers;
 mod write;

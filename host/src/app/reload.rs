@@ -288,6 +288,8 @@ async fn build(
         .map_err(anyhow::Error::msg)
         .context("reading the plugins' customizations")?;
     let count = customizations.len();
+    let mut customizations = customizations;
+    customizations.extend(record_change_hooks(base, platform).await);
     let stack = customize(
         config,
         Arc::clone(base),
@@ -324,6 +326,8 @@ async fn build(
             .collect(),
     );
     state.workflow_wakeup = platform.workflow_wakeup.clone();
+    state.workflow_triggers = Some(Arc::clone(&platform.triggers));
+    state.workflow_executor = platform.executor.clone();
     let state = Arc::new(state);
     Ok(Built {
         router: http::router(Arc::clone(&state)),
@@ -360,6 +364,29 @@ async fn load_workflows(config: &Config, platform: &Platform, built: &Built) -> 
         "workflows folder loaded"
     );
     Ok(())
+}
+
+/// The After hooks of the active workflows' record-change triggers, on the collections the
+/// served datasource has (a workflow naming another collection starts nothing, and does not stop
+/// the start). A store that cannot be read is logged: the stack is served without them.
+async fn record_change_hooks(
+    base: &Arc<dyn DataSource>,
+    platform: &Platform,
+) -> Vec<crate::customizer::Customization> {
+    match crate::workflows::triggers::record_change::customizations(&platform.triggers).await {
+        Ok(hooks) => hooks
+            .into_iter()
+            .filter(|hook| {
+                hook.collection
+                    .as_ref()
+                    .is_some_and(|c| base.schema().collections.contains_key(c))
+            })
+            .collect(),
+        Err(error) => {
+            tracing::error!(%error, "the record-change triggers of workflows are not installed");
+            Vec::new()
+        }
+    }
 }
 
 /// The files `--watch` follows in each folder, by extension.

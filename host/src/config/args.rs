@@ -324,4 +324,7 @@ pub struct ServeArgs {
     /// The workflow run engine: workers, step timeout, lease.
     #[command(flatten)]
     pub workflow_engine: super::EngineArgs,
+    /// Workflow triggers: webhook signing keys and rate limit.
+    #[command(flatten)]
+    pub triggers: super::TriggerArgs,
 }

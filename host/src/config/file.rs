@@ -65,6 +65,8 @@ pub struct FileConfig {
     pub workflow_workers: Option<u32>,
     pub workflow_step_timeout_in_seconds: Option<u64>,
     pub workflow_lease_in_seconds: Option<u64>,
+    pub workflow_webhook_keys: Option<String>,
+    pub workflow_webhook_rate_limit_per_minute: Option<u32>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

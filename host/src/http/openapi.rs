@@ -94,6 +94,8 @@ pub const REFERENCE_PATH: &str = "/docs";
         (name = "tokens", description = "The caller's application tokens"),
         (name = "workflows", description = "Workflow definitions and their versions"),
         (name = "workflow-runs", description = "Runs of workflows on records, and their control"),
+        (name = "workflow-triggers", description = "What starts workflow runs: the manual \
+            start, the signed webhook and its settings"),
     )
 )]
 struct Root;

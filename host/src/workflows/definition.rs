@@ -379,12 +379,3 @@ fn parse_template(inner: &str) -> Option<Template<'_>> {
     let step = inner.strip_prefix("answer.")?;
     (!step.is_empty() && !step.contains('.')).then_some(Template::Answer { step })
 }
-
-/// Parses a cron expression as schedules use it: five fields (minute to day of week), or six
-/// with seconds first; `@daily` and the like too. The schedule trigger reads it the same way.
-pub fn parse_cron(expression: &str) -> Result<croner::Cron, String> {
-    // croner's default parser: seconds (and a trailing year) optional, nicknames accepted.
-    expression
-        .parse::<croner::Cron>()
-        .map_err(|e| e.to_string())
-}

@@ -17,7 +17,8 @@ use std::fmt;
 
 use serde_json::Value as Json;
 
-use super::definition::{Definition, Kind, Mode, Template, parse_cron, templates};
+use super::definition::{Definition, Kind, Mode, Template, templates};
+use super::schedule::parse_cron;
 use crate::datasource::query::Operator;
 use crate::platform::declarative::{FieldView, SchemaView, check_tree};
 

@@ -9,6 +9,7 @@
 //! [`WorkflowsCommand`] and one arm of [`run`] each.
 
 mod runs;
+mod triggers;
 
 use std::path::PathBuf;
 
@@ -24,6 +25,7 @@ use crate::workflows::validate;
 use crate::workflows::versions::{Change, Origin, Version, Workflow};
 
 pub use runs::RunsCommand;
+pub use triggers::WebhookArgs;
 
 /// `canopy workflows …`.
 #[derive(Debug, Args)]
@@ -84,6 +86,8 @@ pub enum WorkflowsCommand {
         #[command(subcommand)]
         command: RunsCommand,
     },
+    /// A workflow's webhook trigger: print its URL, enable, disable or regenerate it.
+    Webhook(WebhookArgs),
 }
 
 pub(super) async fn run(
@@ -210,6 +214,7 @@ pub(super) async fn run(
             set_active(store, &workflow, false, json).await?;
         }
         WorkflowsCommand::Runs { command } => runs::run(store, command, json).await?,
+        WorkflowsCommand::Webhook(webhook) => triggers::run(store, webhook, json).await?,
     }
     Ok(())
 }
