@@ -263,6 +263,10 @@ async fn build(
         .map_err(anyhow::Error::msg)
         .context("reading the plugins' customizations")?;
     let count = customizations.len();
+    // Before the stack takes the customizations: a duplicate step fails this generation's load.
+    let workflow_steps = crate::customizer::workflow_steps(&customizations)
+        .map_err(anyhow::Error::msg)
+        .context("reading the plugins' workflow steps")?;
     let stack = customize(
         config,
         Arc::clone(base),
@@ -290,6 +294,7 @@ async fn build(
     state.audit = platform.audit.clone();
     state.tokens = Some(Arc::clone(&platform.tokens));
     state.rate_limits = Arc::clone(&platform.rate_limits);
+    state.workflow_steps = Arc::new(workflow_steps);
     let state = Arc::new(state);
     Ok(Built {
         router: http::router(Arc::clone(&state)),
