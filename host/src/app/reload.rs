@@ -288,6 +288,10 @@ async fn build(
         .map_err(anyhow::Error::msg)
         .context("reading the plugins' customizations")?;
     let count = customizations.len();
+    // Before the stack takes the customizations: a duplicate step fails this generation's load.
+    let workflow_steps = crate::customizer::workflow_steps(&customizations)
+        .map_err(anyhow::Error::msg)
+        .context("reading the plugins' workflow steps")?;
     let mut customizations = customizations;
     customizations.extend(record_change_hooks(base, platform).await);
     let stack = customize(
@@ -328,6 +332,7 @@ async fn build(
     state.workflow_wakeup = platform.workflow_wakeup.clone();
     state.workflow_triggers = Some(Arc::clone(&platform.triggers));
     state.workflow_executor = platform.executor.clone();
+    state.workflow_steps = Arc::new(workflow_steps);
     let state = Arc::new(state);
     Ok(Built {
         router: http::router(Arc::clone(&state)),

@@ -1,28 +1,24 @@
-<<<<<<< HEAD
 //! The workflows API under `/v1/project/{project}/environment/{environment}/` (issue 13 §5),
 //! one module per part, each with its documented `routes()`: `definitions` (workflows and their
-//! versions), `runs` (the runs listing, one run with its steps, and run control).
+//! versions), `runs` (the runs listing, one run with its steps, and run control), `triggers` (the
+//! manual start, the webhook's settings) and `webhook` (the signed webhook itself).
 
 pub mod definitions;
 pub mod runs;
-=======
-//! The `/v1` workflow routes: the triggers (`triggers`: the manual start, the webhook's settings)
-//! and the webhook itself (`webhook`). Each sub-module exposes `routes()`, merged here.
-
 pub mod triggers;
 pub mod webhook;
->>>>>>> triggers
 
 use utoipa_axum::router::OpenApiRouter;
 
 use super::SharedState;
 
-<<<<<<< HEAD
 /// The workflows API's routes, each documented (`http::openapi` mounts them).
 pub fn routes() -> OpenApiRouter<SharedState> {
     OpenApiRouter::new()
         .merge(definitions::routes())
         .merge(runs::routes())
+        .merge(triggers::routes())
+        .merge(webhook::routes())
 }
 
 /// The workflow layer's errors in the `/v1` shape: a bad definition or body is a 400 with its
@@ -38,11 +34,4 @@ impl From<crate::workflows::Error> for super::platform::Error {
             E::Store(error) => error.into(),
         }
     }
-=======
-/// Every workflow route, documented.
-pub fn routes() -> OpenApiRouter<SharedState> {
-    OpenApiRouter::new()
-        .merge(webhook::routes())
-        .merge(triggers::routes())
->>>>>>> triggers
 }
