@@ -65,9 +65,17 @@ pub async fn serve(
 /// so that no connection waits on a start that may still fail.
 pub async fn prepare(config: Config) -> anyhow::Result<Ready> {
     let limits = ServerLimits::new(&config.http);
+    let engine = crate::workflows::engine::EngineSettings::new(
+        &config.workflow_engine,
+        &config.platform.state_url,
+    );
     let base: Arc<dyn DataSource> = Arc::new(connect(&config).await?);
     let served = Arc::new(Served::start(config, base).await?);
-    Ok(Ready { served, limits })
+    Ok(Ready {
+        served,
+        limits,
+        engine,
+    })
 }
 
 /// A stack ready to serve: [`prepare`] succeeded.
@@ -75,6 +83,8 @@ pub struct Ready {
     served: Arc<Served>,
     /// The connection limits of `http::server`, read from the configuration.
     limits: ServerLimits,
+    /// The workflow engine's settings (`workflowWorkers` 0: no engine in this process).
+    engine: crate::workflows::engine::EngineSettings,
 }
 
 impl Ready {
@@ -97,11 +107,39 @@ impl Ready {
         // Open event streams (`/liana/v4/subscribe-to-events`) end first, or the graceful
         // shutdown would wait for them.
         let platform = served.platform().clone();
+        let engine = (self.engine.workers > 0).then(|| {
+            crate::workflows::engine::Engine::start(
+                platform.store.clone(),
+                served.state(),
+                platform.workflow_wakeup.clone(),
+                self.engine.clone(),
+            )
+        });
         let shutdown = async move {
             shutdown.await;
             platform.close_event_streams();
         };
+        // Cron schedules of workflows fire while this process serves.
+        let scheduler = {
+            let state = served.state();
+            crate::workflows::schedule::Scheduler::new(
+                Arc::clone(&served.platform().triggers),
+                Arc::new(move || {
+                    let state = state.load();
+                    (
+                        Arc::clone(&state.datasource),
+                        Arc::clone(&state.permissions),
+                    )
+                }),
+            )
+            .spawn()
+        };
         crate::http::server::serve(listener, served.router(), self.limits, shutdown).await;
+        // Requests are done; the workers finish their current step and give their runs back.
+        if let Some(engine) = engine {
+            engine.stop().await;
+        }
+        scheduler.abort();
         // Every request has finished: the activity entries they recorded are written before
         // the process ends.
         served.platform().flush_activity().await;

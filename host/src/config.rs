@@ -10,6 +10,7 @@
 //! (a test seam of the Node agent, not a setting).
 
 mod args;
+mod engine;
 mod file;
 mod limits;
 mod login;
@@ -18,6 +19,7 @@ mod ratelimit;
 mod size;
 mod store;
 mod template;
+mod triggers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -26,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use args::ServeArgs;
+pub use engine::{EngineArgs, EngineConfig};
 pub use limits::{
     DEFAULT_CORS_ALLOWED_ORIGINS, DEFAULT_HEADERS_TIMEOUT_SECONDS,
     DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS, DEFAULT_MAX_HEADER_SIZE, DEFAULT_MAX_PAGE_SIZE,
@@ -34,6 +37,10 @@ pub use limits::{
 pub use login::{LoginArgs, LoginConfig, OidcConfig};
 pub use platform::PlatformConfig;
 pub use ratelimit::{RateLimitArgs, RateLimitConfig};
+pub use triggers::{
+    TriggerArgs, TriggerConfig, WebhookKey, parse_keys as parse_webhook_keys,
+    valid_kid as valid_webhook_kid,
+};
 pub use size::parse_size;
 pub use store::{StoreArgs, StoreConfig};
 pub use template::ErrorMessageTemplate;
@@ -55,6 +62,8 @@ pub struct Config {
     pub is_production: bool,
     /// Directory of WebAssembly plugins, if any.
     pub plugin_dir: Option<PathBuf>,
+    /// `workflowsDir`: the folder of workflow definitions, if any.
+    pub workflows_dir: Option<PathBuf>,
     /// `workflowExecutorUrl` (not landed yet): where workflow requests are proxied.
     pub workflow_executor_url: Option<String>,
     /// `auditTrail`: record every create, update and delete with its values; `None` (the
@@ -71,6 +80,10 @@ pub struct Config {
     pub login: LoginConfig,
     /// The public API's rate limits.
     pub rate_limit: RateLimitConfig,
+    /// The workflow run engine: workers, step timeout, lease.
+    pub workflow_engine: EngineConfig,
+    /// What starts workflow runs: webhook signing keys and rate limit.
+    pub triggers: TriggerConfig,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -456,6 +469,13 @@ fn resolve(
             file.plugin_dir.take(),
         )
         .map(|p| p.value);
+    let workflows_dir = layers
+        .pick(
+            args.workflows_dir.take(),
+            ("--workflows-dir", "CANOPY_WORKFLOWS_DIR"),
+            file.workflows_dir.take(),
+        )
+        .map(|p| p.value);
     let log = resolve_log(&layers, &mut args, &mut file)?;
     let schema = resolve_schema(&layers, &mut args, &mut file, &mut warnings);
     let limits = limits::resolve_limits(&layers, &mut args, &mut file)?;
@@ -473,6 +493,8 @@ fn resolve(
     let platform = platform::resolve_platform(&layers, &mut args, &mut file)?;
     let login = login::resolve_login(&layers, &mut args.login, &mut file)?;
     let rate_limit = ratelimit::resolve_rate_limits(&layers, &mut args.rate_limit, &mut file)?;
+    let workflow_engine = engine::resolve_engine(&layers, &mut args.workflow_engine, &mut file)?;
+    let triggers = triggers::resolve_triggers(&layers, &mut args.triggers, &mut file)?;
     // The experimental no-code features are configured from the schema the platform receives.
     if schema.skip_schema_update
         && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
@@ -494,6 +516,7 @@ fn resolve(
         actions,
         is_production,
         plugin_dir,
+        workflows_dir,
         workflow_executor_url,
         audit_trail,
         experimental,
@@ -501,6 +524,8 @@ fn resolve(
         platform,
         login,
         rate_limit,
+        workflow_engine,
+        triggers,
     };
     Ok((config, warnings))
 }

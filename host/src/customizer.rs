@@ -29,6 +29,7 @@ mod test_support;
 mod validation;
 mod write;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -178,6 +179,13 @@ pub enum Kind {
     },
     /// `disableCount()`: `countable: false`, the count route answers `deactivated`.
     DisableCount,
+    /// A workflow-step handler (`plugin` steps of workflow definitions name it by the plugin, the
+    /// customization's `origin`, and `name`). Declared on no collection; the stack ignores it, and
+    /// [`workflow_steps`] collects it for the workflow engine.
+    WorkflowStep {
+        name: String,
+        handler: Arc<dyn WorkflowStepHandler>,
+    },
 }
 
 /// A relation added by a customization; `None` targets default to the first primary key of the
@@ -288,8 +296,32 @@ impl fmt::Debug for Kind {
             Self::Filtering { field, mode } => write!(f, "Filtering({field}, {mode:?})"),
             Self::Override { operation, .. } => write!(f, "Override({operation:?})"),
             Self::DisableCount => f.write_str("DisableCount"),
+            Self::WorkflowStep { name, .. } => write!(f, "WorkflowStep({name})"),
         }
     }
+}
+
+/// The workflow-step handlers among `customizations`, by (plugin, handler name): what
+/// `AppState::workflow_steps` holds. The same pair declared twice (twice by one plugin, or by two
+/// applications of the same plugin) is refused: a workflow must name exactly one handler.
+pub fn workflow_steps(
+    customizations: &[Customization],
+) -> Result<BTreeMap<(String, String), Arc<dyn WorkflowStepHandler>>, String> {
+    let mut steps = BTreeMap::new();
+    for c in customizations {
+        let Kind::WorkflowStep { name, handler } = &c.kind else {
+            continue;
+        };
+        let key = (c.origin.clone(), name.clone());
+        if steps.insert(key, Arc::clone(handler)).is_some() {
+            return Err(format!(
+                "plugin `{}` declares the workflow step `{name}` more than once (a plugin applied \
+                 several times declares its steps in each application: declare them in one)",
+                c.origin
+            ));
+        }
+    }
+    Ok(steps)
 }
 
 /// Where a segment's condition tree comes from.

@@ -6,7 +6,7 @@
 //! `canopy serve` puts it behind `reload::router`, which swaps whole generations of it, and
 //! serves that with `server::serve` (request head size, header read and keep-alive timeouts).
 
-mod action;
+pub(crate) mod action;
 mod activity;
 mod api_chart;
 pub mod approvals;
@@ -16,6 +16,7 @@ mod caller;
 mod capabilities;
 mod collection;
 pub mod error;
+pub mod executor;
 mod healthcheck;
 pub mod liana;
 mod middleware;
@@ -24,11 +25,12 @@ pub mod openapi;
 mod permission;
 mod platform;
 pub mod ratelimit;
-mod related;
+pub(crate) mod related;
 pub mod reload;
 mod security;
 pub mod server;
 mod stats;
+pub mod workflows;
 
 use std::sync::Arc;
 
@@ -90,6 +92,16 @@ pub struct AppState {
     pub rate_limits: Arc<ratelimit::RateLimits>,
     /// The workflow step handlers this generation's plugins declare, by (plugin, handler name).
     pub workflow_steps: Arc<WorkflowSteps>,
+    /// The names of this generation's plugins, which workflow plugin steps may name.
+    pub plugin_names: Arc<std::collections::BTreeSet<String>>,
+    /// Wakes the workflow engine when runs are queued (shared by every generation; a no-op
+    /// without an engine).
+    pub workflow_wakeup: crate::workflows::engine::Wakeup,
+    /// What starts workflow runs (the webhook's keys and quotas, the run queue), shared by every
+    /// generation; `None` over a bare stack.
+    pub workflow_triggers: Option<Arc<crate::workflows::triggers::Triggers>>,
+    /// `workflowExecutorUrl`: the proxy of `/forest/_internal/executor/*`; `None` serves 404.
+    pub workflow_executor: Option<Arc<executor::ExecutorProxy>>,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -120,6 +132,10 @@ impl AppState {
             tokens: None,
             rate_limits: Arc::new(ratelimit::RateLimits::default()),
             workflow_steps: Arc::default(),
+            plugin_names: Arc::default(),
+            workflow_wakeup: crate::workflows::engine::Wakeup::default(),
+            workflow_triggers: None,
+            workflow_executor: None,
         }
     }
 
@@ -246,6 +262,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(api_chart::router())
         .merge(security::router())
         .merge(audit::router(&state))
+        .merge(executor::router(&state))
         // Set once every route is merged: it applies to the routes present.
         .method_not_allowed_fallback(error::forest_not_found)
         .fallback(error::forest_not_found)

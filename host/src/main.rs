@@ -110,6 +110,10 @@ enum Command {
     /// Manage the public API's application tokens: create (the secret shown once), list,
     /// revoke.
     Tokens(canopy::app::admin::TokensArgs),
+    /// Workflows: definitions (list, show, apply a definition file, versions, activate,
+    /// deactivate), runs (list, show with steps, abort) and webhook triggers (URL, enable,
+    /// disable, regenerate).
+    Workflows(canopy::app::admin::WorkflowsArgs),
     /// Build the shop demo database (SQLite), serve it, and print the URL, a token and a curl
     /// line. Uses fixed, public demo secrets: never expose it beyond this machine.
     Demo {
@@ -238,6 +242,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Roles(args) => canopy::app::admin::roles(args).await,
         Command::Permissions(args) => canopy::app::admin::permissions(args).await,
         Command::Tokens(args) => canopy::app::admin::tokens(args).await,
+        Command::Workflows(args) => canopy::app::admin::workflows(args).await,
         Command::Demo {
             path,
             listen,

@@ -1,12 +1,15 @@
-//! Plugins: WebAssembly components built against `wit/plugin@0.1.0`, loaded from a directory,
-//! run under limits (a fresh or warm instance per call, an epoch deadline, a memory limit), and
-//! turned into the customizer's `Customization`s by implementing its handler traits.
+//! Plugins: WebAssembly components built against `wit/plugin@0.1.0` or `wit/plugin@0.2.0`,
+//! loaded from a directory, run under limits (a fresh or warm instance per call, an epoch
+//! deadline, a memory limit), and turned into the customizer's `Customization`s by implementing
+//! its handler traits (workflow-step handlers included, from 0.2.0).
 //!
-//! - `loader`: the directory (`<name>.wasm` + optional `<name>.toml`), limits, the ABI check.
+//! - `loader`: the directory (`<name>.wasm` + optional `<name>.toml`), limits, the ABI check
+//!   (which version a component targets).
 //! - `runtime`: the engine, linker and one call (store, instance, deadline, trap mapping).
 //! - `guard`: per plugin, the concurrency limit and the circuit breaker its calls pass.
-//! - `bindings`: the generated bindings and the imports plugins call back into.
+//! - `bindings`: the generated bindings of both versions and the imports plugins call back into.
 //! - `convert`: typed values ↔ WIT shapes. `handlers`: the trait implementations.
+//! - `workflow`: workflow-step handlers (`WorkflowStepHandler`).
 
 mod bindings;
 mod convert;
@@ -14,6 +17,7 @@ mod guard;
 mod handlers;
 mod loader;
 mod runtime;
+mod workflow;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -23,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-pub use loader::{Limits, WIT_VERSION};
+pub use loader::{Limits, WIT_VERSION, WitVersion};
 pub use runtime::{Compiled, Plugin, Runtime};
 
 use crate::customizer::Customization;

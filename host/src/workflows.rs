@@ -2,15 +2,33 @@
 //! the triggers that start runs (manual, the signed webhook, schedules, record changes) and the
 //! in-process engine that executes them, durable on Canopy's store.
 //!
-//! - `definition`: the definition format (TOML, YAML or JSON) and its checks;
+//! - `definition`: the definition format (TOML, YAML or JSON);
+//! - `validate`: a definition's checks, whole (structure, served schema, store);
+//! - `versions`: workflows and their versions in the store;
+//! - `files`: the workflows folder, loaded at start and at each reload;
 //! - `runs`: run states, and queuing a run with one ongoing run per (workflow, record) enforced
-//!   by the store's partial unique index.
+//!   by the store's partial unique index;
+//! - `engine`: the workers that claim queued runs with leases and drive them, the reaper, the
+//!   wake-ups, and run control (abort, resume, complete, revise);
+//! - `steps`: what each step kind does, as the run's user through the permission layer;
+//! - `triggers`: the manual and webhook triggers in the store, and the service that starts runs
+//!   (rate limits, the batched run queue, who a run acts as), and record-change hooks;
+//!   `webhook`: its signed URLs; `schedule`: cron schedules.
 
 pub mod definition;
+pub mod files;
 pub mod runs;
+pub mod validate;
+pub mod versions;
+pub mod engine;
+pub mod steps;
+pub mod schedule;
+pub mod triggers;
+pub mod webhook;
 
 pub use definition::Definition;
 pub use runs::{NewRun, Queued, RunState, TriggerKind};
+pub use versions::{Version, Workflow};
 
 /// Everything the workflow layer can fail with. `Display` is the message a client or operator
 /// reads; it never holds record values or secrets.

@@ -63,6 +63,13 @@ pub(crate) struct Env {
     _state: TestDb,
 }
 
+impl Env {
+    /// The served stack (its platform, its generations).
+    pub(crate) fn served(&self) -> &Arc<Served> {
+        &self._served
+    }
+}
+
 /// The configuration of a server over `data` with its store at `state`, project `acme`.
 pub(crate) fn config(
     data: &TestDb,

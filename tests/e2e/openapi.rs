@@ -45,6 +45,7 @@ fn concrete(template: &str) -> String {
         .replace("{project}", "acme")
         .replace("{environment}", "production")
         .replace("{id}", "1")
+        .replace("{hook}", "not-a-hook")
 }
 
 async fn the_document_and_reference_page_are_served_without_a_token(backend: Backend) {

@@ -1,6 +1,6 @@
-//! The management commands: `canopy users|teams|roles|permissions|tokens …` and `canopy init`, over
-//! the same store as `canopy serve` (`config::StoreArgs`), with `Actor::System` as the admin
-//! log's initiator. Human tables by default, `--json` for scripts; an error is one sentence.
+//! The management commands: `canopy users|teams|roles|permissions|tokens|workflows …` and
+//! `canopy init`, over the same store as `canopy serve` (`config::StoreArgs`), with
+//! `Actor::System` as the admin log's initiator. Human tables by default, `--json` for scripts; an error is one sentence.
 //!
 //! Also what `serve` and `demo` need of the same model: applying the permissions file at start
 //! (`startup`), the sign-in instructions, and the demo's users (`demo`).
@@ -11,6 +11,7 @@ mod permissions;
 mod table;
 mod tokens;
 mod users;
+mod workflows;
 
 use std::io::Read as _;
 
@@ -22,6 +23,7 @@ pub use groups::{RolesCommand, TeamsCommand};
 pub use permissions::{IpCommand, PermissionsCommand};
 pub use tokens::{TokensArgs, TokensCommand};
 pub use users::UsersCommand;
+pub use workflows::{RunsCommand, WorkflowsArgs, WorkflowsCommand};
 
 use crate::config::{Config, StoreArgs, StoreConfig};
 use crate::datasource::DataSourceSchema;
@@ -179,6 +181,13 @@ pub async fn roles(args: RolesArgs) -> anyhow::Result<()> {
 pub async fn tokens(args: TokensArgs) -> anyhow::Result<()> {
     let (store, _config) = open(args.store).await?;
     let done = tokens::run(&store, args.command, args.json).await;
+    store.close().await;
+    done
+}
+
+pub async fn workflows(args: WorkflowsArgs) -> anyhow::Result<()> {
+    let (store, config) = open(args.store).await?;
+    let done = workflows::run(&store, &config, args.command, args.json).await;
     store.close().await;
     done
 }

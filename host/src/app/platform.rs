@@ -17,6 +17,8 @@ use crate::http::ratelimit::RateLimits;
 use crate::platform::audit::AuditStore;
 use crate::platform::remote::{Probe, RemoteSource};
 use crate::platform::{ActivityLog, PermissionSource, Store, bootstrap};
+use crate::http::executor::ExecutorProxy;
+use crate::workflows::triggers::Triggers;
 
 /// The store and the permission checks fed from it (or from a remote permission server).
 #[derive(Clone, Debug)]
@@ -40,6 +42,12 @@ pub struct Platform {
     pub tokens: Arc<TokenVerifier>,
     /// The public API's rate limits: a reload must not hand every client a fresh quota.
     pub rate_limits: Arc<RateLimits>,
+    /// Wakes the workflow engine (here, and on PostgreSQL other instances) when runs are queued.
+    pub workflow_wakeup: crate::workflows::engine::Wakeup,
+    /// What starts workflow runs: webhook keys and quotas, the run queue.
+    pub triggers: Arc<Triggers>,
+    /// The proxy to `workflowExecutorUrl`, when set.
+    pub executor: Option<Arc<ExecutorProxy>>,
 }
 
 impl Platform {
@@ -101,7 +109,33 @@ impl Platform {
                     .context("opening the audit trail's database (auditTrail.databaseUrl)")?,
             })),
         };
+        let workflow_wakeup = crate::workflows::engine::Wakeup::new();
+        workflow_wakeup.announce(&store);
+        let triggers = Arc::new(Triggers::new(
+            store.clone(),
+            &config.triggers,
+            config.auth.auth_secret.expose(),
+            config.login.public_url.clone(),
+            activity.clone(),
+        ));
+        let executor = match &config.workflow_executor_url {
+            Some(url) => Some(Arc::new(ExecutorProxy::new(url).map_err(anyhow::Error::msg)?)),
+            None => None,
+        };
+        // Runs queued by triggers (batched, here or on another instance through NOTIFY) wake
+        // the engine's workers.
+        let queued = triggers.queued_signal();
+        let wakeup = workflow_wakeup.clone();
+        tokio::spawn(async move {
+            loop {
+                queued.notified().await;
+                wakeup.notify();
+            }
+        });
         Ok(Self {
+            workflow_wakeup,
+            executor,
+            triggers,
             activity,
             tokens: Arc::new(TokenVerifier::new(store.clone())),
             rate_limits: Arc::new(RateLimits::new(&config.rate_limit)),

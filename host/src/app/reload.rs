@@ -50,6 +50,7 @@ impl Served {
         let platform = Platform::open(&config).await?;
         let built = build(&config, &base, runtime.as_ref(), &platform).await?;
         platform.bootstrap(&config, built.stack.schema()).await?;
+        load_workflows(&config, &platform, &built).await?;
         Ok(Self {
             config,
             base,
@@ -114,19 +115,35 @@ impl Served {
         }
     }
 
-    /// `--watch`: polls the plugin directory and reloads once a change has settled.
+    /// `--watch`: polls the plugin directory and the workflows folder, and reloads once a change
+    /// has settled.
     pub fn reload_on_change(self: &Arc<Self>) {
-        let Some(dir) = self.config.plugin_dir.clone() else {
-            tracing::warn!("--watch without a plugin directory: nothing to watch");
+        let watched: Vec<(PathBuf, &'static [&'static str])> = [
+            (self.config.plugin_dir.clone(), PLUGIN_FILES),
+            (self.config.workflows_dir.clone(), WORKFLOW_FILES),
+        ]
+        .into_iter()
+        .filter_map(|(dir, extensions)| Some((dir?, extensions)))
+        .collect();
+        if watched.is_empty() {
+            tracing::warn!("--watch without a plugin directory or workflows folder: nothing to watch");
             return;
-        };
+        }
         let served = Arc::clone(self);
-        tracing::info!(dir = %dir.display(), "watching the plugin directory");
+        for (dir, _) in &watched {
+            tracing::info!(dir = %dir.display(), "watching for changes");
+        }
+        let look = move || -> Vec<_> {
+            watched
+                .iter()
+                .flat_map(|(dir, extensions)| fingerprint(dir, extensions))
+                .collect()
+        };
         tokio::spawn(async move {
-            let mut seen = fingerprint(&dir);
+            let mut seen = look();
             loop {
                 tokio::time::sleep(POLL).await;
-                let mut now = fingerprint(&dir);
+                let mut now = look();
                 if now == seen {
                     continue;
                 }
@@ -134,14 +151,14 @@ impl Served {
                 // in a row agree before loading.
                 loop {
                     tokio::time::sleep(SETTLE).await;
-                    let again = fingerprint(&dir);
+                    let again = look();
                     if again == now {
                         break;
                     }
                     now = again;
                 }
                 seen = now;
-                tracing::info!(dir = %dir.display(), "plugin directory changed: reloading");
+                tracing::info!("watched files changed: reloading");
                 let _ = served.reload().await;
             }
         });
@@ -157,7 +174,7 @@ impl Reload for Served {
     async fn reload(&self) -> Result<ReloadReport, String> {
         let _one_at_a_time = self.reloading.lock().await;
         let started = Instant::now();
-        match build(
+        let built = match build(
             &self.config,
             &self.base,
             self.runtime.as_ref(),
@@ -165,6 +182,14 @@ impl Reload for Served {
         )
         .await
         {
+            // The workflows folder is checked against the new stack and saved before the swap:
+            // a bad file fails the reload as a bad plugin does.
+            Ok(built) => load_workflows(&self.config, &self.platform, &built)
+                .await
+                .map(|()| built),
+            Err(error) => Err(error),
+        };
+        match built {
             Ok(Built {
                 router,
                 state,
@@ -198,7 +223,7 @@ impl Reload for Served {
                 let message = format!("{error:#}");
                 tracing::error!(
                     duration_ms = started.elapsed().as_millis() as u64,
-                    "reload failed, still serving the previous plugins: {message}"
+                    "reload failed, still serving the previous plugins and workflows: {message}"
                 );
                 Err(message)
             }
@@ -263,6 +288,12 @@ async fn build(
         .map_err(anyhow::Error::msg)
         .context("reading the plugins' customizations")?;
     let count = customizations.len();
+    // Before the stack takes the customizations: a duplicate step fails this generation's load.
+    let workflow_steps = crate::customizer::workflow_steps(&customizations)
+        .map_err(anyhow::Error::msg)
+        .context("reading the plugins' workflow steps")?;
+    let mut customizations = customizations;
+    customizations.extend(record_change_hooks(base, platform).await);
     let stack = customize(
         config,
         Arc::clone(base),
@@ -290,6 +321,18 @@ async fn build(
     state.audit = platform.audit.clone();
     state.tokens = Some(Arc::clone(&platform.tokens));
     state.rate_limits = Arc::clone(&platform.rate_limits);
+    state.plugin_names = Arc::new(
+        plugins
+            .plugins
+            .iter()
+            .map(|p| p.info.name.clone())
+            .chain(state.workflow_steps.keys().map(|(plugin, _)| plugin.clone()))
+            .collect(),
+    );
+    state.workflow_wakeup = platform.workflow_wakeup.clone();
+    state.workflow_triggers = Some(Arc::clone(&platform.triggers));
+    state.workflow_executor = platform.executor.clone();
+    state.workflow_steps = Arc::new(workflow_steps);
     let state = Arc::new(state);
     Ok(Built {
         router: http::router(Arc::clone(&state)),
@@ -300,8 +343,64 @@ async fn build(
     })
 }
 
-/// What `--watch` compares: each plugin file and its settings, by size and modification time.
-fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+/// Loads the workflows folder (`workflowsDir`) against the generation `built`: every file
+/// checked against its schema, plugins and the store, then saved in one transaction (see
+/// `workflows::files`). Nothing is saved when a file is bad, and the error names it.
+async fn load_workflows(config: &Config, platform: &Platform, built: &Built) -> anyhow::Result<()> {
+    let Some(dir) = &config.workflows_dir else {
+        return Ok(());
+    };
+    let schema = crate::platform::declarative::SchemaView::served(built.stack.schema());
+    let loaded = crate::workflows::files::load(
+        &platform.store,
+        dir,
+        &schema,
+        Some(built.state.plugin_names.as_ref().clone()),
+    )
+    .await
+    .with_context(|| format!("loading the workflows folder {}", dir.display()))?;
+    for change in &loaded.changes {
+        tracing::info!(dir = %dir.display(), "{change}");
+    }
+    tracing::info!(
+        dir = %dir.display(),
+        files = loaded.files,
+        changes = loaded.changes.len(),
+        "workflows folder loaded"
+    );
+    Ok(())
+}
+
+/// The After hooks of the active workflows' record-change triggers, on the collections the
+/// served datasource has (a workflow naming another collection starts nothing, and does not stop
+/// the start). A store that cannot be read is logged: the stack is served without them.
+async fn record_change_hooks(
+    base: &Arc<dyn DataSource>,
+    platform: &Platform,
+) -> Vec<crate::customizer::Customization> {
+    match crate::workflows::triggers::record_change::customizations(&platform.triggers).await {
+        Ok(hooks) => hooks
+            .into_iter()
+            .filter(|hook| {
+                hook.collection
+                    .as_ref()
+                    .is_some_and(|c| base.schema().collections.contains_key(c))
+            })
+            .collect(),
+        Err(error) => {
+            tracing::error!(%error, "the record-change triggers of workflows are not installed");
+            Vec::new()
+        }
+    }
+}
+
+/// The files `--watch` follows in each folder, by extension.
+const PLUGIN_FILES: &[&str] = &["wasm", "toml"];
+const WORKFLOW_FILES: &[&str] = &["toml", "yaml", "yml"];
+
+/// What `--watch` compares: the files of `dir` with one of `extensions` (each plugin file and its
+/// settings, each workflow definition), by size and modification time.
+fn fingerprint(dir: &Path, extensions: &[&str]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -310,7 +409,8 @@ fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
         .filter(|e| {
             e.path()
                 .extension()
-                .is_some_and(|x| x == "wasm" || x == "toml")
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| extensions.contains(&x))
         })
         .filter_map(|e| {
             let meta = e.metadata().ok()?;

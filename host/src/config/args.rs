@@ -70,6 +70,13 @@ pub struct ServeArgs {
     #[arg(long = "plugins", env = "CANOPY_PLUGIN_DIR", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
 
+    /// Folder of workflow definitions (`*.toml`, `*.yaml`, `*.yml`, one workflow per file, named
+    /// after the file unless it says `name`), loaded at start and at each reload; a bad file
+    /// stops the start, and a reload with one keeps the previous definitions. [default: none]
+    /// [file key: workflowsDir]
+    #[arg(long, env = "CANOPY_WORKFLOWS_DIR", value_name = "DIR")]
+    pub workflows_dir: Option<PathBuf>,
+
     /// Log level: Debug, Info, Warn or Error (any case), or a tracing filter such as
     /// `info,canopy=debug`. [default: Info] [file key: loggerLevel]
     #[arg(long, env = "CANOPY_LOG_LEVEL", value_name = "LEVEL")]
@@ -313,4 +320,11 @@ pub struct ServeArgs {
     /// The public API's rate limits: per token, burst, per address.
     #[command(flatten)]
     pub rate_limit: super::RateLimitArgs,
+
+    /// The workflow run engine: workers, step timeout, lease.
+    #[command(flatten)]
+    pub workflow_engine: super::EngineArgs,
+    /// Workflow triggers: webhook signing keys and rate limit.
+    #[command(flatten)]
+    pub triggers: super::TriggerArgs,
 }

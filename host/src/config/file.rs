@@ -21,6 +21,7 @@ pub struct FileConfig {
     pub prefix: Option<String>,
     pub schema_path: Option<PathBuf>,
     pub plugin_dir: Option<PathBuf>,
+    pub workflows_dir: Option<PathBuf>,
     pub logger_level: Option<String>,
     pub log_format: Option<String>,
     pub typings_path: Option<PathBuf>,
@@ -61,6 +62,11 @@ pub struct FileConfig {
     pub api_rate_limit_per_minute: Option<u32>,
     pub api_rate_limit_burst: Option<u32>,
     pub api_rate_limit_per_minute_per_ip: Option<u32>,
+    pub workflow_workers: Option<u32>,
+    pub workflow_step_timeout_in_seconds: Option<u64>,
+    pub workflow_lease_in_seconds: Option<u64>,
+    pub workflow_webhook_keys: Option<String>,
+    pub workflow_webhook_rate_limit_per_minute: Option<u32>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::handlers::{
     ActionContext, ActionHandler, Batch, ChartHandler, ComputeHandler, Context, HookData,
     HookHandler, HookPosition, OperatorHandler, OverrideHandler, SearchHandler, SegmentHandler,
-    WriteContext, WriteHandler,
+    WorkflowStepHandler, WorkflowStepInput, WorkflowStepOutput, WriteContext, WriteHandler,
 };
 use crate::datasource::action::{ActionResult, FormElement, FormPhase};
 use crate::datasource::chart::{ChartRequest, ChartResult};
@@ -269,4 +269,30 @@ where
     Fut: Future<Output = Result<Vec<Record>>> + Send + 'static,
 {
     Arc::new(Override(f))
+}
+
+struct WorkflowStep<F>(F);
+
+#[async_trait]
+impl<F> WorkflowStepHandler for WorkflowStep<F>
+where
+    F: Fn(&Caller, &WorkflowStepInput) -> Result<WorkflowStepOutput> + Send + Sync,
+{
+    async fn run(
+        &self,
+        caller: &Caller,
+        _ctx: &Context,
+        input: &WorkflowStepInput,
+    ) -> Result<WorkflowStepOutput> {
+        (self.0)(caller, input)
+    }
+}
+
+/// A workflow-step handler from a closure over the run's user and the step's input (tests of
+/// the engine without plugins).
+pub fn workflow_step<F>(f: F) -> Arc<dyn WorkflowStepHandler>
+where
+    F: Fn(&Caller, &WorkflowStepInput) -> Result<WorkflowStepOutput> + Send + Sync + 'static,
+{
+    Arc::new(WorkflowStep(f))
 }

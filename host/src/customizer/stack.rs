@@ -221,6 +221,8 @@ pub fn build_stack_with(
             Kind::BinaryMode { .. } => &mut groups.binary,
             Kind::RemoveField { .. } | Kind::RemoveCollection => &mut groups.publication,
             Kind::RenameField { .. } => &mut groups.rename,
+            // Not a layer: the workflow engine calls it (`customizer::workflow_steps`).
+            Kind::WorkflowStep { .. } => continue,
         };
         group.push(customization);
     }

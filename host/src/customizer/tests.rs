@@ -877,3 +877,69 @@ async fn schema_column_customizations_name_their_missing_or_relation_target() {
         "p: cannot add a validator on 'customers.nope', which does not exist"
     );
 }
+
+fn step(origin: &str, name: &str, option: &'static str) -> Customization {
+    Customization::datasource(
+        origin,
+        Kind::WorkflowStep {
+            name: name.to_owned(),
+            handler: closures::workflow_step(move |_, _| {
+                Ok(WorkflowStepOutput {
+                    option: Some(option.to_owned()),
+                    values: serde_json::Map::new(),
+                })
+            }),
+        },
+    )
+}
+
+#[tokio::test]
+async fn workflow_steps_are_collected_by_plugin_and_name_and_the_stack_ignores_them() {
+    let ds = base().await;
+    let customizations = vec![
+        step("shop", "review", "a"),
+        step("shop", "score", "b"),
+        step("billing", "review", "c"),
+        full_name(Arc::default()),
+    ];
+    let steps = workflow_steps(&customizations).unwrap();
+    let keys: Vec<(&str, &str)> = steps
+        .keys()
+        .map(|(p, h)| (p.as_str(), h.as_str()))
+        .collect();
+    assert_eq!(
+        keys,
+        [("billing", "review"), ("shop", "review"), ("shop", "score")]
+    );
+    let input = WorkflowStepInput {
+        collection: "orders".into(),
+        record_id: "1".into(),
+        context: json!({}),
+        settings: json!(null),
+    };
+    let ctx = Context {
+        collection: Some("orders".into()),
+        datasource: Arc::clone(&ds),
+    };
+    let out = steps[&("billing".to_owned(), "review".to_owned())]
+        .run(&caller(), &ctx, &input)
+        .await
+        .unwrap();
+    assert_eq!(out.option.as_deref(), Some("c"));
+    // The stack builds over the same list: steps add no layer and nothing to the schema.
+    let stack = build_stack(Arc::clone(&ds), customizations).unwrap();
+    assert!(stack.schema().collection("customers").unwrap().column("fullName").is_some());
+}
+
+#[test]
+fn a_workflow_step_declared_twice_by_one_plugin_is_refused_naming_both() {
+    let message = match workflow_steps(&[step("shop", "review", "a"), step("shop", "review", "b")])
+    {
+        Err(message) => message,
+        Ok(_) => panic!("a duplicate step was accepted"),
+    };
+    assert!(
+        message.contains("plugin `shop` declares the workflow step `review` more than once"),
+        "{message}"
+    );
+}

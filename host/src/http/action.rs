@@ -9,7 +9,8 @@
 //! no collection right (browse, read…): the action's own rights are the whole decision.
 //!
 //! The pieces (`selection`, `check`, `perform`) are shared with `http::approvals`, which runs an
-//! approved request as its approver.
+//! approved request as its approver, and with the workflow engine's trigger-action step
+//! (`workflows::steps`), which runs an action as the run's user.
 
 use std::collections::HashMap;
 
@@ -65,7 +66,7 @@ pub(super) fn locate<'a>(
 /// The records an action targets, as the agent's `getRecordSelection` builds them twice: with
 /// the caller's scope (what the action runs on and what trigger/approve conditions count) and
 /// without it (what `roleIdsAllowedToApprove` counts).
-pub(super) struct Selection {
+pub(crate) struct Selection {
     pub for_caller: Filter,
     pub for_all: Filter,
 }
@@ -74,7 +75,7 @@ pub(super) struct Selection {
 /// `all_records`) ∧ the subset query's filters, search and segment, restricted to the parent's
 /// relation when launched from related data. Global actions ignore ids; a hook body without ids
 /// restricts nothing.
-pub(super) async fn selection(
+pub(crate) async fn selection(
     state: &SharedState,
     context: &CallerContext,
     collection: &CollectionSchema,
@@ -256,7 +257,7 @@ fn truthy(value: &Json) -> bool {
 
 /// The §5.4 decision on one execution: approve (or self-approve) when it carries its
 /// requester, else trigger and approval required.
-pub(super) async fn check(
+pub(crate) async fn check(
     state: &SharedState,
     caller: &Caller,
     schema: &CollectionSchema,
@@ -292,7 +293,7 @@ pub(super) async fn check(
 }
 
 /// Runs an action already allowed on `filter` with the body's form values.
-pub(super) async fn perform(
+pub(crate) async fn perform(
     state: &SharedState,
     caller: &Caller,
     schema: &CollectionSchema,

@@ -705,6 +705,7 @@ async fn decide(
     );
     if decision != ApprovalStatus::Approved {
         activity.done();
+        resume_workflow(state, store, id, false, None).await;
         return Ok(super::json(&approval_json(&decided)));
     }
     // Claimed atomically above: no second approver can run it too.
@@ -732,8 +733,32 @@ async fn decide(
     // The decision is made whatever the action answered (its outcome is kept in the request).
     activity.done();
     store.set_approval_outcome(id, &outcome).await?;
+    resume_workflow(state, store, id, true, Some(&outcome)).await;
     let approval = store.approval(id).await?.unwrap_or(decided);
     Ok(super::json(&approval_json(&approval)))
+}
+
+/// A workflow run whose trigger-action step filed this request resumes with the decision
+/// (`workflows::engine::control::approval_decided`). The decision stands whatever happens
+/// there: a failure is logged, and the run keeps waiting visibly.
+async fn resume_workflow(
+    state: &SharedState,
+    store: &Store,
+    id: i64,
+    approved: bool,
+    outcome: Option<&Json>,
+) {
+    if let Err(error) = crate::workflows::engine::control::approval_decided(
+        store,
+        &state.workflow_wakeup,
+        id,
+        approved,
+        outcome,
+    )
+    .await
+    {
+        tracing::error!(approval = id, %error, "resuming the workflow run of an approval failed");
+    }
 }
 
 // ------------------------------------------------------------------------------------------------

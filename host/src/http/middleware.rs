@@ -54,7 +54,8 @@ pub async fn request_log(
     let request_id = RequestId::new();
     request.extensions_mut().insert(request_id.clone());
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
+    // A webhook's path is a credential: its MAC never reaches the log.
+    let path = crate::workflows::webhook::redact_path(request.uri().path());
     let response = next.run(request).await;
     let mut response = customize(response, state.customize_error_message.as_ref());
     // koa's own answers (no route, unreadable body) come before any caller in the agent.

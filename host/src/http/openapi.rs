@@ -60,7 +60,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi, Ref, RefOr, Server};
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{SharedState, approvals, platform};
+use super::{SharedState, approvals, platform, workflows};
 
 /// Where the document is served, below `/{prefix}/v1`.
 pub const DOCUMENT_PATH: &str = "/openapi.json";
@@ -74,7 +74,7 @@ pub const REFERENCE_PATH: &str = "/docs";
         title = "Canopy public API",
         description = "The public HTTP API of Canopy: the project's users, teams, roles and \
             permission documents, admin logs, activity logs, notes on records, approval \
-            requests and application tokens.\n\n\
+            requests, application tokens and workflows.\n\n\
             Authenticate with `Authorization: Bearer <token>`: an application token (`cnp_…`) \
             or a session token of a signed-in user. Every error answers `{code, message, error}`; \
             a rate-limited call answers 429 with `Retry-After` (seconds) and `retry_after`."
@@ -92,6 +92,10 @@ pub const REFERENCE_PATH: &str = "/docs";
         (name = "activity-logs", description = "What users did, operation by operation"),
         (name = "notes", description = "Notes on records, each with a thread of messages"),
         (name = "tokens", description = "The caller's application tokens"),
+        (name = "workflows", description = "Workflow definitions and their versions"),
+        (name = "workflow-runs", description = "Runs of workflows on records, and their control"),
+        (name = "workflow-triggers", description = "What starts workflow runs: the manual \
+            start, the signed webhook and its settings"),
     )
 )]
 struct Root;
@@ -145,6 +149,7 @@ pub fn routes() -> (Router<SharedState>, OpenApi) {
     let (router, mut document) = OpenApiRouter::with_openapi(<Root as utoipa::OpenApi>::openapi())
         .merge(platform::routes())
         .merge(approvals::routes())
+        .merge(workflows::routes())
         .split_for_parts();
     document.paths.paths = std::mem::take(&mut document.paths.paths)
         .into_iter()

@@ -184,7 +184,7 @@ fn distinct_values(records: &[Record], column: &str) -> Vec<Value> {
 }
 
 /// The foreign records related to the parent, as a condition on the foreign collection.
-pub(super) async fn related_tree(
+pub(crate) async fn related_tree(
     state: &SharedState,
     caller: &Caller,
     parent: &CollectionSchema,

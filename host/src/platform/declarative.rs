@@ -25,7 +25,7 @@ pub use check::{
 };
 pub use file::{Mode, PermissionsFile};
 pub use managed::{Managed, ManagedBy, Part, guard, managed, release};
-pub use schema::{SchemaView, check_tree};
+pub use schema::{FieldView, SchemaView, check_tree};
 
 use super::{Error, Result};
 

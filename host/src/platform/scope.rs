@@ -12,16 +12,19 @@ pub enum Scope {
     AdminLogsRead,
     NotesRead,
     NotesWrite,
+    /// Start workflow runs through their webhooks (and the manual trigger).
+    WorkflowsTrigger,
     /// Full API access: every other scope, and the endpoints no narrower scope names.
     All,
 }
 
 impl Scope {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::ActivityLogsRead,
         Self::AdminLogsRead,
         Self::NotesRead,
         Self::NotesWrite,
+        Self::WorkflowsTrigger,
         Self::All,
     ];
 
@@ -32,6 +35,7 @@ impl Scope {
             Self::AdminLogsRead => "admin_logs:read",
             Self::NotesRead => "notes:read",
             Self::NotesWrite => "notes:write",
+            Self::WorkflowsTrigger => "workflows:trigger",
             Self::All => "all",
         }
     }

@@ -175,7 +175,7 @@ pub struct AdminLogFilter {
     pub r#type: Option<String>,
     /// `administrator`, `identityProvider` or `forestAdmin`.
     pub initiator: Option<String>,
-    /// `user-project`, `role`, `team` or `environment`.
+    /// `user-project`, `role`, `team`, `environment` or `workflow`.
     pub resource: Option<String>,
     pub created_at: super::listing::DateRange,
 }
@@ -1200,7 +1200,7 @@ impl Store {
     /// [`Store::admin_log`] on a connection of the caller's (a transaction that must hold the
     /// entry with the change it records, as `platform::declarative` does).
     #[allow(clippy::too_many_arguments, reason = "the fields of one log entry")]
-    pub(super) async fn admin_log_on<'c>(
+    pub(crate) async fn admin_log_on<'c>(
         &self,
         executor: impl sqlx::Executor<'c, Database = sqlx::Any>,
         actor: &Actor,

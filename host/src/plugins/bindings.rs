@@ -1,5 +1,11 @@
-//! The host side of `wit/plugin@0.1.0`: generated bindings, and the imports plugins call
-//! (`collections`, `logging`, `environment`) implemented over the calling request's context.
+//! The host side of the contract: the generated bindings of `wit/plugin@0.1.0` (at the root of
+//! this module) and of `wit/plugin@0.2.0` ([`v2`]), and the imports plugins call (`collections`,
+//! `logging`, `environment`) implemented over the calling request's context.
+//!
+//! 0.2.0 is 0.1.0 plus the exported `workflow` interface. Its `types` are mapped onto 0.1.0's
+//! Rust types (bindgen's `with`; wasmtime checks component types structurally), so records,
+//! batches and errors are one set of types whatever the version, and 0.2.0's imports delegate to
+//! 0.1.0's implementations. Only the link names differ: both versions' imports are in one linker.
 
 use std::sync::Arc;
 
@@ -19,6 +25,19 @@ wasmtime::component::bindgen!({
     imports: { default: async | trappable },
     exports: { default: async },
 });
+
+/// The bindings of `wit/plugin@0.2.0`.
+pub mod v2 {
+    wasmtime::component::bindgen!({
+        world: "customization",
+        path: "../wit/plugin@0.2.0",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "canopy:plugin/types@0.2.0": crate::plugins::bindings::canopy::plugin::types },
+    });
+
+    pub use self::exports::canopy::plugin::workflow::{StepDeclaration, StepInput, StepOutput};
+}
 
 // `self::`: the WIT package is named `canopy` like this crate, and rustdoc (doctests) passes the
 // crate as `--extern canopy`, which makes a bare `canopy::` ambiguous.
@@ -273,5 +292,104 @@ impl self::canopy::plugin::environment::Host for State {
 
     async fn scope(&mut self) -> wasmtime::Result<Option<String>> {
         Ok(self.plugin.scope.clone())
+    }
+}
+
+// 0.2.0's imports: the same functions as 0.1.0's over the same types, under other link names.
+
+impl v2::canopy::plugin::collections::Host for State {
+    async fn list(
+        &mut self,
+        collection: String,
+        filter_json: String,
+        projection: Vec<String>,
+        sort_json: String,
+        page: Option<(u32, u32)>,
+    ) -> wasmtime::Result<Result<Batch, GuestError>> {
+        self::canopy::plugin::collections::Host::list(
+            self,
+            collection,
+            filter_json,
+            projection,
+            sort_json,
+            page,
+        )
+        .await
+    }
+
+    async fn aggregate(
+        &mut self,
+        collection: String,
+        filter_json: String,
+        aggregation_json: String,
+        limit: Option<u32>,
+    ) -> wasmtime::Result<Result<String, GuestError>> {
+        self::canopy::plugin::collections::Host::aggregate(
+            self,
+            collection,
+            filter_json,
+            aggregation_json,
+            limit,
+        )
+        .await
+    }
+
+    async fn create(
+        &mut self,
+        collection: String,
+        records_json: String,
+    ) -> wasmtime::Result<Result<String, GuestError>> {
+        self::canopy::plugin::collections::Host::create(self, collection, records_json).await
+    }
+
+    async fn update(
+        &mut self,
+        collection: String,
+        filter_json: String,
+        patch_json: String,
+    ) -> wasmtime::Result<Result<(), GuestError>> {
+        self::canopy::plugin::collections::Host::update(self, collection, filter_json, patch_json)
+            .await
+    }
+
+    async fn delete(
+        &mut self,
+        collection: String,
+        filter_json: String,
+    ) -> wasmtime::Result<Result<(), GuestError>> {
+        self::canopy::plugin::collections::Host::delete(self, collection, filter_json).await
+    }
+}
+
+impl v2::canopy::plugin::logging::Host for State {
+    async fn log(
+        &mut self,
+        level: v2::canopy::plugin::logging::Level,
+        message: String,
+    ) -> wasmtime::Result<()> {
+        use self::canopy::plugin::logging::Level as L;
+        use v2::canopy::plugin::logging::Level as L2;
+        let level = match level {
+            L2::Trace => L::Trace,
+            L2::Debug => L::Debug,
+            L2::Info => L::Info,
+            L2::Warn => L::Warn,
+            L2::Error => L::Error,
+        };
+        self::canopy::plugin::logging::Host::log(self, level, message).await
+    }
+}
+
+impl v2::canopy::plugin::environment::Host for State {
+    async fn schema(&mut self) -> wasmtime::Result<String> {
+        self::canopy::plugin::environment::Host::schema(self).await
+    }
+
+    async fn options(&mut self) -> wasmtime::Result<String> {
+        self::canopy::plugin::environment::Host::options(self).await
+    }
+
+    async fn scope(&mut self) -> wasmtime::Result<Option<String>> {
+        self::canopy::plugin::environment::Host::scope(self).await
     }
 }

@@ -875,6 +875,7 @@ pub fn customizations(
             None => Customization::datasource(origin.clone(), kind),
         });
     }
+    out.extend(super::workflow::customizations(plugin));
     Ok(out)
 }
 

@@ -11,8 +11,37 @@ use wasmtime::component::Component;
 
 /// The WIT package this host implements; plugins built against another 0.x minor are refused.
 pub const WIT_PACKAGE: &str = "canopy:plugin";
-/// The version of [`WIT_PACKAGE`] (`wit/plugin@0.1.0`).
-pub const WIT_VERSION: &str = "0.1.0";
+/// The newest version of [`WIT_PACKAGE`] (`wit/plugin@0.2.0`), the one canopy-sdk builds against.
+pub const WIT_VERSION: &str = "0.2.0";
+
+/// A version of the contract this host loads: which bindings a component is linked with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WitVersion {
+    /// `wit/plugin@0.1.0`: collection customizations (frozen; still loaded).
+    V0_1,
+    /// `wit/plugin@0.2.0`: 0.1.0 plus workflow-step handlers.
+    V0_2,
+}
+
+impl WitVersion {
+    /// Every version this host loads, oldest first.
+    pub const ALL: [Self; 2] = [Self::V0_1, Self::V0_2];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V0_1 => "0.1.0",
+            Self::V0_2 => "0.2.0",
+        }
+    }
+
+    /// The supported version an interface's `@x.y.z` matches (semver for 0.x: the minor is the
+    /// breaking boundary, patches are compatible both ways).
+    fn matching(version: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|v| compatible(version, v.as_str()))
+    }
+}
 
 /// One application of a plugin: its identity and what it may read through `environment`. A
 /// plugin applied several times (`[[use]]` entries, or `use` from other plugins) has one info per
@@ -63,6 +92,8 @@ pub enum CallKind {
     Operator,
     /// A create, update or delete override.
     Override,
+    /// A workflow run's `plugin` step.
+    WorkflowStep,
 }
 
 impl CallKind {
@@ -78,6 +109,7 @@ impl CallKind {
             Self::Write => "write",
             Self::Operator => "operator",
             Self::Override => "override",
+            Self::WorkflowStep => "workflow-step",
         }
     }
 }
@@ -99,6 +131,7 @@ pub struct Limits {
     pub write_ms: u64,
     pub operator_ms: u64,
     pub override_ms: u64,
+    pub workflow_step_ms: u64,
     /// Calls of the plugin (all its applications) that may run at once; default: half the
     /// cores, at least 1, so that a plugin whose calls loop leaves a core to the other routes.
     pub concurrency: u32,
@@ -128,6 +161,8 @@ impl Default for Limits {
             write_ms: 500,
             operator_ms: 500,
             override_ms: 10_000,
+            // A workflow step runs outside any request and may write, as an action does.
+            workflow_step_ms: 10_000,
             concurrency: default_concurrency(),
             queue_ms: 500,
             breaker_failures: 5,
@@ -158,6 +193,7 @@ impl Limits {
             CallKind::Write => self.write_ms,
             CallKind::Operator => self.operator_ms,
             CallKind::Override => self.override_ms,
+            CallKind::WorkflowStep => self.workflow_step_ms,
         })
     }
 
@@ -245,45 +281,63 @@ pub fn scan(dir: &Path) -> Result<Vec<Entry>, String> {
         .collect()
 }
 
-/// Refuses a component built against another version of the contract, before linking, with a
-/// message naming both versions (the linker's own error would only say a function is missing).
-pub fn check_abi(name: &str, component: &Component, engine: &Engine) -> Result<(), String> {
+/// Which version of the contract a component targets, from the versions in the names of the
+/// `canopy:plugin` interfaces it imports and exports. A component built against a version this
+/// host does not implement (or mixing versions) is refused before linking, with a message naming
+/// the versions: the linker's own error would only say a function is missing.
+pub fn check_abi(name: &str, component: &Component, engine: &Engine) -> Result<WitVersion, String> {
     let ty = component.component_type();
     let names: Vec<String> = ty
         .imports(engine)
         .map(|(n, _)| n.to_owned())
         .chain(ty.exports(engine).map(|(n, _)| n.to_owned()))
         .collect();
-    let ours: Vec<&String> = names
+    let supported = || {
+        WitVersion::ALL
+            .iter()
+            .map(|v| format!("{WIT_PACKAGE}@{}", v.as_str()))
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    let mut found: Option<(WitVersion, &str)> = None;
+    for interface in names
         .iter()
         .filter(|n| n.starts_with(&format!("{WIT_PACKAGE}/")))
-        .collect();
-    if ours.is_empty() {
-        return Err(format!(
-            "plugin `{name}` does not import or export any {WIT_PACKAGE} interface; build it \
-             with canopy-sdk (which targets {WIT_PACKAGE}@{WIT_VERSION})"
-        ));
-    }
-    for interface in ours {
+    {
         let version = interface.rsplit_once('@').map_or("", |(_, v)| v);
-        if !compatible(version) {
+        let Some(matched) = WitVersion::matching(version) else {
             return Err(format!(
                 "plugin `{name}` was built against {WIT_PACKAGE}@{version} (`{interface}`), but \
-                 this host implements {WIT_PACKAGE}@{WIT_VERSION}; rebuild the plugin against a \
-                 compatible SDK"
+                 this host implements {}; rebuild the plugin against a compatible SDK",
+                supported()
             ));
+        };
+        match found {
+            Some((other, first)) if other != matched => {
+                return Err(format!(
+                    "plugin `{name}` mixes versions of {WIT_PACKAGE} (`{first}` and \
+                     `{interface}`); rebuild it against one SDK"
+                ));
+            }
+            Some(_) => {}
+            None => found = Some((matched, interface)),
         }
     }
-    Ok(())
+    found.map(|(v, _)| v).ok_or_else(|| {
+        format!(
+            "plugin `{name}` does not import or export any {WIT_PACKAGE} interface; build it \
+             with canopy-sdk (which targets {WIT_PACKAGE}@{WIT_VERSION})"
+        )
+    })
 }
 
 /// Semver for 0.x: the minor is the breaking boundary, patches are compatible both ways.
-fn compatible(version: &str) -> bool {
+fn compatible(version: &str, supported: &str) -> bool {
     let major_minor = |v: &str| {
         let mut it = v.split('.');
         (it.next().map(str::to_owned), it.next().map(str::to_owned))
     };
-    let (a, b) = (major_minor(version), major_minor(WIT_VERSION));
+    let (a, b) = (major_minor(version), major_minor(supported));
     a.0.is_some() && a == b
 }
 
@@ -293,11 +347,22 @@ mod tests {
 
     #[test]
     fn only_the_same_zero_minor_is_compatible() {
-        assert!(compatible("0.1.0"));
-        assert!(compatible("0.1.7"));
-        assert!(!compatible("0.2.0"));
-        assert!(!compatible("1.1.0"));
-        assert!(!compatible(""));
+        assert!(compatible("0.1.0", "0.1.0"));
+        assert!(compatible("0.1.7", "0.1.0"));
+        assert!(!compatible("0.2.0", "0.1.0"));
+        assert!(!compatible("1.1.0", "0.1.0"));
+        assert!(!compatible("", "0.1.0"));
+    }
+
+    #[test]
+    fn each_supported_minor_selects_its_bindings() {
+        assert_eq!(WitVersion::matching("0.1.0"), Some(WitVersion::V0_1));
+        assert_eq!(WitVersion::matching("0.1.3"), Some(WitVersion::V0_1));
+        assert_eq!(WitVersion::matching("0.2.0"), Some(WitVersion::V0_2));
+        assert_eq!(WitVersion::matching("0.2.9"), Some(WitVersion::V0_2));
+        assert_eq!(WitVersion::matching("0.3.0"), None);
+        assert_eq!(WitVersion::matching("1.0.0"), None);
+        assert_eq!(WitVersion::ALL.last().map(|v| v.as_str()), Some(WIT_VERSION));
     }
 
     #[test]

@@ -32,10 +32,10 @@ use wasmtime::{
 
 use super::bindings::{
     ActionOutcome, Batch, CallContext, Column, Customization, CustomizationPre, Declaration,
-    GuestError, Scope, State,
+    GuestError, Scope, State, v2,
 };
 use super::guard::Guard;
-use super::loader::{CallKind, Limits, MAX_MEMORY_MB, PluginInfo, check_abi};
+use super::loader::{CallKind, Limits, MAX_MEMORY_MB, PluginInfo, WitVersion, check_abi};
 use crate::datasource::Error;
 
 /// One epoch tick; time budgets are rounded up to it.
@@ -103,7 +103,10 @@ impl Runtime {
             .map_err(|e| format!("epoch thread: {e}"))?;
         let mut linker = Linker::<State>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
+        // Both versions' imports, under their own names: one linker links either.
         Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| e.to_string())?;
+        v2::Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| e.to_string())?;
         Ok(Self {
             engine,
@@ -134,11 +137,14 @@ impl Runtime {
             .await
             .map_err(|e| format!("plugin `{name}`: {e}"))?
             .map_err(|e| format!("plugin `{name}` is not a valid component: {e:#}"))?;
-        check_abi(name, &component, &self.engine)?;
+        let version = check_abi(name, &component, &self.engine)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
-            .and_then(CustomizationPre::new)
+            .and_then(|pre| match version {
+                WitVersion::V0_1 => CustomizationPre::new(pre).map(Pre::V1),
+                WitVersion::V0_2 => v2::CustomizationPre::new(pre).map(Pre::V2),
+            })
             .map_err(|e| format!("plugin `{name}` cannot be linked: {e:#}"))?;
         Ok(Compiled {
             pre,
@@ -157,6 +163,7 @@ impl Runtime {
             pre: compiled.pre.clone(),
             guard: Arc::clone(&compiled.guard),
             declarations: Vec::new(),
+            workflow_steps: Vec::new(),
             uses: Vec::new(),
             stats: Stats::default(),
             warm: Mutex::new(Vec::new()),
@@ -165,8 +172,9 @@ impl Runtime {
             .call(CallKind::Declare, None, Request::Declare)
             .await
             .map_err(|e| format!("{label} failed to declare its customizations: {e}"))?;
-        if let Response::Declared(d) = declared {
-            plugin.declarations = d;
+        if let Response::Declared(customizations, steps) = declared {
+            plugin.declarations = customizations;
+            plugin.workflow_steps = steps;
         }
         Ok(plugin)
     }
@@ -176,8 +184,37 @@ impl Runtime {
 /// bounds their calls together.
 #[derive(Clone)]
 pub struct Compiled {
-    pre: CustomizationPre<State>,
+    pre: Pre,
     guard: Arc<Guard>,
+}
+
+/// A component pre-instantiated with the bindings of the contract version it targets.
+#[derive(Clone)]
+enum Pre {
+    V1(CustomizationPre<State>),
+    V2(v2::CustomizationPre<State>),
+}
+
+impl Pre {
+    async fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<Instance> {
+        Ok(match self {
+            Self::V1(pre) => Instance::V1(pre.instantiate_async(store).await?),
+            Self::V2(pre) => Instance::V2(pre.instantiate_async(store).await?),
+        })
+    }
+
+    fn version(&self) -> WitVersion {
+        match self {
+            Self::V1(_) => WitVersion::V0_1,
+            Self::V2(_) => WitVersion::V0_2,
+        }
+    }
+}
+
+/// An instance of a component, by the version of the contract it targets.
+enum Instance {
+    V1(Customization),
+    V2(v2::Customization),
 }
 
 /// What the host asks a plugin.
@@ -193,6 +230,7 @@ pub enum Request {
     Write(u32, CallContext, String),
     Operator(u32, CallContext, String),
     Override(u32, CallContext, String),
+    WorkflowStep(u32, CallContext, v2::StepInput),
 }
 
 impl Request {
@@ -208,18 +246,21 @@ impl Request {
             | Self::Chart(h, ..)
             | Self::Write(h, ..)
             | Self::Operator(h, ..)
-            | Self::Override(h, ..) => Some(*h),
+            | Self::Override(h, ..)
+            | Self::WorkflowStep(h, ..) => Some(*h),
         }
     }
 }
 
 /// What a plugin answered.
 pub enum Response {
-    Declared(Vec<Declaration>),
+    /// The customizations, then the workflow-step handlers (none before 0.2.0).
+    Declared(Vec<Declaration>, Vec<v2::StepDeclaration>),
     Column(Column),
     Text(String),
     MaybeText(Option<String>),
     Outcome(ActionOutcome),
+    Step(v2::StepOutput),
 }
 
 /// Calls, errors, traps and time spent, per plugin; instances created and warm pairs reused.
@@ -241,13 +282,13 @@ pub struct Stats {
 /// A store and its instance kept between pure calls, with the calls it has served.
 struct Warm {
     store: Store<State>,
-    instance: Customization,
+    instance: Instance,
     uses: u32,
 }
 
 /// Whether a kind of call may run on a warm pair: those that compute an answer (their callbacks
-/// read data with the caller's permissions); not actions, hooks, write replacements and
-/// overrides, which write or sit on writes, nor `declare`.
+/// read data with the caller's permissions); not actions, hooks, write replacements, overrides
+/// and workflow steps, which write or sit on writes, nor `declare`.
 fn poolable(kind: CallKind) -> bool {
     matches!(
         kind,
@@ -263,10 +304,12 @@ fn poolable(kind: CallKind) -> bool {
 pub struct Plugin {
     pub info: Arc<PluginInfo>,
     engine: Engine,
-    pre: CustomizationPre<State>,
+    pre: Pre,
     /// The concurrency limit and circuit breaker of the plugin file (shared by its applications).
     guard: Arc<Guard>,
     pub declarations: Vec<Declaration>,
+    /// The workflow-step handlers it declared (0.2.0 and later), in declaration order.
+    pub workflow_steps: Vec<v2::StepDeclaration>,
     /// The applications of other plugins this one declared with `use`, in declaration order
     /// (one per `use` declaration).
     pub uses: Vec<Arc<Plugin>>,
@@ -344,7 +387,7 @@ impl Plugin {
                 Some(i) => i,
                 None => {
                     stats.instantiations.fetch_add(1, Ordering::Relaxed);
-                    self.pre.instantiate_async(&mut store).await?
+                    self.pre.instantiate(&mut store).await?
                 }
             };
             let answer = invoke(&mut store, &instance, request).await?;
@@ -416,7 +459,7 @@ impl Plugin {
     /// Puts a pair back in the pool after a successful call, unless it has served its uses, grew
     /// past [`WARM_MEMORY`], wrote to stderr (each call must start with an empty capture) or the
     /// pool is full; otherwise it is dropped here, freeing its slot.
-    fn recycle(&self, mut store: Store<State>, instance: Customization, uses: u32) {
+    fn recycle(&self, mut store: Store<State>, instance: Instance, uses: u32) {
         let state = store.data_mut();
         // The request's scope holds the customized stack, which holds this plugin: keeping it
         // would leak the request's context and make a reference cycle.
@@ -436,6 +479,11 @@ impl Plugin {
                 uses,
             });
         }
+    }
+
+    /// The version of the contract the plugin was built against.
+    pub fn wit_version(&self) -> WitVersion {
+        self.pre.version()
     }
 
     /// Idle warm pairs (for tests and stats).
@@ -462,7 +510,7 @@ impl Plugin {
         store.limiter(State::limiter);
         store.set_epoch_deadline(u64::MAX / 2);
         self.pre
-            .instantiate_async(&mut store)
+            .instantiate(&mut store)
             .await
             .map_err(|e| Error::Plugin(format!("Plugin `{}`: {e:#}", self.info.name)))?;
         let created = started.elapsed();
@@ -547,63 +595,100 @@ fn describe_trap(e: &wasmtime::Error, budget: Duration, memory_mb: u64, stderr: 
     }
 }
 
+/// The customizer's calls on `$g` (a version's `customizer` guest). A workflow step never gets
+/// here ([`invoke`] answers it first).
+macro_rules! customizer {
+    ($g:expr, $store:ident, $request:ident) => {{
+        let g = $g;
+        Ok::<_, wasmtime::Error>(match $request {
+            Request::Declare => {
+                let (schema, options) = {
+                    let p = &$store.data().plugin;
+                    (p.schema_json.clone(), p.options_json.clone())
+                };
+                g.call_declare(&mut *$store, &schema, &options)
+                    .await?
+                    .map(|d| Response::Declared(d, Vec::new()))
+            }
+            Request::Compute(h, ctx, batch) => g
+                .call_compute(&mut *$store, h, &ctx, &batch)
+                .await?
+                .map(Response::Column),
+            Request::ActionForm(h, ctx, json) => g
+                .call_action_form(&mut *$store, h, &ctx, &json)
+                .await?
+                .map(Response::Text),
+            Request::ActionExecute(h, ctx, json) => g
+                .call_action_execute(&mut *$store, h, &ctx, &json)
+                .await?
+                .map(Response::Outcome),
+            Request::Hook(h, ctx, json) => g
+                .call_hook(&mut *$store, h, &ctx, &json)
+                .await?
+                .map(Response::MaybeText),
+            Request::Segment(h, ctx) => g
+                .call_segment(&mut *$store, h, &ctx)
+                .await?
+                .map(Response::Text),
+            Request::Search(h, ctx, text, extended) => g
+                .call_search(&mut *$store, h, &ctx, &text, extended)
+                .await?
+                .map(Response::MaybeText),
+            Request::Chart(h, ctx, json) => g
+                .call_chart(&mut *$store, h, &ctx, &json)
+                .await?
+                .map(Response::Text),
+            Request::Write(h, ctx, json) => g
+                .call_write(&mut *$store, h, &ctx, &json)
+                .await?
+                .map(Response::MaybeText),
+            Request::Operator(h, ctx, json) => g
+                .call_replace_operator(&mut *$store, h, &ctx, &json)
+                .await?
+                .map(Response::Text),
+            Request::Override(h, ctx, json) => g
+                .call_override_operation(&mut *$store, h, &ctx, &json)
+                .await?
+                .map(Response::MaybeText),
+            Request::WorkflowStep(..) => Err(GuestError::Internal(
+                "a workflow step is not a customizer call".to_owned(),
+            )),
+        })
+    }};
+}
+
+/// One request on an instance: the customizer's calls are the same functions over the same
+/// types in every version (one body, expanded per version's bindings); `declare` of 0.2.0 also
+/// asks for the workflow steps, and only 0.2.0 has `workflow-step`.
 async fn invoke(
     store: &mut Store<State>,
-    instance: &Customization,
+    instance: &Instance,
     request: Request,
 ) -> wasmtime::Result<Result<Response, GuestError>> {
-    let g = instance.canopy_plugin_customizer();
-    Ok(match request {
-        Request::Declare => {
-            let (schema, options) = {
-                let p = &store.data().plugin;
-                (p.schema_json.clone(), p.options_json.clone())
-            };
-            g.call_declare(&mut *store, &schema, &options)
-                .await?
-                .map(Response::Declared)
+    match (instance, request) {
+        (Instance::V1(_), Request::WorkflowStep(..)) => Ok(Err(GuestError::Internal(format!(
+            "built against canopy:plugin@{}, which has no workflow steps",
+            WitVersion::V0_1.as_str()
+        )))),
+        (Instance::V2(i), Request::WorkflowStep(h, ctx, input)) => Ok(i
+            .canopy_plugin_workflow()
+            .call_workflow_step(&mut *store, h, &ctx, &input)
+            .await?
+            .map(Response::Step)),
+        (Instance::V1(i), request) => customizer!(i.canopy_plugin_customizer(), store, request),
+        (Instance::V2(i), request) => {
+            let declare = matches!(request, Request::Declare);
+            let answer = customizer!(i.canopy_plugin_customizer(), store, request)?;
+            match answer {
+                Ok(Response::Declared(customizations, _)) if declare => Ok(i
+                    .canopy_plugin_workflow()
+                    .call_declare_steps(&mut *store)
+                    .await?
+                    .map(|steps| Response::Declared(customizations, steps))),
+                other => Ok(other),
+            }
         }
-        Request::Compute(h, ctx, batch) => g
-            .call_compute(&mut *store, h, &ctx, &batch)
-            .await?
-            .map(Response::Column),
-        Request::ActionForm(h, ctx, json) => g
-            .call_action_form(&mut *store, h, &ctx, &json)
-            .await?
-            .map(Response::Text),
-        Request::ActionExecute(h, ctx, json) => g
-            .call_action_execute(&mut *store, h, &ctx, &json)
-            .await?
-            .map(Response::Outcome),
-        Request::Hook(h, ctx, json) => g
-            .call_hook(&mut *store, h, &ctx, &json)
-            .await?
-            .map(Response::MaybeText),
-        Request::Segment(h, ctx) => g
-            .call_segment(&mut *store, h, &ctx)
-            .await?
-            .map(Response::Text),
-        Request::Search(h, ctx, text, extended) => g
-            .call_search(&mut *store, h, &ctx, &text, extended)
-            .await?
-            .map(Response::MaybeText),
-        Request::Chart(h, ctx, json) => g
-            .call_chart(&mut *store, h, &ctx, &json)
-            .await?
-            .map(Response::Text),
-        Request::Write(h, ctx, json) => g
-            .call_write(&mut *store, h, &ctx, &json)
-            .await?
-            .map(Response::MaybeText),
-        Request::Operator(h, ctx, json) => g
-            .call_replace_operator(&mut *store, h, &ctx, &json)
-            .await?
-            .map(Response::Text),
-        Request::Override(h, ctx, json) => g
-            .call_override_operation(&mut *store, h, &ctx, &json)
-            .await?
-            .map(Response::MaybeText),
-    })
+    }
 }
 
 #[cfg(test)]
@@ -640,6 +725,7 @@ mod tests {
         assert!(!poolable(CallKind::Action));
         assert!(!poolable(CallKind::Hook));
         assert!(!poolable(CallKind::Declare));
+        assert!(!poolable(CallKind::WorkflowStep));
     }
 
     #[test]

@@ -41,23 +41,24 @@ use serde_json::Value as Json;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Definition {
-    /// Unique in the environment; a file's name defaults to its file stem.
+    /// Unique in the environment; a file's name defaults to its file stem (an empty name is
+    /// filled in from it).
+    #[serde(default)]
     pub name: String,
     /// The collection whose records the workflow runs on (exposed name).
     pub collection: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// Whether new runs may start (a definition loaded inactive keeps its runs but starts none).
-    #[serde(default = "yes")]
-    pub active: bool,
+    /// Whether new runs may start (a workflow loaded inactive keeps its runs but starts none);
+    /// `None` leaves it as it is (a new workflow starts active). Read from a file or a request,
+    /// never stored in a version: it is the workflow's state (`workflows.active`), so turning a
+    /// workflow on or off makes no new version.
+    #[serde(default, skip_serializing)]
+    pub active: Option<bool>,
     /// Triggers beyond manual and webhook (which are managed through the API and CLI).
     #[serde(default, skip_serializing_if = "Triggers::is_empty")]
     pub triggers: Triggers,
     pub steps: Vec<Step>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// Triggers a definition declares itself.
@@ -285,4 +286,96 @@ pub struct DecisionOption {
 pub enum EndOutcome {
     Succeeded,
     Failed,
+}
+
+impl Definition {
+    /// The stored form of a version: this definition as JSON with the keys of every object in
+    /// sorted order, so that the same definition written in TOML, YAML or JSON, with its keys
+    /// in any order, is the same text (and the same hash).
+    pub fn canonical_json(&self) -> String {
+        let value = serde_json::to_value(self).unwrap_or(Json::Null);
+        sorted(value).to_string()
+    }
+
+    /// SHA-256 hex of [`Definition::canonical_json`]: a file loaded again unchanged makes no
+    /// new version.
+    pub fn hash(&self) -> String {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(self.canonical_json().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The step with this key.
+    pub fn step(&self, key: &str) -> Option<(usize, &Step)> {
+        self.steps.iter().enumerate().find(|(_, s)| s.key == key)
+    }
+
+    /// The steps a run may go to after the step at `index`, by index: the option targets of a
+    /// decision, a go-to's target, nothing after an end, else `next` or the following step
+    /// (none after the last). Keys that name no step are left out (the checks refuse them).
+    pub fn successors(&self, index: usize) -> Vec<usize> {
+        let Some(step) = self.steps.get(index) else {
+            return Vec::new();
+        };
+        let by_key = |key: &str| self.step(key).map(|(i, _)| i);
+        match &step.kind {
+            Kind::Decision { options } => options.iter().filter_map(|o| by_key(&o.next)).collect(),
+            Kind::GoTo { target } => by_key(target).into_iter().collect(),
+            Kind::End { .. } => Vec::new(),
+            _ => match &step.next {
+                Some(next) => by_key(next).into_iter().collect(),
+                None if index + 1 < self.steps.len() => vec![index + 1],
+                None => Vec::new(),
+            },
+        }
+    }
+}
+
+/// `value` with the keys of every object sorted (serde_json keeps insertion order here).
+fn sorted(value: Json) -> Json {
+    match value {
+        Json::Object(map) => {
+            let mut entries: Vec<(String, Json)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Json::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Json::Array(items) => Json::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
+/// A `{{…}}` reference inside a string value: what a run reads from its context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Template<'a> {
+    /// `{{context.<step>.<field>}}`: a field a step kept (`field` may be a `relation:field` path).
+    Context { step: &'a str, field: &'a str },
+    /// `{{answer.<step>}}`: the free-text answer of a guidance step.
+    Answer { step: &'a str },
+}
+
+/// The `{{…}}` references of `text`, in order; one that is neither form, or not closed, is an
+/// `Err` quoting it.
+pub fn templates(text: &str) -> Vec<Result<Template<'_>, String>> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            out.push(Err(format!("{:?} opens a {{{{ … }}}} it does not close", text)));
+            break;
+        };
+        let inner = after[..end].trim();
+        out.push(parse_template(inner).ok_or_else(|| format!("{{{{{inner}}}}}")));
+        rest = &after[end + 2..];
+    }
+    out
+}
+
+fn parse_template(inner: &str) -> Option<Template<'_>> {
+    if let Some(path) = inner.strip_prefix("context.") {
+        let (step, field) = path.split_once('.')?;
+        return (!step.is_empty() && !field.is_empty()).then_some(Template::Context { step, field });
+    }
+    let step = inner.strip_prefix("answer.")?;
+    (!step.is_empty() && !step.contains('.')).then_some(Template::Answer { step })
 }

@@ -117,6 +117,17 @@ impl Store {
     /// partial unique index `workflow_runs_ongoing` decides, so concurrent callers (on any
     /// instance sharing the store) get exactly one `Created`.
     pub async fn queue_run(&self, run: &NewRun) -> crate::platform::Result<Queued> {
+        let mut conn = self.pool().acquire().await?;
+        self.queue_run_in(&mut conn, run).await
+    }
+
+    /// [`Store::queue_run`] on a connection of the caller's: a transaction that queues a batch
+    /// of runs at once (`workflows::triggers::queue`).
+    pub async fn queue_run_in(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        run: &NewRun,
+    ) -> crate::platform::Result<Queued> {
         let id = uuid::Uuid::new_v4().to_string();
         let now = crate::platform::store::now_ms();
         let inserted = sqlx::query(
@@ -144,7 +155,7 @@ impl Store {
         .bind(&run.token_id)
         .bind(&run.parent_run_id)
         .bind(now)
-        .fetch_optional(self.pool())
+        .fetch_optional(&mut *conn)
         .await?;
         if inserted.is_some() {
             return Ok(Queued::Created(id));
@@ -156,7 +167,7 @@ impl Store {
         .bind(&run.workflow_id)
         .bind(&run.collection_name)
         .bind(&run.record_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(&mut *conn)
         .await?
         .map(|row| row.get::<String, _>(0));
         Ok(Queued::Ongoing(ongoing))

@@ -33,7 +33,8 @@ pub enum TokensCommand {
         /// A name to recognise it by, e.g. "SIEM export".
         #[arg(long)]
         name: String,
-        /// What it may do: activity_logs:read, admin_logs:read, notes:read, notes:write or all.
+        /// What it may do: activity_logs:read, admin_logs:read, notes:read, notes:write,
+        /// workflows:trigger or all.
         /// Repeat the flag or separate with commas.
         #[arg(
             long = "scope",

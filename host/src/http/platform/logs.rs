@@ -27,6 +27,7 @@ const RESOURCES: &[&str] = &[
     "team",
     "environment",
     crate::platform::tokens::ADMIN_LOG_RESOURCE,
+    "workflow",
 ];
 
 pub fn routes() -> OpenApiRouter<SharedState> {
@@ -91,8 +92,8 @@ struct AdminLogEntry {
     id: String,
     /// `add`, `remove`, `update` or `initial`.
     r#type: String,
-    /// `user-project`, `role`, `team`, `environment` or `token` (an application token made or
-    /// revoked).
+    /// `user-project`, `role`, `team`, `environment`, `token` (an application token made or
+    /// revoked) or `workflow` (a definition saved, activated or deactivated).
     resource: String,
     /// `administrator`, `identityProvider` or `forestAdmin`.
     initiator: String,

@@ -40,7 +40,8 @@ struct TokenSchema {
     object: String,
     id: String,
     name: String,
-    /// `activity_logs:read`, `admin_logs:read`, `notes:read`, `notes:write` or `all`.
+    /// `activity_logs:read`, `admin_logs:read`, `notes:read`, `notes:write`,
+    /// `workflows:trigger` or `all`.
     scopes: Vec<String>,
     /// `cnp_…` and the secret's last four characters, to tell tokens apart.
     hint: String,
@@ -100,7 +101,7 @@ struct NewTokenSchema {
     #[schema(min_length = 1)]
     name: String,
     /// At least one of `activity_logs:read`, `admin_logs:read`, `notes:read`, `notes:write`,
-    /// `all`.
+    /// `workflows:trigger`, `all`.
     #[schema(schema_with = scope_list)]
     scopes: Vec<String>,
     /// When it stops working (in the future); none by default.

@@ -27,11 +27,15 @@ struct CollectionView {
     actions: BTreeSet<String>,
 }
 
-#[derive(Debug, Clone)]
-enum FieldView {
-    Column,
+/// What a field of a collection is, as far as names go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldView {
+    /// A column; `read_only` when it cannot be written (workflow `update-data` steps check it).
+    Column { read_only: bool },
+    /// A to-one relation, to this collection.
     ToOne(String),
-    ToMany,
+    /// A to-many relation, to this collection.
+    ToMany(String),
 }
 
 impl SchemaView {
@@ -46,11 +50,15 @@ impl SchemaView {
                     .iter()
                     .map(|(field, schema)| {
                         let view = match schema {
-                            FieldSchema::Column(_) => FieldView::Column,
+                            FieldSchema::Column(column) => FieldView::Column {
+                                read_only: column.is_read_only,
+                            },
                             FieldSchema::Relation(r) if r.is_to_one() => {
                                 FieldView::ToOne(r.foreign_collection().to_owned())
                             }
-                            FieldSchema::Relation(_) => FieldView::ToMany,
+                            FieldSchema::Relation(r) => {
+                                FieldView::ToMany(r.foreign_collection().to_owned())
+                            }
                         };
                         (field.clone(), view)
                     })
@@ -103,8 +111,13 @@ impl SchemaView {
                     .map(str::to_owned);
                 let kind = match (relationship, reference) {
                     (Some("BelongsTo" | "HasOne"), Some(target)) => FieldView::ToOne(target),
-                    (Some(_), _) => FieldView::ToMany,
-                    _ => FieldView::Column,
+                    (Some(_), target) => FieldView::ToMany(target.unwrap_or_default()),
+                    _ => FieldView::Column {
+                        read_only: field
+                            .get("isReadOnly")
+                            .and_then(Json::as_bool)
+                            .unwrap_or(false),
+                    },
                 };
                 view.fields.insert(field_name.to_owned(), kind);
             }
@@ -148,8 +161,18 @@ impl SchemaView {
             .is_some_and(|c| c.actions.contains(action))
     }
 
+    /// What `field` of `collection` is, when both exist.
+    pub fn field(&self, collection: &str, field: &str) -> Option<&FieldView> {
+        self.collections.get(collection)?.fields.get(field)
+    }
+
+    /// The served schema, when the names come from it (not from the schema file).
+    pub fn served_schema(&self) -> Option<&DataSourceSchema> {
+        self.served.as_ref()
+    }
+
     /// Checks that `path` (`a:b:c`) leads from `collection` through to-one relations to a column.
-    fn check_path(&self, collection: &str, path: &str) -> Result<(), String> {
+    pub fn check_path(&self, collection: &str, path: &str) -> Result<(), String> {
         let mut current = collection;
         let mut segments = path.split(':').peekable();
         while let Some(segment) = segments.next() {
@@ -162,18 +185,18 @@ impl SchemaView {
                 (None, _) => {
                     return Err(format!("{current:?} has no field {segment:?}"));
                 }
-                (Some(FieldView::Column), true) => return Ok(()),
-                (Some(FieldView::Column), false) => {
+                (Some(FieldView::Column { .. }), true) => return Ok(()),
+                (Some(FieldView::Column { .. }), false) => {
                     return Err(format!(
                         "{current}.{segment} is a column: it has no fields to go on to"
                     ));
                 }
-                (Some(FieldView::ToOne(_) | FieldView::ToMany), true) => {
+                (Some(FieldView::ToOne(_) | FieldView::ToMany(_)), true) => {
                     return Err(format!(
                         "{current}.{segment} is a relation: name one of its fields (`{segment}:field`)"
                     ));
                 }
-                (Some(FieldView::ToMany), false) => {
+                (Some(FieldView::ToMany(_)), false) => {
                     return Err(format!(
                         "{current}.{segment} is a to-many relation: a condition can only go \
                          through to-one relations"

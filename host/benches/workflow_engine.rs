@@ -1,0 +1,265 @@
+//! Benchmark: throughput of the workflow engine — runs of a 5-step automatic workflow completed
+//! per second, with one worker and with two, on a SQLite store (a temporary file) and on a
+//! PostgreSQL store (a fresh database on 127.0.0.1:5432, user postgres; skipped with a message
+//! when unreachable). The user data is a SQLite file of orders in both cases.
+//!
+//! The workflow, as the run's user (the store's first admin) through the permission layer, with
+//! its activity log entries: `get-data` (status), `decision` (status = new), `update-data` (a
+//! note, under the write-ahead marker), `get-data` (the note), `end`. Runs are queued first,
+//! on distinct orders, then the engine starts; the time until the last run succeeded is
+//! measured.
+//!
+//! Run: `cargo bench -p canopy --bench workflow_engine`. `WORKFLOW_BENCH_ONLY=sqlite` (or
+//! `postgres`) runs one store, `WORKFLOW_BENCH_RUNS=n` queues n runs per measurement (default
+//! 2,000).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use canopy::auth::{CachePolicy, Permissions, SessionKey};
+use canopy::config::HttpConfig;
+use canopy::datasource::DataSource;
+use canopy::datasource::sql::{Options, SqlDataSource};
+use canopy::http::AppState;
+use canopy::platform::{ActivityLog, Store, bootstrap};
+use canopy::workflows::engine::{Engine, EngineSettings, Wakeup};
+use canopy::workflows::runs::{NewRun, TriggerKind};
+use serde_json::json;
+use sqlx::Connection as _;
+
+type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
+
+fn runs_wanted() -> i64 {
+    std::env::var("WORKFLOW_BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2_000)
+}
+
+fn runs(name: &str) -> bool {
+    std::env::var("WORKFLOW_BENCH_ONLY").map_or(true, |only| only.eq_ignore_ascii_case(name))
+}
+
+/// The orders the runs work on.
+async fn user_data(dir: &std::path::Path, count: i64) -> Result<String> {
+    let url = format!("sqlite://{}?mode=rwc", dir.join("data.sqlite").display());
+    let pool = sqlx::SqlitePool::connect(&url).await?;
+    sqlx::raw_sql("CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT NOT NULL, note TEXT)")
+        .execute(&pool)
+        .await?;
+    let mut tx = pool.begin().await?;
+    for id in 1..=count {
+        sqlx::query("INSERT INTO orders (id, status) VALUES ($1, 'new')")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    pool.close().await;
+    Ok(url)
+}
+
+/// A workflow of five automatic steps, stored as `wfdef` stores it; its id and version.
+async fn workflow(store: &Store, name: &str) -> Result<(String, String)> {
+    let definition = json!({"name": name, "collection": "orders", "steps": [
+        {"key": "read", "type": "get-data", "fields": ["status"]},
+        {"key": "check", "type": "decision", "options": [
+            {"name": "new", "when": {"field": "status", "operator": "equal", "value": "new"},
+             "next": "write"},
+            {"name": "other", "next": "end"}]},
+        {"key": "write", "type": "update-data", "mode": "automatic", "values": {"note": "seen"}},
+        {"key": "again", "type": "get-data", "fields": ["note"]},
+        {"key": "end", "type": "end"},
+    ]});
+    let id = uuid::Uuid::new_v4().to_string();
+    let version = uuid::Uuid::new_v4().to_string();
+    sqlx::query(
+        "INSERT INTO workflows (id, project, environment, name, collection_name, active, \
+         latest_version, source, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 'orders', 1, 1, 'api', 0, 0)",
+    )
+    .bind(&id)
+    .bind(store.project())
+    .bind(store.environment())
+    .bind(name)
+    .execute(store.pool())
+    .await?;
+    sqlx::query(
+        "INSERT INTO workflow_versions (id, workflow_id, version, definition, definition_hash, \
+         created_at) VALUES ($1, $2, 1, $3, 'bench', 0)",
+    )
+    .bind(&version)
+    .bind(&id)
+    .bind(definition.to_string())
+    .execute(store.pool())
+    .await?;
+    Ok((id, version))
+}
+
+async fn count(store: &Store, workflow: &str, state: &str) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM workflow_runs WHERE workflow_id = $1 AND state = $2",
+    )
+    .bind(workflow)
+    .bind(state)
+    .fetch_one(store.pool())
+    .await?)
+}
+
+/// Queues `runs` runs, starts `workers` workers, and times them until every run succeeded.
+async fn measure(
+    label: &str,
+    store: &Store,
+    state: &Arc<ArcSwap<AppState>>,
+    listen_url: Option<String>,
+    user_id: i64,
+    workers: u32,
+    runs: i64,
+) -> Result<()> {
+    let (workflow_id, version_id) = workflow(store, &format!("bench-{workers}")).await?;
+    for order in 1..=runs {
+        store
+            .queue_run(&NewRun {
+                workflow_id: workflow_id.clone(),
+                version_id: version_id.clone(),
+                collection_name: "orders".to_owned(),
+                record_id: order.to_string(),
+                trigger_kind: TriggerKind::Manual,
+                trigger_id: None,
+                trigger_url_version: None,
+                user_id,
+                token_id: None,
+                parent_run_id: None,
+            })
+            .await?;
+    }
+    let wakeup = state.load().workflow_wakeup.clone();
+    let settings = EngineSettings {
+        workers,
+        step_timeout: Duration::from_secs(300),
+        lease: Duration::from_secs(30),
+        poll: Duration::from_millis(100),
+        retry_base: Duration::from_millis(500),
+        listen_url,
+    };
+    let started = Instant::now();
+    let engine = Engine::start(store.clone(), Arc::clone(state), wakeup, settings);
+    loop {
+        let done = count(store, &workflow_id, "succeeded").await?;
+        if done == runs {
+            break;
+        }
+        let stuck = count(store, &workflow_id, "failed").await?
+            + count(store, &workflow_id, "awaiting_input").await?;
+        if stuck > 0 {
+            return Err(format!("{label}: {stuck} runs failed or wait").into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let elapsed = started.elapsed();
+    engine.stop().await;
+    println!(
+        "  {label}, {workers} worker{}: {runs} runs of 5 steps in {:.2} s = {:.0} runs/s ({:.0} steps/s)",
+        if workers == 1 { "" } else { "s" },
+        elapsed.as_secs_f64(),
+        runs as f64 / elapsed.as_secs_f64(),
+        (runs * 5) as f64 / elapsed.as_secs_f64(),
+    );
+    Ok(())
+}
+
+/// The served state over the orders, with permissions, activity log and wake-ups on `store`.
+async fn bench(label: &str, store: Store, data_url: &str, listen_url: Option<String>) -> Result<()> {
+    let datasource: Arc<dyn DataSource> =
+        Arc::new(SqlDataSource::connect(data_url, Options::default()).await?);
+    let done = bootstrap::bootstrap(&store, datasource.schema(), "admin@bench.io", None).await?;
+    let admin = done
+        .first_admin
+        .map(|a| a.email)
+        .unwrap_or_else(|| "admin@bench.io".to_owned());
+    let user_id = store
+        .user_by_email(&admin)
+        .await?
+        .ok_or("no first admin")?
+        .id;
+    let wakeup = Wakeup::new();
+    wakeup.announce(&store);
+    let activity = ActivityLog::start(store.clone());
+    let mut state = AppState::new(
+        datasource,
+        SessionKey::new("bench-auth-secret"),
+        &HttpConfig::default(),
+    );
+    state.permissions = Arc::new(Permissions::new(
+        Arc::new(store.clone()),
+        CachePolicy::new(true, Duration::from_secs(900)),
+    ));
+    state.store = Some(store.clone());
+    state.activity = activity.clone();
+    state.workflow_wakeup = wakeup;
+    let state = Arc::new(ArcSwap::from_pointee(state));
+    let runs = runs_wanted();
+    println!("{label} store ({runs} runs per measurement):");
+    for workers in [1, 2] {
+        measure(label, &store, &state, listen_url.clone(), user_id, workers, runs).await?;
+    }
+    activity.flush().await;
+    store.close().await;
+    Ok(())
+}
+
+async fn sqlite(dir: &std::path::Path, data_url: &str) -> Result<()> {
+    let url = format!("sqlite://{}?mode=rwc", dir.join("state.sqlite").display());
+    let store = Store::open(&url, "bench", "production").await?;
+    bench("SQLite", store, data_url, None).await
+}
+
+async fn postgres(data_url: &str) -> Result<()> {
+    let admin = "postgres://postgres@127.0.0.1:5432/postgres";
+    let name = format!("canopy_workflow_bench_{}", std::process::id());
+    let mut conn = match sqlx::PgConnection::connect(admin).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            println!("PostgreSQL: skipped ({admin} unreachable: {e})");
+            return Ok(());
+        }
+    };
+    sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await?;
+    let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+    let result = async {
+        let store = Store::open(&url, "bench", "production").await?;
+        bench("PostgreSQL", store, data_url, Some(url.clone())).await
+    }
+    .await;
+    let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut conn)
+        .await;
+    result
+}
+
+fn main() -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let dir = std::env::temp_dir().join(format!("canopy-workflow-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let result = async {
+            let data_url = user_data(&dir, runs_wanted()).await?;
+            if runs("sqlite") {
+                sqlite(&dir, &data_url).await?;
+            }
+            if runs("postgres") {
+                postgres(&data_url).await?;
+            }
+            Ok::<_, Box<dyn std::error::Error>>(())
+        }
+        .await;
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    })
+}

@@ -1,0 +1,414 @@
+//! The run engine (issue 13 §3): workers that claim queued runs from `workflow_runs` (the table
+//! is the queue) and execute their steps, durable on Canopy's store.
+//!
+//! - One tokio task per worker (`workflowWorkers`, 0 = no engine in this process), each with its
+//!   own id. A worker claims the next due run with a lease (`locked_by`, `lease_expires_at`):
+//!   PostgreSQL with `FOR UPDATE SKIP LOCKED`, SQLite with one `UPDATE … RETURNING` (one
+//!   writer). It renews the lease while a step runs and drives the run until it waits, ends or
+//!   is retried later (`execute`).
+//! - Workers sleep until [`Wakeup::notify`] (called when a run is queued or re-queued), a
+//!   PostgreSQL `NOTIFY` from another instance sharing the store (`LISTEN` on a connection of
+//!   its own), or the poll fallback.
+//! - A reaper turns runs whose lease expired back to `queued`, except a run whose current step
+//!   was writing: that one waits for a person (reason `uncertain`), never a blind re-run.
+//! - [`Engine::stop`] is graceful: each worker finishes its current step, gives its run back to
+//!   the queue, and ends.
+//!
+//! Each step loads the served generation (`app::Served::state`, an `ArcSwap<AppState>`) as a
+//! request does at its arrival, and acts as the run's user through the permission layer
+//! (`crate::workflows::steps`). The engine uses `http`'s action and relation helpers (see
+//! docs/architecture.md).
+
+pub mod control;
+mod execute;
+pub mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use sqlx::Row as _;
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub use control::{Completion, Controller};
+pub use execute::acting_caller;
+pub use store::{Reaped, Run, RunFilter, StepRow, StepStatus, Viewer, WaitingReason};
+
+use super::{Definition, Error, Result};
+use crate::config::EngineConfig;
+use crate::http::AppState;
+use crate::platform::Store;
+use crate::platform::store::Dialect;
+
+/// The PostgreSQL channel runs are announced on; the payload is `project/environment`.
+pub const CHANNEL: &str = "canopy_workflow_runs";
+
+/// Attempts of a step failing with a transient error (store or database unavailable, a
+/// timeout) before a person is asked to take over.
+pub const MAX_ATTEMPTS: i64 = 3;
+/// Most steps one run may make: a go-to loop ends the run instead of running forever.
+pub const MAX_STEPS: i64 = 1000;
+
+/// What the engine runs with (from `EngineConfig`, plus what tests and benches tune).
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    pub workers: u32,
+    pub step_timeout: Duration,
+    pub lease: Duration,
+    /// How often idle workers look for due runs without being woken (retries fall due, a
+    /// notification lost).
+    pub poll: Duration,
+    /// The first retry's delay; each next one doubles it, plus up to half of it at random.
+    pub retry_base: Duration,
+    /// The store's URL when it is PostgreSQL: the engine listens for `NOTIFY` on a connection
+    /// of its own.
+    pub listen_url: Option<String>,
+}
+
+impl EngineSettings {
+    /// The settings of `canopy serve` for a store at `state_url`.
+    pub fn new(config: &EngineConfig, state_url: &str) -> Self {
+        let postgres = state_url.starts_with("postgres:") || state_url.starts_with("postgresql:");
+        Self {
+            workers: config.workers,
+            step_timeout: config.step_timeout,
+            lease: config.lease,
+            poll: Duration::from_secs(5),
+            retry_base: Duration::from_millis(500),
+            listen_url: postgres.then(|| state_url.to_owned()),
+        }
+    }
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self::new(&EngineConfig::default(), "sqlite:")
+    }
+}
+
+/// Wakes workers when runs are queued: in this process at once, and (once [`Wakeup::announce`]
+/// was called on a PostgreSQL store) in the other instances sharing the store, through
+/// `NOTIFY`. Cheap to clone; the same one is shared by every generation of the served stack
+/// (`AppState::workflow_wakeup`), so a trigger or a run control only calls `notify()`.
+#[derive(Clone, Default)]
+pub struct Wakeup {
+    inner: Arc<WakeInner>,
+}
+
+#[derive(Default)]
+struct WakeInner {
+    local: Notify,
+    /// Coalesces announcements: one `NOTIFY` in flight at a time, however many runs queued.
+    remote: OnceLock<mpsc::Sender<()>>,
+}
+
+impl std::fmt::Debug for Wakeup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wakeup")
+            .field("announces", &self.inner.remote.get().is_some())
+            .finish()
+    }
+}
+
+impl Wakeup {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// On a PostgreSQL store, every later `notify()` also sends `NOTIFY` (coalesced), so that
+    /// workers of other instances wake. Nothing on SQLite (one process). Call it once, inside
+    /// a tokio runtime.
+    pub fn announce(&self, store: &Store) {
+        if store.dialect() != Dialect::Postgres {
+            return;
+        }
+        let (sender, mut receiver) = mpsc::channel::<()>(1);
+        if self.inner.remote.set(sender).is_err() {
+            return;
+        }
+        let pool = store.pool().clone();
+        let payload = format!("{}/{}", store.project(), store.environment());
+        tokio::spawn(async move {
+            while receiver.recv().await.is_some() {
+                if pool.is_closed() {
+                    break;
+                }
+                if let Err(error) = sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(CHANNEL)
+                    .bind(&payload)
+                    .execute(&pool)
+                    .await
+                {
+                    tracing::debug!(%error, "announcing queued workflow runs failed");
+                }
+            }
+        });
+    }
+
+    /// Runs were queued or re-queued: wake a worker (here, and elsewhere through `NOTIFY`).
+    pub fn notify(&self) {
+        self.inner.local.notify_one();
+        if let Some(remote) = self.inner.remote.get() {
+            // Full: an announcement is already on its way, it covers this one too.
+            let _ = remote.try_send(());
+        }
+    }
+
+    /// Wakes one local worker only (a notification that came from elsewhere).
+    fn notify_local(&self) {
+        self.inner.local.notify_one();
+    }
+}
+
+/// A definition version as the engine runs it, with its workflow's name (for logs).
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub definition: Definition,
+    pub workflow_name: String,
+}
+
+/// What every worker shares.
+pub(crate) struct Shared {
+    pub store: Store,
+    pub state: Arc<ArcSwap<AppState>>,
+    pub wakeup: Wakeup,
+    pub settings: EngineSettings,
+    /// Versions never change once written: each is parsed once.
+    definitions: Mutex<HashMap<String, Arc<Loaded>>>,
+}
+
+/// Most parsed versions kept; past it the cache starts again (rare: one entry per version).
+const CACHED_DEFINITIONS: usize = 1024;
+
+impl Shared {
+    /// The definition of a version.
+    pub async fn definition(&self, version_id: &str) -> Result<Arc<Loaded>> {
+        if let Some(loaded) = self
+            .definitions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(version_id)
+        {
+            return Ok(Arc::clone(loaded));
+        }
+        let loaded = Arc::new(load_definition(&self.store, version_id).await?);
+        let mut cache = self.definitions.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= CACHED_DEFINITIONS {
+            cache.clear();
+        }
+        cache.insert(version_id.to_owned(), Arc::clone(&loaded));
+        Ok(loaded)
+    }
+}
+
+/// Reads and parses a stored version (`workflow_versions.definition`, the JSON of
+/// [`Definition`]).
+pub(crate) async fn load_definition(store: &Store, version_id: &str) -> Result<Loaded> {
+    let row = sqlx::query(
+        "SELECT v.definition, w.name FROM workflow_versions v \
+         JOIN workflows w ON w.id = v.workflow_id WHERE v.id = $1",
+    )
+    .bind(version_id)
+    .fetch_optional(store.pool())
+    .await?
+    .ok_or_else(|| Error::NotFound(format!("workflow version {version_id}")))?;
+    let text: String = row.try_get(0)?;
+    let definition: Definition = serde_json::from_str(&text).map_err(|e| {
+        Error::Invalid(format!(
+            "the stored definition of version {version_id} cannot be read: {e}"
+        ))
+    })?;
+    Ok(Loaded {
+        definition,
+        workflow_name: row.try_get(1)?,
+    })
+}
+
+/// The running engine of this process: its workers, reaper and listener.
+pub struct Engine {
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    instance: String,
+}
+
+/// How long a graceful stop waits for workers to finish their current step.
+const DRAIN: Duration = Duration::from_secs(30);
+
+impl Engine {
+    /// Starts `settings.workers` workers over `store`, each step using the generation current
+    /// in `state`, woken by `wakeup` (give the one every generation's `AppState` holds). The
+    /// reaper runs beside them, and on PostgreSQL a listener for other instances' `NOTIFY`.
+    pub fn start(
+        store: Store,
+        state: Arc<ArcSwap<AppState>>,
+        wakeup: Wakeup,
+        settings: EngineSettings,
+    ) -> Self {
+        let instance = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+        let (shutdown, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            store,
+            state,
+            wakeup,
+            settings,
+            definitions: Mutex::new(HashMap::new()),
+        });
+        let mut tasks = Vec::new();
+        for n in 0..shared.settings.workers {
+            let worker = format!("{instance}-{n}");
+            tasks.push(tokio::spawn(work(
+                Arc::clone(&shared),
+                worker,
+                shutdown.subscribe(),
+            )));
+        }
+        tasks.push(tokio::spawn(reap(Arc::clone(&shared), shutdown.subscribe())));
+        if let Some(url) = shared.settings.listen_url.clone() {
+            tasks.push(tokio::spawn(listen(
+                Arc::clone(&shared),
+                url,
+                shutdown.subscribe(),
+            )));
+        }
+        tracing::info!(
+            instance,
+            workers = shared.settings.workers,
+            "workflow engine started"
+        );
+        // Runs queued while no engine ran (or before a restart) are due now.
+        shared.wakeup.notify_local();
+        Self {
+            shutdown,
+            tasks,
+            instance,
+        }
+    }
+
+    /// This engine's id: the prefix of its workers' ids (`locked_by`).
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Stops gracefully: each worker finishes the step it is running and gives its run back
+    /// to the queue; after [`DRAIN`] the rest is dropped (their leases expire and the runs are
+    /// taken up again).
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        let all = futures::future::join_all(self.tasks);
+        if tokio::time::timeout(DRAIN, all).await.is_err() {
+            tracing::warn!(
+                "workflow workers still busy after {}s: their runs are taken up again once \
+                 their leases expire",
+                DRAIN.as_secs()
+            );
+        }
+        tracing::info!(instance = self.instance, "workflow engine stopped");
+    }
+}
+
+/// One worker: claim, drive, repeat; sleep when nothing is due.
+async fn work(shared: Arc<Shared>, worker: String, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let lease_until = crate::platform::store::now_ms() + millis(shared.settings.lease);
+        match shared.store.claim_run(&worker, lease_until).await {
+            Ok(Some(run)) => {
+                // There may be more: let another idle worker look too.
+                shared.wakeup.notify_local();
+                execute::drive(&shared, &worker, run, &shutdown).await;
+            }
+            Ok(None) => {
+                tokio::select! {
+                    () = shared.wakeup.inner.local.notified() => {}
+                    () = tokio::time::sleep(shared.settings.poll) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(worker, %error, "claiming a workflow run failed");
+                tokio::select! {
+                    () = tokio::time::sleep(shared.settings.poll) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+}
+
+/// The lease reaper: every half lease.
+async fn reap(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let every = (shared.settings.lease / 2).clamp(Duration::from_millis(100), Duration::from_secs(15));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => return,
+        }
+        match shared.store.reap_workflow_leases().await {
+            Ok(reaped) => {
+                for id in &reaped.requeued {
+                    tracing::info!(run = id, "workflow run's lease expired: queued again");
+                }
+                for id in &reaped.uncertain {
+                    tracing::warn!(
+                        run = id,
+                        "workflow run's lease expired during a write: waiting for a person"
+                    );
+                }
+                if !reaped.requeued.is_empty() {
+                    shared.wakeup.notify();
+                }
+            }
+            Err(error) => tracing::warn!(%error, "reaping workflow leases failed"),
+        }
+    }
+}
+
+/// Follows other instances' announcements (PostgreSQL `LISTEN`), reconnecting after a failure;
+/// the poll covers what is missed meanwhile.
+async fn listen(shared: Arc<Shared>, url: String, mut shutdown: watch::Receiver<bool>) {
+    let mine = format!("{}/{}", shared.store.project(), shared.store.environment());
+    loop {
+        let connected = async {
+            let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
+            listener.listen(CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        let mut listener = tokio::select! {
+            connected = connected => match connected {
+                Ok(listener) => listener,
+                Err(error) => {
+                    tracing::warn!(%error, "listening for workflow runs failed; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(2)) => continue,
+                        _ = shutdown.changed() => return,
+                    }
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        loop {
+            tokio::select! {
+                received = listener.recv() => match received {
+                    Ok(notification) => {
+                        if notification.payload() == mine {
+                            shared.wakeup.notify_local();
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "the workflow runs listener stopped; reconnecting");
+                        break;
+                    }
+                },
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,308 @@
+//! The workflow engine survives `kill -9`: the real binary runs hundreds of runs (each reads its
+//! order, writes it once, reads it again), is killed with SIGKILL while runs are in flight, and
+//! started again on the same store. Then no run is lost, every run ended or waits visibly (a run
+//! killed during its write waits for a person, reason `uncertain`), and no write ran twice: a
+//! trigger of the user data counts every UPDATE of each order. On a SQLite store and on a
+//! PostgreSQL store (user data on SQLite in both). Also `canopy workflows runs list|show|abort`
+//! on the store the runs left.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on unexpected errors"
+)]
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use canopy::platform::Store;
+use canopy::workflows::runs::{NewRun, Queued, TriggerKind};
+use serde_json::{Value as Json, json};
+use sqlx::Connection as _;
+
+mod support;
+use support::{Server, TempDir};
+
+const BIN: &str = env!("CARGO_BIN_EXE_canopy");
+const AUTH_SECRET: &str = "workflows-kill-test-auth-secret";
+const ENV_SECRET: &str = "3333333333333333333333333333333333333333333333333333333333333333";
+const RUNS: i64 = 300;
+
+/// `canopy serve` on the data and store given, with two workers and a two-second lease.
+fn serve(dir: &Path, data_url: &str, state_url: &str) -> Server {
+    let child = Command::new(BIN)
+        .args(["serve", "--database-url", data_url, "--state-url", state_url])
+        .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
+        .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
+        .args(["--workflow-workers", "2", "--workflow-lease-in-seconds", "2"])
+        .arg("--schema-path")
+        .arg(dir.join(".forestadmin-schema.json"))
+        .arg("--data-dir")
+        .arg(dir.join("state"))
+        .current_dir(dir)
+        .env_remove("CANOPY_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("Canopy is serving on"), "{line:?}");
+    server
+}
+
+fn postgres_admin() -> String {
+    std::env::var("CANOPY_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// A fresh PostgreSQL database for the store: its URL and name.
+async fn postgres_database() -> (String, String) {
+    let admin = postgres_admin();
+    let name = format!("canopy_kill_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
+    sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap();
+    (format!("{base}/{name}"), name)
+}
+
+/// The user data: orders, and a trigger counting each UPDATE of an order in `writes`.
+async fn data(dir: &Path) -> String {
+    let url = format!("sqlite:{}?mode=rwc", dir.join("data.sqlite").display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT NOT NULL, note TEXT);
+         CREATE TABLE writes (order_id INTEGER NOT NULL);
+         CREATE TRIGGER counted AFTER UPDATE ON orders
+           BEGIN INSERT INTO writes (order_id) VALUES (NEW.id); END;",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    for id in 1..=RUNS {
+        sqlx::query("INSERT INTO orders (id, status, note) VALUES ($1, 'new', NULL)")
+            .bind(id)
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    pool.close().await;
+    url
+}
+
+/// A workflow of four automatic steps, one of them a write, created as `wfdef` stores it.
+async fn workflow(store: &Store) -> (String, String) {
+    let definition = json!({"name": "settle", "collection": "orders", "steps": [
+        {"key": "read", "type": "get-data", "fields": ["status"]},
+        {"key": "write", "type": "update-data", "mode": "automatic", "values": {"note": "settled"}},
+        {"key": "check", "type": "get-data", "fields": ["note"]},
+        {"key": "end", "type": "end"},
+    ]});
+    let (id, version) = (
+        uuid::Uuid::new_v4().to_string(),
+        uuid::Uuid::new_v4().to_string(),
+    );
+    sqlx::query(
+        "INSERT INTO workflows (id, project, environment, name, collection_name, active, \
+         latest_version, source, created_at, updated_at) \
+         VALUES ($1, $2, $3, 'settle', 'orders', 1, 1, 'api', 0, 0)",
+    )
+    .bind(&id)
+    .bind(store.project())
+    .bind(store.environment())
+    .execute(store.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO workflow_versions (id, workflow_id, version, definition, definition_hash, \
+         created_at) VALUES ($1, $2, 1, $3, 'x', 0)",
+    )
+    .bind(&version)
+    .bind(&id)
+    .bind(definition.to_string())
+    .execute(store.pool())
+    .await
+    .unwrap();
+    (id, version)
+}
+
+/// Runs by state (and waiting reason).
+async fn states(store: &Store) -> HashMap<String, i64> {
+    let rows: Vec<(String, Option<String>, i64)> = sqlx::query_as(
+        "SELECT state, waiting_reason, COUNT(*) FROM workflow_runs GROUP BY state, waiting_reason",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(state, reason, n)| {
+            let key = match reason {
+                Some(reason) => format!("{state}:{reason}"),
+                None => state,
+            };
+            (key, n)
+        })
+        .collect()
+}
+
+fn count(states: &HashMap<String, i64>, key: &str) -> i64 {
+    states.get(key).copied().unwrap_or(0)
+}
+
+/// Waits until `done` holds for the runs' states; panics after two minutes.
+async fn until(store: &Store, what: &str, done: impl Fn(&HashMap<String, i64>) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let now = states(store).await;
+        if done(&now) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: still {now:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn kill_and_restart(state_url: &str) {
+    let dir = TempDir::new("workflows-kill");
+    let data_url = data(&dir.0).await;
+    // The first start bootstraps the store: its first admin has every right.
+    let mut server = serve(&dir.0, &data_url, state_url);
+    let store = Store::open(state_url, "canopy", "production").await.unwrap();
+    let admin = store
+        .user_by_email("admin@canopy.local")
+        .await
+        .unwrap()
+        .unwrap();
+    let (workflow_id, version_id) = workflow(&store).await;
+    for order in 1..=RUNS {
+        let queued = store
+            .queue_run(&NewRun {
+                workflow_id: workflow_id.clone(),
+                version_id: version_id.clone(),
+                collection_name: "orders".to_owned(),
+                record_id: order.to_string(),
+                trigger_kind: TriggerKind::Manual,
+                trigger_id: None,
+                trigger_url_version: None,
+                user_id: admin.id,
+                token_id: None,
+                parent_run_id: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(queued, Queued::Created(_)));
+    }
+    // Killed once some runs are done, with others in flight and the rest queued.
+    until(&store, "the first runs", |s| count(s, "succeeded") >= 10).await;
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    let at_kill = states(&store).await;
+    assert!(count(&at_kill, "succeeded") < RUNS, "{at_kill:?}");
+
+    let _again = serve(&dir.0, &data_url, state_url);
+    until(&store, "every run settled", |s| {
+        count(s, "queued") == 0 && count(s, "running") == 0
+    })
+    .await;
+    let settled = states(&store).await;
+    let succeeded = count(&settled, "succeeded");
+    let uncertain = count(&settled, "awaiting_input:uncertain");
+    // No run lost; each ended, or waits for a person because it was killed during its write.
+    assert_eq!(succeeded + uncertain, RUNS, "{settled:?}");
+
+    // No write twice: one UPDATE per succeeded run's order, at most one for an uncertain one.
+    let pool = sqlx::SqlitePool::connect(&data_url).await.unwrap();
+    let writes: HashMap<i64, i64> =
+        sqlx::query_as::<_, (i64, i64)>("SELECT order_id, COUNT(*) FROM writes GROUP BY order_id")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+    pool.close().await;
+    assert!(writes.values().all(|n| *n == 1), "{writes:?}");
+    let runs: Vec<(String, String, String)> =
+        sqlx::query_as("SELECT id, record_id, state FROM workflow_runs")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    for (id, record, state) in &runs {
+        let order: i64 = record.parse().unwrap();
+        let steps = store.workflow_run_steps(id).await.unwrap();
+        if state == "succeeded" {
+            assert_eq!(writes.get(&order), Some(&1), "run {id}");
+            // Each step once: none ran again after the restart.
+            let keys: Vec<&str> = steps.iter().map(|s| s.key.as_str()).collect();
+            assert_eq!(keys, ["read", "write", "check", "end"], "run {id}");
+        } else {
+            let write = steps.iter().find(|s| s.key == "write").unwrap();
+            assert_eq!(write.phase.as_deref(), Some("executing"), "run {id}");
+        }
+    }
+
+    cli_runs(&dir.0, state_url, &workflow_id);
+    store.close().await;
+}
+
+/// `canopy workflows runs …` on the store the runs left.
+fn cli_runs(dir: &Path, state_url: &str, workflow_id: &str) {
+    let cli = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(args)
+            .args(["--state-url", state_url])
+            .current_dir(dir)
+            .env_remove("CANOPY_CONFIG")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (code, out, err) = cli(&[
+        "workflows", "runs", "list", "--state", "succeeded", "--limit", "3", "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let listed: Vec<Json> = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed.len(), 3);
+    assert!(listed.iter().all(|r| r["workflowId"] == workflow_id));
+    let id = listed[0]["id"].as_str().unwrap();
+    let (code, out, err) = cli(&["workflows", "runs", "show", id]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("succeeded") && out.contains("write"), "{out}");
+    let (code, _, err) = cli(&[
+        "workflows", "runs", "abort", id, "--user", "admin@canopy.local",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("already succeeded"), "{err}");
+    let (code, _, err) = cli(&["workflows", "runs", "list", "--state", "done"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no run state \"done\""), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_no_run_and_writes_nothing_twice_on_a_sqlite_store() {
+    let dir = TempDir::new("workflows-kill-store");
+    let url = format!("sqlite:{}?mode=rwc", dir.0.join("canopy.sqlite").display());
+    kill_and_restart(&url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_no_run_and_writes_nothing_twice_on_a_postgres_store() {
+    let (url, name) = postgres_database().await;
+    kill_and_restart(&url).await;
+    let mut conn = sqlx::PgConnection::connect(&postgres_admin()).await.unwrap();
+    sqlx::raw_sql(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+}
