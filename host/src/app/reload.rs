@@ -126,7 +126,9 @@ impl Served {
         .filter_map(|(dir, extensions)| Some((dir?, extensions)))
         .collect();
         if watched.is_empty() {
-            tracing::warn!("--watch without a plugin directory or workflows folder: nothing to watch");
+            tracing::warn!(
+                "--watch without a plugin directory or workflows folder: nothing to watch"
+            );
             return;
         }
         let served = Arc::clone(self);
@@ -320,7 +322,12 @@ async fn build(
             .plugins
             .iter()
             .map(|p| p.info.name.clone())
-            .chain(state.workflow_steps.keys().map(|(plugin, _)| plugin.clone()))
+            .chain(
+                state
+                    .workflow_steps
+                    .keys()
+                    .map(|(plugin, _)| plugin.clone()),
+            )
             .collect(),
     );
     let state = Arc::new(state);

@@ -141,7 +141,10 @@ pub(super) async fn run(
                 out["definition"] = definition;
                 return print_json(&out);
             }
-            println!("Workflow {:?} on {}", workflow.name, workflow.collection_name);
+            println!(
+                "Workflow {:?} on {}",
+                workflow.name, workflow.collection_name
+            );
             println!("  id:          {}", workflow.id);
             println!(
                 "  active:      {}",
@@ -272,7 +275,11 @@ async fn apply(
             "Created workflow {:?} on {} (version 1, {}), id {}.",
             workflow.name,
             workflow.collection_name,
-            if workflow.active { "active" } else { "inactive" },
+            if workflow.active {
+                "active"
+            } else {
+                "inactive"
+            },
             workflow.id
         ),
         Change::NewVersion => println!(
@@ -282,7 +289,11 @@ async fn apply(
         Change::Settings => println!(
             "Workflow {:?} is now {} (the definition is unchanged: still version {}).",
             workflow.name,
-            if workflow.active { "active" } else { "inactive" },
+            if workflow.active {
+                "active"
+            } else {
+                "inactive"
+            },
             workflow.latest_version
         ),
         Change::Unchanged => println!(
@@ -293,7 +304,12 @@ async fn apply(
     Ok(())
 }
 
-async fn set_active(store: &Store, name_or_id: &str, active: bool, json: bool) -> anyhow::Result<()> {
+async fn set_active(
+    store: &Store,
+    name_or_id: &str,
+    active: bool,
+    json: bool,
+) -> anyhow::Result<()> {
     let workflow = find(store, name_or_id).await?;
     let after = store
         .set_workflow_active(&super::ACTOR, &workflow.id, active, Origin::Api)
