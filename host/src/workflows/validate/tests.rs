@@ -127,7 +127,9 @@ fn problems(value: serde_json::Value) -> Vec<String> {
 
 /// A definition of `steps` on orders.
 fn on_orders(steps: serde_json::Value) -> serde_json::Value {
-    json!({"name": "refund", "collection": "orders", "steps": steps})
+    let mut definition = json!({"name": "refund", "collection": "orders"});
+    definition["steps"] = steps;
+    definition
 }
 
 #[test]
