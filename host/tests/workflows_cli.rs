@@ -117,19 +117,27 @@ fn definition_files_are_applied_listed_shown_and_switched() {
     assert!(lines[0].starts_with("NAME"), "{table}");
     assert!(lines[1].starts_with("again"), "{table}");
     assert!(lines[2].starts_with("review"), "{table}");
-    assert!(lines[2].contains("books") && lines[2].contains("yes"), "{table}");
+    assert!(
+        lines[2].contains("books") && lines[2].contains("yes"),
+        "{table}"
+    );
     let listed: Json = serde_json::from_str(&ok(&dir.0, &["workflows", "list", "--json"])).unwrap();
     assert_eq!(listed[1]["name"], "review");
     assert_eq!(listed[1]["latestVersion"], 2);
     assert_eq!(listed[1]["source"], "api");
 
     let shown = ok(&dir.0, &["workflows", "show", "review"]);
-    assert!(shown.starts_with("Workflow \"review\" on books\n"), "{shown}");
+    assert!(
+        shown.starts_with("Workflow \"review\" on books\n"),
+        "{shown}"
+    );
     assert!(shown.contains("version:     2 of 2"), "{shown}");
     assert!(shown.contains("\"action\": \"Archive\""), "{shown}");
-    let first: Json =
-        serde_json::from_str(&ok(&dir.0, &["workflows", "show", "review", "--version", "1", "--json"]))
-            .unwrap();
+    let first: Json = serde_json::from_str(&ok(
+        &dir.0,
+        &["workflows", "show", "review", "--version", "1", "--json"],
+    ))
+    .unwrap();
     assert_eq!(first["version"]["version"], 1);
     assert_eq!(first["definition"]["description"], Json::Null);
     assert_eq!(first["definition"]["steps"][1]["action"], "Archive");
@@ -140,7 +148,10 @@ fn definition_files_are_applied_listed_shown_and_switched() {
     let versions = ok(&dir.0, &["workflows", "versions", "review"]);
     let rows: Vec<&str> = versions.lines().collect();
     assert_eq!(rows.len(), 3, "{versions}");
-    assert!(rows[1].starts_with('2') && rows[2].starts_with('1'), "{versions}");
+    assert!(
+        rows[1].starts_with('2') && rows[2].starts_with('1'),
+        "{versions}"
+    );
 
     let said = ok(&dir.0, &["workflows", "deactivate", "review"]);
     assert_eq!(said.trim(), "Workflow \"review\" is now inactive.");
@@ -192,7 +203,10 @@ fn cli_mistakes_are_one_sentence_and_every_subcommand_has_help() {
     std::fs::write(dir.0.join("review.toml"), REVIEW).unwrap();
     ok(&dir.0, &["workflows", "apply", "review.toml"]);
     let error = fails(&dir.0, &["workflows", "show", "review", "--version", "9"]);
-    assert!(error.contains("has no version 9 (it has 1 to 1)"), "{error}");
+    assert!(
+        error.contains("has no version 9 (it has 1 to 1)"),
+        "{error}"
+    );
     assert_eq!(ok(&dir.0, &["workflows", "list"]).lines().count(), 2);
 
     // Without a schema file, names are not checked, and it says so.
@@ -226,7 +240,11 @@ async fn the_served_folder_reloads_and_refuses_cli_changes() {
     let dir = TempDir::new("workflows");
     let folder = dir.0.join("workflows");
     std::fs::create_dir_all(&folder).unwrap();
-    std::fs::write(folder.join("review.toml"), REVIEW.replace("Archive", "Nope")).unwrap();
+    std::fs::write(
+        folder.join("review.toml"),
+        REVIEW.replace("Archive", "Nope"),
+    )
+    .unwrap();
     let data = dir.0.join("books.sqlite");
     let url = format!("sqlite:{}?mode=rwc", data.display());
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
@@ -283,14 +301,20 @@ async fn the_served_folder_reloads_and_refuses_cli_changes() {
 
     // The folder's workflows are the folder's.
     let error = fails(&dir.0, &["workflows", "deactivate", "review"]);
-    assert!(error.contains("is defined by workflows/review.toml"), "{error}");
+    assert!(
+        error.contains("is defined by workflows/review.toml"),
+        "{error}"
+    );
     std::fs::write(
         dir.0.join("review.toml"),
         "collection = \"books\"\n[[steps]]\nkey = \"e\"\ntype = \"end\"\n",
     )
     .unwrap();
     let error = fails(&dir.0, &["workflows", "apply", "review.toml"]);
-    assert!(error.contains("is defined by workflows/review.toml"), "{error}");
+    assert!(
+        error.contains("is defined by workflows/review.toml"),
+        "{error}"
+    );
 
     // A change, reloaded: version 2. A bad file, reloaded: refused, version 2 stays.
     std::fs::write(

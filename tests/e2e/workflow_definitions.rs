@@ -208,7 +208,11 @@ async fn the_folder_is_loaded_at_start_and_each_reload_saves_only_changes(backen
         .filter(|l| l.resource == "workflow")
         .collect();
     assert_eq!(logged.len(), 2, "{logged:?}");
-    assert!(logged.iter().all(|l| l.r#type == "add" && l.initiator == "forestAdmin"));
+    assert!(
+        logged
+            .iter()
+            .all(|l| l.r#type == "add" && l.initiator == "forestAdmin")
+    );
 
     // Unchanged, then the same definition written in another order: no new version.
     env.served.reload().await.unwrap();
@@ -230,12 +234,20 @@ async fn the_folder_is_loaded_at_start_and_each_reload_saves_only_changes(backen
         changed.description.as_deref(),
         Some("Refund a paid order, now")
     );
-    let first = store.workflow_version(&refund.id, 1).await.unwrap().unwrap();
+    let first = store
+        .workflow_version(&refund.id, 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         first.definition.description.as_deref(),
         Some("Refund a paid order")
     );
-    let second = store.workflow_version(&refund.id, 2).await.unwrap().unwrap();
+    let second = store
+        .workflow_version(&refund.id, 2)
+        .await
+        .unwrap()
+        .unwrap();
     assert_ne!(first.definition_hash, second.definition_hash);
 
     // A bad file beside a good change: the reload fails naming the file, nothing is saved.
@@ -313,10 +325,13 @@ async fn a_bad_file_stops_the_start(backend: Backend) {
         error.contains("refund.toml: step \"read\": fields[0]: \"orders\" has no field \"ghost\""),
         "{error}"
     );
-    let error = serve(backend, &[("notify.yaml", "collection: customers\nsteps: [\n")])
-        .await
-        .err()
-        .unwrap();
+    let error = serve(
+        backend,
+        &[("notify.yaml", "collection: customers\nsteps: [\n")],
+    )
+    .await
+    .err()
+    .unwrap();
     assert!(error.contains("notify.yaml: line "), "{error}");
 }
 
@@ -328,7 +343,11 @@ async fn the_folder_wins_over_the_api(backend: Backend) {
     let refund = env.store.workflow_by_name("refund").await.unwrap().unwrap();
     let file = shown(&env.folder.0, "refund.toml");
     for (method, path, body) in [
-        ("PUT", format!("{BASE}/{}", refund.id), Some(definition("refund"))),
+        (
+            "PUT",
+            format!("{BASE}/{}", refund.id),
+            Some(definition("refund")),
+        ),
         ("POST", format!("{BASE}/{}/deactivate", refund.id), None),
         ("POST", format!("{BASE}/{}/activate", refund.id), None),
     ] {
@@ -397,7 +416,10 @@ async fn the_definitions_api_keeps_versions(backend: Backend) {
     assert_eq!(created["latestVersion"], 1);
     assert_eq!(created["source"], "api");
     assert_eq!(created["sourceFile"], Json::Null);
-    assert_eq!(created["definition"]["steps"][0]["fields"][1], "customer:name");
+    assert_eq!(
+        created["definition"]["steps"][0]["fields"][1],
+        "customer:name"
+    );
     let id = created["id"].as_str().unwrap().to_owned();
 
     let (status, read) = call(app, "GET", &format!("{BASE}/{id}"), Some(&ann), None).await;
@@ -414,15 +436,27 @@ async fn the_definitions_api_keeps_versions(backend: Backend) {
 
     let mut changed = definition("refund");
     changed["description"] = json!("with a description");
-    let (status, saved) =
-        call(app, "PUT", &format!("{BASE}/{id}"), Some(&ann), Some(&changed)).await;
+    let (status, saved) = call(
+        app,
+        "PUT",
+        &format!("{BASE}/{id}"),
+        Some(&ann),
+        Some(&changed),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{saved}");
     assert_eq!(saved["versionCreated"], true);
     assert_eq!(saved["latestVersion"], 2);
     assert_eq!(saved["description"], "with a description");
 
-    let (status, versions) =
-        call(app, "GET", &format!("{BASE}/{id}/versions"), Some(&ann), None).await;
+    let (status, versions) = call(
+        app,
+        "GET",
+        &format!("{BASE}/{id}/versions"),
+        Some(&ann),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{versions}");
     let numbers: Vec<&Json> = versions["data"]
         .as_array()
@@ -432,8 +466,14 @@ async fn the_definitions_api_keeps_versions(backend: Backend) {
         .collect();
     assert_eq!(numbers, [&json!(2), &json!(1)]);
     assert_eq!(versions["hasMore"], false);
-    let (status, first) =
-        call(app, "GET", &format!("{BASE}/{id}/versions/1"), Some(&ann), None).await;
+    let (status, first) = call(
+        app,
+        "GET",
+        &format!("{BASE}/{id}/versions/1"),
+        Some(&ann),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{first}");
     assert_eq!(first["object"], "workflow_version");
     assert_eq!(first["definition"], created["definition"]);
@@ -491,7 +531,14 @@ async fn the_definitions_api_keeps_versions(backend: Backend) {
     )
     .await;
     assert_eq!(names(&orders), ["refund"]);
-    let (_, inactive) = call(app, "GET", &format!("{BASE}?active=false"), Some(&ann), None).await;
+    let (_, inactive) = call(
+        app,
+        "GET",
+        &format!("{BASE}?active=false"),
+        Some(&ann),
+        None,
+    )
+    .await;
     assert_eq!(names(&inactive), ["notify", "refund"]);
     let (_, active) = call(app, "GET", &format!("{BASE}?active=true"), Some(&ann), None).await;
     assert_eq!(names(&active), Vec::<String>::new());
@@ -566,13 +613,18 @@ async fn bad_requests_change_nothing(backend: Backend) {
             "unknown variant `teleport`",
         ),
         (
-            bad(json!({"name": "x", "collection": "invoices", "steps": [{"key": "e", "type": "end"}]})),
+            bad(
+                json!({"name": "x", "collection": "invoices", "steps": [{"key": "e", "type": "end"}]}),
+            ),
             "collection: no collection \"invoices\" in the served schema",
         ),
     ] {
         let (status, body) = call(app, "POST", BASE, Some(&ann), Some(&body)).await;
         let message = error(status, &body, StatusCode::BAD_REQUEST, "invalid_parameter");
-        assert!(message.contains(expected), "{message} (expected {expected})");
+        assert!(
+            message.contains(expected),
+            "{message} (expected {expected})"
+        );
     }
     let (status, body) = call(app, "POST", BASE, Some(&ann), Some(&definition("refund"))).await;
     let message = error(status, &body, StatusCode::CONFLICT, "conflict");
@@ -581,7 +633,14 @@ async fn bad_requests_change_nothing(backend: Backend) {
     let mut moved = definition("refund");
     moved["collection"] = json!("customers");
     moved["steps"] = json!([{"key": "e", "type": "end"}]);
-    let (status, body) = call(app, "PUT", &format!("{BASE}/{id}"), Some(&ann), Some(&moved)).await;
+    let (status, body) = call(
+        app,
+        "PUT",
+        &format!("{BASE}/{id}"),
+        Some(&ann),
+        Some(&moved),
+    )
+    .await;
     let message = error(status, &body, StatusCode::BAD_REQUEST, "invalid_parameter");
     assert!(message.contains("keeps its collection"), "{message}");
 
@@ -590,16 +649,36 @@ async fn bad_requests_change_nothing(backend: Backend) {
         ("PUT", format!("{BASE}/nope")),
         ("POST", format!("{BASE}/nope/activate")),
         ("GET", format!("{BASE}/{id}/versions/9")),
-        ("GET", "/v1/project/acme/environment/staging/workflows".to_owned()),
-        ("GET", "/v1/project/other/environment/production/workflows".to_owned()),
+        (
+            "GET",
+            "/v1/project/acme/environment/staging/workflows".to_owned(),
+        ),
+        (
+            "GET",
+            "/v1/project/other/environment/production/workflows".to_owned(),
+        ),
     ] {
         let body = (method == "PUT").then(|| definition("refund"));
         let (status, body) = call(app, method, &path, Some(&ann), body.as_ref()).await;
         error(status, &body, StatusCode::NOT_FOUND, "not_found");
     }
-    let (status, body) = call(app, "GET", &format!("{BASE}/{id}/versions/x"), Some(&ann), None).await;
+    let (status, body) = call(
+        app,
+        "GET",
+        &format!("{BASE}/{id}/versions/x"),
+        Some(&ann),
+        None,
+    )
+    .await;
     error(status, &body, StatusCode::BAD_REQUEST, "invalid_parameter");
-    let (status, body) = call(app, "GET", &format!("{BASE}?active=maybe"), Some(&ann), None).await;
+    let (status, body) = call(
+        app,
+        "GET",
+        &format!("{BASE}?active=maybe"),
+        Some(&ann),
+        None,
+    )
+    .await;
     error(status, &body, StatusCode::BAD_REQUEST, "invalid_parameter");
 
     let all = env.store.all_workflows().await.unwrap();
@@ -664,7 +743,11 @@ async fn reading_needs_browse_and_writing_an_admin(backend: Backend) {
     // Writing: admins only.
     for (method, path, body) in [
         ("POST", BASE.to_owned(), Some(definition("other"))),
-        ("PUT", format!("{BASE}/{refund_id}"), Some(definition("refund"))),
+        (
+            "PUT",
+            format!("{BASE}/{refund_id}"),
+            Some(definition("refund")),
+        ),
         ("POST", format!("{BASE}/{refund_id}/deactivate"), None),
     ] {
         let (status, body) = call(app, method, &path, Some(&sam), body.as_ref()).await;

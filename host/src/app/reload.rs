@@ -126,7 +126,9 @@ impl Served {
         .filter_map(|(dir, extensions)| Some((dir?, extensions)))
         .collect();
         if watched.is_empty() {
-            tracing::warn!("--watch without a plugin directory or workflows folder: nothing to watch");
+            tracing::warn!(
+                "--watch without a plugin directory or workflows folder: nothing to watch"
+            );
             return;
         }
         let served = Arc::clone(self);
@@ -326,7 +328,12 @@ async fn build(
             .plugins
             .iter()
             .map(|p| p.info.name.clone())
-            .chain(state.workflow_steps.keys().map(|(plugin, _)| plugin.clone()))
+            .chain(
+                state
+                    .workflow_steps
+                    .keys()
+                    .map(|(plugin, _)| plugin.clone()),
+            )
             .collect(),
     );
     state.workflow_wakeup = platform.workflow_wakeup.clone();

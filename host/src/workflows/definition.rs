@@ -361,7 +361,9 @@ pub fn templates(text: &str) -> Vec<Result<Template<'_>, String>> {
     while let Some(start) = rest.find("{{") {
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else {
-            out.push(Err(format!("{:?} opens a {{{{ … }}}} it does not close", text)));
+            out.push(Err(format!(
+                "{text:?} opens a {{{{ … }}}} it does not close"
+            )));
             break;
         };
         let inner = after[..end].trim();
@@ -374,7 +376,8 @@ pub fn templates(text: &str) -> Vec<Result<Template<'_>, String>> {
 fn parse_template(inner: &str) -> Option<Template<'_>> {
     if let Some(path) = inner.strip_prefix("context.") {
         let (step, field) = path.split_once('.')?;
-        return (!step.is_empty() && !field.is_empty()).then_some(Template::Context { step, field });
+        return (!step.is_empty() && !field.is_empty())
+            .then_some(Template::Context { step, field });
     }
     let step = inner.strip_prefix("answer.")?;
     (!step.is_empty() && !step.contains('.')).then_some(Template::Answer { step })

@@ -62,7 +62,10 @@ pub fn parse(format: Format, text: &str) -> Result<Definition, String> {
                     .err()
                     .and_then(|e| e.inner().span())
                     .map(|span| line_column(text, span.start));
-                (result.map_err(|e| (e.path().to_string(), e.into_inner().message().to_owned())), position)
+                (
+                    result.map_err(|e| (e.path().to_string(), e.into_inner().message().to_owned())),
+                    position,
+                )
             }
             Err(error) => {
                 let position = error.span().map(|span| line_column(text, span.start));
@@ -150,7 +153,10 @@ fn at_step(path: &str, document: Option<&Json>) -> String {
         let (index, rest) = rest.split_once(']')?;
         let index: usize = index.parse().ok()?;
         let key = document?.get("steps")?.get(index)?.get("key")?.as_str()?;
-        Some((key.to_owned(), rest.strip_prefix('.').unwrap_or(rest).to_owned()))
+        Some((
+            key.to_owned(),
+            rest.strip_prefix('.').unwrap_or(rest).to_owned(),
+        ))
     });
     match step {
         Some((key, rest)) if rest.is_empty() => format!("step {key:?}: "),
@@ -296,8 +302,13 @@ pub async fn load(
     plugins: Option<BTreeSet<String>>,
 ) -> Result<Loaded> {
     let files = read_folder(dir)?;
-    let known =
-        known_from_store(store, Some(schema), plugins, files.iter().map(|f| &f.definition)).await?;
+    let known = known_from_store(
+        store,
+        Some(schema),
+        plugins,
+        files.iter().map(|f| &f.definition),
+    )
+    .await?;
     let mut problems = Vec::new();
     for file in &files {
         if let Err(found) = validate::check(&file.definition, &known) {
@@ -332,7 +343,11 @@ pub async fn sync(store: &Store, files: &[FileDefinition]) -> Result<Loaded> {
                 changes.push(format!(
                     "workflow {name:?} created from {} (version 1{})",
                     file.shown,
-                    if saved.workflow.active { "" } else { ", inactive" }
+                    if saved.workflow.active {
+                        ""
+                    } else {
+                        ", inactive"
+                    }
                 ));
             }
             Some(workflow) => {
@@ -340,7 +355,9 @@ pub async fn sync(store: &Store, files: &[FileDefinition]) -> Result<Loaded> {
                     .save_on(&mut tx, &actor, &workflow.id, &file.definition, origin)
                     .await
                     .map_err(|e| match e {
-                        Error::Invalid(message) => Error::Invalid(format!("{}: {message}", file.shown)),
+                        Error::Invalid(message) => {
+                            Error::Invalid(format!("{}: {message}", file.shown))
+                        }
                         other => other,
                     })?;
                 let taken = workflow.source == Source::Api;
@@ -350,7 +367,11 @@ pub async fn sync(store: &Store, files: &[FileDefinition]) -> Result<Loaded> {
                         "workflow {name:?} changed in {}: version {}{}",
                         file.shown,
                         saved.workflow.latest_version,
-                        if taken { " (the file now defines it)" } else { "" }
+                        if taken {
+                            " (the file now defines it)"
+                        } else {
+                            ""
+                        }
                     )),
                     Change::Settings | Change::Created => changes.push(format!(
                         "workflow {name:?} {} by {}",

@@ -156,10 +156,16 @@ impl<'a> Checker<'a> {
                 format!("steps[{index}].{field}")
             };
         }
+        // One problem per line: the agent's multi-line messages are joined.
+        let message: String = message.into();
         self.problems.push(Problem {
             step,
             field,
-            message: message.into(),
+            message: message
+                .split('\n')
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" "),
         });
     }
 
@@ -455,9 +461,8 @@ impl<'a> Checker<'a> {
                     Kind::LoadRelated { relation, .. } => {
                         self.runs_before("record", key, index);
                         if let Some(schema) = self.schema
-                            && let Some(
-                                FieldView::ToOne(target) | FieldView::ToMany(target),
-                            ) = schema.field(&self.definition.collection, relation)
+                            && let Some(FieldView::ToOne(target) | FieldView::ToMany(target)) =
+                                schema.field(&self.definition.collection, relation)
                         {
                             expected = target.clone();
                         }
@@ -601,7 +606,10 @@ impl<'a> Checker<'a> {
         match template {
             Template::Context { step, field: read } => {
                 let Some(index) = self.keys.get(step).copied() else {
-                    self.problem(field, format!("{{{{context.{step}.{read}}}}}: no step {step:?}"));
+                    self.problem(
+                        field,
+                        format!("{{{{context.{step}.{read}}}}}: no step {step:?}"),
+                    );
                     return;
                 };
                 self.runs_before(field, step, index);
@@ -705,7 +713,10 @@ impl<'a> Checker<'a> {
         if let Some(path) = leaf_field.strip_prefix("context.") {
             match path.split_once('.') {
                 Some((step, read)) if !step.is_empty() && !read.is_empty() => {
-                    self.template(&format!("{field}.field"), Template::Context { step, field: read });
+                    self.template(
+                        &format!("{field}.field"),
+                        Template::Context { step, field: read },
+                    );
                 }
                 _ => self.problem(
                     format!("{field}.field"),

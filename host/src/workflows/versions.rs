@@ -184,7 +184,10 @@ pub fn file_owned(workflow: &Workflow) -> Error {
         "workflow {:?} is defined by {}: change the file (the workflows folder wins over API \
          and CLI edits)",
         workflow.name,
-        workflow.source_file.as_deref().unwrap_or("a file of the workflows folder"),
+        workflow
+            .source_file
+            .as_deref()
+            .unwrap_or("a file of the workflows folder"),
     ))
 }
 

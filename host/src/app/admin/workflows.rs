@@ -154,7 +154,10 @@ pub(super) async fn run(
                 out["definition"] = definition;
                 return print_json(&out);
             }
-            println!("Workflow {:?} on {}", workflow.name, workflow.collection_name);
+            println!(
+                "Workflow {:?} on {}",
+                workflow.name, workflow.collection_name
+            );
             println!("  id:          {}", workflow.id);
             println!(
                 "  active:      {}",
@@ -287,7 +290,11 @@ async fn apply(
             "Created workflow {:?} on {} (version 1, {}), id {}.",
             workflow.name,
             workflow.collection_name,
-            if workflow.active { "active" } else { "inactive" },
+            if workflow.active {
+                "active"
+            } else {
+                "inactive"
+            },
             workflow.id
         ),
         Change::NewVersion => println!(
@@ -297,7 +304,11 @@ async fn apply(
         Change::Settings => println!(
             "Workflow {:?} is now {} (the definition is unchanged: still version {}).",
             workflow.name,
-            if workflow.active { "active" } else { "inactive" },
+            if workflow.active {
+                "active"
+            } else {
+                "inactive"
+            },
             workflow.latest_version
         ),
         Change::Unchanged => println!(
@@ -308,7 +319,12 @@ async fn apply(
     Ok(())
 }
 
-async fn set_active(store: &Store, name_or_id: &str, active: bool, json: bool) -> anyhow::Result<()> {
+async fn set_active(
+    store: &Store,
+    name_or_id: &str,
+    active: bool,
+    json: bool,
+) -> anyhow::Result<()> {
     let workflow = find(store, name_or_id).await?;
     let after = store
         .set_workflow_active(&super::ACTOR, &workflow.id, active, Origin::Api)

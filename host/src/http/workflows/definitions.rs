@@ -29,12 +29,12 @@ use crate::http::platform::{Admin, Body, Error, SignedIn};
 use crate::http::{SharedState, json, json_with};
 use crate::platform::declarative::SchemaView;
 use crate::platform::{Scope, Store, User};
+use crate::workflows::Definition;
 use crate::workflows::files::{self, known_from_store};
 use crate::workflows::validate;
 use crate::workflows::versions::{
     Change, Origin, Source, Version, Workflow, WorkflowFilter, file_owned,
 };
-use crate::workflows::Definition;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -269,10 +269,7 @@ fn workflow_json(workflow: &Workflow) -> Map<String, Json> {
     out.insert("source".into(), workflow.source.as_str().into());
     out.insert("sourceFile".into(), workflow.source_file.clone().into());
     out.insert("latestVersion".into(), workflow.latest_version.into());
-    out.insert(
-        "createdByUserId".into(),
-        workflow.created_by_user_id.into(),
-    );
+    out.insert("createdByUserId".into(), workflow.created_by_user_id.into());
     out.insert("createdAt".into(), iso(workflow.created_at).into());
     out.insert("updatedAt".into(), iso(workflow.updated_at).into());
     out
@@ -291,10 +288,7 @@ fn version_json(version: &Version, with_definition: bool) -> Json {
         "definitionHash".into(),
         version.definition_hash.clone().into(),
     );
-    out.insert(
-        "createdByUserId".into(),
-        version.created_by_user_id.into(),
-    );
+    out.insert("createdByUserId".into(), version.created_by_user_id.into());
     out.insert("createdAt".into(), iso(version.created_at).into());
     if with_definition {
         out.insert("definition".into(), definition_json(&version.definition));
@@ -407,7 +401,10 @@ async fn list(
     reader.require(Scope::All)?;
     let mut query = ListQuery::parse(
         raw.as_deref(),
-        &[("projectName", &project), ("environmentName", &environment_name)],
+        &[
+            ("projectName", &project),
+            ("environmentName", &environment_name),
+        ],
     )?;
     let collection = query.text("collectionName")?;
     let active = query
@@ -617,9 +614,7 @@ async fn version(
     let version = store
         .workflow_version(&id, number)
         .await?
-        .ok_or_else(|| {
-            Error::NotFound(format!("version {number} of workflow {id:?} not found"))
-        })?;
+        .ok_or_else(|| Error::NotFound(format!("version {number} of workflow {id:?} not found")))?;
     Ok(json(&version_json(&version, true)))
 }
 
@@ -643,7 +638,7 @@ async fn activate(
     admin: Admin,
     Path((project, environment_name, id)): Path<(String, String, String)>,
 ) -> Result<Response> {
-    set_active(admin, &project, &environment_name, &id, true).await
+    set_active(&admin, &project, &environment_name, &id, true).await
 }
 
 /// Turns a workflow off: runs under way go on, no new one starts.
@@ -666,11 +661,11 @@ async fn deactivate(
     admin: Admin,
     Path((project, environment_name, id)): Path<(String, String, String)>,
 ) -> Result<Response> {
-    set_active(admin, &project, &environment_name, &id, false).await
+    set_active(&admin, &project, &environment_name, &id, false).await
 }
 
 async fn set_active(
-    admin: Admin,
+    admin: &Admin,
     project: &str,
     environment_name: &str,
     id: &str,

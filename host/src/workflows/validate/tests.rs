@@ -30,7 +30,9 @@ fn column(kind: PrimitiveType) -> FieldSchema {
 
 fn schema() -> DataSourceSchema {
     let mut orders = CollectionSchema::new("orders");
-    orders.fields.insert("id".into(), column(PrimitiveType::Number));
+    orders
+        .fields
+        .insert("id".into(), column(PrimitiveType::Number));
     orders
         .fields
         .insert("status".into(), column(PrimitiveType::String));
@@ -79,14 +81,20 @@ fn schema() -> DataSourceSchema {
         .fields
         .insert("email".into(), column(PrimitiveType::String));
     let mut lines = CollectionSchema::new("lines");
-    lines.fields.insert("id".into(), column(PrimitiveType::Number));
+    lines
+        .fields
+        .insert("id".into(), column(PrimitiveType::Number));
     lines
         .fields
         .insert("orderId".into(), column(PrimitiveType::Number));
-    lines.fields.insert("qty".into(), column(PrimitiveType::Number));
+    lines
+        .fields
+        .insert("qty".into(), column(PrimitiveType::Number));
     let mut schema = DataSourceSchema::default();
     for collection in [orders, customers, lines] {
-        schema.collections.insert(collection.name.clone(), collection);
+        schema
+            .collections
+            .insert(collection.name.clone(), collection);
     }
     schema
 }
@@ -119,7 +127,9 @@ fn problems(value: serde_json::Value) -> Vec<String> {
 
 /// A definition of `steps` on orders.
 fn on_orders(steps: serde_json::Value) -> serde_json::Value {
-    json!({"name": "refund", "collection": "orders", "steps": steps})
+    let mut definition = json!({"name": "refund", "collection": "orders"});
+    definition["steps"] = steps;
+    definition
 }
 
 #[test]
@@ -259,8 +269,8 @@ fn templates_name_a_step_that_ran_before_on_every_path() {
             {"key": "later", "type": "get-data", "fields": ["total"]},
         ]))),
         [
-            "step \"write\": values.status: {{context.read.status}}: step \"read\" keeps total, not \"status\"",
             "step \"write\": values.status: step \"read\" does not run before this step on every path",
+            "step \"write\": values.status: {{context.read.status}}: step \"read\" keeps total, not \"status\"",
             "step \"write\": values.status: {{context.nope.x}}: no step \"nope\"",
             "step \"write\": values.status: {{answer.read}}: step \"read\" is not a guidance step \
              with `answer = true`",
@@ -304,7 +314,8 @@ fn names_are_checked_against_the_served_schema() {
             "step \"write\": values.ghost: \"orders\" has no field \"ghost\"",
             "step \"rel\": relation: orders.status is a column, not a relation",
             "step \"rel2\": relation: \"orders\" has no relation \"ghosts\"",
-            "step \"rel3\": filter: lines.qty does not support the operator \"Like\"",
+            "step \"rel3\": filter: The given operator 'Like' is not supported by the column: \
+             'qty'. The allowed types are: [Equal,NotEqual,GreaterThan,Present,In]",
             "step \"rel3\": fields[0]: \"lines\" has no field \"nope\"",
             "step \"act\": action: no action \"Cancel\" on \"orders\" (it has Refund)",
         ]
@@ -357,7 +368,11 @@ fn the_store_and_the_plugins_are_checked() {
             ],
         }))
         .iter()
-        .map(|p| p.split(": \"every day\" is not").next().unwrap_or(p).to_owned())
+        .map(|p| p
+            .split(": \"every day\" is not")
+            .next()
+            .unwrap_or(p)
+            .to_owned())
         .collect::<Vec<_>>(),
         [
             "step \"score\": plugin: no plugin \"ghost\" is loaded (loaded: scoring)",
@@ -419,7 +434,10 @@ fn parse_errors_keep_their_line_column_step_and_field() {
                 fields = [\"status\"]\n\n[[steps]]\nkey = \"check\"\ntype = \"decision\"\n\
                 options = [{ name = \"a\" }]\n";
     let error = parse(Format::Toml, toml).unwrap_err();
-    assert!(error.starts_with("line 8, column 1: step \"check\": "), "{error}");
+    assert!(
+        error.starts_with("line 8, column 1: step \"check\": "),
+        "{error}"
+    );
     assert!(error.contains("missing field `next`"), "{error}");
 
     let error = parse(Format::Toml, "collection = \n").unwrap_err();
@@ -435,7 +453,7 @@ fn parse_errors_keep_their_line_column_step_and_field() {
     let error = parse(Format::Yaml, "collection: [orders\n").unwrap_err();
     assert!(error.starts_with("line "), "{error}");
 
-    let json = "{\"collection\": \"orders\", \"steps\": [{\"key\": \"a\", \"type\": \"go-to\"}],\n \"bogus\": 1}";
+    let json = "{\"collection\": \"orders\", \"steps\": [{\"key\": \"a\", \"type\": \"end\"}],\n \"bogus\": 1}";
     let error = parse(Format::Json, json).unwrap_err();
     assert!(error.starts_with("line 2, column "), "{error}");
     assert!(error.contains("bogus"), "{error}");
