@@ -276,7 +276,10 @@ struct WorkflowStep<F>(F);
 #[async_trait]
 impl<F> super::handlers::WorkflowStepHandler for WorkflowStep<F>
 where
-    F: Fn(&Caller, &super::handlers::WorkflowStepInput) -> Result<super::handlers::WorkflowStepOutput>
+    F: Fn(
+            &Caller,
+            &super::handlers::WorkflowStepInput,
+        ) -> Result<super::handlers::WorkflowStepOutput>
         + Send
         + Sync,
 {
@@ -294,7 +297,10 @@ where
 /// step's input.
 pub fn workflow_step<F>(f: F) -> Arc<dyn super::handlers::WorkflowStepHandler>
 where
-    F: Fn(&Caller, &super::handlers::WorkflowStepInput) -> Result<super::handlers::WorkflowStepOutput>
+    F: Fn(
+            &Caller,
+            &super::handlers::WorkflowStepInput,
+        ) -> Result<super::handlers::WorkflowStepOutput>
         + Send
         + Sync
         + 'static,

@@ -157,7 +157,10 @@ impl Driver<'_> {
             Err(crate::workflows::Error::Store(error)) => return Err(error),
             Err(error) => {
                 return self
-                    .end(RunState::Failed, Some((Failure::Definition, error.to_string())))
+                    .end(
+                        RunState::Failed,
+                        Some((Failure::Definition, error.to_string())),
+                    )
                     .await;
             }
         };
@@ -177,7 +180,10 @@ impl Driver<'_> {
             return self
                 .end(
                     RunState::Failed,
-                    Some((Failure::Definition, format!("the run's step {index} is missing"))),
+                    Some((
+                        Failure::Definition,
+                        format!("the run's step {index} is missing"),
+                    )),
                 )
                 .await;
         };
@@ -264,7 +270,11 @@ impl Driver<'_> {
             original_step_index: original,
             input,
         };
-        if !self.store().start_step(&self.run.id, self.worker, &new).await? {
+        if !self
+            .store()
+            .start_step(&self.run.id, self.worker, &new)
+            .await?
+        {
             return Ok(Flow::Stop);
         }
         self.run.current_step_index = Some(index);
@@ -565,7 +575,9 @@ impl Driver<'_> {
                 &self.run,
                 self.worker,
                 state,
-                error.as_ref().map(|(code, message)| (*code, message.as_str())),
+                error
+                    .as_ref()
+                    .map(|(code, message)| (*code, message.as_str())),
             )
             .await?;
         if !held {
@@ -673,7 +685,9 @@ fn next_key(definition: &Definition, row: &StepRow) -> Result<Option<String>, St
 fn backoff(base: Duration, attempt: i64) -> Duration {
     let exponent = u32::try_from(attempt.clamp(1, 16) - 1).unwrap_or(0);
     let delay = base.saturating_mul(2u32.saturating_pow(exponent));
-    let half = u64::try_from(delay.as_millis() / 2).unwrap_or(u64::MAX).max(1);
+    let half = u64::try_from(delay.as_millis() / 2)
+        .unwrap_or(u64::MAX)
+        .max(1);
     // A v4 UUID is 122 random bits from the thread's generator: jitter needs no more.
     let jitter = uuid::Uuid::new_v4().as_u64_pair().0 % half;
     delay + Duration::from_millis(jitter)

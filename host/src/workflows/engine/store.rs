@@ -377,7 +377,10 @@ impl Store {
             conditions.push(format!("workflow_id = {}", args.text(workflow.clone())));
         }
         if let Some(collection) = &filter.collection_name {
-            conditions.push(format!("collection_name = {}", args.text(collection.clone())));
+            conditions.push(format!(
+                "collection_name = {}",
+                args.text(collection.clone())
+            ));
         }
         if let Some(record) = &filter.record_id {
             conditions.push(format!("record_id = {}", args.text(record.clone())));
@@ -400,7 +403,10 @@ impl Store {
                 any.push(format!("assignee_team = {}", args.text(team.clone())));
             }
             for collection in &viewer.browsable {
-                any.push(format!("collection_name = {}", args.text(collection.clone())));
+                any.push(format!(
+                    "collection_name = {}",
+                    args.text(collection.clone())
+                ));
             }
             conditions.push(format!("({})", any.join(" OR ")));
         }
@@ -410,10 +416,7 @@ impl Store {
             conditions.join(" AND "),
             args.int(limit),
         );
-        let rows = args
-            .bind(sqlx::query(&sql))
-            .fetch_all(self.pool())
-            .await?;
+        let rows = args.bind(sqlx::query(&sql)).fetch_all(self.pool()).await?;
         rows.iter().map(run_from_row).collect()
     }
 
@@ -960,7 +963,11 @@ pub(crate) async fn wake_parent(
         .await?;
         Ok(Some(parent_id.clone()))
     } else {
-        let message = format!("the sub-workflow's run {} ended {}", child.id, state.as_str());
+        let message = format!(
+            "the sub-workflow's run {} ended {}",
+            child.id,
+            state.as_str()
+        );
         sqlx::query(
             "UPDATE workflow_run_steps SET status = 'failed', output = $1, error_message = $2, \
              finished_at = $3 WHERE run_id = $4 AND step_index = $5",
