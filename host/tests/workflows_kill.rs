@@ -228,6 +228,7 @@ async fn kill_and_restart(state_url: &str) {
     let settled = states(&store).await;
     let succeeded = count(&settled, "succeeded");
     let uncertain = count(&settled, "awaiting_input:uncertain");
+    println!("runs by state when killed: {at_kill:?}; after the restart: {settled:?}");
     // No run lost; each ended, or waits for a person because it was killed during its write.
     assert_eq!(succeeded + uncertain, RUNS, "{settled:?}");
 
