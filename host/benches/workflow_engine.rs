@@ -170,7 +170,12 @@ async fn measure(
 }
 
 /// The served state over the orders, with permissions, activity log and wake-ups on `store`.
-async fn bench(label: &str, store: Store, data_url: &str, listen_url: Option<String>) -> Result<()> {
+async fn bench(
+    label: &str,
+    store: Store,
+    data_url: &str,
+    listen_url: Option<String>,
+) -> Result<()> {
     let datasource: Arc<dyn DataSource> =
         Arc::new(SqlDataSource::connect(data_url, Options::default()).await?);
     let done = bootstrap::bootstrap(&store, datasource.schema(), "admin@bench.io", None).await?;
@@ -202,7 +207,16 @@ async fn bench(label: &str, store: Store, data_url: &str, listen_url: Option<Str
     let runs = runs_wanted();
     println!("{label} store ({runs} runs per measurement):");
     for workers in [1, 2] {
-        measure(label, &store, &state, listen_url.clone(), user_id, workers, runs).await?;
+        measure(
+            label,
+            &store,
+            &state,
+            listen_url.clone(),
+            user_id,
+            workers,
+            runs,
+        )
+        .await?;
     }
     activity.flush().await;
     store.close().await;
@@ -246,7 +260,8 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let dir = std::env::temp_dir().join(format!("canopy-workflow-bench-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("canopy-workflow-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let result = async {
             let data_url = user_data(&dir, runs_wanted()).await?;

@@ -33,10 +33,21 @@ const RUNS: i64 = 300;
 /// `canopy serve` on the data and store given, with two workers and a two-second lease.
 fn serve(dir: &Path, data_url: &str, state_url: &str) -> Server {
     let child = Command::new(BIN)
-        .args(["serve", "--database-url", data_url, "--state-url", state_url])
+        .args([
+            "serve",
+            "--database-url",
+            data_url,
+            "--state-url",
+            state_url,
+        ])
         .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
         .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
-        .args(["--workflow-workers", "2", "--workflow-lease-in-seconds", "2"])
+        .args([
+            "--workflow-workers",
+            "2",
+            "--workflow-lease-in-seconds",
+            "2",
+        ])
         .arg("--schema-path")
         .arg(dir.join(".forestadmin-schema.json"))
         .arg("--data-dir")
@@ -175,7 +186,9 @@ async fn kill_and_restart(state_url: &str) {
     let data_url = data(&dir.0).await;
     // The first start bootstraps the store: its first admin has every right.
     let mut server = serve(&dir.0, &data_url, state_url);
-    let store = Store::open(state_url, "canopy", "production").await.unwrap();
+    let store = Store::open(state_url, "canopy", "production")
+        .await
+        .unwrap();
     let admin = store
         .user_by_email("admin@canopy.local")
         .await
@@ -215,6 +228,7 @@ async fn kill_and_restart(state_url: &str) {
     let settled = states(&store).await;
     let succeeded = count(&settled, "succeeded");
     let uncertain = count(&settled, "awaiting_input:uncertain");
+    println!("runs by state when killed: {at_kill:?}; after the restart: {settled:?}");
     // No run lost; each ended, or waits for a person because it was killed during its write.
     assert_eq!(succeeded + uncertain, RUNS, "{settled:?}");
 
@@ -269,7 +283,14 @@ fn cli_runs(dir: &Path, state_url: &str, workflow_id: &str) {
         )
     };
     let (code, out, err) = cli(&[
-        "workflows", "runs", "list", "--state", "succeeded", "--limit", "3", "--json",
+        "workflows",
+        "runs",
+        "list",
+        "--state",
+        "succeeded",
+        "--limit",
+        "3",
+        "--json",
     ]);
     assert_eq!(code, Some(0), "{err}");
     let listed: Vec<Json> = serde_json::from_str(&out).unwrap();
@@ -280,7 +301,12 @@ fn cli_runs(dir: &Path, state_url: &str, workflow_id: &str) {
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("succeeded") && out.contains("write"), "{out}");
     let (code, _, err) = cli(&[
-        "workflows", "runs", "abort", id, "--user", "admin@canopy.local",
+        "workflows",
+        "runs",
+        "abort",
+        id,
+        "--user",
+        "admin@canopy.local",
     ]);
     assert_eq!(code, Some(1));
     assert!(err.contains("already succeeded"), "{err}");
@@ -300,7 +326,9 @@ async fn kill_9_loses_no_run_and_writes_nothing_twice_on_a_sqlite_store() {
 async fn kill_9_loses_no_run_and_writes_nothing_twice_on_a_postgres_store() {
     let (url, name) = postgres_database().await;
     kill_and_restart(&url).await;
-    let mut conn = sqlx::PgConnection::connect(&postgres_admin()).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(&postgres_admin())
+        .await
+        .unwrap();
     sqlx::raw_sql(&format!("DROP DATABASE {name} WITH (FORCE)"))
         .execute(&mut conn)
         .await

@@ -58,7 +58,12 @@ async fn the_listing_filters_and_pages_runs_newest_first(backend: Backend) {
     assert_eq!(body["data"].as_array().unwrap().len(), 2);
     assert_eq!(body["hasMore"], true);
     let (_, body) = fx
-        .call("GET", &page(&format!("workflowId={}", read.0)), &fx.admin, None)
+        .call(
+            "GET",
+            &page(&format!("workflowId={}", read.0)),
+            &fx.admin,
+            None,
+        )
         .await;
     assert_eq!(body["data"].as_array().unwrap().len(), 3);
     let (_, body) = fx
@@ -83,7 +88,9 @@ async fn the_listing_filters_and_pages_runs_newest_first(backend: Backend) {
     assert_eq!(body["data"][0]["id"], waiting.as_str());
     assert_eq!(body["data"][0]["waitingReason"], "user_input");
     assert_eq!(body["data"].as_array().unwrap().len(), 1);
-    let (_, body) = fx.call("GET", &page("trigger=webhook"), &fx.admin, None).await;
+    let (_, body) = fx
+        .call("GET", &page("trigger=webhook"), &fx.admin, None)
+        .await;
     assert_eq!(body["data"].as_array().unwrap().len(), 1);
     let (_, body) = fx
         .call("GET", &page("createdAt.gt=2999-01-01"), &fx.admin, None)

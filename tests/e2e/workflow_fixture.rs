@@ -43,7 +43,6 @@ pub(crate) const APPROVALS: &str = "/v1/project/acme/environment/production/appr
 #[derive(Debug, Clone)]
 pub(crate) struct User {
     pub id: i64,
-    pub email: String,
     pub token: String,
 }
 
@@ -149,13 +148,7 @@ fn environment(admin: i64, clerk: i64, manager: i64, viewer: i64) -> Environment
     .unwrap()
 }
 
-async fn user(
-    store: &Store,
-    email: &str,
-    role: &str,
-    team: &str,
-    level: PermissionLevel,
-) -> User {
+async fn user(store: &Store, email: &str, role: &str, team: &str, level: PermissionLevel) -> User {
     let created = store
         .create_user(
             &Actor::System,
@@ -182,7 +175,6 @@ async fn user(
         .unwrap();
     User {
         id: created.id,
-        email: email.to_owned(),
         token,
     }
 }
@@ -219,10 +211,38 @@ pub(crate) async fn fixture_with(backend: Backend, start: bool) -> Fixture {
         )
         .await
         .unwrap();
-    let admin = user(&store, "admin@acme.io", "Admin", "Ops", PermissionLevel::Admin).await;
-    let clerk = user(&store, "clerk@acme.io", "Clerk", "Clerks", PermissionLevel::User).await;
-    let manager = user(&store, "manager@acme.io", "Manager", "Ops", PermissionLevel::User).await;
-    let viewer = user(&store, "viewer@acme.io", "Viewer", "Ops", PermissionLevel::User).await;
+    let admin = user(
+        &store,
+        "admin@acme.io",
+        "Admin",
+        "Ops",
+        PermissionLevel::Admin,
+    )
+    .await;
+    let clerk = user(
+        &store,
+        "clerk@acme.io",
+        "Clerk",
+        "Clerks",
+        PermissionLevel::User,
+    )
+    .await;
+    let manager = user(
+        &store,
+        "manager@acme.io",
+        "Manager",
+        "Ops",
+        PermissionLevel::User,
+    )
+    .await;
+    let viewer = user(
+        &store,
+        "viewer@acme.io",
+        "Viewer",
+        "Ops",
+        PermissionLevel::User,
+    )
+    .await;
     store
         .set_environment_document(&Actor::System, &environment(ids[0], ids[1], ids[2], ids[3]))
         .await
@@ -248,7 +268,11 @@ pub(crate) async fn fixture_with(backend: Backend, start: bool) -> Fixture {
         values.insert("by".to_owned(), json!(caller.email));
         values.insert("record".to_owned(), json!(input.record_id));
         values.insert("settings".to_owned(), input.settings.clone());
-        let option = input.settings.get("go").and_then(Json::as_str).map(str::to_owned);
+        let option = input
+            .settings
+            .get("go")
+            .and_then(Json::as_str)
+            .map(str::to_owned);
         Ok(WorkflowStepOutput { option, values })
     });
     let mut steps = WorkflowSteps::new();
@@ -315,6 +339,11 @@ impl Fixture {
         ));
     }
 
+    /// The store's URL (a second engine's listener).
+    pub(crate) fn state_url(&self) -> &str {
+        &self.state_db.url
+    }
+
     /// Stops every engine gracefully.
     pub(crate) async fn stop(&mut self) {
         for engine in self.engines.drain(..) {
@@ -328,7 +357,12 @@ impl Fixture {
     }
 
     /// Queues a run of `workflow` on an order as `user`, and wakes the engine.
-    pub(crate) async fn queue(&self, workflow: &(String, String), record: &str, user: &User) -> String {
+    pub(crate) async fn queue(
+        &self,
+        workflow: &(String, String),
+        record: &str,
+        user: &User,
+    ) -> String {
         self.queue_as(workflow, "orders", record, user.id, TriggerKind::Manual)
             .await
     }

@@ -16,10 +16,18 @@ use crate::admin::on_store_backends;
 use crate::workflow_fixture::{APPROVALS, Fixture, RUNS, fixture, fixture_with};
 
 fn orders(name: &str, steps: Json) -> Json {
-    json!({"name": name, "collection": "orders", "steps": steps})
+    let mut definition = json!({"name": name, "collection": "orders"});
+    definition["steps"] = steps;
+    definition
 }
 
-async fn complete(fx: &Fixture, run: &str, index: i64, user: &crate::workflow_fixture::User, body: Json) -> (StatusCode, Json) {
+async fn complete(
+    fx: &Fixture,
+    run: &str,
+    index: i64,
+    user: &crate::workflow_fixture::User,
+    body: Json,
+) -> (StatusCode, Json) {
     fx.call(
         "POST",
         &format!("{RUNS}/{run}/steps/{index}/complete"),
@@ -81,7 +89,9 @@ async fn every_step_kind_runs_as_the_runs_user(backend: Backend) {
     let steps = fx.steps(&id).await;
     assert_eq!(
         keys(&steps),
-        ["read", "check", "buyer", "mark", "score", "jump", "done", "finish"]
+        [
+            "read", "check", "buyer", "mark", "score", "jump", "done", "finish"
+        ]
     );
     assert!(steps.iter().all(|s| s.status == StepStatus::Succeeded));
     assert_eq!(run.context["read"]["status"], "paid");
@@ -162,7 +172,11 @@ async fn modes_wait_for_a_person_then_go_on(backend: Backend) {
 
     // `update-data` defaults to confirm: prepared, then it waits.
     let run = fx.settled(&id).await;
-    assert_eq!(run.waiting_reason, Some(WaitingReason::Confirmation), "{run:?}");
+    assert_eq!(
+        run.waiting_reason,
+        Some(WaitingReason::Confirmation),
+        "{run:?}"
+    );
     assert_eq!(run.context["ask"], json!({"answer": "late parcel"}));
     let steps = fx.steps(&id).await;
     assert_eq!(steps[1].output, json!({"values": {"note": "late parcel"}}));
@@ -242,7 +256,12 @@ async fn revise_cancels_the_later_steps_and_runs_the_step_again(backend: Backend
         .execute("UPDATE orders SET status = 'paid' WHERE id = 2")
         .await;
     let (status, body) = fx
-        .call("POST", &format!("{RUNS}/{id}/steps/0/revise"), &fx.manager, None)
+        .call(
+            "POST",
+            &format!("{RUNS}/{id}/steps/0/revise"),
+            &fx.manager,
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let run = fx.settled(&id).await;
@@ -432,10 +451,7 @@ async fn an_approval_pauses_the_run_and_its_decision_resumes_it(backend: Backend
     assert_eq!(run.state, RunState::Succeeded, "{run:?}");
     assert_eq!(run.context["refund"]["approved"], true);
     assert_eq!(run.context["refund"]["outcome"]["status"], 200);
-    assert_eq!(
-        fx.refunds.lock().unwrap()[1],
-        "manager@acme.io 2 damaged"
-    );
+    assert_eq!(fx.refunds.lock().unwrap()[1], "manager@acme.io 2 damaged");
 
     // Rejected: the step fails and the run waits for a person.
     let id = fx.queue(&workflow, "5", &fx.clerk).await;
@@ -583,7 +599,11 @@ async fn a_sub_workflow_runs_and_its_parent_resumes(backend: Backend) {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
-    assert_eq!(run.waiting_reason, Some(WaitingReason::StepFailed), "{run:?}");
+    assert_eq!(
+        run.waiting_reason,
+        Some(WaitingReason::StepFailed),
+        "{run:?}"
+    );
     assert!(run.error_message.unwrap().contains("ended failed"));
 }
 
@@ -630,8 +650,8 @@ async fn expired_leases_are_taken_up_again_and_a_write_in_flight_waits(backend: 
         .await
         .unwrap();
     let reaped = fx.store.reap_workflow_leases().await.unwrap();
-    assert_eq!(reaped.requeued, [first.clone()]);
-    assert_eq!(reaped.uncertain, [second.clone()]);
+    assert_eq!(reaped.requeued, std::slice::from_ref(&first));
+    assert_eq!(reaped.uncertain, std::slice::from_ref(&second));
     let run = fx.store.workflow_run(&second).await.unwrap().unwrap();
     assert_eq!(run.state, RunState::AwaitingInput);
     assert_eq!(run.waiting_reason, Some(WaitingReason::Uncertain));
@@ -704,10 +724,7 @@ async fn two_engines_on_one_postgres_store_never_run_a_run_twice() {
         .await;
     let mut ids = Vec::new();
     for order in 1..=200 {
-        ids.push(
-            fx.queue(&workflow, &order.to_string(), &fx.admin)
-                .await,
-        );
+        ids.push(fx.queue(&workflow, &order.to_string(), &fx.admin).await);
     }
     let mut second = crate::workflow_fixture::settings(backend, fx.state_url());
     second.workers = 3;

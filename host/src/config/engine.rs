@@ -86,15 +86,14 @@ pub(super) fn resolve_engine(
         Some(picked) => picked.value,
         None => defaults.workers,
     };
-    let seconds = |key: &'static str, picked: Option<super::Sourced<u64>>, default: Duration| {
-        match picked {
+    let seconds =
+        |key: &'static str, picked: Option<super::Sourced<u64>>, default: Duration| match picked {
             Some(picked) if picked.value == 0 => {
                 Err(invalid(key, "must be at least 1 second", &picked.origin))
             }
             Some(picked) => Ok(Duration::from_secs(picked.value)),
             None => Ok(default),
-        }
-    };
+        };
     let step_timeout = seconds(
         "workflowStepTimeoutInSeconds",
         layers.pick(

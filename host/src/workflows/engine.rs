@@ -264,7 +264,10 @@ impl Engine {
                 shutdown.subscribe(),
             )));
         }
-        tasks.push(tokio::spawn(reap(Arc::clone(&shared), shutdown.subscribe())));
+        tasks.push(tokio::spawn(reap(
+            Arc::clone(&shared),
+            shutdown.subscribe(),
+        )));
         if let Some(url) = shared.settings.listen_url.clone() {
             tasks.push(tokio::spawn(listen(
                 Arc::clone(&shared),
@@ -341,7 +344,8 @@ async fn work(shared: Arc<Shared>, worker: String, mut shutdown: watch::Receiver
 
 /// The lease reaper: every half lease.
 async fn reap(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let every = (shared.settings.lease / 2).clamp(Duration::from_millis(100), Duration::from_secs(15));
+    let every =
+        (shared.settings.lease / 2).clamp(Duration::from_millis(100), Duration::from_secs(15));
     loop {
         tokio::select! {
             () = tokio::time::sleep(every) => {}

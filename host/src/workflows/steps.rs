@@ -24,8 +24,8 @@ mod template;
 use serde_json::{Map, Value as Json, json};
 
 use super::definition::{EndOutcome, Kind, Mode, Step};
-use super::engine::store::{Run, StepRow, StepWait, WaitingReason};
 use super::engine::Loaded;
+use super::engine::store::{Run, StepRow, StepWait, WaitingReason};
 use super::runs::TriggerKind;
 use crate::datasource::{Caller, CollectionSchema};
 use crate::http::SharedState;
@@ -175,9 +175,10 @@ impl From<crate::datasource::Error> for StepError {
 impl From<crate::auth::Error> for StepError {
     fn from(error: crate::auth::Error) -> Self {
         match error {
-            crate::auth::Error::PermissionsUnavailable(_) => {
-                Self::new(Failure::Transient, "the permission documents are unavailable")
-            }
+            crate::auth::Error::PermissionsUnavailable(_) => Self::new(
+                Failure::Transient,
+                "the permission documents are unavailable",
+            ),
             crate::auth::Error::Forbidden(message) if message.is_empty() => {
                 Self::refused("the run's user is not allowed to do this")
             }
@@ -265,9 +266,7 @@ pub(crate) async fn run(ctx: &StepCtx<'_>) -> Outcome {
             message: message.clone(),
         },
         Kind::GoTo { .. } => Outcome::done(json!({})),
-        Kind::Escalation { .. } if given.completed() => {
-            Outcome::done(Json::Object(given.values()))
-        }
+        Kind::Escalation { .. } if given.completed() => Outcome::done(Json::Object(given.values())),
         Kind::Escalation {
             team,
             user,
@@ -388,7 +387,10 @@ async fn work(ctx: &StepCtx<'_>, given: Option<&Given<'_>>) -> Outcome {
 /// Whether a person can take over a step that keeps failing (else the run fails): every kind a
 /// person can do by hand; `get-data` only runs automatically.
 pub(crate) fn can_take_over(kind: &Kind) -> bool {
-    !matches!(kind, Kind::GetData { .. } | Kind::GoTo { .. } | Kind::End { .. })
+    !matches!(
+        kind,
+        Kind::GetData { .. } | Kind::GoTo { .. } | Kind::End { .. }
+    )
 }
 
 /// The activity log's action for a step of this kind.

@@ -116,7 +116,10 @@ impl Controller<'_> {
     pub async fn abort(&self, run_id: &str) -> Result<Run> {
         let run = self.run(run_id).await?;
         if !run.state.ongoing() {
-            return Err(conflict(format!("the run is already {}", run.state.as_str())));
+            return Err(conflict(format!(
+                "the run is already {}",
+                run.state.as_str()
+            )));
         }
         let now = now_ms();
         let message = format!("aborted by {}", self.user.email);
@@ -453,9 +456,15 @@ fn check_completion(
     match &step.kind {
         Kind::Guidance { answer: true, .. }
             if reason == WaitingReason::UserInput
-                && completion.answer.as_deref().is_none_or(|a| a.trim().is_empty()) =>
+                && completion
+                    .answer
+                    .as_deref()
+                    .is_none_or(|a| a.trim().is_empty()) =>
         {
-            invalid(format!("answer: the step {:?} asks for an answer", step.key))
+            invalid(format!(
+                "answer: the step {:?} asks for an answer",
+                step.key
+            ))
         }
         Kind::Decision { options }
             if matches!(reason, WaitingReason::UserInput | WaitingReason::StepFailed) =>
@@ -596,12 +605,13 @@ pub async fn approval_decided(
     let Some(run) = row.as_ref().map(run_from_row).transpose()? else {
         return Ok(None);
     };
-    let key: String =
-        sqlx::query_scalar("SELECT step_key FROM workflow_run_steps WHERE run_id = $1 AND step_index = $2")
-            .bind(&run_id)
-            .bind(index)
-            .fetch_one(&mut *tx)
-            .await?;
+    let key: String = sqlx::query_scalar(
+        "SELECT step_key FROM workflow_run_steps WHERE run_id = $1 AND step_index = $2",
+    )
+    .bind(&run_id)
+    .bind(index)
+    .fetch_one(&mut *tx)
+    .await?;
     let now = now_ms();
     let outcome = outcome.cloned().unwrap_or(Json::Null);
     let failed_action = outcome.get("error").is_some()
@@ -609,7 +619,8 @@ pub async fn approval_decided(
             .get("status")
             .and_then(Json::as_u64)
             .is_some_and(|status| status >= 400);
-    let output = json!({"approvalRequestId": approval_id, "approved": approved, "outcome": outcome});
+    let output =
+        json!({"approvalRequestId": approval_id, "approved": approved, "outcome": outcome});
     if approved && !failed_action {
         sqlx::query(
             "UPDATE workflow_run_steps SET status = 'succeeded', output = $1, finished_at = $2, \

@@ -51,6 +51,9 @@ pub(super) async fn drive(
         worker,
         run,
         caller: None,
+        current: None,
+        last_index: None,
+        read: false,
     };
     loop {
         if lost.load(Ordering::Acquire) {
@@ -133,7 +136,21 @@ pub async fn acting_caller(store: &Store, user_id: i64) -> Result<Caller, StepEr
             user.email
         ))
     })?;
-    let rendering = store.rendering_id(team.id).await?;
+    // Read first: `rendering_id` creates the rendering when missing, a write each run would
+    // pay for nothing.
+    let known: Option<i64> = sqlx::query_scalar(
+        "SELECT id FROM renderings WHERE project = $1 AND environment = $2 AND team_id = $3",
+    )
+    .bind(store.project())
+    .bind(store.environment())
+    .bind(team.id)
+    .fetch_optional(store.pool())
+    .await
+    .map_err(StoreError::from)?;
+    let rendering = match known {
+        Some(id) => id,
+        None => store.rendering_id(team.id).await?,
+    };
     Ok(SessionClaims::for_user(&user, team, rendering)
         .into_caller(chrono_tz::UTC, uuid::Uuid::now_v7()))
 }
@@ -144,6 +161,11 @@ struct Driver<'a> {
     run: Run,
     /// The run's user, read once per claim (its rights are checked at each step).
     caller: Option<Caller>,
+    /// The current step's row and the highest step index, read at the claim and then kept up
+    /// to date here: nobody else writes a run's steps while a worker holds it.
+    current: Option<StepRow>,
+    last_index: Option<i64>,
+    read: bool,
 }
 
 impl Driver<'_> {
@@ -157,11 +179,22 @@ impl Driver<'_> {
             Err(crate::workflows::Error::Store(error)) => return Err(error),
             Err(error) => {
                 return self
-                    .end(RunState::Failed, Some((Failure::Definition, error.to_string())))
+                    .end(
+                        RunState::Failed,
+                        Some((Failure::Definition, error.to_string())),
+                    )
                     .await;
             }
         };
         let definition = &loaded.definition;
+        if !self.read {
+            self.current = match self.run.current_step_index {
+                Some(index) => self.store().workflow_run_step(&self.run.id, index).await?,
+                None => None,
+            };
+            self.last_index = self.store().last_step_index(&self.run.id).await?;
+            self.read = true;
+        }
         let Some(index) = self.run.current_step_index else {
             let Some(first) = definition.steps.first() else {
                 return self
@@ -171,52 +204,29 @@ impl Driver<'_> {
                     )
                     .await;
             };
-            return self.start(first, 0, None, Json::Null).await;
+            return self.start(first, 0).await;
         };
-        let Some(row) = self.store().workflow_run_step(&self.run.id, index).await? else {
+        let Some(row) = self.current.clone() else {
             return self
                 .end(
                     RunState::Failed,
-                    Some((Failure::Definition, format!("the run's step {index} is missing"))),
+                    Some((
+                        Failure::Definition,
+                        format!("the run's step {index} is missing"),
+                    )),
                 )
                 .await;
         };
         match row.status {
-            StepStatus::Succeeded | StepStatus::Skipped => {
-                match next_key(definition, &row) {
-                    Err(message) => {
-                        self.end(RunState::Failed, Some((Failure::Definition, message)))
-                            .await
-                    }
-                    Ok(None) => self.end(RunState::Succeeded, None).await,
-                    Ok(Some(key)) => {
-                        let next = self
-                            .store()
-                            .last_step_index(&self.run.id)
-                            .await?
-                            .map_or(0, |last| last + 1);
-                        if next >= MAX_STEPS {
-                            return self
-                                .end(
-                                    RunState::Failed,
-                                    Some((
-                                        Failure::Definition,
-                                        format!(
-                                            "the run made {MAX_STEPS} steps: a go-to loop never \
-                                             ends"
-                                        ),
-                                    )),
-                                )
-                                .await;
-                        }
-                        // `next_key` checked that the step exists.
-                        match definition.steps.iter().find(|s| s.key == key) {
-                            Some(step) => self.start(step, next, None, Json::Null).await,
-                            None => Ok(Flow::Stop),
-                        }
-                    }
+            // Finished by a person (or an approval, a sub-workflow's run) while the run waited.
+            StepStatus::Succeeded | StepStatus::Skipped => match self.following(definition, &row) {
+                Ok(Some((step, index))) => self.start(step, index).await,
+                Ok(None) => self.end(RunState::Succeeded, None).await,
+                Err(message) => {
+                    self.end(RunState::Failed, Some((Failure::Definition, message)))
+                        .await
                 }
-            }
+            },
             StepStatus::Pending | StepStatus::Running | StepStatus::AwaitingInput => {
                 self.execute(&loaded, row).await
             }
@@ -249,26 +259,49 @@ impl Driver<'_> {
     }
 
     /// Adds the step at `index` and makes it current.
-    async fn start(
-        &mut self,
-        step: &Step,
-        index: i64,
-        original: Option<i64>,
-        input: Json,
-    ) -> Result<Flow, StoreError> {
-        let new = NewStep {
-            index,
-            key: &step.key,
-            kind: step.kind.name(),
-            mode: step.mode().as_str(),
-            original_step_index: original,
-            input,
-        };
-        if !self.store().start_step(&self.run.id, self.worker, &new).await? {
+    async fn start(&mut self, step: &Step, index: i64) -> Result<Flow, StoreError> {
+        let new = new_step(step, index);
+        if !self
+            .store()
+            .start_step(&self.run.id, self.worker, &new)
+            .await?
+        {
             return Ok(Flow::Stop);
         }
-        self.run.current_step_index = Some(index);
+        self.started(&new);
         Ok(Flow::Next)
+    }
+
+    /// The step just added is the run's current one.
+    fn started(&mut self, new: &NewStep<'_>) {
+        self.current = Some(StepRow::pending(&self.run.id, new));
+        self.last_index = Some(new.index);
+        self.run.current_step_index = Some(new.index);
+    }
+
+    /// The step after a finished one and the index it takes; `None` ends the run; `Err` when
+    /// the definition leads nowhere or the run made too many steps.
+    fn following<'d>(
+        &self,
+        definition: &'d Definition,
+        row: &StepRow,
+    ) -> Result<Option<(&'d Step, i64)>, String> {
+        let Some(key) = next_key(definition, row)? else {
+            return Ok(None);
+        };
+        let index = self.last_index.map_or(0, |last| last + 1);
+        if index >= MAX_STEPS {
+            return Err(format!(
+                "the run made {MAX_STEPS} steps: a go-to loop never ends"
+            ));
+        }
+        // `next_key` checked that the step exists.
+        let step = definition
+            .steps
+            .iter()
+            .find(|s| s.key == key)
+            .ok_or_else(|| format!("no step {key:?}"))?;
+        Ok(Some((step, index)))
     }
 
     /// Runs the current step.
@@ -295,7 +328,6 @@ impl Driver<'_> {
             }
             _ => {}
         }
-        self.store().step_running(&self.run.id, row.index).await?;
         let caller = match self.caller().await {
             Ok(caller) => caller,
             Err(error) => return self.failed(loaded, step, &row, error).await,
@@ -337,7 +369,7 @@ impl Driver<'_> {
             } => self.done(loaded, step, &row, output, option, skipped).await,
             Outcome::Wait(reason, wait) => self.wait(&row, reason, wait).await,
             Outcome::End { outcome, message } => {
-                self.finish(&row, json!({}), None, StepStatus::Succeeded)
+                self.finish(&row, json!({}), None, StepStatus::Succeeded, None)
                     .await?;
                 match outcome {
                     EndOutcome::Succeeded => self.end(RunState::Succeeded, None).await,
@@ -364,14 +396,15 @@ impl Driver<'_> {
         Ok(caller)
     }
 
-    /// Writes a finished step and the context with its output; `false` when the run is no
-    /// longer held.
+    /// Writes a finished step and the context with its output, and adds `next` (one
+    /// transaction); `false` when the run is no longer held.
     async fn finish(
         &mut self,
         row: &StepRow,
         output: Json,
         option: Option<String>,
         status: StepStatus,
+        next: Option<&NewStep<'_>>,
     ) -> Result<bool, StoreError> {
         let mut context = self.run.context.clone();
         if let Some(map) = context.as_object_mut() {
@@ -385,12 +418,16 @@ impl Driver<'_> {
         };
         let held = self
             .store()
-            .finish_step(&self.run.id, self.worker, row.index, &done, &context)
+            .finish_step(&self.run.id, self.worker, row.index, &done, &context, next)
             .await?;
         self.run.context = context;
+        if held && let Some(next) = next {
+            self.started(next);
+        }
         Ok(held)
     }
 
+    /// A step done: it is recorded with the next step started, or the run ends.
     async fn done(
         &mut self,
         loaded: &Loaded,
@@ -405,10 +442,30 @@ impl Driver<'_> {
         } else {
             StepStatus::Succeeded
         };
-        let held = self.finish(row, output, option, status).await?;
+        let mut finished = row.clone();
+        finished.status = status;
+        finished.selected_option.clone_from(&option);
+        let following = self.following(&loaded.definition, &finished);
+        let next = match &following {
+            Ok(Some((step, index))) => Some(new_step(step, *index)),
+            _ => None,
+        };
+        let held = self
+            .finish(row, output, option, status, next.as_ref())
+            .await?;
         let what = if skipped { "skipped" } else { "done" };
         self.log(loaded, step, what, Status::Completed);
-        Ok(if held { Flow::Next } else { Flow::Stop })
+        if !held {
+            return Ok(Flow::Stop);
+        }
+        match following {
+            Ok(Some(_)) => Ok(Flow::Next),
+            Ok(None) => self.end(RunState::Succeeded, None).await,
+            Err(message) => {
+                self.end(RunState::Failed, Some((Failure::Definition, message)))
+                    .await
+            }
+        }
     }
 
     async fn wait(
@@ -565,7 +622,9 @@ impl Driver<'_> {
                 &self.run,
                 self.worker,
                 state,
-                error.as_ref().map(|(code, message)| (*code, message.as_str())),
+                error
+                    .as_ref()
+                    .map(|(code, message)| (*code, message.as_str())),
             )
             .await?;
         if !held {
@@ -616,6 +675,18 @@ impl Driver<'_> {
             &format!("step {} {what}", step.key),
             status,
         ));
+    }
+}
+
+/// The row of `step` at `index`, before it runs.
+fn new_step(step: &Step, index: i64) -> NewStep<'_> {
+    NewStep {
+        index,
+        key: &step.key,
+        kind: step.kind.name(),
+        mode: step.mode().as_str(),
+        original_step_index: None,
+        input: Json::Null,
     }
 }
 
@@ -673,7 +744,9 @@ fn next_key(definition: &Definition, row: &StepRow) -> Result<Option<String>, St
 fn backoff(base: Duration, attempt: i64) -> Duration {
     let exponent = u32::try_from(attempt.clamp(1, 16) - 1).unwrap_or(0);
     let delay = base.saturating_mul(2u32.saturating_pow(exponent));
-    let half = u64::try_from(delay.as_millis() / 2).unwrap_or(u64::MAX).max(1);
+    let half = u64::try_from(delay.as_millis() / 2)
+        .unwrap_or(u64::MAX)
+        .max(1);
     // A v4 UUID is 122 random bits from the thread's generator: jitter needs no more.
     let jitter = uuid::Uuid::new_v4().as_u64_pair().0 % half;
     delay + Duration::from_millis(jitter)

@@ -174,6 +174,32 @@ pub struct StepRow {
     pub finished_at: Option<i64>,
 }
 
+impl StepRow {
+    /// The row `insert_step` writes for `step`, as read back.
+    pub(crate) fn pending(run_id: &str, step: &NewStep<'_>) -> Self {
+        Self {
+            run_id: run_id.to_owned(),
+            index: step.index,
+            key: step.key.to_owned(),
+            kind: step.kind.to_owned(),
+            mode: step.mode.to_owned(),
+            status: StepStatus::Pending,
+            revised: false,
+            original_step_index: step.original_step_index,
+            attempt: 0,
+            phase: None,
+            selected_option: None,
+            input: step.input.clone(),
+            output: Json::Null,
+            error_message: None,
+            actor_user_id: None,
+            approval_id: None,
+            started_at: Some(now_ms()),
+            finished_at: None,
+        }
+    }
+}
+
 pub(crate) const RUN_COLUMNS: &str = "id, workflow_id, version_id, collection_name, record_id, \
     state, waiting_reason, trigger_kind, trigger_id, user_id, \
     COALESCE(started_by_user_id, user_id) AS started_by, token_id, parent_run_id, \
@@ -377,7 +403,10 @@ impl Store {
             conditions.push(format!("workflow_id = {}", args.text(workflow.clone())));
         }
         if let Some(collection) = &filter.collection_name {
-            conditions.push(format!("collection_name = {}", args.text(collection.clone())));
+            conditions.push(format!(
+                "collection_name = {}",
+                args.text(collection.clone())
+            ));
         }
         if let Some(record) = &filter.record_id {
             conditions.push(format!("record_id = {}", args.text(record.clone())));
@@ -400,7 +429,10 @@ impl Store {
                 any.push(format!("assignee_team = {}", args.text(team.clone())));
             }
             for collection in &viewer.browsable {
-                any.push(format!("collection_name = {}", args.text(collection.clone())));
+                any.push(format!(
+                    "collection_name = {}",
+                    args.text(collection.clone())
+                ));
             }
             conditions.push(format!("({})", any.join(" OR ")));
         }
@@ -410,10 +442,7 @@ impl Store {
             conditions.join(" AND "),
             args.int(limit),
         );
-        let rows = args
-            .bind(sqlx::query(&sql))
-            .fetch_all(self.pool())
-            .await?;
+        let rows = args.bind(sqlx::query(&sql)).fetch_all(self.pool()).await?;
         rows.iter().map(run_from_row).collect()
     }
 
@@ -570,37 +599,9 @@ impl Store {
             tx.rollback().await?;
             return Ok(false);
         }
-        sqlx::query(
-            "INSERT INTO workflow_run_steps (run_id, step_index, step_key, step_type, mode, \
-             status, revised, original_step_index, attempt, input, started_at) \
-             VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, 0, $7, $8)",
-        )
-        .bind(run_id)
-        .bind(step.index)
-        .bind(step.key)
-        .bind(step.kind)
-        .bind(step.mode)
-        .bind(step.original_step_index)
-        .bind(text(&step.input))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        insert_step(&mut tx, run_id, step, now).await?;
         tx.commit().await?;
         Ok(true)
-    }
-
-    /// Marks a step as running (the worker is about to do it).
-    pub(crate) async fn step_running(&self, run_id: &str, index: i64) -> Result<()> {
-        sqlx::query(
-            "UPDATE workflow_run_steps SET status = 'running', \
-             started_at = COALESCE(started_at, $1) WHERE run_id = $2 AND step_index = $3",
-        )
-        .bind(now_ms())
-        .bind(run_id)
-        .bind(index)
-        .execute(self.pool())
-        .await?;
-        Ok(())
     }
 
     /// Sets the write-ahead marker before a step's side effect. `false` when the marker was
@@ -608,7 +609,7 @@ impl Store {
     /// run again.
     pub(crate) async fn mark_executing(&self, run_id: &str, index: i64) -> Result<bool> {
         let done = sqlx::query(
-            "UPDATE workflow_run_steps SET phase = 'executing' \
+            "UPDATE workflow_run_steps SET phase = 'executing', status = 'running' \
              WHERE run_id = $1 AND step_index = $2 AND phase IS NULL",
         )
         .bind(run_id)
@@ -632,9 +633,10 @@ impl Store {
         Ok(())
     }
 
-    /// Records a finished step (a write's marker becomes `done`) and the run's new context, in
-    /// one transaction. The step row is written even when `worker` lost the run (the side
-    /// effect happened); the run only while it holds it. Returns whether it still does.
+    /// Records a finished step (a write's marker becomes `done`) and the run's new context, and
+    /// adds the run's next step (`next`) and makes it current, in one transaction: one commit
+    /// per step. The step row is written even when `worker` lost the run (the side effect
+    /// happened); the run and its next step only while it holds it. Returns whether it does.
     pub(crate) async fn finish_step(
         &self,
         run_id: &str,
@@ -642,22 +644,28 @@ impl Store {
         index: i64,
         done: &StepDone,
         context: &Json,
+        next: Option<&NewStep<'_>>,
     ) -> Result<bool> {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
         write_done(&mut tx, run_id, index, done, now).await?;
         let held = sqlx::query(
-            "UPDATE workflow_runs SET context = $1, updated_at = $2 \
-             WHERE id = $3 AND locked_by = $4 AND state = 'running'",
+            "UPDATE workflow_runs SET context = $1, updated_at = $2, \
+             current_step_index = COALESCE($3, current_step_index) \
+             WHERE id = $4 AND locked_by = $5 AND state = 'running'",
         )
         .bind(context.to_string())
         .bind(now)
+        .bind(next.map(|step| step.index))
         .bind(run_id)
         .bind(worker)
         .execute(&mut *tx)
         .await?
         .rows_affected()
             == 1;
+        if held && let Some(next) = next {
+            insert_step(&mut tx, run_id, next, now).await?;
+        }
         tx.commit().await?;
         Ok(held)
     }
@@ -841,6 +849,30 @@ pub(crate) async fn touch(tx: &mut Transaction<'_, Any>, run_id: &str) -> Result
     Ok(())
 }
 
+async fn insert_step(
+    tx: &mut Transaction<'_, Any>,
+    run_id: &str,
+    step: &NewStep<'_>,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO workflow_run_steps (run_id, step_index, step_key, step_type, mode, \
+         status, revised, original_step_index, attempt, input, started_at) \
+         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, 0, $7, $8)",
+    )
+    .bind(run_id)
+    .bind(step.index)
+    .bind(step.key)
+    .bind(step.kind)
+    .bind(step.mode)
+    .bind(step.original_step_index)
+    .bind(text(&step.input))
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Whether `worker` holds the run (and touches it, moving it to `index` when given).
 async fn owned(
     tx: &mut Transaction<'_, Any>,
@@ -960,7 +992,11 @@ pub(crate) async fn wake_parent(
         .await?;
         Ok(Some(parent_id.clone()))
     } else {
-        let message = format!("the sub-workflow's run {} ended {}", child.id, state.as_str());
+        let message = format!(
+            "the sub-workflow's run {} ended {}",
+            child.id,
+            state.as_str()
+        );
         sqlx::query(
             "UPDATE workflow_run_steps SET status = 'failed', output = $1, error_message = $2, \
              finished_at = $3 WHERE run_id = $4 AND step_index = $5",

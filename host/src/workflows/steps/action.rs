@@ -31,11 +31,7 @@ pub(super) async fn once<T>(
     ctx: &StepCtx<'_>,
     effect: impl Future<Output = StepResult<T>>,
 ) -> StepResult<Option<T>> {
-    if !ctx
-        .store
-        .mark_executing(&ctx.run.id, ctx.row.index)
-        .await?
-    {
+    if !ctx.store.mark_executing(&ctx.run.id, ctx.row.index).await? {
         return Ok(None);
     }
     match effect.await {
@@ -168,7 +164,10 @@ async fn request_approval(
         &ctx.loaded.workflow_name,
         ctx.caller,
         Action::CreateApproval,
-        &format!("step {}: {name} (approval request {})", ctx.step.key, approval.id),
+        &format!(
+            "step {}: {name} (approval request {})",
+            ctx.step.key, approval.id
+        ),
         Status::Completed,
     ));
     tracing::info!(

@@ -33,9 +33,8 @@ pub(super) async fn scoped_record(
     schema: &CollectionSchema,
 ) -> StepResult<Filter> {
     let id = record_id(ctx, schema)?;
-    let tree = match_ids(schema, std::slice::from_ref(&id)).map_err(|e| {
-        StepError::not_found(format!("the run's record cannot be addressed: {e}"))
-    })?;
+    let tree = match_ids(schema, std::slice::from_ref(&id))
+        .map_err(|e| StepError::not_found(format!("the run's record cannot be addressed: {e}")))?;
     let scope = ctx
         .state
         .permissions
@@ -124,7 +123,12 @@ async fn readable(
         .map_err(|e| StepError::definition(format!("fields of {}: {e}", schema.name)))?;
     ctx.state
         .permissions
-        .can_read_through(ctx.caller, served, schema, fields.iter().map(String::as_str).collect())
+        .can_read_through(
+            ctx.caller,
+            served,
+            schema,
+            fields.iter().map(String::as_str).collect(),
+        )
         .await?;
     Ok(projection)
 }
@@ -207,10 +211,7 @@ pub(super) async fn load_related(
     let schema = collection(ctx)?;
     let served = ctx.state.datasource.schema();
     let relation = schema.relation(relation_name).ok_or_else(|| {
-        StepError::definition(format!(
-            "{} has no relation {relation_name:?}",
-            schema.name
-        ))
+        StepError::definition(format!("{} has no relation {relation_name:?}", schema.name))
     })?;
     let foreign_name = relation.foreign_collection();
     let foreign = served
@@ -243,14 +244,14 @@ pub(super) async fn load_related(
             // The run's record must be visible first; then the relation's condition.
             the_record(ctx, schema, &keys(schema)).await?;
             let id = record_id(ctx, schema)?;
-            crate::http::related::related_tree(ctx.state, ctx.caller, schema, &id, relation)
-                .await?
+            crate::http::related::related_tree(ctx.state, ctx.caller, schema, &id, relation).await?
         }
     };
     let condition = match filter {
-        Some(json) => Some(ConditionTree::parse(json, foreign, served).map_err(|e| {
-            StepError::definition(format!("the filter on {foreign_name}: {e}"))
-        })?),
+        Some(json) => Some(
+            ConditionTree::parse(json, foreign, served)
+                .map_err(|e| StepError::definition(format!("the filter on {foreign_name}: {e}")))?,
+        ),
         None => None,
     };
     let scope = ctx

@@ -137,11 +137,7 @@ fn split(
             .parse()
             .map_err(|_| StepError::definition(format!("unknown operator {operator:?}")))?;
         let value = object.get("value").unwrap_or(&Json::Null);
-        return Ok(Node::Known(test(
-            lookup(context, path),
-            operator,
-            value,
-        )?));
+        return Ok(Node::Known(test(lookup(context, path), operator, value)?));
     }
     ConditionTree::parse(json, schema, served)
         .map(Node::Record)
@@ -178,14 +174,16 @@ fn text(value: &Json) -> Option<&str> {
 /// match only `NotEqual`, `NotIn`, `NotContains`, `Blank` and `Missing`).
 fn test(found: Option<&Json>, operator: Operator, value: &Json) -> StepResult<bool> {
     let actual = found.unwrap_or(&Json::Null);
-    let list = || value.as_array().cloned().unwrap_or_else(|| vec![value.clone()]);
+    let list = || {
+        value
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| vec![value.clone()])
+    };
     let compare = |ok: fn(f64, f64) -> bool| match (number(actual), number(value)) {
         (Some(x), Some(y)) => ok(x, y),
         _ => match (text(actual), text(value)) {
-            (Some(x), Some(y)) => ok(
-                x.cmp(y) as i32 as f64,
-                0.0,
-            ),
+            (Some(x), Some(y)) => ok(x.cmp(y) as i32 as f64, 0.0),
             _ => false,
         },
     };
@@ -202,12 +200,20 @@ fn test(found: Option<&Json>, operator: Operator, value: &Json) -> StepResult<bo
         Operator::LessThan | Operator::Before => compare(|x, y| x < y),
         Operator::GreaterThanOrEqual => compare(|x, y| x >= y),
         Operator::LessThanOrEqual => compare(|x, y| x <= y),
-        Operator::Contains => matches!((text(actual), text(value)), (Some(a), Some(v)) if a.contains(v)),
-        Operator::NotContains => !matches!((text(actual), text(value)), (Some(a), Some(v)) if a.contains(v)),
+        Operator::Contains => {
+            matches!((text(actual), text(value)), (Some(a), Some(v)) if a.contains(v))
+        }
+        Operator::NotContains => {
+            !matches!((text(actual), text(value)), (Some(a), Some(v)) if a.contains(v))
+        }
         Operator::IContains => matches!((text(actual), text(value)),
             (Some(a), Some(v)) if a.to_lowercase().contains(&v.to_lowercase())),
-        Operator::StartsWith => matches!((text(actual), text(value)), (Some(a), Some(v)) if a.starts_with(v)),
-        Operator::EndsWith => matches!((text(actual), text(value)), (Some(a), Some(v)) if a.ends_with(v)),
+        Operator::StartsWith => {
+            matches!((text(actual), text(value)), (Some(a), Some(v)) if a.starts_with(v))
+        }
+        Operator::EndsWith => {
+            matches!((text(actual), text(value)), (Some(a), Some(v)) if a.ends_with(v))
+        }
         other => {
             return Err(StepError::definition(format!(
                 "the operator {} is not available on context values",
@@ -224,7 +230,8 @@ mod tests {
     #[test]
     fn context_leaves_compare_numbers_strings_and_nulls() {
         let context = json!({"read": {"total": "10.50", "status": "paid", "note": null}});
-        let leaf = |path: &str, op: Operator, v: Json| test(lookup(&context, path), op, &v).unwrap();
+        let leaf =
+            |path: &str, op: Operator, v: Json| test(lookup(&context, path), op, &v).unwrap();
         assert!(leaf("read.total", Operator::GreaterThan, json!(10)));
         assert!(!leaf("read.total", Operator::LessThan, json!(10)));
         assert!(leaf("read.total", Operator::Equal, json!(10.5)));

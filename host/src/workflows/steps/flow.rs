@@ -97,7 +97,9 @@ pub(super) async fn sub_workflow(
         Some(key) => {
             let kept = ctx.run.context.get(key);
             let id = kept.and_then(|k| k.get("id")).and_then(Json::as_str);
-            let of = kept.and_then(|k| k.get("collection")).and_then(Json::as_str);
+            let of = kept
+                .and_then(|k| k.get("collection"))
+                .and_then(Json::as_str);
             match (of, id) {
                 (Some(of), Some(id)) => (of.to_owned(), id.to_owned()),
                 _ => {

@@ -5,7 +5,7 @@
 
 use serde_json::Value as Json;
 
-use super::{Outcome, StepCtx, StepError, StepResult, data::record_id, collection};
+use super::{Outcome, StepCtx, StepError, StepResult, collection, data::record_id};
 use crate::customizer::{Context, WorkflowStepInput};
 
 /// `plugin`.

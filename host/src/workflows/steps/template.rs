@@ -10,7 +10,10 @@ use serde_json::{Map, Value as Json};
 use super::{StepError, StepResult};
 
 /// `values` with every template resolved against `context`.
-pub fn resolve_map(values: &BTreeMap<String, Json>, context: &Json) -> StepResult<Map<String, Json>> {
+pub fn resolve_map(
+    values: &BTreeMap<String, Json>,
+    context: &Json,
+) -> StepResult<Map<String, Json>> {
     values
         .iter()
         .map(|(field, value)| Ok((field.clone(), resolve(value, context)?)))

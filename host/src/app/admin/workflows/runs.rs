@@ -107,10 +107,9 @@ pub(super) async fn run(store: &Store, command: RunsCommand, json: bool) -> anyh
             Ok(())
         }
         RunsCommand::Show { id } => {
-            let run = store
-                .workflow_run(&id)
-                .await?
-                .with_context(|| format!("no workflow run {id} (see `canopy workflows runs list`)"))?;
+            let run = store.workflow_run(&id).await?.with_context(|| {
+                format!("no workflow run {id} (see `canopy workflows runs list`)")
+            })?;
             let steps = store.workflow_run_steps(&id).await?;
             if json {
                 return print_json(&run_json(&run, true, Some((&steps, true))));
