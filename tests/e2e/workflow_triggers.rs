@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, Request, StatusCode, header};
 use canopy::platform::{NewToken, Scope, Store};
 use canopy::workflows::definition::{Definition, Kind, Step};
 use canopy_e2e::Backend;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 use sqlx::Row as _;
 use tower::ServiceExt as _;
 
