@@ -23,6 +23,8 @@ const BASE: &str = "/v1/project/acme/environment/production";
 
 /// Ann administers; Sam edits with the Support role (orders yes, countries no); Nat has no team.
 pub(crate) const PERMISSIONS: &str = r#"
+mode = "seed"
+
 [roles.Admin]
 collections = { "*" = "all" }
 
