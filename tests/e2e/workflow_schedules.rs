@@ -166,20 +166,20 @@ async fn record_changes_start_runs_as_the_writer(backend: Backend) {
     let app = &env.router;
     // An update that does not match.
     let body = json!({"data": {"type": "orders", "id": "1", "attributes": {"status": "paid"}}});
-    let got = send(app, "PUT", "/forest/orders/1", Some(&ann), Some(&body.to_string())).await;
+    let got = send(app, "PUT", "/forest/orders/1?timezone=Europe/Paris", Some(&ann), Some(&body.to_string())).await;
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     assert!(runs(&env, &workflow).await.is_empty());
     // An update that matches.
     let body = json!({"data": {"type": "orders", "id": "1", "attributes": {"status": "shipped"}}});
-    let got = send(app, "PUT", "/forest/orders/1", Some(&ann), Some(&body.to_string())).await;
+    let got = send(app, "PUT", "/forest/orders/1?timezone=Europe/Paris", Some(&ann), Some(&body.to_string())).await;
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     // A create that matches, one that does not.
     let body = json!({"data": {"type": "orders", "attributes": {"status": "shipped", "amount": "3.00"}}});
-    let got = send(app, "POST", "/forest/orders", Some(&ann), Some(&body.to_string())).await;
+    let got = send(app, "POST", "/forest/orders?timezone=Europe/Paris", Some(&ann), Some(&body.to_string())).await;
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     let created = got.2["data"]["id"].as_str().unwrap().to_owned();
     let body = json!({"data": {"type": "orders", "attributes": {"status": "new", "amount": "4.00"}}});
-    let got = send(app, "POST", "/forest/orders", Some(&ann), Some(&body.to_string())).await;
+    let got = send(app, "POST", "/forest/orders?timezone=Europe/Paris", Some(&ann), Some(&body.to_string())).await;
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     let mut expected = vec![
         ("1".to_owned(), "record_change".to_owned(), ann_id),

@@ -537,6 +537,15 @@ impl Triggers {
     /// Follows the trigger's limit as just read from the store: a changed pace gets a new
     /// limiter with this call already spent, so the new limit counts from here.
     pub fn observe_limit(&self, trigger_id: &str, own: Option<u32>) {
+        self.follow_limit(trigger_id, own, true);
+    }
+
+    /// The trigger's limit was just changed here: a new limiter at the new pace, full.
+    pub fn limit_changed(&self, trigger_id: &str, own: Option<u32>) {
+        self.follow_limit(trigger_id, own, false);
+    }
+
+    fn follow_limit(&self, trigger_id: &str, own: Option<u32>, during_call: bool) {
         let per_minute = own
             .and_then(NonZeroU32::new)
             .unwrap_or(self.default_per_minute);
@@ -548,8 +557,10 @@ impl Triggers {
             return;
         }
         let limiter = HookLimiter::new(per_minute);
-        // This call passed the old limiter: it counts against the new one too.
-        let _ = limiter.check();
+        if during_call {
+            // This call passed the old limiter: it counts against the new one too.
+            let _ = limiter.check();
+        }
         self.limiters.insert(trigger_id.to_owned(), Arc::new(limiter));
     }
 

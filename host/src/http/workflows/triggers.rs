@@ -340,7 +340,7 @@ async fn apply(
         Change::RateLimit(limit) => {
             let changed = store.set_webhook_rate_limit(&actor, &workflow, limit).await;
             if let Ok(trigger) = &changed {
-                triggers.observe_limit(&trigger.id, trigger.rate_limit_per_minute);
+                triggers.limit_changed(&trigger.id, trigger.rate_limit_per_minute);
             }
             changed
         }
