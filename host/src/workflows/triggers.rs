@@ -13,7 +13,6 @@
 pub mod queue;
 pub mod record_change;
 
-
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
@@ -27,9 +26,7 @@ use super::webhook::{Hook, KeyRing};
 use super::{Error, NewRun, Queued, Result};
 use crate::auth::{Permissions, SessionClaims};
 use crate::config::TriggerConfig;
-use crate::datasource::{
-    Caller, ConditionTree, DataSource, Filter, Page, Projection, pack_id,
-};
+use crate::datasource::{Caller, ConditionTree, DataSource, Filter, Page, Projection, pack_id};
 use crate::platform::store::now_ms;
 use crate::platform::{ActivityLog, Actor, Store, User};
 
@@ -118,7 +115,9 @@ impl WebhookTrigger {
 }
 
 fn rate_limit(stored: Option<i64>) -> Option<u32> {
-    stored.and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0)
+    stored
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|v| *v > 0)
 }
 
 /// What a webhook call needs of its trigger, read in one query.
@@ -345,9 +344,7 @@ impl Store {
     /// The active workflows of this environment whose latest definition declares triggers of
     /// its own (schedules, record changes), with that definition. A definition that does not
     /// read is skipped with a warning (its workflow then starts no such run).
-    pub async fn declared_triggers(
-        &self,
-    ) -> Result<Vec<(WorkflowRef, super::Definition)>> {
+    pub async fn declared_triggers(&self) -> Result<Vec<(WorkflowRef, super::Definition)>> {
         let rows = sqlx::query(&format!(
             "SELECT {WORKFLOW_COLUMNS}, v.definition FROM workflows w JOIN workflow_versions v \
              ON v.workflow_id = w.id AND v.version = w.latest_version \
@@ -363,7 +360,9 @@ impl Store {
             let workflow = WorkflowRef::from_row(&row, 0)?;
             let text: String = row.try_get(6)?;
             match serde_json::from_str::<super::Definition>(&text) {
-                Ok(definition) if !definition.triggers.is_empty() => out.push((workflow, definition)),
+                Ok(definition) if !definition.triggers.is_empty() => {
+                    out.push((workflow, definition))
+                }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(
                     workflow = %workflow.id,
@@ -561,7 +560,8 @@ impl Triggers {
             // This call passed the old limiter: it counts against the new one too.
             let _ = limiter.check();
         }
-        self.limiters.insert(trigger_id.to_owned(), Arc::new(limiter));
+        self.limiters
+            .insert(trigger_id.to_owned(), Arc::new(limiter));
     }
 
     /// Queues a run (batched with concurrent ones into one transaction; answered once it is
@@ -633,7 +633,10 @@ pub async fn matching_ids(
     let records = collection
         .list(caller, &filter, &Projection::new(keys))
         .await?;
-    records.iter().map(|record| pack_id(schema, record)).collect()
+    records
+        .iter()
+        .map(|record| pack_id(schema, record))
+        .collect()
 }
 
 /// A condition tree written in a definition (the agent's JSON form), read against `collection`.
