@@ -220,7 +220,7 @@ async fn record_changes_start_runs_as_the_writer(backend: Backend) {
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     // A create that matches, one that does not.
     let body =
-        json!({"data": {"type": "orders", "attributes": {"status": "shipped", "amount": "3.00"}}});
+        json!({"data": {"type": "orders", "attributes": {"status": "shipped", "amount": 3}}});
     let got = send(
         app,
         "POST",
@@ -232,7 +232,7 @@ async fn record_changes_start_runs_as_the_writer(backend: Backend) {
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     let created = got.2["data"]["id"].as_str().unwrap().to_owned();
     let body =
-        json!({"data": {"type": "orders", "attributes": {"status": "new", "amount": "4.00"}}});
+        json!({"data": {"type": "orders", "attributes": {"status": "new", "amount": 4}}});
     let got = send(
         app,
         "POST",
