@@ -188,14 +188,17 @@ async fn run(state_url: &str, dir: &std::path::Path, calls: usize, concurrency: 
     let elapsed = started.elapsed();
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    let stored: i64 = sqlx::query_scalar::<_, i64>(
-        "SELECT COUNT(*) FROM workflow_runs WHERE workflow_id = $1",
-    )
-    .bind(&workflow_id)
-    .fetch_one(store.pool())
-    .await
-    .unwrap();
-    assert_eq!(stored as usize, calls + 200, "every accepted run is in the store");
+    let stored: i64 =
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM workflow_runs WHERE workflow_id = $1")
+            .bind(&workflow_id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        stored as usize,
+        calls + 200,
+        "every accepted run is in the store"
+    );
     platform.flush_activity().await;
     store.close().await;
     Figures {

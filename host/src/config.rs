@@ -37,13 +37,13 @@ pub use limits::{
 pub use login::{LoginArgs, LoginConfig, OidcConfig};
 pub use platform::PlatformConfig;
 pub use ratelimit::{RateLimitArgs, RateLimitConfig};
+pub use size::parse_size;
+pub use store::{StoreArgs, StoreConfig};
+pub use template::ErrorMessageTemplate;
 pub use triggers::{
     TriggerArgs, TriggerConfig, WebhookKey, parse_keys as parse_webhook_keys,
     valid_kid as valid_webhook_kid,
 };
-pub use size::parse_size;
-pub use store::{StoreArgs, StoreConfig};
-pub use template::ErrorMessageTemplate;
 
 use file::{FileConfig, FileDatasource, Size};
 

@@ -110,7 +110,12 @@ fn cli(state: &str, args: &[&str]) -> String {
         .args(["workflows", "webhook"])
         .args(args)
         .args(["--state-url", state, "--project", "acme"])
-        .args(["--auth-secret", AUTH_SECRET, "--public-url", "http://example.test"])
+        .args([
+            "--auth-secret",
+            AUTH_SECRET,
+            "--public-url",
+            "http://example.test",
+        ])
         .output()
         .unwrap();
     assert!(
@@ -214,10 +219,11 @@ async fn two_processes_on_one_postgres_store_start_one_run_per_record() {
     }
     assert_eq!(accepted.len(), 1);
     assert_eq!(conflicts, 999);
-    let runs: Vec<String> = sqlx::query_scalar("SELECT id FROM workflow_runs WHERE record_id = '7'")
-        .fetch_all(store.pool())
-        .await
-        .unwrap();
+    let runs: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM workflow_runs WHERE record_id = '7'")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
     assert_eq!(runs, accepted);
 
     // Regenerated from the command line: the old URL is superseded on both processes at once.

@@ -66,10 +66,14 @@ async fn requests_are_forwarded_to_the_executor_and_back(backend: Backend) {
         .header("x-private", "dropped")
         .body(axum::body::Body::from(r#"{"pendingData":{"a":1}}"#))
         .unwrap();
-    let response = tower::ServiceExt::oneshot(app.clone(), request).await.unwrap();
+    let response = tower::ServiceExt::oneshot(app.clone(), request)
+        .await
+        .unwrap();
     assert_eq!(response.status(), StatusCode::CREATED);
     assert_eq!(response.headers()["x-executor"], "yes");
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
     let echoed: Json = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(echoed["method"], "POST");
     assert_eq!(echoed["path"], "/base/runs/12/trigger");
@@ -79,7 +83,10 @@ async fn requests_are_forwarded_to_the_executor_and_back(backend: Backend) {
     assert_eq!(headers["authorization"], format!("Bearer {ann}").as_str());
     assert_eq!(headers["x-custom"], "kept");
     assert!(headers.get("x-private").is_none(), "{headers}");
-    assert!(headers["host"].as_str().unwrap().starts_with("127.0.0.1:"), "{headers}");
+    assert!(
+        headers["host"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{headers}"
+    );
     // Paths that climb out are refused before anything is sent.
     for path in [
         "/forest/_internal/executor/../secret",
@@ -96,9 +103,18 @@ async fn requests_are_forwarded_to_the_executor_and_back(backend: Backend) {
 }
 
 async fn without_an_executor_the_routes_are_not_found(backend: Backend) {
-    let env = serve_with(backend, Some(PERMISSIONS), |_| {}).await.unwrap();
+    let env = serve_with(backend, Some(PERMISSIONS), |_| {})
+        .await
+        .unwrap();
     let ann = token_for(&env.store, "ann@acme.io").await;
-    let got = send(&env.router, "GET", "/forest/_internal/executor/runs/1", Some(&ann), None).await;
+    let got = send(
+        &env.router,
+        "GET",
+        "/forest/_internal/executor/runs/1",
+        Some(&ann),
+        None,
+    )
+    .await;
     assert_eq!(got.0, StatusCode::NOT_FOUND, "{}", got.2);
 }
 

@@ -61,13 +61,18 @@ fn scheduler(env: &Env) -> Scheduler {
         Arc::clone(&env.served().platform().triggers),
         Arc::new(move || {
             let state = state.load();
-            (Arc::clone(&state.datasource), Arc::clone(&state.permissions))
+            (
+                Arc::clone(&state.datasource),
+                Arc::clone(&state.permissions),
+            )
         }),
     )
 }
 
 fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 /// A tick fires once (two schedulers, as two instances, see one tick: one starts the runs), on
@@ -99,7 +104,9 @@ async fn a_schedule_starts_runs_on_its_records_once_per_tick(backend: Backend) {
                 schedules: vec![Schedule {
                     cron: "*/10 * * * * *".to_owned(),
                     user: "sam@acme.io".to_owned(),
-                    filter: Some(json!({"field": "amount", "operator": "greater_than", "value": 10})),
+                    filter: Some(
+                        json!({"field": "amount", "operator": "greater_than", "value": 10}),
+                    ),
                     limit: 100,
                 }],
                 record_changes: Vec::new(),
@@ -120,13 +127,31 @@ async fn a_schedule_starts_runs_on_its_records_once_per_tick(backend: Backend) {
     let window = (at("2026-03-01T02:59:55Z"), at("2026-03-01T03:00:01Z"));
     assert_eq!(first.fire_due(window.0, window.1).await.unwrap(), 3);
     assert_eq!(second.fire_due(window.0, window.1).await.unwrap(), 0);
-    let ann = env.store.user_by_email("ann@acme.io").await.unwrap().unwrap().id;
-    let sam = env.store.user_by_email("sam@acme.io").await.unwrap().unwrap().id;
+    let ann = env
+        .store
+        .user_by_email("ann@acme.io")
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
+    let sam = env
+        .store
+        .user_by_email("sam@acme.io")
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
     assert_eq!(
         runs(&env, &paid).await,
-        [("1".into(), "schedule".into(), ann), ("3".into(), "schedule".into(), ann)]
+        [
+            ("1".into(), "schedule".into(), ann),
+            ("3".into(), "schedule".into(), ann)
+        ]
     );
-    assert_eq!(runs(&env, &scoped).await, [("2".into(), "schedule".into(), sam)]);
+    assert_eq!(
+        runs(&env, &scoped).await,
+        [("2".into(), "schedule".into(), sam)]
+    );
     // The next tick: the runs are still ongoing, so none is started twice.
     let queued = first
         .fire_due(at("2026-03-01T03:00:05Z"), at("2026-03-01T03:00:11Z"))
@@ -162,24 +187,60 @@ async fn record_changes_start_runs_as_the_writer(backend: Backend) {
     .await;
     env.served().reload().await.unwrap();
     let ann = token_for(&env.store, "ann@acme.io").await;
-    let ann_id = env.store.user_by_email("ann@acme.io").await.unwrap().unwrap().id;
+    let ann_id = env
+        .store
+        .user_by_email("ann@acme.io")
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
     let app = &env.router;
     // An update that does not match.
     let body = json!({"data": {"type": "orders", "id": "1", "attributes": {"status": "paid"}}});
-    let got = send(app, "PUT", "/forest/orders/1", Some(&ann), Some(&body.to_string())).await;
+    let got = send(
+        app,
+        "PUT",
+        "/forest/orders/1?timezone=Europe/Paris",
+        Some(&ann),
+        Some(&body.to_string()),
+    )
+    .await;
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     assert!(runs(&env, &workflow).await.is_empty());
     // An update that matches.
     let body = json!({"data": {"type": "orders", "id": "1", "attributes": {"status": "shipped"}}});
-    let got = send(app, "PUT", "/forest/orders/1", Some(&ann), Some(&body.to_string())).await;
+    let got = send(
+        app,
+        "PUT",
+        "/forest/orders/1?timezone=Europe/Paris",
+        Some(&ann),
+        Some(&body.to_string()),
+    )
+    .await;
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     // A create that matches, one that does not.
-    let body = json!({"data": {"type": "orders", "attributes": {"status": "shipped", "amount": "3.00"}}});
-    let got = send(app, "POST", "/forest/orders", Some(&ann), Some(&body.to_string())).await;
+    let body =
+        json!({"data": {"type": "orders", "attributes": {"status": "shipped", "amount": 3}}});
+    let got = send(
+        app,
+        "POST",
+        "/forest/orders?timezone=Europe/Paris",
+        Some(&ann),
+        Some(&body.to_string()),
+    )
+    .await;
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     let created = got.2["data"]["id"].as_str().unwrap().to_owned();
-    let body = json!({"data": {"type": "orders", "attributes": {"status": "new", "amount": "4.00"}}});
-    let got = send(app, "POST", "/forest/orders", Some(&ann), Some(&body.to_string())).await;
+    let body =
+        json!({"data": {"type": "orders", "attributes": {"status": "new", "amount": 4}}});
+    let got = send(
+        app,
+        "POST",
+        "/forest/orders?timezone=Europe/Paris",
+        Some(&ann),
+        Some(&body.to_string()),
+    )
+    .await;
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     let mut expected = vec![
         ("1".to_owned(), "record_change".to_owned(), ann_id),

@@ -12,12 +12,12 @@ use crate::auth::{CachePolicy, Permissions};
 use crate::config::Config;
 use crate::customizer::{AuditRecorder, AuditTrail};
 use crate::datasource::DataSourceSchema;
+use crate::http::executor::ExecutorProxy;
 use crate::http::liana::LianaServer;
 use crate::http::ratelimit::RateLimits;
 use crate::platform::audit::AuditStore;
 use crate::platform::remote::{Probe, RemoteSource};
 use crate::platform::{ActivityLog, PermissionSource, Store, bootstrap};
-use crate::http::executor::ExecutorProxy;
 use crate::workflows::triggers::Triggers;
 
 /// The store and the permission checks fed from it (or from a remote permission server).
@@ -119,7 +119,9 @@ impl Platform {
             activity.clone(),
         ));
         let executor = match &config.workflow_executor_url {
-            Some(url) => Some(Arc::new(ExecutorProxy::new(url).map_err(anyhow::Error::msg)?)),
+            Some(url) => Some(Arc::new(
+                ExecutorProxy::new(url).map_err(anyhow::Error::msg)?,
+            )),
             None => None,
         };
         // Runs queued by triggers (batched, here or on another instance through NOTIFY) wake

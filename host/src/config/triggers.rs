@@ -126,10 +126,7 @@ pub(super) fn resolve_triggers(
     let defaults = TriggerConfig::default();
     let webhook_keys = match layers.pick(
         args.workflow_webhook_keys.take(),
-        (
-            "--workflow-webhook-keys",
-            "CANOPY_WORKFLOW_WEBHOOK_KEYS",
-        ),
+        ("--workflow-webhook-keys", "CANOPY_WORKFLOW_WEBHOOK_KEYS"),
         file.workflow_webhook_keys.take(),
     ) {
         Some(keys) => parse_keys(&keys.value)
@@ -175,7 +172,11 @@ mod tests {
         assert!(parse_keys("nokey").unwrap_err().contains("kid:base64key"));
         assert!(parse_keys("a.b:AAAA").unwrap_err().contains("a.b"));
         assert!(parse_keys("a:AAAA").unwrap_err().contains("16 bytes"));
-        assert!(parse_keys(&format!("a:{key},a:{key}")).unwrap_err().contains("twice"));
+        assert!(
+            parse_keys(&format!("a:{key},a:{key}"))
+                .unwrap_err()
+                .contains("twice")
+        );
         assert!(parse_keys("").is_err());
     }
 }

@@ -43,8 +43,8 @@ impl ExecutorProxy {
         } else {
             format!("{url}/")
         };
-        let base = reqwest::Url::parse(&with_slash)
-            .map_err(|e| format!("workflowExecutorUrl: {e}"))?;
+        let base =
+            reqwest::Url::parse(&with_slash).map_err(|e| format!("workflowExecutorUrl: {e}"))?;
         let client = reqwest::Client::builder()
             .timeout(TIMEOUT)
             // The executor's redirects are the client's business, never followed here (a
@@ -142,7 +142,10 @@ async fn proxy(
         .unwrap_or_default();
     let tail = tail.strip_prefix('/').unwrap_or(tail);
     let Some(target) = executor.target(tail, parts.uri.query()) else {
-        tracing::warn!(user = claims.id, "executor proxy: a path that climbs out was refused");
+        tracing::warn!(
+            user = claims.id,
+            "executor proxy: a path that climbs out was refused"
+        );
         return ApiError::from(crate::agent::Error::validation("Invalid executor path"))
             .into_response();
     };
@@ -199,7 +202,10 @@ mod tests {
     fn paths_that_climb_out_or_change_origin_are_refused() {
         let proxy = ExecutorProxy::new("http://127.0.0.1:3400/base").unwrap();
         let ok = proxy.target("runs/12/trigger", Some("a=1")).unwrap();
-        assert_eq!(ok.as_str(), "http://127.0.0.1:3400/base/runs/12/trigger?a=1");
+        assert_eq!(
+            ok.as_str(),
+            "http://127.0.0.1:3400/base/runs/12/trigger?a=1"
+        );
         assert_eq!(
             proxy.target("", None).unwrap().as_str(),
             "http://127.0.0.1:3400/base/"

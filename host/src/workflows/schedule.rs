@@ -101,9 +101,7 @@ impl Scheduler {
                     continue;
                 };
                 if self.claim(&workflow, index, tick).await? {
-                    let runs = self
-                        .fire(&workflow, &definition.collection, schedule)
-                        .await;
+                    let runs = self.fire(&workflow, &definition.collection, schedule).await;
                     self.record(&workflow, index, tick, runs).await;
                     queued += runs;
                 }
@@ -225,10 +223,14 @@ impl Scheduler {
         let count = started.len();
         if count > 0 {
             self.triggers.activity().record(
-                Entry::new(Action::TriggerWorkflow, Actor::of(&caller), Origin::Executor)
-                    .with_collection(collection)
-                    .with_records(started)
-                    .with_label(format!("{} (schedule)", workflow.name)),
+                Entry::new(
+                    Action::TriggerWorkflow,
+                    Actor::of(&caller),
+                    Origin::Executor,
+                )
+                .with_collection(collection)
+                .with_records(started)
+                .with_label(format!("{} (schedule)", workflow.name)),
             );
         }
         Ok(count)

@@ -13,7 +13,6 @@
 pub mod queue;
 pub mod record_change;
 
-
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
@@ -27,9 +26,7 @@ use super::webhook::{Hook, KeyRing};
 use super::{Error, NewRun, Queued, Result};
 use crate::auth::{Permissions, SessionClaims};
 use crate::config::TriggerConfig;
-use crate::datasource::{
-    Caller, ConditionTree, DataSource, Filter, Page, Projection, pack_id,
-};
+use crate::datasource::{Caller, ConditionTree, DataSource, Filter, Page, Projection, pack_id};
 use crate::platform::store::now_ms;
 use crate::platform::{ActivityLog, Actor, Store, User};
 
@@ -118,7 +115,9 @@ impl WebhookTrigger {
 }
 
 fn rate_limit(stored: Option<i64>) -> Option<u32> {
-    stored.and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0)
+    stored
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|v| *v > 0)
 }
 
 /// What a webhook call needs of its trigger, read in one query.
@@ -345,9 +344,7 @@ impl Store {
     /// The active workflows of this environment whose latest definition declares triggers of
     /// its own (schedules, record changes), with that definition. A definition that does not
     /// read is skipped with a warning (its workflow then starts no such run).
-    pub async fn declared_triggers(
-        &self,
-    ) -> Result<Vec<(WorkflowRef, super::Definition)>> {
+    pub async fn declared_triggers(&self) -> Result<Vec<(WorkflowRef, super::Definition)>> {
         let rows = sqlx::query(&format!(
             "SELECT {WORKFLOW_COLUMNS}, v.definition FROM workflows w JOIN workflow_versions v \
              ON v.workflow_id = w.id AND v.version = w.latest_version \
@@ -363,7 +360,9 @@ impl Store {
             let workflow = WorkflowRef::from_row(&row, 0)?;
             let text: String = row.try_get(6)?;
             match serde_json::from_str::<super::Definition>(&text) {
-                Ok(definition) if !definition.triggers.is_empty() => out.push((workflow, definition)),
+                Ok(definition) if !definition.triggers.is_empty() => {
+                    out.push((workflow, definition))
+                }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(
                     workflow = %workflow.id,
@@ -537,6 +536,15 @@ impl Triggers {
     /// Follows the trigger's limit as just read from the store: a changed pace gets a new
     /// limiter with this call already spent, so the new limit counts from here.
     pub fn observe_limit(&self, trigger_id: &str, own: Option<u32>) {
+        self.follow_limit(trigger_id, own, true);
+    }
+
+    /// The trigger's limit was just changed here: a new limiter at the new pace, full.
+    pub fn limit_changed(&self, trigger_id: &str, own: Option<u32>) {
+        self.follow_limit(trigger_id, own, false);
+    }
+
+    fn follow_limit(&self, trigger_id: &str, own: Option<u32>, during_call: bool) {
         let per_minute = own
             .and_then(NonZeroU32::new)
             .unwrap_or(self.default_per_minute);
@@ -548,9 +556,12 @@ impl Triggers {
             return;
         }
         let limiter = HookLimiter::new(per_minute);
-        // This call passed the old limiter: it counts against the new one too.
-        let _ = limiter.check();
-        self.limiters.insert(trigger_id.to_owned(), Arc::new(limiter));
+        if during_call {
+            // This call passed the old limiter: it counts against the new one too.
+            let _ = limiter.check();
+        }
+        self.limiters
+            .insert(trigger_id.to_owned(), Arc::new(limiter));
     }
 
     /// Queues a run (batched with concurrent ones into one transaction; answered once it is
@@ -622,7 +633,10 @@ pub async fn matching_ids(
     let records = collection
         .list(caller, &filter, &Projection::new(keys))
         .await?;
-    records.iter().map(|record| pack_id(schema, record)).collect()
+    records
+        .iter()
+        .map(|record| pack_id(schema, record))
+        .collect()
 }
 
 /// A condition tree written in a definition (the agent's JSON form), read against `collection`.

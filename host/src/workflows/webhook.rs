@@ -37,7 +37,8 @@ const DOMAIN: &str = "canopy:workflow-webhook:v1";
 
 /// Whether `path` (below `/{prefix}/v1`, or whole) is a webhook call.
 pub fn is_hook_path(path: &str) -> bool {
-    path.strip_prefix(PATH).is_some_and(|rest| rest.starts_with('/'))
+    path.strip_prefix(PATH)
+        .is_some_and(|rest| rest.starts_with('/'))
         || path.contains("/v1/workflow-hooks/")
 }
 
@@ -242,7 +243,10 @@ mod tests {
     fn logged_paths_keep_the_trigger_id_only() {
         let segment = ring().sign("acme", "production", TRIGGER, 2, None);
         let path = format!("/api/v1/workflow-hooks/{segment}");
-        assert_eq!(redact_path(&path), format!("/api/v1/workflow-hooks/{TRIGGER}.…"));
+        assert_eq!(
+            redact_path(&path),
+            format!("/api/v1/workflow-hooks/{TRIGGER}.…")
+        );
         assert_eq!(redact_path("/forest/books"), "/forest/books");
         assert!(!redact_path("/v1/workflow-hooks/aaaa.1.s.MAC").contains("MAC"));
     }

@@ -39,7 +39,10 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 /// The body of a manual start.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
-#[allow(dead_code, reason = "documentation only: the handler reads the body itself")]
+#[allow(
+    dead_code,
+    reason = "documentation only: the handler reads the body itself"
+)]
 struct ManualStart {
     /// The record to run on (a composite key in its packed form, `1|2`).
     #[schema(example = "42")]
@@ -77,7 +80,10 @@ struct TriggerSchema {
 /// The body of `PATCH …/triggers/webhook`.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
-#[allow(dead_code, reason = "documentation only: the handler reads the body itself")]
+#[allow(
+    dead_code,
+    reason = "documentation only: the handler reads the body itself"
+)]
 struct WebhookChange {
     /// Calls per minute this webhook accepts (1 to 10,000,000); `null` for the server's
     /// default (`workflowWebhookRateLimitPerMinute`).
@@ -86,11 +92,7 @@ struct WebhookChange {
 }
 
 /// The trigger service, after checking that the environment is the one it serves.
-fn served<'a>(
-    state: &'a SharedState,
-    store: &Store,
-    environment: &str,
-) -> Result<&'a Triggers> {
+fn served<'a>(state: &'a SharedState, store: &Store, environment: &str) -> Result<&'a Triggers> {
     let triggers = state.workflow_triggers.as_ref().ok_or(Error::Unavailable)?;
     if environment != store.environment() || environment != triggers.store().environment() {
         return Err(Error::NotFound(format!(
@@ -300,14 +302,17 @@ async fn list(
                 other => internal(other),
             })?;
     }
-    let webhook = triggers.store().webhook_trigger(&workflow).await.map_err(internal)?;
+    let webhook = triggers
+        .store()
+        .webhook_trigger(&workflow)
+        .await
+        .map_err(internal)?;
     let data = json!([
         {"kind": "manual", "enabled": workflow.active},
         webhook_json(&state, triggers, &webhook, &headers, admin),
     ]);
     Ok(json(&json!({ "data": data })))
 }
-
 
 /// Which change a route makes.
 enum Change {
@@ -340,7 +345,7 @@ async fn apply(
         Change::RateLimit(limit) => {
             let changed = store.set_webhook_rate_limit(&actor, &workflow, limit).await;
             if let Ok(trigger) = &changed {
-                triggers.observe_limit(&trigger.id, trigger.rate_limit_per_minute);
+                triggers.limit_changed(&trigger.id, trigger.rate_limit_per_minute);
             }
             changed
         }
@@ -357,7 +362,9 @@ async fn apply(
         url_version = trigger.url_version,
         "workflow webhook changed"
     );
-    Ok(json(&webhook_json(state, triggers, &trigger, headers, true)))
+    Ok(json(&webhook_json(
+        state, triggers, &trigger, headers, true,
+    )))
 }
 
 /// Enables the webhook: calls are accepted again, at the same URL.
@@ -450,7 +457,12 @@ async fn change(
     let Body(body) = body;
     body.only(&["rateLimitPerMinute"])?;
     let limit = match body.get("rateLimitPerMinute") {
-        None => return Err(Error::field("rateLimitPerMinute", "is required (a number or null)")),
+        None => {
+            return Err(Error::field(
+                "rateLimitPerMinute",
+                "is required (a number or null)",
+            ));
+        }
         Some(Json::Null) => None,
         Some(value) => Some(
             value

@@ -40,7 +40,10 @@ pub fn routes() -> OpenApiRouter<SharedState> {
 
 /// The body of a webhook call.
 #[derive(ToSchema)]
-#[allow(dead_code, reason = "documentation only: the handler reads the body itself")]
+#[allow(
+    dead_code,
+    reason = "documentation only: the handler reads the body itself"
+)]
 struct WebhookBody {
     /// The record to run on: its id, a composite key in its packed form (`1|2`). Not checked
     /// here: a bad id fails the run at its first data step. Other fields are ignored.
@@ -130,7 +133,9 @@ async fn trigger(
     };
     triggers.observe_limit(&hook.trigger_id, target.rate_limit_per_minute);
     if !target.enabled {
-        return Err(Error::NotFound("this webhook trigger is disabled".to_owned()));
+        return Err(Error::NotFound(
+            "this webhook trigger is disabled".to_owned(),
+        ));
     }
     let Some(version_id) = target.workflow.startable_version() else {
         return Err(Error::NotFound(format!(
@@ -246,9 +251,8 @@ fn record_id(body: Result<Bytes, BytesRejection>) -> Result<String, Error> {
             Error::InvalidParameter("the request body could not be read".to_owned())
         }
     })?;
-    let body: Json = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::InvalidParameter(format!("the request body is not valid JSON: {e}"))
-    })?;
+    let body: Json = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::InvalidParameter(format!("the request body is not valid JSON: {e}")))?;
     let Json::Object(body) = body else {
         return Err(Error::InvalidParameter(
             "the request body must be a JSON object with record_id".to_owned(),

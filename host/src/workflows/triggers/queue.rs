@@ -44,11 +44,7 @@ impl RunQueue {
     pub fn start(store: Store) -> Self {
         let (sender, receiver) = mpsc::channel(CAPACITY);
         let queued = Arc::new(Notify::new());
-        tokio::spawn(write_batches(
-            store.clone(),
-            receiver,
-            Arc::clone(&queued),
-        ));
+        tokio::spawn(write_batches(store.clone(), receiver, Arc::clone(&queued)));
         Self {
             store,
             sender,

@@ -37,7 +37,9 @@ struct Watch {
 }
 
 /// The hook customizations of every active workflow's record-change triggers.
-pub async fn customizations(triggers: &Arc<Triggers>) -> crate::workflows::Result<Vec<Customization>> {
+pub async fn customizations(
+    triggers: &Arc<Triggers>,
+) -> crate::workflows::Result<Vec<Customization>> {
     // Few entries: a list keeps the order workflows were read in.
     let mut watched: Vec<((String, HookOperation), Vec<Watch>)> = Vec::new();
     for (workflow, definition) in triggers.store().declared_triggers().await? {
@@ -178,7 +180,8 @@ impl RecordChangeHook {
                         .map_err(|e| e.to_string())?
                 }
             };
-            self.queue(caller, &current, version_id, collection, ids).await;
+            self.queue(caller, &current, version_id, collection, ids)
+                .await;
         }
         Ok(())
     }

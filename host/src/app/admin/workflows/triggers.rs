@@ -17,7 +17,12 @@ use crate::workflows::webhook::{KeyRing, PATH};
 pub struct WebhookArgs {
     /// The secret `canopy serve` signs with (webhook URLs are derived from it unless
     /// --workflow-webhook-keys is given).
-    #[arg(long, env = "CANOPY_AUTH_SECRET", hide_env_values = true, global = true)]
+    #[arg(
+        long,
+        env = "CANOPY_AUTH_SECRET",
+        hide_env_values = true,
+        global = true
+    )]
     pub auth_secret: Option<String>,
     /// The webhook signing keys of `canopy serve`, `kid:base64key,…`.
     #[arg(
@@ -66,14 +71,19 @@ pub(super) async fn run(store: &Store, args: WebhookArgs, json: bool) -> anyhow:
     let (name, trigger) = match &args.command {
         WebhookCommand::Url { workflow } => {
             let workflow = find(store, workflow).await?;
-            (workflow.name.clone(), store.webhook_trigger(&workflow).await?)
+            (
+                workflow.name.clone(),
+                store.webhook_trigger(&workflow).await?,
+            )
         }
         WebhookCommand::Enable { workflow } | WebhookCommand::Disable { workflow } => {
             let enabled = matches!(args.command, WebhookCommand::Enable { .. });
             let workflow = find(store, workflow).await?;
             (
                 workflow.name.clone(),
-                store.set_webhook_enabled(&ACTOR, &workflow, enabled).await?,
+                store
+                    .set_webhook_enabled(&ACTOR, &workflow, enabled)
+                    .await?,
             )
         }
         WebhookCommand::Regenerate { workflow } => {
@@ -97,7 +107,11 @@ pub(super) async fn run(store: &Store, args: WebhookArgs, json: bool) -> anyhow:
             "url": url,
         }));
     }
-    let state = if trigger.enabled { "enabled" } else { "disabled" };
+    let state = if trigger.enabled {
+        "enabled"
+    } else {
+        "disabled"
+    };
     println!(
         "Webhook of {name:?}: {state}, URL version {}.",
         trigger.url_version
