@@ -928,7 +928,14 @@ async fn workflow_steps_are_collected_by_plugin_and_name_and_the_stack_ignores_t
     assert_eq!(out.option.as_deref(), Some("c"));
     // The stack builds over the same list: steps add no layer and nothing to the schema.
     let stack = build_stack(Arc::clone(&ds), customizations).unwrap();
-    assert!(stack.schema().collection("customers").unwrap().column("fullName").is_some());
+    assert!(
+        stack
+            .schema()
+            .collection("customers")
+            .unwrap()
+            .column("fullName")
+            .is_some()
+    );
 }
 
 #[test]
