@@ -93,10 +93,8 @@ pub struct AppState {
 }
 
 /// Workflow step handlers by (plugin, handler name).
-pub type WorkflowSteps = std::collections::BTreeMap<
-    (String, String),
-    Arc<dyn crate::customizer::WorkflowStepHandler>,
->;
+pub type WorkflowSteps =
+    std::collections::BTreeMap<(String, String), Arc<dyn crate::customizer::WorkflowStepHandler>>;
 
 impl AppState {
     /// The state of a server with these HTTP settings.
