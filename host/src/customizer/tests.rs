@@ -940,10 +940,9 @@ async fn workflow_steps_are_collected_by_plugin_and_name_and_the_stack_ignores_t
 
 #[test]
 fn a_workflow_step_declared_twice_by_one_plugin_is_refused_naming_both() {
-    let message = match workflow_steps(&[step("shop", "review", "a"), step("shop", "review", "b")])
-    {
-        Err(message) => message,
-        Ok(_) => panic!("a duplicate step was accepted"),
+    let twice = [step("shop", "review", "a"), step("shop", "review", "b")];
+    let Err(message) = workflow_steps(&twice) else {
+        panic!("a duplicate step was accepted")
     };
     assert!(
         message.contains("plugin `shop` declares the workflow step `review` more than once"),
