@@ -186,11 +186,11 @@ on_all_backends!(
     a_plugin_step_receives_its_input_and_reads_a_composite_record,
 );
 
-/// Limits small enough for the slow step to hit its deadline quickly.
-const LIMITS: &str = "[limits]\nworkflow_step_ms = 300\n";
+/// Limits small enough for the slow step to hit its deadline quickly, and the bomb its memory.
+const LIMITS: &str = "[limits]\nworkflow_step_ms = 300\nmemory_mb = 32\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refusing_panicking_or_slow_step_fails_cleanly_and_the_plugin_keeps_serving() {
+async fn a_refusing_panicking_slow_or_greedy_step_fails_cleanly_and_the_plugin_keeps_serving() {
     let env = serve(Backend::Sqlite, &[("steps", Some(LIMITS))])
         .await
         .unwrap();
@@ -215,6 +215,12 @@ async fn a_refusing_panicking_or_slow_step_fails_cleanly_and_the_plugin_keeps_se
     let message = plugin_message(&run("loops", "1").await.unwrap_err());
     assert!(
         message.contains("Plugin `steps`") && message.contains("time limit of 300 ms"),
+        "{message}"
+    );
+    // A step that allocates without end is stopped at the memory limit.
+    let message = plugin_message(&run("bomb", "1").await.unwrap_err());
+    assert!(
+        message.contains("Plugin `steps`") && message.contains("memory limit of 32 MiB"),
         "{message}"
     );
     // A record that does not exist: the step's read fails, the run's step with it.
@@ -245,7 +251,8 @@ async fn workflow_steps_are_keyed_by_the_plugin_file_name_and_the_handler_name()
     let expected: BTreeSet<(String, String)> = ["scoring", "steps"]
         .into_iter()
         .flat_map(|p| {
-            ["echo", "loops", "panics", "refuses", "review"].map(|h| (p.to_owned(), h.to_owned()))
+            ["bomb", "echo", "loops", "panics", "refuses", "review"]
+                .map(|h| (p.to_owned(), h.to_owned()))
         })
         .collect();
     assert_eq!(keys, expected);

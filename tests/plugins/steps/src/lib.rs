@@ -6,7 +6,8 @@
 //!   `limit` setting (default 15), else `escalate`; keeps the amount and status in the context.
 //! - `echo`: answers its input (record id, run context, settings, caller, collection), plus the
 //!   run's record with the fields named by the `fields` setting, and no option.
-//! - `refuses`: a guest error; `panics`: a panic; `loops`: never ends.
+//! - `refuses`: a guest error; `panics`: a panic; `loops`: never ends; `bomb`: allocates until
+//!   the memory limit stops it.
 
 use canopy_sdk::prelude::*;
 
@@ -66,6 +67,13 @@ impl Plugin for Steps {
                 let mut n: u64 = 0;
                 loop {
                     n = std::hint::black_box(n.wrapping_add(1));
+                }
+            })
+            .add_workflow_step("bomb", |_| {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
                 }
             });
         Ok(())
