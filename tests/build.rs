@@ -20,7 +20,9 @@ fn main() {
         "forms",
         "hostile",
         "keys",
+        "legacy",
         "other-wit",
+        "steps",
     ] {
         println!("cargo:rerun-if-changed={}", plugins.join(path).display());
     }

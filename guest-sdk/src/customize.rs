@@ -1,5 +1,5 @@
 //! The customizer a plugin writes against: [`DataSource`] and [`CollectionCustomizer`] declare
-//! customizations, and [`Exports`] dispatches the host's handler calls to them.
+//! customizations and workflow steps, and [`Exports`] dispatches the host's handler calls to them.
 //!
 //! The handler table is built once per instance, on its first call, by running
 //! [`Plugin::customize`], and kept in the instance for the calls that follow: the host reuses
@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use crate::action::{Action, ActionContext};
 use crate::bindings::canopy::plugin::{environment, types};
 use crate::bindings::exports::canopy::plugin::customizer::Guest;
+use crate::bindings::exports::canopy::plugin::workflow;
 use crate::chart::{ChartContext, ChartResult};
 use crate::data::{Column, Context, Rows};
 use crate::error::{Error, Result};
@@ -22,6 +23,7 @@ use crate::hook::{HookContext, Operation, Position};
 use crate::relation::{
     ExternalRelation, ManyToManyOptions, ManyToOneOptions, OneToManyOptions, OneToOneOptions,
 };
+use crate::workflow::{StepContext, StepOutput};
 use crate::write::{BinaryMode, WriteContext};
 
 /// A plugin: one type whose `customize` declares everything, exported with
@@ -194,6 +196,7 @@ type OperatorFn = Box<dyn Fn(&Value, &Context) -> Result<Value>>;
 type CreateFn = Box<dyn Fn(&[Value], &Context) -> Result<Vec<Value>>>;
 type UpdateFn = Box<dyn Fn(&Value, &Value, &Context) -> Result<()>>;
 type DeleteFn = Box<dyn Fn(&Value, &Context) -> Result<()>>;
+type StepFn = Box<dyn Fn(&StepContext) -> Result<StepOutput>>;
 
 enum Handler {
     None,
@@ -208,6 +211,7 @@ enum Handler {
     OverrideCreate(CreateFn),
     OverrideUpdate(UpdateFn),
     OverrideDelete(DeleteFn),
+    WorkflowStep(StepFn),
 }
 
 struct Declaration {
@@ -215,6 +219,15 @@ struct Declaration {
     kind: types::Kind,
     name: String,
     definition: Value,
+    /// Its position in the handler table.
+    handler: u32,
+}
+
+/// What an instance builds from `customize`: every handler (customizations and workflow steps,
+/// ids are positions) and the workflow steps' names with their ids.
+struct Table {
+    handlers: Vec<Handler>,
+    steps: Vec<(String, u32)>,
 }
 
 /// The datasource being customized: the schema and options, collection customizers, and
@@ -225,6 +238,7 @@ pub struct DataSource {
     scope: OnceCell<Option<String>>,
     declarations: Vec<Declaration>,
     handlers: Vec<Handler>,
+    steps: Vec<(String, u32)>,
 }
 
 impl DataSource {
@@ -242,6 +256,14 @@ impl DataSource {
             scope: OnceCell::new(),
             declarations: Vec::new(),
             handlers: Vec::new(),
+            steps: Vec::new(),
+        }
+    }
+
+    fn into_table(self) -> Table {
+        Table {
+            handlers: self.handlers,
+            steps: self.steps,
         }
     }
 
@@ -342,6 +364,36 @@ impl DataSource {
         self
     }
 
+    /// Adds a workflow-step handler: a workflow definition's `plugin` step names it by this
+    /// plugin's name (its file stem in the plugin directory) and `name`, and the engine calls
+    /// `f` with the run's record, context and the step's settings, as the run's user. `f` decides
+    /// ([`StepOutput::choose`] an option, the key of the next step) or computes
+    /// ([`StepOutput::value`]s kept in the run's context under the step's key), or both.
+    ///
+    /// ```ignore
+    /// ds.add_workflow_step("check-refund", |step| {
+    ///     let order = step.get_record(&["status", "total"])?;
+    ///     let limit = step.setting("limit").and_then(Value::as_f64).unwrap_or(100.0);
+    ///     let total = order["total"].as_f64().unwrap_or(0.0);
+    ///     let next = if total <= limit { "refund" } else { "escalate" };
+    ///     Ok(StepOutput::choose(next).value("total", json!(total)))
+    /// });
+    /// ```
+    ///
+    /// Names are unique within a plugin: the host refuses a plugin declaring one twice (also
+    /// when the plugin is applied several times, each application declaring it). The handler
+    /// runs under `[limits] workflow_step_ms` (default 10 s) in a fresh instance.
+    pub fn add_workflow_step(
+        &mut self,
+        name: &str,
+        f: impl Fn(&StepContext) -> Result<StepOutput> + 'static,
+    ) -> &mut Self {
+        let id = self.handlers.len() as u32;
+        self.handlers.push(Handler::WorkflowStep(Box::new(f)));
+        self.steps.push((name.to_owned(), id));
+        self
+    }
+
     fn declare(
         &mut self,
         collection: Option<&str>,
@@ -355,6 +407,7 @@ impl DataSource {
             kind,
             name: name.to_owned(),
             definition,
+            handler: self.handlers.len() as u32,
         });
         self.handlers.push(handler);
     }
@@ -818,7 +871,7 @@ impl CollectionCustomizer<'_> {
 thread_local! {
     /// The handler table of this instance, built on its first call and kept for the next ones (a
     /// component instance is single-threaded, so this is one table per instance).
-    static HANDLERS: RefCell<Option<Vec<Handler>>> = const { RefCell::new(None) };
+    static HANDLERS: RefCell<Option<Table>> = const { RefCell::new(None) };
 }
 
 /// The component's exports for plugin `P`; [`crate::export_plugin!`] names it. Not for direct use.
@@ -828,18 +881,28 @@ pub struct Exports<P>(PhantomData<P>);
 impl<P: Plugin> Exports<P> {
     /// Runs `f` with handler `id`, building the table first if this instance has none.
     fn with_handler<T>(id: u32, f: impl FnOnce(&Handler) -> Result<T>) -> Result<T> {
+        Self::with_table(|table| {
+            let handler = table
+                .handlers
+                .get(id as usize)
+                .ok_or_else(|| Error::internal(format!("no handler {id}")))?;
+            f(handler)
+        })
+    }
+
+    /// Runs `f` with this instance's table, building it first if there is none.
+    fn with_table<T>(f: impl FnOnce(&Table) -> Result<T>) -> Result<T> {
         HANDLERS.with(|cell| {
             if cell.borrow().is_none() {
                 let mut ds = DataSource::new(None, None);
                 P::customize(&mut ds)?;
-                *cell.borrow_mut() = Some(ds.handlers);
+                *cell.borrow_mut() = Some(ds.into_table());
             }
             let table = cell.borrow();
-            let handler = table
+            let table = table
                 .as_ref()
-                .and_then(|t| t.get(id as usize))
-                .ok_or_else(|| Error::internal(format!("no handler {id}")))?;
-            f(handler)
+                .ok_or_else(|| Error::internal("no handler table"))?;
+            f(table)
         })
     }
 }
@@ -866,19 +929,17 @@ impl<P: Plugin> Guest for Exports<P> {
     ) -> Result<Vec<types::Customization>, types::Error> {
         let mut ds = DataSource::new(Some(parse(&schema_json)?), Some(parse(&options_json)?));
         P::customize(&mut ds)?;
-        let out = ds
-            .declarations
+        let out = std::mem::take(&mut ds.declarations)
             .into_iter()
-            .enumerate()
-            .map(|(i, d)| types::Customization {
+            .map(|d| types::Customization {
                 collection: d.collection,
                 kind: d.kind,
                 name: d.name,
                 definition: d.definition.to_string(),
-                handler: i as u32,
+                handler: d.handler,
             })
             .collect();
-        HANDLERS.with(|cell| *cell.borrow_mut() = Some(ds.handlers));
+        HANDLERS.with(|cell| *cell.borrow_mut() = Some(ds.into_table()));
         Ok(out)
     }
 
@@ -1048,5 +1109,33 @@ impl<P: Plugin> Guest for Exports<P> {
             _ => Err(wrong_kind(handler)),
         })?;
         Ok(created.map(|v| v.to_string()))
+    }
+}
+
+impl<P: Plugin> workflow::Guest for Exports<P> {
+    fn declare_steps() -> Result<Vec<workflow::StepDeclaration>, types::Error> {
+        Ok(Self::with_table(|table| {
+            Ok(table
+                .steps
+                .iter()
+                .map(|(name, id)| workflow::StepDeclaration {
+                    name: name.clone(),
+                    handler: *id,
+                })
+                .collect())
+        })?)
+    }
+
+    fn workflow_step(
+        handler: u32,
+        ctx: types::CallContext,
+        input: workflow::StepInput,
+    ) -> Result<workflow::StepOutput, types::Error> {
+        let step = StepContext::new(Context::from(ctx), &input)?;
+        let output = Self::with_handler(handler, |h| match h {
+            Handler::WorkflowStep(f) => f(&step),
+            _ => Err(wrong_kind(handler)),
+        })?;
+        Ok(output.into_wit())
     }
 }

@@ -28,7 +28,11 @@
 //! canopy_sdk::export_plugin!(Shop);
 //! ```
 //!
-//! The contract underneath is `wit/plugin@0.1.0` ([`WIT_VERSION`]); authors never touch it.
+//! The same `customize` may declare workflow-step handlers
+//! ([`DataSource::add_workflow_step`]), which `plugin` steps of workflow runs call.
+//!
+//! The contract underneath is `wit/plugin@0.2.0` ([`WIT_VERSION`]); authors never touch it. (The
+//! host still loads plugins built against the frozen 0.1.0, which have no workflow steps.)
 //! See `guest-sdk/README.md` for a guide to each kind of customization.
 
 mod action;
@@ -40,6 +44,7 @@ mod data;
 mod error;
 mod hook;
 mod relation;
+mod workflow;
 mod write;
 
 pub use action::{Action, ActionContext, ActionResult, FieldType, FormElement, Scope};
@@ -57,10 +62,11 @@ pub use relation::{
 };
 /// JSON values (condition trees, form values, records) are `serde_json` values.
 pub use serde_json::{Value, json};
+pub use workflow::{StepContext, StepOutput};
 pub use write::{BinaryMode, WriteAction, WriteContext};
 
 /// The version of the WIT package this SDK builds against; the host checks it at load.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// Everything a plugin usually needs: `use canopy_sdk::prelude::*;`.
 pub mod prelude {
@@ -69,11 +75,12 @@ pub mod prelude {
         CollectionCustomizer, Column, ColumnType, ComputedField, Context, DataSource, Error,
         ExternalRelation, FieldType, FormElement, HookContext, Level, ManyToManyOptions,
         ManyToOneOptions, OneToManyOptions, OneToOneOptions, Operation, Plugin, Position, Result,
-        Rows, Scope, Search, Segment, TimeRange, Value, WriteAction, WriteContext, json, log,
+        Rows, Scope, Search, Segment, StepContext, StepOutput, TimeRange, Value, WriteAction,
+        WriteContext, json, log,
     };
 }
 
-/// Exports a [`Plugin`] as the component's `customizer` interface. Call it once, at the root of
+/// Exports a [`Plugin`] as the component's `customizer` and `workflow` interfaces. Call it once, at the root of
 /// the plugin crate: `canopy_sdk::export_plugin!(MyPlugin);`.
 #[macro_export]
 macro_rules! export_plugin {

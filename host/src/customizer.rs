@@ -301,12 +301,13 @@ impl fmt::Debug for Kind {
     }
 }
 
+/// Workflow-step handlers by (plugin, handler name).
+pub type WorkflowSteps = BTreeMap<(String, String), Arc<dyn WorkflowStepHandler>>;
+
 /// The workflow-step handlers among `customizations`, by (plugin, handler name): what
 /// `AppState::workflow_steps` holds. The same pair declared twice (twice by one plugin, or by two
 /// applications of the same plugin) is refused: a workflow must name exactly one handler.
-pub fn workflow_steps(
-    customizations: &[Customization],
-) -> Result<BTreeMap<(String, String), Arc<dyn WorkflowStepHandler>>, String> {
+pub fn workflow_steps(customizations: &[Customization]) -> Result<WorkflowSteps, String> {
     let mut steps = BTreeMap::new();
     for c in customizations {
         let Kind::WorkflowStep { name, handler } = &c.kind else {

@@ -105,8 +105,7 @@ pub struct AppState {
 }
 
 /// Workflow step handlers by (plugin, handler name).
-pub type WorkflowSteps =
-    std::collections::BTreeMap<(String, String), Arc<dyn crate::customizer::WorkflowStepHandler>>;
+pub use crate::customizer::WorkflowSteps;
 
 impl AppState {
     /// The state of a server with these HTTP settings.

@@ -45,6 +45,7 @@ mod permissions;
 mod permissions_charts;
 mod permissions_ip;
 mod platform_store;
+mod plugin_steps;
 mod plugins;
 mod plugins_customizer;
 mod plugins_http;

@@ -1,7 +1,7 @@
 //! Real plugins (tests/plugins, built by tests/build.rs) through the runtime and the customizer's
 //! handler traits: a misbehaving handler fails its own call with a clear error while the others,
-//! concurrent or later, keep succeeding; a plugin built against another WIT version is refused by
-//! name.
+//! concurrent or later, keep succeeding; a plugin built against the frozen 0.1.0 WIT still loads
+//! and works; a plugin built against a WIT version the host does not implement is refused by name.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use canopy::customizer::{Batch, Column, ComputeHandler, Context, Customization, Kind};
 use canopy::datasource::{ColumnType, DataSource, Error, PrimitiveType, Value};
-use canopy::plugins::{PluginSet, Runtime};
+use canopy::plugins::{PluginSet, Runtime, WIT_VERSION, WitVersion};
 use canopy_e2e::{Backend, TestDb, caller};
 
 fn built(name: &str) -> PathBuf {
@@ -17,7 +17,7 @@ fn built(name: &str) -> PathBuf {
 }
 
 /// A plugin directory holding the given built plugins, each with an optional `.toml`.
-fn plugin_dir(plugins: &[(&str, Option<&str>)]) -> PathBuf {
+pub(crate) fn plugin_dir(plugins: &[(&str, Option<&str>)]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("canopy-plugins-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, toml) in plugins {
@@ -289,14 +289,58 @@ async fn a_plugin_built_against_another_wit_version_is_refused_naming_both_versi
     let runtime = Runtime::new(None).unwrap();
     let dir = plugin_dir(&[("other-wit", None)]);
     let Err(message) = PluginSet::load(&runtime, &dir, ds.schema()).await else {
-        panic!("the 0.2.0 plugin loaded")
+        panic!("the 0.3.0 plugin loaded")
     };
     assert!(
         message.contains("`other-wit`")
-            && message.contains("canopy:plugin@0.2.0")
-            && message.contains("canopy:plugin@0.1.0"),
+            && message.contains("canopy:plugin@0.3.0")
+            && message.contains("canopy:plugin@0.1.0 and canopy:plugin@0.2.0"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn a_plugin_built_against_the_frozen_0_1_0_still_loads_and_calls_back_into_the_host() {
+    let (db, ds) = datasource().await;
+    for name in ["Ann", "Bob", "Carl"] {
+        db.execute(&format!("INSERT INTO customers (name) VALUES ('{name}')"))
+            .await;
+    }
+    let runtime = Runtime::new(None).unwrap();
+    let dir = plugin_dir(&[("legacy", None)]);
+    let set = PluginSet::load(&runtime, &dir, ds.schema()).await.unwrap();
+    assert_eq!(set.plugins[0].wit_version(), WitVersion::V0_1);
+    assert!(set.plugins[0].workflow_steps.is_empty());
+    let customizations = set.customizations(ds.schema()).unwrap();
+    assert_eq!(customizations.len(), 1, "{customizations:?}");
+    let ctx = Context {
+        collection: Some("customers".into()),
+        datasource: ds,
+    };
+    let names = Batch {
+        len: 2,
+        columns: vec![Column {
+            path: "name".into(),
+            column_type: ColumnType::Primitive(PrimitiveType::String),
+            values: vec![Value::String("Ann".into()), Value::Null],
+        }],
+    };
+    // Upper-cased from the batch, and the count read back through `collections.list`.
+    let values = field(&customizations, "shout")
+        .compute(&caller(), &ctx, &names)
+        .await
+        .unwrap();
+    assert_eq!(values, vec![Value::String("ANN/3".into()), Value::Null]);
+}
+
+#[tokio::test]
+async fn sdk_plugins_target_the_newest_wit_version() {
+    let (_db, ds) = datasource().await;
+    let runtime = Runtime::new(None).unwrap();
+    let dir = plugin_dir(&[("hostile", Some(LIMITS))]);
+    let set = PluginSet::load(&runtime, &dir, ds.schema()).await.unwrap();
+    assert_eq!(set.plugins[0].wit_version(), WitVersion::V0_2);
+    assert_eq!(set.plugins[0].wit_version().as_str(), WIT_VERSION);
 }
 
 #[tokio::test]

@@ -928,15 +928,21 @@ async fn workflow_steps_are_collected_by_plugin_and_name_and_the_stack_ignores_t
     assert_eq!(out.option.as_deref(), Some("c"));
     // The stack builds over the same list: steps add no layer and nothing to the schema.
     let stack = build_stack(Arc::clone(&ds), customizations).unwrap();
-    assert!(stack.schema().collection("customers").unwrap().column("fullName").is_some());
+    assert!(
+        stack
+            .schema()
+            .collection("customers")
+            .unwrap()
+            .column("fullName")
+            .is_some()
+    );
 }
 
 #[test]
 fn a_workflow_step_declared_twice_by_one_plugin_is_refused_naming_both() {
-    let message = match workflow_steps(&[step("shop", "review", "a"), step("shop", "review", "b")])
-    {
-        Err(message) => message,
-        Ok(_) => panic!("a duplicate step was accepted"),
+    let twice = [step("shop", "review", "a"), step("shop", "review", "b")];
+    let Err(message) = workflow_steps(&twice) else {
+        panic!("a duplicate step was accepted")
     };
     assert!(
         message.contains("plugin `shop` declares the workflow step `review` more than once"),

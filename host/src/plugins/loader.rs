@@ -362,7 +362,10 @@ mod tests {
         assert_eq!(WitVersion::matching("0.2.9"), Some(WitVersion::V0_2));
         assert_eq!(WitVersion::matching("0.3.0"), None);
         assert_eq!(WitVersion::matching("1.0.0"), None);
-        assert_eq!(WitVersion::ALL.last().map(|v| v.as_str()), Some(WIT_VERSION));
+        assert_eq!(
+            WitVersion::ALL.last().map(|v| v.as_str()),
+            Some(WIT_VERSION)
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The same contract under another version (`canopy:plugin@0.2.0`): it must be refused at load
-//! with a message naming both versions, not with a raw link error.
+//! The same contract under a version this host does not implement (`canopy:plugin@0.3.0`): it
+//! must be refused at load with a message naming the versions, not with a raw link error.
 #![allow(unsafe_code, reason = "wit-bindgen glue")]
 
 wit_bindgen::generate!({ world: "customization", path: "wit" });
