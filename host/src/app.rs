@@ -88,6 +88,11 @@ pub struct Ready {
 }
 
 impl Ready {
+    /// Canopy's own store, as the served stack opened it.
+    pub fn store(&self) -> &crate::platform::Store {
+        &self.served.platform().store
+    }
+
     /// Serves the customized stack on `listener` until `shutdown` resolves, and reloads it on
     /// SIGHUP, on the admin route (`canopy reload`) and, with `watch`, when the plugin directory
     /// changes.

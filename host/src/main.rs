@@ -282,6 +282,13 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
     // The demo's own store, rebuilt at each run with its users (see `admin::demo`).
     let (data_dir, permissions_file) =
         canopy::app::admin::demo_permissions_file(&path.with_file_name("demo-store"))?;
+    // The refund workflow needs the plugin's `Refund` action: without the plugin, no workflow.
+    let workflows_dir = match &plugin_dir {
+        Some(_) => Some(canopy::app::admin::demo_workflows_dir(
+            &path.with_file_name("workflows"),
+        )?),
+        None => None,
+    };
     let args = ServeArgs {
         database_url: Some(database_url),
         data_dir: Some(data_dir),
@@ -291,6 +298,7 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
         listen: Some(listen),
         schema_path: Some(path.with_file_name(".forestadmin-schema.json")),
         plugin_dir,
+        workflows_dir: workflows_dir.clone(),
         ..ServeArgs::default()
     };
     let (config, warnings) = Config::load(args)?;
@@ -298,11 +306,13 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     let mount_path = config.http.mount_path();
+    let workflows = workflows_dir.is_some();
     let admin = &canopy::app::admin::DEMO_LOGINS[0];
     let token = canopy::app::token(DEMO_AUTH_SECRET, admin.email, "12h")?;
     let ready = canopy::app::prepare(config).await?;
     let listener = start_listening(socket, address)?;
-    let base = format!("http://{}{mount_path}", listener.local_addr()?);
+    let origin = format!("http://{}", listener.local_addr()?);
+    let base = format!("{origin}{mount_path}");
     println!("\nCanopy is serving the shop demo on {base}");
     println!("\nSign in at {base} as:");
     for login in &canopy::app::admin::DEMO_LOGINS {
@@ -315,6 +325,17 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
     println!(
         "\nTry:\ncurl -g -H \"Authorization: Bearer {token}\" \\\n  '{base}/orders?timezone=Europe/Paris&page[size]=3&sort=-total&fields[orders]=id,status,total,customer&fields[customer]=email'"
     );
+    if workflows {
+        let (url, webhook_token) =
+            canopy::app::admin::demo_webhook(ready.store(), DEMO_AUTH_SECRET, &origin).await?;
+        println!(
+            "\nStart the refund workflow on order 1 through its signed webhook (as {}):\ncurl -i -X POST \\\n  -H \"Authorization: Bearer {webhook_token}\" -H \"Content-Type: application/json\" \\\n  -d '{{\"record_id\": 1}}' \\\n  '{url}'",
+            admin.email
+        );
+        println!(
+            "Then follow the run (the 202's Location):\ncurl -H \"Authorization: Bearer {token}\" '{origin}/v1/project/canopy/environment/production/workflow-runs?limit=1'"
+        );
+    }
     println!("\nPress Ctrl-C to stop.");
     ready
         .serve(

@@ -4,7 +4,8 @@
 //! - computed fields: `customers.full_name`, and `orders.customer_name` through the `customer`
 //!   relation (which reads `full_name`, a computed field of another collection);
 //! - actions: `Offer a coupon` (Single, with a form), `Mark as VIP` (Bulk), `Export orders`
-//!   (Global, a generated file);
+//!   (Global, a generated file), `Refund` (Single, on a paid, shipped or delivered order; the
+//!   refund workflow of `examples/shop/workflows` runs it);
 //! - a hook: Before Create on customers refuses an email without `@` and lower-cases it;
 //! - segments: `VIP customers` (static) and `Above average` orders (dynamic, from an aggregate);
 //! - search: customers by email and names only; orders by a handler (a number is an id, a word a
@@ -23,8 +24,18 @@ struct Shop;
 /// A product at this price or above is in the `premium` band.
 const PREMIUM: f64 = 20.0;
 
-/// The statuses of `orders.status` in the seed.
-const STATUSES: [&str; 5] = ["pending", "paid", "shipped", "delivered", "cancelled"];
+/// The statuses of `orders.status`: the seed's, and `refunded`, which the `Refund` action sets.
+const STATUSES: [&str; 6] = [
+    "pending",
+    "paid",
+    "shipped",
+    "delivered",
+    "cancelled",
+    "refunded",
+];
+
+/// The statuses of an order that was paid for, so can be refunded.
+const REFUNDABLE: [&str; 3] = ["paid", "shipped", "delivered"];
 
 fn text(v: Option<&String>) -> &str {
     v.map_or("", String::as_str)
@@ -235,6 +246,35 @@ impl Plugin for Shop {
                 })
                 .generate_file()
                 .description("The first 100 orders as CSV"),
+            )
+            .add_action(
+                "Refund",
+                Action::new(Scope::Single, |ctx| {
+                    let order = ctx.get_record(&["id", "status", "total"])?;
+                    let status = order["status"].as_str().unwrap_or("");
+                    let id = number(&order["id"]);
+                    // An error result, not an `Err`: the person (or the workflow run) sees why.
+                    if !REFUNDABLE.contains(&status) {
+                        return Ok(ActionResult::error(format!(
+                            "Order #{id} is {status}: only a paid, shipped or delivered order can be refunded"
+                        )));
+                    }
+                    let filter = json!({"field": "id", "operator": "Equal", "value": order["id"]});
+                    ctx.collection()?
+                        .update(&filter, &json!({"status": "refunded"}))?;
+                    let reason = ctx
+                        .form_value("Reason")
+                        .and_then(Value::as_str)
+                        .filter(|r| !r.is_empty())
+                        .unwrap_or("no reason given");
+                    Ok(ActionResult::success(format!(
+                        "Order #{id} refunded ({}): {reason}",
+                        number(&order["total"])
+                    )))
+                })
+                .description("Refunds the order and marks it refunded")
+                .submit_button_label("Refund")
+                .form(vec![FormElement::new("Reason", FieldType::String).widget("TextArea")]),
             )
             // The customer's email as a read-only field of the order.
             .import_field("customer_email", "customer:email", true)

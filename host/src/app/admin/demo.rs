@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::platform::password;
+use super::workflows::triggers::webhook_url;
+use crate::platform::{Actor, NewToken, Scope, Store, password};
+use crate::workflows::webhook::KeyRing;
 
 /// One login the demo prints.
 #[derive(Debug, Clone, Copy)]
@@ -99,4 +101,58 @@ pub fn demo_permissions_file(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     let file = dir.join("permissions.toml");
     std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
     Ok((dir.to_owned(), file))
+}
+
+/// The shop's refund workflow (`examples/shop/workflows/refund.toml`), which the demo serves.
+const REFUND_WORKFLOW: &str = include_str!("../../../../examples/shop/workflows/refund.toml");
+
+/// Writes the demo's workflows folder (`workflowsDir`) beside its store: the refund workflow.
+pub fn demo_workflows_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let file = dir.join("refund.toml");
+    std::fs::write(&file, REFUND_WORKFLOW)
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    Ok(dir.to_owned())
+}
+
+/// The refund workflow's webhook, ready for a curl: enabled, its URL (signed with the demo's
+/// auth secret, at `origin`), and an application token of the demo admin with the
+/// `workflows:trigger` scope only. The demo store is rebuilt at each run, so the token does not
+/// pile up.
+pub async fn demo_webhook(
+    store: &Store,
+    auth_secret: &str,
+    origin: &str,
+) -> anyhow::Result<(String, String)> {
+    let workflow = store
+        .workflow_ref("refund")
+        .await?
+        .context("the demo's refund workflow is not loaded")?;
+    let trigger = store
+        .set_webhook_enabled(&Actor::System, &workflow, true)
+        .await?;
+    let url = webhook_url(
+        store,
+        &KeyRing::new(&[], auth_secret),
+        origin,
+        None,
+        &trigger,
+    );
+    let admin = DEMO_LOGINS[0].email;
+    let user = store
+        .user_by_email(admin)
+        .await?
+        .with_context(|| format!("the demo user {admin} is missing"))?;
+    let (_, secret) = store
+        .create_token(
+            &Actor::System,
+            user.id,
+            NewToken {
+                name: "demo refund webhook".to_owned(),
+                scopes: vec![Scope::WorkflowsTrigger],
+                expires_at: None,
+            },
+        )
+        .await?;
+    Ok((url, secret.expose().to_owned()))
 }

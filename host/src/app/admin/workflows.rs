@@ -9,7 +9,7 @@
 //! [`WorkflowsCommand`] and one arm of [`run`] each.
 
 mod runs;
-mod triggers;
+pub(crate) mod triggers;
 
 use std::path::PathBuf;
 

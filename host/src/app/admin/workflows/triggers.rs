@@ -128,14 +128,25 @@ async fn find(store: &Store, workflow: &str) -> anyhow::Result<WorkflowRef> {
 }
 
 fn url(store: &Store, ring: &KeyRing, args: &WebhookArgs, trigger: &WebhookTrigger) -> String {
-    let origin = args
-        .public_url
-        .as_deref()
-        .unwrap_or("http://127.0.0.1:3351")
-        .trim_end_matches('/');
-    let prefix = args
-        .prefix
-        .as_deref()
+    webhook_url(
+        store,
+        ring,
+        args.public_url.as_deref().unwrap_or("http://127.0.0.1:3351"),
+        args.prefix.as_deref(),
+        trigger,
+    )
+}
+
+/// The URL clients call: `{origin}{/prefix}/v1/workflow-hooks/{signed segment}`.
+pub(crate) fn webhook_url(
+    store: &Store,
+    ring: &KeyRing,
+    origin: &str,
+    prefix: Option<&str>,
+    trigger: &WebhookTrigger,
+) -> String {
+    let origin = origin.trim_end_matches('/');
+    let prefix = prefix
         .map(|p| p.trim_matches('/'))
         .filter(|p| !p.is_empty())
         .map(|p| format!("/{p}"))
