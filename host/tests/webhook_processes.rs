@@ -162,6 +162,7 @@ async fn two_processes_on_one_postgres_store_start_one_run_per_record() {
         .unwrap();
     let (_, secret) = store
         .create_token(
+            &Actor::System,
             admin.id,
             NewToken {
                 name: "integration".into(),

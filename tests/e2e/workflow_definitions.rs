@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use canopy::app::Served;
 use canopy::datasource::DataSource;
 use canopy::http::reload::Reload as _;
-use canopy::platform::{NewToken, Scope, Store};
+use canopy::platform::{Actor, NewToken, Scope, Store};
 use canopy::workflows::versions::Source;
 use canopy_e2e::{Backend, TestDb};
 use serde_json::{Value as Json, json};
@@ -775,6 +775,7 @@ async fn api_token(store: &Store, email: &str, scope: Scope) -> String {
     let user = store.user_by_email(email).await.unwrap().unwrap();
     let (_, secret) = store
         .create_token(
+            &Actor::System,
             user.id,
             NewToken {
                 name: format!("{scope:?}"),

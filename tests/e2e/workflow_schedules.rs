@@ -24,7 +24,7 @@ fn definition(name: &str, triggers: Triggers) -> Definition {
         name: name.to_owned(),
         collection: "orders".to_owned(),
         description: None,
-        active: true,
+        active: Some(true),
         triggers,
         steps: vec![Step {
             key: "done".to_owned(),

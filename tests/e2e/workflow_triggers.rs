@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
-use canopy::platform::{NewToken, Scope, Store};
+use canopy::platform::{Actor, NewToken, Scope, Store};
 use canopy::workflows::definition::{Definition, Kind, Step};
 use canopy_e2e::Backend;
 use serde_json::Value as Json;
@@ -82,7 +82,7 @@ pub(crate) async fn add_workflow(
         name: name.to_owned(),
         collection: collection.to_owned(),
         description: None,
-        active,
+        active: Some(active),
         triggers: Default::default(),
         steps: vec![Step {
             key: "done".to_owned(),
@@ -112,7 +112,7 @@ pub(crate) async fn add_definition(store: &Store, definition: &Definition) -> St
     .bind(store.environment())
     .bind(&definition.name)
     .bind(&definition.collection)
-    .bind(i64::from(definition.active))
+    .bind(i64::from(definition.active.unwrap_or(true)))
     .bind(now)
     .execute(store.pool())
     .await
@@ -136,6 +136,7 @@ pub(crate) async fn app_token(store: &Store, email: &str, scopes: &[Scope]) -> S
     let user = store.user_by_email(email).await.unwrap().unwrap();
     let (_, secret) = store
         .create_token(
+            &Actor::System,
             user.id,
             NewToken {
                 name: format!("{email} {scopes:?}"),
