@@ -74,7 +74,8 @@ async fn drop_database(url: &str) {
     }
 }
 
-/// A workflow of one step on `books`, stored as the definitions store keeps it; its id.
+/// A workflow on `books` whose first step waits for a person (so a run stays ongoing while the
+/// engines of both processes run it), stored as the definitions store keeps it; its id.
 async fn add_workflow(store: &Store) -> String {
     let id = uuid::Uuid::new_v4().to_string();
     let now = chrono::Utc::now().timestamp_millis();
@@ -96,7 +97,9 @@ async fn add_workflow(store: &Store) -> String {
     )
     .bind(uuid::Uuid::new_v4().to_string())
     .bind(&id)
-    .bind(r#"{"name":"restock","collection":"books","steps":[{"key":"done","type":"end"}]}"#)
+    .bind(
+        r#"{"name":"restock","collection":"books","steps":[{"key":"check","type":"guidance","prompt":"Count the copies"},{"key":"done","type":"end"}]}"#,
+    )
     .bind(now)
     .execute(store.pool())
     .await
