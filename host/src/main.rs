@@ -308,8 +308,8 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
     let mount_path = config.http.mount_path();
     let workflows = workflows_dir.is_some();
     let admin = &canopy::app::admin::DEMO_LOGINS[0];
-    let token = canopy::app::token(DEMO_AUTH_SECRET, admin.email, "12h")?;
     let ready = canopy::app::prepare(config).await?;
+    let token = canopy::app::admin::demo_session_token(ready.store(), DEMO_AUTH_SECRET).await?;
     let listener = start_listening(socket, address)?;
     let origin = format!("http://{}", listener.local_addr()?);
     let base = format!("{origin}{mount_path}");

@@ -16,14 +16,14 @@
 //!   `webhook`: its signed URLs; `schedule`: cron schedules.
 
 pub mod definition;
+pub mod engine;
 pub mod files;
 pub mod runs;
+pub mod schedule;
+pub mod steps;
+pub mod triggers;
 pub mod validate;
 pub mod versions;
-pub mod engine;
-pub mod steps;
-pub mod schedule;
-pub mod triggers;
 pub mod webhook;
 
 pub use definition::Definition;

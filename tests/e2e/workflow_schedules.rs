@@ -231,8 +231,7 @@ async fn record_changes_start_runs_as_the_writer(backend: Backend) {
     .await;
     assert_eq!(got.0, StatusCode::OK, "{}", got.2);
     let created = got.2["data"]["id"].as_str().unwrap().to_owned();
-    let body =
-        json!({"data": {"type": "orders", "attributes": {"status": "new", "amount": 4}}});
+    let body = json!({"data": {"type": "orders", "attributes": {"status": "new", "amount": 4}}});
     let got = send(
         app,
         "POST",

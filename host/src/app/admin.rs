@@ -18,7 +18,10 @@ use std::io::Read as _;
 use anyhow::Context as _;
 use clap::Args;
 
-pub use demo::{DEMO_LOGINS, DemoLogin, demo_permissions_file, demo_webhook, demo_workflows_dir};
+pub use demo::{
+    DEMO_LOGINS, DemoLogin, demo_permissions_file, demo_session_token, demo_webhook,
+    demo_workflows_dir,
+};
 pub use groups::{RolesCommand, TeamsCommand};
 pub use permissions::{IpCommand, PermissionsCommand};
 pub use tokens::{TokensArgs, TokensCommand};

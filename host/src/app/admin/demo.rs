@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::workflows::triggers::webhook_url;
+use crate::auth::{SessionClaims, SessionKey};
 use crate::platform::{Actor, NewToken, Scope, Store, password};
 use crate::workflows::webhook::KeyRing;
 
@@ -155,4 +156,21 @@ pub async fn demo_webhook(
         )
         .await?;
     Ok((url, secret.expose().to_owned()))
+}
+
+/// A 12-hour session token of the demo admin, as signing in would give: their first team's
+/// rendering, so the printed curl lines see what the admin sees in the UI.
+pub async fn demo_session_token(store: &Store, auth_secret: &str) -> anyhow::Result<String> {
+    let admin = DEMO_LOGINS[0].email;
+    let user = store
+        .user_by_email(admin)
+        .await?
+        .with_context(|| format!("the demo user {admin} is missing"))?;
+    let team = user
+        .teams
+        .first()
+        .with_context(|| format!("the demo user {admin} is in no team"))?;
+    let rendering_id = store.rendering_id(team.id).await?;
+    let claims = SessionClaims::for_user(&user, team, rendering_id);
+    Ok(SessionKey::new(auth_secret).mint(claims, std::time::Duration::from_secs(12 * 3600))?)
 }

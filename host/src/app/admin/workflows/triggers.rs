@@ -131,7 +131,9 @@ fn url(store: &Store, ring: &KeyRing, args: &WebhookArgs, trigger: &WebhookTrigg
     webhook_url(
         store,
         ring,
-        args.public_url.as_deref().unwrap_or("http://127.0.0.1:3351"),
+        args.public_url
+            .as_deref()
+            .unwrap_or("http://127.0.0.1:3351"),
         args.prefix.as_deref(),
         trigger,
     )
