@@ -234,7 +234,7 @@ struct WorkflowsQuery {
     #[param(nullable = false, minimum = 1, maximum = 100, default = 10)]
     limit: Option<i64>,
     /// Only the workflows of this collection.
-    #[param(rename = "collectionName", nullable = false)]
+    #[param(rename = "collectionName", nullable = false, min_length = 1)]
     collection_name: Option<String>,
     /// Only active (`true`) or inactive (`false`) workflows.
     #[param(nullable = false, pattern = "^(true|false)$")]

@@ -79,7 +79,7 @@ struct TriggerSchema {
 
 /// The body of `PATCH …/triggers/webhook`.
 #[derive(ToSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[allow(
     dead_code,
     reason = "documentation only: the handler reads the body itself"
@@ -87,7 +87,7 @@ struct TriggerSchema {
 struct WebhookChange {
     /// Calls per minute this webhook accepts (1 to 10,000,000); `null` for the server's
     /// default (`workflowWebhookRateLimitPerMinute`).
-    #[schema(minimum = 1, maximum = 10_000_000)]
+    #[schema(minimum = 1, maximum = 10_000_000, required = true)]
     rate_limit_per_minute: Option<u32>,
 }
 
@@ -465,8 +465,15 @@ async fn change(
         }
         Some(Json::Null) => None,
         Some(value) => Some(
+            // JSON Schema's integers include `1427.0`: a whole number however it is written.
             value
                 .as_u64()
+                .or_else(|| {
+                    value
+                        .as_f64()
+                        .filter(|v| v.fract() == 0.0 && *v >= 0.0 && *v <= f64::from(u32::MAX))
+                        .map(|v| v as u64)
+                })
                 .and_then(|v| u32::try_from(v).ok())
                 .filter(|v| (1..=crate::workflows::triggers::MAX_RATE_LIMIT_PER_MINUTE).contains(v))
                 .ok_or_else(|| {
