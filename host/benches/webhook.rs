@@ -110,6 +110,7 @@ async fn run(state_url: &str, dir: &std::path::Path, calls: usize, concurrency: 
         .unwrap();
     let (_, secret) = store
         .create_token(
+            &Actor::System,
             admin.id,
             NewToken {
                 name: "bench".into(),
@@ -137,7 +138,7 @@ async fn run(state_url: &str, dir: &std::path::Path, calls: usize, concurrency: 
     let router = served.router();
 
     // Warm up: caches (token, permission documents, rendering) and connections.
-    let call = |record: usize| {
+    let call = move |record: usize| {
         let router = router.clone();
         let path = Arc::clone(&path);
         let token = Arc::clone(&token);

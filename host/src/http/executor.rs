@@ -149,11 +149,8 @@ async fn proxy(
         return ApiError::from(crate::agent::Error::validation("Invalid executor path"))
             .into_response();
     };
-    let body = match axum::body::to_bytes(body, state.json_limit).await {
-        Ok(body) => body,
-        Err(_) => {
-            return ApiError::PayloadTooLarge.into_response();
-        }
+    let Ok(body) = axum::body::to_bytes(body, state.json_limit).await else {
+        return ApiError::PayloadTooLarge.into_response();
     };
     let sent = executor
         .client

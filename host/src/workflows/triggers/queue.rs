@@ -131,7 +131,7 @@ async fn in_one_transaction(store: &Store, batch: &[Pending]) -> Result<Vec<Resu
     let mut tx = store.pool().begin().await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     for pending in batch {
-        outcomes.push(Ok(store.queue_run_in(&mut *tx, &pending.run).await?));
+        outcomes.push(Ok(store.queue_run_in(&mut tx, &pending.run).await?));
     }
     tx.commit().await?;
     Ok(outcomes)
