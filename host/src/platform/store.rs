@@ -244,6 +244,60 @@ pub fn default_sqlite_url(data_dir: &Path) -> String {
 const USER_COLUMNS: &str = "u.id, u.email, u.first_name, u.last_name, u.permission_level, \
      u.role_id, r.name AS role_name, u.tags, u.disabled, u.password_hash IS NOT NULL AS has_password";
 
+/// A user with their teams in one query: one row per team (a single row with NULL team columns
+/// for a user in no team). Reading the teams apart was a second round trip on every call that
+/// acts as a token's user (the workflow webhook's hot path).
+const USER_WITH_TEAMS: &str = "SELECT u.id, u.email, u.first_name, u.last_name, \
+     u.permission_level, u.role_id, r.name AS role_name, u.tags, u.disabled, \
+     u.password_hash IS NOT NULL AS has_password, t.id AS team_id, t.name AS team_name \
+     FROM users u LEFT JOIN roles r ON r.id = u.role_id \
+     LEFT JOIN team_members m ON m.user_id = u.id LEFT JOIN teams t ON t.id = m.team_id";
+
+/// The teams' order of `user_teams`.
+const TEAM_ORDER: &str = "ORDER BY m.position, t.id";
+
+/// The user of [`USER_WITH_TEAMS`]'s rows, if any.
+fn user_with_teams(rows: &[AnyRow]) -> Result<Option<User>> {
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let mut teams = Vec::new();
+    for row in rows {
+        if let Some(id) = row.try_get::<Option<i64>, _>("team_id")? {
+            teams.push(Team {
+                id,
+                name: row.try_get("team_name")?,
+            });
+        }
+    }
+    user_fields(first, teams).map(Some)
+}
+
+/// A user from a row of [`USER_COLUMNS`], with their teams.
+fn user_fields(row: &AnyRow, teams: Vec<Team>) -> Result<User> {
+    let level: String = row.try_get("permission_level")?;
+    let tags: String = row.try_get("tags")?;
+    let role = match row.try_get::<Option<i64>, _>("role_id")? {
+        Some(role_id) => Some(Role {
+            id: role_id,
+            name: row.try_get("role_name")?,
+        }),
+        None => None,
+    };
+    Ok(User {
+        id: row.try_get("id")?,
+        email: row.try_get("email")?,
+        first_name: row.try_get("first_name")?,
+        last_name: row.try_get("last_name")?,
+        permission_level: parse_level(&level)?,
+        role,
+        teams,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        disabled: row.try_get::<i64, _>("disabled")? != 0,
+        has_password: bool_column(row, "has_password")?,
+    })
+}
+
 impl Store {
     /// Connects to `url` (`sqlite:` or `postgres:`), runs the migrations of its dialect (sqlx
     /// takes an advisory lock on PostgreSQL, so instances starting together migrate once) and
@@ -399,34 +453,26 @@ impl Store {
     }
 
     pub async fn user(&self, id: i64) -> Result<Option<User>> {
-        let row = sqlx::query(&format!(
-            "SELECT {USER_COLUMNS} FROM users u LEFT JOIN roles r ON r.id = u.role_id \
-             WHERE u.project = $1 AND u.id = $2"
+        let rows = sqlx::query(&format!(
+            "{USER_WITH_TEAMS} WHERE u.project = $1 AND u.id = $2 {TEAM_ORDER}"
         ))
         .bind(&self.project)
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        match row {
-            Some(row) => Ok(Some(self.user_from_row(&row).await?)),
-            None => Ok(None),
-        }
+        user_with_teams(&rows)
     }
 
     /// The user with this email, compared without case (emails are case-insensitive in practice).
     pub async fn user_by_email(&self, email: &str) -> Result<Option<User>> {
-        let row = sqlx::query(&format!(
-            "SELECT {USER_COLUMNS} FROM users u LEFT JOIN roles r ON r.id = u.role_id \
-             WHERE u.project = $1 AND LOWER(u.email) = LOWER($2)"
+        let rows = sqlx::query(&format!(
+            "{USER_WITH_TEAMS} WHERE u.project = $1 AND LOWER(u.email) = LOWER($2) {TEAM_ORDER}"
         ))
         .bind(&self.project)
         .bind(email)
-        .fetch_optional(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        match row {
-            Some(row) => Ok(Some(self.user_from_row(&row).await?)),
-            None => Ok(None),
-        }
+        user_with_teams(&rows)
     }
 
     /// The stored password hash of an enabled user, for sign-in.
@@ -443,27 +489,7 @@ impl Store {
 
     async fn user_from_row(&self, row: &AnyRow) -> Result<User> {
         let id: i64 = row.try_get("id")?;
-        let level: String = row.try_get("permission_level")?;
-        let tags: String = row.try_get("tags")?;
-        let role = match row.try_get::<Option<i64>, _>("role_id")? {
-            Some(role_id) => Some(Role {
-                id: role_id,
-                name: row.try_get("role_name")?,
-            }),
-            None => None,
-        };
-        Ok(User {
-            id,
-            email: row.try_get("email")?,
-            first_name: row.try_get("first_name")?,
-            last_name: row.try_get("last_name")?,
-            permission_level: parse_level(&level)?,
-            role,
-            teams: self.user_teams(id).await?,
-            tags: serde_json::from_str(&tags).unwrap_or_default(),
-            disabled: row.try_get::<i64, _>("disabled")? != 0,
-            has_password: bool_column(row, "has_password")?,
-        })
+        user_fields(row, self.user_teams(id).await?)
     }
 
     async fn user_teams(&self, user_id: i64) -> Result<Vec<Team>> {
