@@ -57,6 +57,9 @@ pub enum Error {
     Remote(String),
     #[error("Canopy's store: {0}")]
     Database(#[from] sqlx::Error),
+    /// A read shared by concurrent calls failed (its error as text: it cannot be cloned).
+    #[error("Canopy's store: {0}")]
+    Shared(String),
 }
 
 impl Error {

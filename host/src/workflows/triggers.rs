@@ -10,6 +10,7 @@
 //! cache in between). Schedules and record-change triggers live beside (`schedule`,
 //! `record_change`).
 
+mod coalesce;
 pub mod queue;
 pub mod record_change;
 
@@ -441,6 +442,9 @@ pub struct Triggers {
     /// The process's activity logger: runs started outside a request (schedules, record
     /// changes) are logged here.
     activity: ActivityLog,
+    /// Webhook calls in flight share their reads of the same trigger and the same user.
+    targets: coalesce::Coalesce<String, Option<HookTarget>>,
+    users: coalesce::Coalesce<i64, Option<User>>,
 }
 
 impl std::fmt::Debug for Triggers {
@@ -469,8 +473,33 @@ impl Triggers {
             limiters: quick_cache::sync::Cache::new(LIMITERS),
             queue: queue::RunQueue::start(store.clone()),
             renderings: quick_cache::sync::Cache::new(RENDERINGS),
+            targets: coalesce::Coalesce::new(),
+            users: coalesce::Coalesce::new(),
             store,
         }
+    }
+
+    /// [`Store::hook_target`], shared by the calls of the same webhook in flight together.
+    pub async fn hook_target(&self, trigger_id: &str) -> Result<Option<HookTarget>> {
+        let store = self.store.clone();
+        let id = trigger_id.to_owned();
+        self.targets
+            .get(trigger_id.to_owned(), async move {
+                store.hook_target(&id).await.map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|e| Error::Store(crate::platform::Error::Shared(e.to_string())))
+    }
+
+    /// [`Store::user`], shared by the calls of the same user in flight together.
+    pub async fn user(&self, user_id: i64) -> crate::platform::Result<Option<User>> {
+        let store = self.store.clone();
+        self.users
+            .get(user_id, async move {
+                store.user(user_id).await.map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|e| crate::platform::Error::Shared(e.to_string()))
     }
 
     pub fn store(&self) -> &Store {

@@ -124,7 +124,6 @@ async fn trigger(
     }
     // 4. The trigger and its workflow.
     let target = triggers
-        .store()
         .hook_target(&hook.trigger_id)
         .await
         .map_err(internal)?;
@@ -156,7 +155,7 @@ async fn trigger(
             "the token lacks the workflows:trigger scope",
         ));
     }
-    let user = match triggers.store().user(token.user_id()).await {
+    let user = match triggers.user(token.user_id()).await {
         Ok(Some(user)) => user,
         // A removed user's tokens are worth nothing.
         Ok(None) => return Err(Error::Unauthorized(crate::http::platform::INVALID_TOKEN)),
