@@ -283,12 +283,10 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
     let (data_dir, permissions_file) =
         canopy::app::admin::demo_permissions_file(&path.with_file_name("demo-store"))?;
     // The refund workflow needs the plugin's `Refund` action: without the plugin, no workflow.
-    let workflows_dir = match &plugin_dir {
-        Some(_) => Some(canopy::app::admin::demo_workflows_dir(
-            &path.with_file_name("workflows"),
-        )?),
-        None => None,
-    };
+    let workflows_dir = plugin_dir
+        .as_ref()
+        .map(|_| canopy::app::admin::demo_workflows_dir(&path.with_file_name("workflows")))
+        .transpose()?;
     let args = ServeArgs {
         database_url: Some(database_url),
         data_dir: Some(data_dir),

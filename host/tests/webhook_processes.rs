@@ -17,8 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use canopy::platform::{Actor, NewToken, Scope, Store};
-use sqlx::Connection as _;
-use support::{Server, TempDir};
+use support::{Server, TempDir, drop_postgres, fresh_postgres};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "webhook-processes-auth-secret";
@@ -50,28 +49,6 @@ fn serve(data: &str, state: &str, dir: &Path, name: &str) -> (Server, String) {
         .unwrap_or_else(|| panic!("{name} did not start: {line:?}"))
         .to_owned();
     (Server(child), address)
-}
-
-/// A fresh PostgreSQL database; its URL.
-async fn fresh_database() -> String {
-    let admin = std::env::var("CANOPY_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let name = format!("canopy_webhook_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
-    sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    format!("{}/{name}", admin.rsplit_once('/').unwrap().0)
-}
-
-async fn drop_database(url: &str) {
-    let (base, name) = url.rsplit_once('/').unwrap();
-    if let Ok(mut conn) = sqlx::PgConnection::connect(&format!("{base}/postgres")).await {
-        let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .execute(&mut conn)
-            .await;
-    }
 }
 
 /// A workflow on `books` whose first step waits for a person (so a run stays ongoing while the
@@ -152,7 +129,7 @@ async fn two_processes_on_one_postgres_store_start_one_run_per_record() {
             .unwrap();
         pool.close().await;
     }
-    let state = fresh_database().await;
+    let state = fresh_postgres("webhook").await;
     // One after the other: the first creates the first admin.
     let (first, first_address) = serve(&data, &state, &dir.0, "first");
     let (second, second_address) = serve(&data, &state, &dir.0, "second");
@@ -255,5 +232,5 @@ async fn two_processes_on_one_postgres_store_start_one_run_per_record() {
     store.close().await;
     drop(first);
     drop(second);
-    drop_database(&state).await;
+    drop_postgres(&state).await;
 }

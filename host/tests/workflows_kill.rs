@@ -20,10 +20,9 @@ use std::time::{Duration, Instant};
 use canopy::platform::Store;
 use canopy::workflows::runs::{NewRun, Queued, TriggerKind};
 use serde_json::{Value as Json, json};
-use sqlx::Connection as _;
 
 mod support;
-use support::{Server, TempDir};
+use support::{Server, TempDir, drop_postgres, fresh_postgres};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "workflows-kill-test-auth-secret";
@@ -65,24 +64,6 @@ fn serve(dir: &Path, data_url: &str, state_url: &str) -> Server {
         .unwrap();
     assert!(line.starts_with("Canopy is serving on"), "{line:?}");
     server
-}
-
-fn postgres_admin() -> String {
-    std::env::var("CANOPY_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
-/// A fresh PostgreSQL database for the store: its URL and name.
-async fn postgres_database() -> (String, String) {
-    let admin = postgres_admin();
-    let name = format!("canopy_kill_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
-    sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap();
-    (format!("{base}/{name}"), name)
 }
 
 /// The user data: orders, and a trigger counting each UPDATE of an order in `writes`.
@@ -324,13 +305,7 @@ async fn kill_9_loses_no_run_and_writes_nothing_twice_on_a_sqlite_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_loses_no_run_and_writes_nothing_twice_on_a_postgres_store() {
-    let (url, name) = postgres_database().await;
+    let url = fresh_postgres("kill").await;
     kill_and_restart(&url).await;
-    let mut conn = sqlx::PgConnection::connect(&postgres_admin())
-        .await
-        .unwrap();
-    sqlx::raw_sql(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    drop_postgres(&url).await;
 }

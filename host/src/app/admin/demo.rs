@@ -139,11 +139,7 @@ pub async fn demo_webhook(
         None,
         &trigger,
     );
-    let admin = DEMO_LOGINS[0].email;
-    let user = store
-        .user_by_email(admin)
-        .await?
-        .with_context(|| format!("the demo user {admin} is missing"))?;
+    let user = demo_admin(store).await?;
     let (_, secret) = store
         .create_token(
             &Actor::System,
@@ -161,16 +157,21 @@ pub async fn demo_webhook(
 /// A 12-hour session token of the demo admin, as signing in would give: their first team's
 /// rendering, so the printed curl lines see what the admin sees in the UI.
 pub async fn demo_session_token(store: &Store, auth_secret: &str) -> anyhow::Result<String> {
-    let admin = DEMO_LOGINS[0].email;
-    let user = store
-        .user_by_email(admin)
-        .await?
-        .with_context(|| format!("the demo user {admin} is missing"))?;
+    let user = demo_admin(store).await?;
     let team = user
         .teams
         .first()
-        .with_context(|| format!("the demo user {admin} is in no team"))?;
+        .with_context(|| format!("the demo user {} is in no team", user.email))?;
     let rendering_id = store.rendering_id(team.id).await?;
     let claims = SessionClaims::for_user(&user, team, rendering_id);
     Ok(SessionKey::new(auth_secret).mint(claims, std::time::Duration::from_secs(12 * 3600))?)
+}
+
+/// The demo admin (the first of [`DEMO_LOGINS`]) as the store holds them.
+async fn demo_admin(store: &Store) -> anyhow::Result<crate::platform::User> {
+    let admin = DEMO_LOGINS[0].email;
+    store
+        .user_by_email(admin)
+        .await?
+        .with_context(|| format!("the demo user {admin} is missing"))
 }
