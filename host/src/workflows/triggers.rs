@@ -546,17 +546,29 @@ impl Triggers {
             .then_some(hook)
     }
 
-    /// Spends one call of the webhook's quota; `Err(seconds)` to wait when it is spent. The
-    /// quota is the trigger's own limit as last read from the store (see [`Self::observe_limit`]),
-    /// else `workflowWebhookRateLimitPerMinute`.
-    pub fn check_rate(&self, trigger_id: &str) -> Result<(), u64> {
+    /// Spends one call of the webhook's quota, before the store is read, when this process
+    /// already knows the trigger's limit: `Some(Err(seconds))` to wait when it is spent, `None`
+    /// on the first call since start (then read the trigger and call [`Self::first_rate`], so a
+    /// burst on a fresh process is held to the trigger's own limit, not to the default).
+    pub fn check_rate(&self, trigger_id: &str) -> Option<Result<(), u64>> {
+        self.limiters.get(trigger_id).map(|limiter| limiter.check())
+    }
+
+    /// Spends one call of a quota this process did not know before reading the trigger: its own
+    /// limit as just read (`None`: `workflowWebhookRateLimitPerMinute`). Concurrent first calls
+    /// share one limiter.
+    pub fn first_rate(&self, trigger_id: &str, own: Option<u32>) -> Result<(), u64> {
+        let per_minute = self.per_minute(own);
         let limiter = match self.limiters.get(trigger_id) {
-            Some(limiter) => limiter,
-            None => {
-                let limiter = Arc::new(HookLimiter::new(self.default_per_minute));
-                self.limiters
-                    .insert(trigger_id.to_owned(), Arc::clone(&limiter));
-                limiter
+            Some(limiter) if limiter.per_minute == per_minute.get() => limiter,
+            _ => {
+                let fresh = Arc::new(HookLimiter::new(per_minute));
+                match self.limiters.get_or_insert_with(trigger_id, || {
+                    Ok::<_, std::convert::Infallible>(Arc::clone(&fresh))
+                }) {
+                    Ok(limiter) => limiter,
+                    Err(never) => match never {},
+                }
             }
         };
         limiter.check()
@@ -573,10 +585,13 @@ impl Triggers {
         self.follow_limit(trigger_id, own, false);
     }
 
+    fn per_minute(&self, own: Option<u32>) -> NonZeroU32 {
+        own.and_then(NonZeroU32::new)
+            .unwrap_or(self.default_per_minute)
+    }
+
     fn follow_limit(&self, trigger_id: &str, own: Option<u32>, during_call: bool) {
-        let per_minute = own
-            .and_then(NonZeroU32::new)
-            .unwrap_or(self.default_per_minute);
+        let per_minute = self.per_minute(own);
         if self
             .limiters
             .get(trigger_id)

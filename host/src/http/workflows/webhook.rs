@@ -117,11 +117,18 @@ async fn trigger(
         None => check_api_token(&state, presented).await,
     };
     let token = checked?;
-    // 3. The webhook's quota.
-    if let Err(retry_after) = triggers.check_rate(&hook.trigger_id) {
+    // 3. The webhook's quota, when this process knows it (else once the trigger is read).
+    let rate_limited = |retry_after: u64| {
         tracing::info!(trigger = %hook.trigger_id, retry_after, "workflow webhook: rate limited");
-        return Err(Error::RateLimited { retry_after });
-    }
+        Error::RateLimited { retry_after }
+    };
+    let checked = match triggers.check_rate(&hook.trigger_id) {
+        Some(spent) => {
+            spent.map_err(rate_limited)?;
+            true
+        }
+        None => false,
+    };
     // 4. The trigger and its workflow.
     let target = triggers
         .hook_target(&hook.trigger_id)
@@ -130,7 +137,13 @@ async fn trigger(
     let Some(target) = target else {
         return Err(Error::NotFound("unknown webhook".to_owned()));
     };
-    triggers.observe_limit(&hook.trigger_id, target.rate_limit_per_minute);
+    if checked {
+        triggers.observe_limit(&hook.trigger_id, target.rate_limit_per_minute);
+    } else {
+        triggers
+            .first_rate(&hook.trigger_id, target.rate_limit_per_minute)
+            .map_err(rate_limited)?;
+    }
     if !target.enabled {
         return Err(Error::NotFound(
             "this webhook trigger is disabled".to_owned(),
