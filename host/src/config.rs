@@ -14,6 +14,7 @@ mod engine;
 mod file;
 mod limits;
 mod login;
+mod mcp;
 mod platform;
 mod ratelimit;
 mod size;
@@ -35,6 +36,10 @@ pub use limits::{
     DEFAULT_NATIVE_QUERY_TIMEOUT_SECONDS,
 };
 pub use login::{LoginArgs, LoginConfig, OidcConfig};
+pub use mcp::{
+    McpArgs, McpConfig, TOOLS as MCP_TOOLS, UploadConfig,
+    normalize_base_path as normalize_mcp_base_path, standalone_args as mcp_standalone_args,
+};
 pub use platform::PlatformConfig;
 pub use ratelimit::{RateLimitArgs, RateLimitConfig};
 pub use size::parse_size;
@@ -84,6 +89,8 @@ pub struct Config {
     pub workflow_engine: EngineConfig,
     /// What starts workflow runs: webhook signing keys and rate limit.
     pub triggers: TriggerConfig,
+    /// The MCP server (`mountAiMcpServer`); `None` when it is not mounted.
+    pub mcp: Option<McpConfig>,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -495,6 +502,13 @@ fn resolve(
     let rate_limit = ratelimit::resolve_rate_limits(&layers, &mut args.rate_limit, &mut file)?;
     let workflow_engine = engine::resolve_engine(&layers, &mut args.workflow_engine, &mut file)?;
     let triggers = triggers::resolve_triggers(&layers, &mut args.triggers, &mut file)?;
+    let mcp = mcp::resolve_mcp(
+        &layers,
+        &mut args.mcp,
+        &mut file,
+        login.public_url.as_deref(),
+        &mut warnings,
+    )?;
     // The experimental no-code features are configured from the schema the platform receives.
     if schema.skip_schema_update
         && (experimental.webhook_custom_actions || experimental.update_record_custom_actions)
@@ -526,6 +540,7 @@ fn resolve(
         rate_limit,
         workflow_engine,
         triggers,
+        mcp,
     };
     Ok((config, warnings))
 }

@@ -19,6 +19,7 @@ pub mod error;
 pub mod executor;
 mod healthcheck;
 pub mod liana;
+pub mod mcp;
 mod middleware;
 mod modification;
 pub mod openapi;
@@ -102,6 +103,9 @@ pub struct AppState {
     pub workflow_triggers: Option<Arc<crate::workflows::triggers::Triggers>>,
     /// `workflowExecutorUrl`: the proxy of `/forest/_internal/executor/*`; `None` serves 404.
     pub workflow_executor: Option<Arc<executor::ExecutorProxy>>,
+    /// The MCP server and its OAuth authorization server, shared by every generation; `None`
+    /// when it is not mounted.
+    pub mcp: Option<Arc<crate::mcp::Mcp>>,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -135,6 +139,7 @@ impl AppState {
             workflow_wakeup: crate::workflows::engine::Wakeup::default(),
             workflow_triggers: None,
             workflow_executor: None,
+            mcp: None,
         }
     }
 
@@ -274,15 +279,27 @@ pub fn router(state: SharedState) -> Router {
         .with_state(Arc::clone(&state));
     // The public API `/v1`: rate limited as a whole, its 404 and 405 answers included.
     let limited = || axum::middleware::from_fn_with_state(Arc::clone(&state), ratelimit::limit);
-    let routes = Router::new()
+    let data = Router::new()
         .nest(&mount_path, forest)
         // Every `/v1` route (admin API, approval requests, tokens, notes, logs) with its OpenAPI
         // document.
         .nest(
             &platform::base_path(&mount_path),
             openapi::router(Arc::clone(&state), &platform::base_path(&mount_path)).layer(limited()),
-        )
-        .fallback(error::not_found);
+        );
+    // MCP tool calls go through the same routes, in process (`mcp::dispatch`); a panicking
+    // handler is a failed call there too, not a lost task.
+    let dispatch = data
+        .clone()
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            error::panic_response,
+        ));
+    let routes = if state.mcp.as_ref().is_some_and(|m| m.config.only) {
+        mcp::only(&state, dispatch)
+    } else {
+        data.merge(mcp::router(&state, dispatch))
+            .fallback(error::not_found)
+    };
     let routes = liana::around(&state, routes);
     // Trimmed before routing, which layers added to `routes` itself would follow.
     let routes = tower::ServiceExt::map_request(routes, trim_trailing_slash);

@@ -15,9 +15,12 @@
 //! - `plugins`: WebAssembly components loaded from the plugin directory, implementing the
 //!   customizer's handlers.
 //! - `typings`, `scaffold`: tools for plugin authors (`canopy typings`, `canopy plugin new`).
+//! - `platform`: Canopy's own store (users, permissions, tokens, notes, logs, OAuth state).
+//! - `workflows`: workflow definitions, triggers and the run engine.
+//! - `mcp`: the MCP server's OAuth authorization server, access tokens, tools and uploads (its
+//!   routes are `http::mcp`).
 //!
-//! The platform API, workflows and MCP are added by later issues; `docs/architecture.md` holds
-//! the whole map.
+//! `docs/architecture.md` holds the whole map.
 
 pub mod agent;
 pub mod app;
@@ -27,6 +30,7 @@ pub mod customizer;
 pub mod datasource;
 pub mod http;
 pub mod logging;
+pub mod mcp;
 pub mod platform;
 pub mod plugins;
 pub mod scaffold;

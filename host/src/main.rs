@@ -31,6 +31,18 @@ enum Command {
         #[arg(long)]
         watch: bool,
     },
+    /// Serve only the MCP server (the spec's standalone server): `POST /mcp`, its OAuth
+    /// authorization server and metadata. Reads SERVICE_MCP_ENABLED_TOOLS,
+    /// SERVICE_MCP_ALLOWED_OAUTH_CLIENTS, SERVICE_MCP_ACCESS_TOKEN_TTL_SECONDS,
+    /// SERVICE_MCP_REFRESH_TOKEN_TTL_SECONDS, and listens on MCP_SERVER_PORT (default 3931)
+    /// unless --listen says otherwise. Takes the settings of `serve`.
+    Mcp {
+        #[command(flatten)]
+        args: ServeArgs,
+        /// Development: reload the plugins when a file of the plugin directory changes.
+        #[arg(long)]
+        watch: bool,
+    },
     /// Write the schema file (`.forestadmin-schema.json`), and the typings when `typingsPath` is
     /// set, then exit without serving.
     Schema(ServeArgs),
@@ -162,23 +174,47 @@ async fn main() -> ExitCode {
     }
 }
 
+/// `canopy serve` (and `canopy mcp`, which is `serve --mcp-only` with the spec's variables).
+async fn serve(args: ServeArgs, watch: bool) -> anyhow::Result<()> {
+    let (config, _log) = load(args)?;
+    // The address is taken first, so that a port in use fails at once; connections are
+    // accepted (and the start announced) only once the stack is ready.
+    let config_listen = config.http.listen;
+    let socket = reserve(config_listen)?;
+    let mount_path = config.http.mount_path();
+    let mcp = config.mcp.clone();
+    let ready = canopy::app::prepare(config).await?;
+    let listener = start_listening(socket, config_listen)?;
+    let address = listener.local_addr()?;
+    match &mcp {
+        Some(mcp) if mcp.only => println!(
+            "Canopy is serving its MCP server on http://{address}{}/mcp",
+            mcp.base_path.as_deref().unwrap_or("")
+        ),
+        Some(mcp) => {
+            println!("Canopy is serving on http://{address}{mount_path}");
+            println!(
+                "MCP server: http://{address}{}/mcp",
+                mcp.base_path.as_deref().unwrap_or("")
+            );
+        }
+        None => println!("Canopy is serving on http://{address}{mount_path}"),
+    }
+    let options = canopy::app::ServeOptions { watch };
+    ready.serve(listener, shutdown_signal(), options).await
+}
+
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve { args, watch } => {
-            let (config, _log) = load(args)?;
-            // The address is taken first, so that a port in use fails at once; connections are
-            // accepted (and the start announced) only once the stack is ready.
-            let config_listen = config.http.listen;
-            let socket = reserve(config_listen)?;
-            let mount_path = config.http.mount_path();
-            let ready = canopy::app::prepare(config).await?;
-            let listener = start_listening(socket, config_listen)?;
-            println!(
-                "Canopy is serving on http://{}{mount_path}",
-                listener.local_addr()?
-            );
-            let options = canopy::app::ServeOptions { watch };
-            ready.serve(listener, shutdown_signal(), options).await
+        Command::Serve { args, watch } => serve(args, watch).await,
+        Command::Mcp { mut args, watch } => {
+            let port = canopy::config::mcp_standalone_args(&mut args.mcp, |name| {
+                std::env::var(name).ok()
+            })?;
+            if args.listen.is_none() {
+                args.listen = Some(format!("127.0.0.1:{port}"));
+            }
+            serve(args, watch).await
         }
         Command::Reload {
             listen,
@@ -297,6 +333,11 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
         schema_path: Some(path.with_file_name(".forestadmin-schema.json")),
         plugin_dir,
         workflows_dir: workflows_dir.clone(),
+        // The MCP server, for AI assistants: they sign in as one of the logins below.
+        mcp: canopy::config::McpArgs {
+            mcp: Some(true),
+            ..canopy::config::McpArgs::default()
+        },
         ..ServeArgs::default()
     };
     let (config, warnings) = Config::load(args)?;
@@ -334,6 +375,9 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
             "Then follow the run (the 202's Location):\ncurl -H \"Authorization: Bearer {token}\" '{origin}/v1/project/canopy/environment/production/workflow-runs?limit=1'"
         );
     }
+    println!(
+        "\nMCP server for AI assistants (OAuth: they open a sign-in page; use a login above):\n  {origin}/mcp\n  e.g. npx @modelcontextprotocol/inspector, transport \"Streamable HTTP\", URL {origin}/mcp"
+    );
     println!("\nPress Ctrl-C to stop.");
     ready
         .serve(

@@ -14,6 +14,7 @@ pub mod documents;
 pub mod listing;
 pub mod login;
 pub mod notes;
+pub mod oauth;
 pub mod password;
 pub mod remote;
 pub mod scope;
@@ -25,6 +26,7 @@ use async_trait::async_trait;
 
 pub use activity::ActivityLog;
 pub use documents::{EnvironmentPermissions, IpWhitelist, Rendering, UserEntry};
+pub use oauth::{CodeGrant, NewOAuthClient, OAuthClient, RefreshGrant, RefreshUse};
 pub use scope::Scope;
 pub use store::{
     Actor, AdminLog, Approval, ApprovalStatus, NewUser, Role, Store, Team, User, UserChange,

@@ -37,6 +37,8 @@ mod list;
 mod login;
 mod login_browser;
 mod login_oidc;
+mod mcp;
+mod mcp_edges;
 mod notes;
 mod notes_sanitize;
 mod openapi;

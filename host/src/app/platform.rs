@@ -48,6 +48,8 @@ pub struct Platform {
     pub triggers: Arc<Triggers>,
     /// The proxy to `workflowExecutorUrl`, when set.
     pub executor: Option<Arc<ExecutorProxy>>,
+    /// The MCP server (`--mcp`): its token keys, rate limits and uploads outlive reloads.
+    pub mcp: Option<Arc<crate::mcp::Mcp>>,
 }
 
 impl Platform {
@@ -134,7 +136,23 @@ impl Platform {
                 wakeup.notify();
             }
         });
+        let mcp = config.mcp.clone().map(|settings| {
+            let mcp = crate::mcp::Mcp::new(
+                settings,
+                config.login.public_url.clone(),
+                config.auth.auth_secret.expose(),
+                store.clone(),
+            );
+            if mcp.uploads.as_ref().is_some_and(|u| u.in_memory()) {
+                tracing::warn!(
+                    "MCP file uploads are kept in this process's memory: with several instances \
+                     behind a balancer, set --mcp-upload-dir to a directory they share"
+                );
+            }
+            Arc::new(mcp)
+        });
         Ok(Self {
+            mcp,
             workflow_wakeup,
             executor,
             triggers,

@@ -339,6 +339,7 @@ async fn build(
     state.workflow_wakeup = platform.workflow_wakeup.clone();
     state.workflow_triggers = Some(Arc::clone(&platform.triggers));
     state.workflow_executor = platform.executor.clone();
+    state.mcp = platform.mcp.clone();
     state.workflow_steps = Arc::new(workflow_steps);
     let state = Arc::new(state);
     Ok(Built {

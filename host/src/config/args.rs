@@ -327,4 +327,7 @@ pub struct ServeArgs {
     /// Workflow triggers: webhook signing keys and rate limit.
     #[command(flatten)]
     pub triggers: super::TriggerArgs,
+    /// The MCP server: mount, base path, tools, OAuth clients, token lifetimes, uploads.
+    #[command(flatten)]
+    pub mcp: super::McpArgs,
 }

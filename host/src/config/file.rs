@@ -67,6 +67,7 @@ pub struct FileConfig {
     pub workflow_lease_in_seconds: Option<u64>,
     pub workflow_webhook_keys: Option<String>,
     pub workflow_webhook_rate_limit_per_minute: Option<u32>,
+    pub mcp: Option<super::mcp::FileMcp>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

@@ -59,7 +59,7 @@ fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
 /// `scheme://host` of the request: the Host header (or the URI's authority), `https` when a proxy
 /// says so in `X-Forwarded-Proto`. Only used where `publicUrl` is not configured; a Host that is
 /// not a plain host name reads as `localhost`.
-fn request_base(headers: &HeaderMap, uri: &Uri) -> String {
+pub(super) fn request_base(headers: &HeaderMap, uri: &Uri) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
@@ -78,7 +78,7 @@ fn request_base(headers: &HeaderMap, uri: &Uri) -> String {
 }
 
 /// The client's address, as the server accepted its connection (rate limits key on it).
-fn client_ip(request: &Request) -> IpAddr {
+pub(super) fn client_ip(request: &Request) -> IpAddr {
     request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -86,7 +86,7 @@ fn client_ip(request: &Request) -> IpAddr {
 }
 
 /// A cookie's value from the request's `Cookie` headers.
-fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(super) fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -99,7 +99,7 @@ fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 /// An HTML page, never cached nor framed, with no script allowed.
-fn html(status: StatusCode, body: String) -> Response {
+pub(super) fn html(status: StatusCode, body: String) -> Response {
     (
         status,
         [
@@ -266,18 +266,21 @@ fn password_sign_in_off(issuer: &str) -> Response {
 
 /// `canopy_sign_in={nonce}` for the sign-in routes only, readable by no script, sent by the
 /// browser on same-site requests only (a form posted from another site arrives without it).
-fn csrf_cookie(login: &Login, base: &str, nonce: &str) -> HeaderValue {
+pub(super) fn csrf_cookie_at(login: &Login, base: &str, nonce: &str, path: &str) -> HeaderValue {
     let secure = if login.base_url(base).starts_with("https:") {
         "; Secure"
     } else {
         ""
     };
     let value = format!(
-        "{CSRF_COOKIE}={nonce}; Path={}; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
-        login.sign_in_path(),
+        "{CSRF_COOKIE}={nonce}; Path={path}; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
         REQUEST_TTL.as_secs()
     );
     HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+fn csrf_cookie(login: &Login, base: &str, nonce: &str) -> HeaderValue {
+    csrf_cookie_at(login, base, nonce, &login.sign_in_path())
 }
 
 /// The form page for `request`, with this status, email and error.
@@ -470,6 +473,12 @@ async fn oidc_callback(
             return Ok(unavailable_page());
         }
     };
+    // An MCP client's authorization continues at the MCP server, which issues its own code.
+    if super::mcp::is_mcp_login(&request.state) {
+        return Ok(super::mcp::resume(&state, &base, user.id, &request)
+            .await
+            .unwrap_or_else(expired_page));
+    }
     match login.issue_code(user.id, &request.state).await {
         Ok(code) => Ok(see_other(
             &login.redirect_with(&base, &[("code", &code), ("state", &request.state)]),

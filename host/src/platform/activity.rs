@@ -153,6 +153,25 @@ pub enum Origin {
     Executor,
 }
 
+tokio::task_local! {
+    /// Who dispatched the request being served, when it is not its HTTP client: the MCP server
+    /// runs each tool call through the `/forest` routes themselves, which then log `mcp`. A
+    /// task-local rather than a header, so that no client can claim another origin.
+    static DISPATCHED_BY: Origin;
+}
+
+/// Runs `future` (an in-process request) with its activity entries marked as coming from
+/// `origin`.
+pub async fn dispatched_by<F: std::future::Future>(origin: Origin, future: F) -> F::Output {
+    DISPATCHED_BY.scope(origin, future).await
+}
+
+/// The origin of the request being served: the dispatcher's, else `direct` (what the route's
+/// own clients are).
+pub fn origin_or(direct: Origin) -> Origin {
+    DISPATCHED_BY.try_with(|origin| *origin).unwrap_or(direct)
+}
+
 impl Origin {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -266,7 +285,7 @@ impl Entry {
 
     /// An entry of a `/forest` route: the session's user, origin `ui`, its correlation id.
     pub fn ui(action: Action, caller: &Caller, collection: &str) -> Self {
-        Self::new(action, Actor::of(caller), Origin::Ui)
+        Self::new(action, Actor::of(caller), origin_or(Origin::Ui))
             .with_collection(collection)
             .with_request_id(caller.request_id.to_string())
     }

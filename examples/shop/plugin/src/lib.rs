@@ -5,7 +5,8 @@
 //!   relation (which reads `full_name`, a computed field of another collection);
 //! - actions: `Offer a coupon` (Single, with a form), `Mark as VIP` (Bulk), `Export orders`
 //!   (Global, a generated file), `Refund` (Single, on a paid, shipped or delivered order; the
-//!   refund workflow of `examples/shop/workflows` runs it);
+//!   refund workflow of `examples/shop/workflows` runs it), `Attach a document` (Single, a file
+//!   field);
 //! - a hook: Before Create on customers refuses an email without `@` and lower-cases it;
 //! - segments: `VIP customers` (static) and `Above average` orders (dynamic, from an aggregate);
 //! - search: customers by email and names only; orders by a handler (a number is an id, a word a
@@ -275,6 +276,30 @@ impl Plugin for Shop {
                 .description("Refunds the order and marks it refunded")
                 .submit_button_label("Refund")
                 .form(vec![FormElement::new("Reason", FieldType::String).widget("TextArea")]),
+            )
+            .add_action(
+                "Attach a document",
+                Action::new(Scope::Single, |ctx| {
+                    let order = ctx.get_record(&["id"])?;
+                    // A file arrives as a data URI: `data:<mime>;name=<name>;base64,<bytes>`.
+                    let uri = ctx
+                        .form_value("Document")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let (meta, data) = uri.split_once(',').unwrap_or(("", ""));
+                    let name = meta
+                        .split(';')
+                        .find_map(|part| part.strip_prefix("name="))
+                        .unwrap_or("a document");
+                    let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+                    let size = (data.len() / 4 * 3).saturating_sub(padding);
+                    Ok(ActionResult::success(format!(
+                        "Attached {name} ({size} bytes) to order #{}",
+                        number(&order["id"])
+                    )))
+                })
+                .description("Attaches a file (an invoice, a receipt) to the order")
+                .form(vec![FormElement::new("Document", FieldType::File).required()]),
             )
             // The customer's email as a read-only field of the order.
             .import_field("customer_email", "customer:email", true)

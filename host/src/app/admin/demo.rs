@@ -30,7 +30,7 @@ pub const DEMO_LOGINS: [DemoLogin; 3] = [
     DemoLogin {
         email: "editor@canopy.local",
         password: "canopy-demo-editor",
-        what: "editor, role Support: edits orders and customers, sees only paid and shipped orders",
+        what: "editor, role Support: edits orders and customers, sees only paid and shipped orders, offers coupons (VIP needs approval)",
     },
     DemoLogin {
         email: "viewer@canopy.local",
@@ -48,7 +48,14 @@ collections = { "*" = "all" }
 actions = { "*" = "all" }
 
 [roles.Support]
-collections = { orders = ["browse", "read", "edit", "export"], customers = ["browse", "read", "edit"], order_items = ["browse", "read"], products = ["browse", "read"] }
+collections = { orders = ["browse", "read", "edit", "export"], customers = ["browse", "read", "edit", "add"], order_items = ["browse", "read"], products = ["browse", "read", "edit"], tags = ["browse", "read"], product_tags = ["browse", "read", "add", "delete"] }
+
+[roles.Support.actions.customers]
+"Offer a coupon" = true
+"Mark as VIP" = { trigger = true, approval_required = true }
+
+[roles.Support.actions.orders]
+"Attach a document" = true
 
 [roles.Viewer]
 collections = { "*" = ["browse", "read"] }

@@ -74,6 +74,65 @@ pub fn sign_in(form: &SignInForm<'_>) -> String {
     document("Sign in to Canopy", &body)
 }
 
+/// The MCP authorization page: which application asks for what, and the sign-in that grants
+/// it (the built-in password form, or a button to the OpenID provider).
+#[derive(Debug, Clone, Copy)]
+pub struct ConsentForm<'a> {
+    /// Where the form posts (the authorization endpoint).
+    pub action: &'a str,
+    pub request: &'a str,
+    pub csrf: &'a str,
+    pub email: &'a str,
+    pub error: Option<&'a str>,
+    /// The client's registered name, or its id.
+    pub client: &'a str,
+    /// Where the browser goes back to (the redirect URI's host): the user should recognize it.
+    pub redirect_host: &'a str,
+    /// The scopes asked for, space separated.
+    pub scopes: &'a str,
+    /// The OpenID provider's issuer when sign-in goes through it (no password fields then).
+    pub provider: Option<&'a str>,
+}
+
+/// The page with the consent form.
+pub fn consent(form: &ConsentForm<'_>) -> String {
+    let error = form
+        .error
+        .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(e)))
+        .unwrap_or_default();
+    let credentials = match form.provider {
+        Some(issuer) => format!(
+            "<input type=\"hidden\" name=\"sso\" value=\"1\"><p>You will sign in with {}.</p>",
+            escape(issuer)
+        ),
+        None => format!(
+            "<label for=\"email\">Email</label>\
+<input id=\"email\" type=\"email\" name=\"email\" value=\"{email}\" autocomplete=\"username\" required autofocus>\
+<label for=\"password\">Password</label>\
+<input id=\"password\" type=\"password\" name=\"password\" autocomplete=\"current-password\" required>",
+            email = escape(form.email)
+        ),
+    };
+    let body = format!(
+        "<h1>Allow {client} to use Canopy as you?</h1>{error}\
+<p><strong>{client}</strong> (returning to {host}) asks for: {scopes}. It will act with your \
+permissions, and every call is logged.</p>\
+<form method=\"post\" action=\"{action}\">\
+<input type=\"hidden\" name=\"request\" value=\"{request}\">\
+<input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">{credentials}\
+<button type=\"submit\" name=\"decision\" value=\"allow\">Sign in and allow</button>\
+<button type=\"submit\" name=\"decision\" value=\"deny\" formnovalidate \
+style=\"background:#777\">Deny</button></form>",
+        client = escape(form.client),
+        host = escape(form.redirect_host),
+        scopes = escape(form.scopes),
+        action = escape(form.action),
+        request = escape(form.request),
+        csrf = escape(form.csrf),
+    );
+    document("Allow access to Canopy", &body)
+}
+
 /// A page with a title and one message (expired links, too many attempts).
 pub fn message(title: &str, text: &str) -> String {
     document(

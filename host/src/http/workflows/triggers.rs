@@ -192,11 +192,15 @@ async fn start(
         parent_run_id: None,
     };
     let queued = triggers.queue(run).await.map_err(internal)?;
-    let mut entry = Entry::new(Action::TriggerWorkflow, Actor::of(&runner), Origin::Api)
-        .with_collection(workflow.collection.clone())
-        .with_records([record_id])
-        .with_label(workflow.name.clone())
-        .with_request_id(request_id.to_string());
+    let mut entry = Entry::new(
+        Action::TriggerWorkflow,
+        Actor::of(&runner),
+        crate::platform::activity::origin_or(Origin::Api),
+    )
+    .with_collection(workflow.collection.clone())
+    .with_records([record_id])
+    .with_label(workflow.name.clone())
+    .with_request_id(request_id.to_string());
     if let Some(token) = &caller.token_id {
         entry = entry.with_token(token.clone());
     }

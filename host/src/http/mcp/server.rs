@@ -1,0 +1,190 @@
+//! The MCP protocol over rmcp's Streamable HTTP service, stateless (no sessions: any instance
+//! answers any request, and a restart loses nothing), JSON answers, `Host` and `Origin` checked
+//! against the public URL (mcp.md §4.1). `tools/list` and `tools/call` are written by hand: the
+//! collection enum comes from the served schema, which a plugin reload changes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value as Json;
+
+use super::McpCaller;
+use super::calls::{Call, run};
+use crate::http::SharedState;
+use crate::mcp::{Mcp, SERVER_NAME, tools};
+
+/// What the server tells a model about itself.
+const INSTRUCTIONS: &str = "Canopy serves an application's database as collections. Call \
+describeCollection before anything else on a collection. Every call acts as the signed-in user, \
+with their permissions, and is logged.";
+
+/// The handler of one request (cheap: two `Arc`s).
+#[derive(Clone)]
+pub(super) struct Handler {
+    state: SharedState,
+    data: Router,
+}
+
+/// The rmcp service of `POST /mcp`.
+pub(super) fn service(
+    state: &SharedState,
+    mcp: &Mcp,
+    data: Router,
+) -> StreamableHttpService<Handler, NeverSessionManager> {
+    let handler = Handler {
+        state: Arc::clone(state),
+        data,
+    };
+    let mut config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(state.json_limit);
+    // DNS rebinding: only the public URL's host (else this machine's names) may be asked for,
+    // and a browser page of another origin may not call.
+    match mcp
+        .public_url
+        .as_deref()
+        .and_then(|u| reqwest::Url::parse(u).ok())
+    {
+        Some(url) => {
+            let host = url.host_str().unwrap_or("localhost").to_owned();
+            let mut hosts = vec![host.clone()];
+            if let Some(port) = url.port() {
+                hosts.push(format!("{host}:{port}"));
+            }
+            config = config
+                .with_allowed_hosts(hosts)
+                .with_allowed_origins([url.origin().ascii_serialization()]);
+        }
+        None => {
+            config = config.with_allowed_origins([
+                "http://localhost:*",
+                "http://127.0.0.1:*",
+                "http://[::1]:*",
+            ]);
+        }
+    }
+    StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}
+
+fn tool(definition: tools::ToolDef) -> Tool {
+    let schema = match definition.input_schema {
+        Json::Object(object) => object,
+        _ => serde_json::Map::new(),
+    };
+    Tool::new(definition.name, definition.description, Arc::new(schema))
+        .with_title(definition.title)
+        .with_annotations(
+            ToolAnnotations::with_title(definition.title)
+                .read_only(definition.read_only)
+                .destructive(definition.destructive)
+                .open_world(false),
+        )
+}
+
+impl Handler {
+    fn mcp(&self) -> Option<&Mcp> {
+        self.state.mcp.as_deref()
+    }
+
+    fn collections(&self) -> Vec<String> {
+        self.state
+            .datasource
+            .schema()
+            .collections
+            .keys()
+            .cloned()
+            .collect()
+    }
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")).with_title("Canopy"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let Some(mcp) = self.mcp() else {
+            return Ok(ListToolsResult::default());
+        };
+        let tools = tools::definitions(&self.collections(), mcp.uploads.is_some())
+            .into_iter()
+            .filter(|t| mcp.tool_enabled(t.name))
+            .map(tool)
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let Some(caller) = parts.and_then(|p| p.extensions.get::<McpCaller>()) else {
+            return Err(ErrorData::internal_error(
+                "the request was not authenticated",
+                None,
+            ));
+        };
+        let peer = parts
+            .and_then(|p| p.extensions.get::<ConnectInfo<SocketAddr>>())
+            .map(|ConnectInfo(address)| *address);
+        let name = request.name.as_ref();
+        let enabled = self.mcp().is_some_and(|m| m.tool_enabled(name));
+        let call = Call {
+            state: &self.state,
+            data: &self.data,
+            caller,
+            peer,
+            args: request.arguments.unwrap_or_default(),
+        };
+        let outcome = if enabled {
+            run(&call, name).await
+        } else {
+            None
+        };
+        let result = match outcome {
+            Some(Ok(value)) => {
+                let text = serde_json::to_string(&value).unwrap_or_default();
+                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                if value.is_object() {
+                    result.structured_content = Some(value);
+                }
+                result
+            }
+            Some(Err(message)) => {
+                tracing::info!(tool = name, user = caller.claims.user.id, %message, "MCP tool call failed");
+                CallToolResult::error(vec![ContentBlock::text(message)])
+            }
+            None => CallToolResult::error(vec![ContentBlock::text(format!(
+                "MCP error -32602: Tool {name} not found"
+            ))]),
+        };
+        Ok(result.into())
+    }
+}
