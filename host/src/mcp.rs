@@ -50,7 +50,16 @@ pub struct Mcp {
     pub uploads: Option<uploads::Uploads>,
     authorize_limit: DefaultKeyedRateLimiter<IpAddr>,
     token_limit: DefaultKeyedRateLimiter<IpAddr>,
+    /// Whether a refresh family (one sign-in) is revoked, as last read, with when it was read:
+    /// an access token of a revoked sign-in is refused within [`FAMILY_RECHECK`] on every
+    /// instance, and at once on the one that revoked it, without a store read per call.
+    families: quick_cache::sync::Cache<String, (bool, std::time::Instant)>,
 }
+
+/// How long a sign-in's revocation status is trusted before it is read again.
+pub const FAMILY_RECHECK: Duration = Duration::from_secs(30);
+/// Sign-ins whose status is remembered at once.
+const FAMILIES: usize = 10_000;
 
 impl std::fmt::Debug for Mcp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -120,6 +129,7 @@ impl Mcp {
             store,
             authorize_limit: DefaultKeyedRateLimiter::keyed(per_window(AUTHORIZE_PER_WINDOW)),
             token_limit: DefaultKeyedRateLimiter::keyed(per_window(TOKEN_PER_WINDOW)),
+            families: quick_cache::sync::Cache::new(FAMILIES),
             config,
         }
     }
@@ -147,6 +157,33 @@ impl Mcp {
     pub fn tool_enabled(&self, name: &str) -> bool {
         self.config.enabled_tools.contains(&name)
             && (name != "requestActionFileUpload" || self.uploads.is_some())
+    }
+
+    /// Whether the sign-in `family` was revoked (a reused refresh token), read from the store
+    /// at most every [`FAMILY_RECHECK`]. A store failure reads as revoked: refuse rather than
+    /// let a possibly stolen token through.
+    pub async fn family_revoked(&self, family: &str) -> bool {
+        if let Some((revoked, read)) = self.families.get(family)
+            && (revoked || read.elapsed() < FAMILY_RECHECK)
+        {
+            return revoked;
+        }
+        let revoked = match self.store.oauth_grant_revoked(family).await {
+            Ok(revoked) => revoked,
+            Err(error) => {
+                tracing::error!(%error, "MCP: could not read a sign-in's status");
+                return true;
+            }
+        };
+        self.families
+            .insert(family.to_owned(), (revoked, std::time::Instant::now()));
+        revoked
+    }
+
+    /// Marks a sign-in revoked here at once (its store row is already).
+    pub fn forget_family(&self, family: &str) {
+        self.families
+            .insert(family.to_owned(), (true, std::time::Instant::now()));
     }
 
     /// Spends one authorization request of `ip`; `Err(seconds)` to wait.

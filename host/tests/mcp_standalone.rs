@@ -97,10 +97,16 @@ async fn sign_in(http: &reqwest::Client, origin: &str) -> String {
         ])
         .send()
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
+    // The page's CSRF cookie goes back with the form.
+    let cookie = page.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let page = page.text().await.unwrap();
     let hidden = regex::Regex::new(r#"type="hidden" name="([^"]+)" value="([^"]*)""#).unwrap();
     let mut form: Vec<(String, String)> = hidden
         .captures_iter(&page)
@@ -111,6 +117,7 @@ async fn sign_in(http: &reqwest::Client, origin: &str) -> String {
     form.push(("decision".into(), "allow".into()));
     let redirected = http
         .post(format!("{origin}/oauth/authorize"))
+        .header("cookie", cookie)
         .form(&form)
         .send()
         .await
@@ -160,7 +167,6 @@ async fn canopy_mcp_reads_the_service_variables_and_serves_only_the_mcp_server()
     ));
     assert!(announced.contains("MCP server"), "{announced}");
     let http = reqwest::Client::builder()
-        .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();

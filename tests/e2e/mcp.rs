@@ -125,7 +125,6 @@ impl Demo {
 /// One client's OAuth flow, done by hand with a cookie jar (the sign-in page's CSRF cookie).
 pub(crate) struct Flow {
     pub http: reqwest::Client,
-    pub origin: String,
     pub mcp: String,
     pub client_id: String,
     pub redirect_uri: String,
@@ -180,7 +179,6 @@ impl Flow {
             .unwrap();
         let flow = Self {
             http,
-            origin: origin.to_owned(),
             mcp: format!("{origin}{base}/mcp"),
             client_id: String::new(),
             redirect_uri: redirect_uri.to_owned(),
@@ -378,7 +376,7 @@ fn plan(product: i64, tag: i64, order: i64, run: &str, email: &str) -> Json {
             "sort": {"field": "id", "ascending": true}, "pagination": {"size": 5, "number": 1}, "enableCount": true}},
         {"name": "list", "arguments": {"collectionName": "orders",
             "filters": {"field": "status", "operator": "Equal", "value": "cancelled"}}},
-        {"name": "list", "arguments": {"collectionName": "orders", "sort": {"field": "shipping_address"}}},
+        {"name": "list", "arguments": {"collectionName": "orders", "sort": {"field": "nope"}}},
         {"name": "listRelated", "arguments": {"collectionName": "customers", "relationName": "purchases",
             "parentRecordId": 32, "fields": ["id", "status"]}},
         {"name": "create", "arguments": {"collectionName": "customers",

@@ -198,8 +198,18 @@ async fn codes_are_single_use_pkce_bound_and_tokens_audience_bound() {
     );
     // `plain` PKCE and a foreign resource go back to the client as errors.
     let plain = flow
-        .authorize_page(&challenge, &[("code_challenge_method", "plain")])
-        .await;
+        .http
+        .get(format!("{}/oauth/authorize", demo.origin))
+        .query(&[
+            ("response_type", "code"),
+            ("client_id", flow.client_id.as_str()),
+            ("redirect_uri", flow.redirect_uri.as_str()),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "plain"),
+        ])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(plain.status(), 302);
     assert!(
         plain.headers()["location"]
@@ -317,6 +327,12 @@ async fn refresh_tokens_rotate_and_a_reused_one_revokes_the_sign_in() {
     assert_eq!(
         revoked.json::<Json>().await.unwrap()["error"],
         "invalid_grant"
+    );
+    // The sign-in's access tokens go with it.
+    let access = second["access_token"].as_str().unwrap();
+    assert_eq!(
+        flow.rpc(access, "tools/list", json!({})).await.status(),
+        401
     );
     // Another client cannot use a client's refresh token.
     let third = flow.tokens(EDITOR).await;

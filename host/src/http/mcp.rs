@@ -28,7 +28,7 @@ use super::SharedState;
 use super::authentication::request_base;
 use crate::mcp::token::AccessClaims;
 use crate::mcp::uploads::UploadError;
-use crate::mcp::{Mcp, SCOPES};
+use crate::mcp::{DEFAULT_SCOPE, Mcp, SCOPES};
 
 /// The signed-in MCP user of a `POST /mcp`, put in the request by [`bearer`] for the tools.
 #[derive(Debug, Clone)]
@@ -142,12 +142,13 @@ async fn method_not_allowed(method: Method) -> Response {
     response
 }
 
-fn mcp_of(state: &SharedState) -> Result<&Mcp, Response> {
+/// The MCP service, or the 404 of a router built without one (boxed: a response is large).
+fn mcp_of(state: &SharedState) -> Result<&Mcp, Box<Response>> {
     state.mcp.as_deref().ok_or_else(|| {
-        oauth_json(
+        Box::new(oauth_json(
             StatusCode::NOT_FOUND,
             &json!({"error": "not_found", "error_description": "the MCP server is not mounted"}),
-        )
+        ))
     })
 }
 
@@ -159,7 +160,7 @@ async fn authorization_server(
 ) -> Response {
     let mcp = match mcp_of(&state) {
         Ok(mcp) => mcp,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let base = request_base(&headers, &uri);
     let root = mcp.base_url(&base);
@@ -188,7 +189,7 @@ async fn protected_resource(
 ) -> Response {
     let mcp = match mcp_of(&state) {
         Ok(mcp) => mcp,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let base = request_base(&headers, &uri);
     super::json(&json!({
@@ -200,7 +201,9 @@ async fn protected_resource(
     }))
 }
 
-/// The 401 (or 403) of `/mcp`, with the challenge that points clients at the metadata.
+/// The 401 (or 403) of `/mcp`, with the challenge that points clients at the metadata. Its
+/// `scope` is what clients then ask for: the default grant, so that a client that asks for what
+/// the challenge says can also upload files (`mcp:action`).
 fn challenge(mcp: &Mcp, base: &str, status: StatusCode, error: Option<(&str, &str)>) -> Response {
     let metadata = format!("{}{}", mcp.base_url(base), mcp.paths().protected_resource);
     let mut value = String::from("Bearer ");
@@ -210,7 +213,7 @@ fn challenge(mcp: &Mcp, base: &str, status: StatusCode, error: Option<(&str, &st
         ));
     }
     value.push_str(&format!(
-        "scope=\"mcp:read\", resource_metadata=\"{metadata}\""
+        "scope=\"{DEFAULT_SCOPE}\", resource_metadata=\"{metadata}\""
     ));
     let body = match error {
         Some((code, description)) => json!({"error": code, "error_description": description}),
@@ -232,7 +235,7 @@ fn challenge(mcp: &Mcp, base: &str, status: StatusCode, error: Option<(&str, &st
 async fn bearer(State(state): State<SharedState>, mut request: Request, next: Next) -> Response {
     let mcp = match mcp_of(&state) {
         Ok(mcp) => mcp,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let base = request_base(request.headers(), request.uri());
     let presented = match request.headers().get(header::AUTHORIZATION) {
@@ -269,6 +272,14 @@ async fn bearer(State(state): State<SharedState>, mut request: Request, next: Ne
             );
         }
     };
+    if mcp.family_revoked(&claims.fam).await {
+        return challenge(
+            mcp,
+            &base,
+            StatusCode::UNAUTHORIZED,
+            Some(("invalid_token", "The sign-in of this token was revoked")),
+        );
+    }
     if !claims.scope.split(' ').any(|s| s == "mcp:read") {
         return challenge(
             mcp,

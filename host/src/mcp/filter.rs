@@ -70,7 +70,7 @@ fn leaf_schema() -> Json {
     })
 }
 
-fn branch_schema(children: Json) -> Json {
+fn branch_schema(children: &Json) -> Json {
     json!({
         "type": "object",
         "properties": {
@@ -85,7 +85,7 @@ fn branch_schema(children: Json) -> Json {
 pub fn schema() -> Json {
     let mut node = leaf_schema();
     for _ in 0..DEPTH {
-        node = json!({"anyOf": [leaf_schema(), branch_schema(node)]});
+        node = json!({"anyOf": [leaf_schema(), branch_schema(&node)]});
     }
     let mut schema = node;
     if let Some(object) = schema.as_object_mut() {
@@ -209,6 +209,10 @@ mod tests {
     fn the_schema_has_no_ref_and_three_levels() {
         let text = schema().to_string();
         assert!(!text.contains("$ref"));
-        assert_eq!(text.matches("\"aggregator\"").count(), 3);
+        assert_eq!(
+            text.matches(r#""required":["aggregator","conditions"]"#)
+                .count(),
+            3
+        );
     }
 }

@@ -171,6 +171,7 @@ impl Mcp {
         {
             RefreshUse::Valid(family) => family,
             RefreshUse::Reused(family) => {
+                self.forget_family(&family.family_id);
                 tracing::warn!(
                     client = %family.client_id,
                     user = family.user_id,
@@ -191,6 +192,7 @@ impl Mcp {
                 .revoke_oauth_grant(&family.family_id)
                 .await
                 .map_err(server_error)?;
+            self.forget_family(&family.family_id);
             return Err(OAuthError::bad(
                 "invalid_client",
                 "the refresh token was issued to another client",

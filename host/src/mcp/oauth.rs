@@ -503,11 +503,11 @@ mod tests {
     fn pkce_s256_is_checked_against_the_rfc_example() {
         // RFC 7636 appendix B.
         let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-        let challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGKSsw7cM";
+        let challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
         assert!(pkce_matches(verifier, challenge));
         assert!(!pkce_matches(
             verifier,
-            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGKSsw7cM-"
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM-"
         ));
         assert!(!pkce_matches("short", challenge));
     }
@@ -547,7 +547,7 @@ mod tests {
             ("response_type", "code"),
             (
                 "code_challenge",
-                "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGKSsw7cM",
+                "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
             ),
             ("code_challenge_method", "S256"),
             ("state", "xyz"),

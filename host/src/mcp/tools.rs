@@ -24,7 +24,7 @@ fn id() -> Json {
     json!({"type": ["string", "number"]})
 }
 
-fn object(properties: Json, required: &[&str]) -> Json {
+fn object(properties: &Json, required: &[&str]) -> Json {
     json!({"type": "object", "properties": properties, "required": required})
 }
 
@@ -84,7 +84,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
         if reasoning {
             properties["reasoning"] = json!({"type": "string", "description": "Why the action is run; shown to approvers when it needs approval"});
         }
-        object(properties, &["collectionName", "actionName", "recordIds"])
+        object(&properties, &["collectionName", "actionName", "recordIds"])
     };
     vec![
         ToolDef {
@@ -98,7 +98,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
                 be executed here."
                     .to_owned(),
             input_schema: object(
-                json!({"collectionName": collection(collections)}),
+                &json!({"collectionName": collection(collections)}),
                 &["collectionName"],
             ),
             read_only: true,
@@ -126,7 +126,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
             title: "Create a record",
             description: "Create a new record in the specified collection.".to_owned(),
             input_schema: object(
-                json!({"collectionName": collection(collections), "attributes": {"type": "object", "description": "Field values by field name"}}),
+                &json!({"collectionName": collection(collections), "attributes": {"type": "object", "description": "Field values by field name"}}),
                 &["collectionName", "attributes"],
             ),
             read_only: false,
@@ -137,7 +137,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
             title: "Update a record",
             description: "Update an existing record in the specified collection.".to_owned(),
             input_schema: object(
-                json!({"collectionName": collection(collections), "recordId": id(), "attributes": {"type": "object", "description": "The field values to change, by field name"}}),
+                &json!({"collectionName": collection(collections), "recordId": id(), "attributes": {"type": "object", "description": "The field values to change, by field name"}}),
                 &["collectionName", "recordId", "attributes"],
             ),
             read_only: false,
@@ -148,7 +148,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
             title: "Delete records",
             description: "Delete one or more records from the specified collection.".to_owned(),
             input_schema: object(
-                json!({"collectionName": collection(collections), "recordIds": {"type": "array", "items": id(), "minItems": 1}}),
+                &json!({"collectionName": collection(collections), "recordIds": {"type": "array", "items": id(), "minItems": 1}}),
                 &["collectionName", "recordIds"],
             ),
             read_only: false,
@@ -161,7 +161,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
                 relation (the join row is created; no record is changed otherwise)."
                 .to_owned(),
             input_schema: object(
-                json!({
+                &json!({
                     "collectionName": collection(collections),
                     "relationName": {"type": "string"},
                     "parentRecordId": {"type": ["string", "number"], "description": "ID of the parent record that owns the relation"},
@@ -184,7 +184,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
                 relation (the targets are not deleted)."
                 .to_owned(),
             input_schema: object(
-                json!({
+                &json!({
                     "collectionName": collection(collections),
                     "relationName": {"type": "string"},
                     "parentRecordId": {"type": ["string", "number"], "description": "ID of the parent record that owns the relation"},
@@ -231,7 +231,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
                 once; the handle expires."
                 .to_owned(),
             input_schema: object(
-                json!({
+                &json!({
                     "filename": {"type": "string", "minLength": 1},
                     "mimeType": {"type": "string"},
                     "sha256": {"type": "string", "description": "The file's SHA-256, hex or base64"}
@@ -246,7 +246,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
             title: "List workflows",
             description: "List the workflows this user may run, optionally of one collection."
                 .to_owned(),
-            input_schema: object(json!({"collectionName": {"type": "string"}}), &[]),
+            input_schema: object(&json!({"collectionName": {"type": "string"}}), &[]),
             read_only: true,
             destructive: false,
         },
@@ -257,7 +257,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
                 \"|\"). One run at a time per workflow and record."
                 .to_owned(),
             input_schema: object(
-                json!({
+                &json!({
                     "workflowId": {"type": "string"},
                     "recordId": {"type": ["string", "number"], "maxLength": 255}
                 }),
@@ -270,7 +270,7 @@ pub fn definitions(collections: &[String], uploads: bool) -> Vec<ToolDef> {
             name: "getWorkflowRun",
             title: "Get a workflow run",
             description: "A workflow run's state and steps.".to_owned(),
-            input_schema: object(json!({"runId": {"type": "string"}}), &["runId"]),
+            input_schema: object(&json!({"runId": {"type": "string"}}), &["runId"]),
             read_only: true,
             destructive: false,
         },

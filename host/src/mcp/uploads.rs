@@ -24,6 +24,14 @@ use crate::config::UploadConfig;
 pub const HANDLE_PREFIX: &str = "$uploadedFile:";
 const KEY_PURPOSE: &[u8] = b"canopy mcp upload handle v1";
 const HANDLE_TYPE: &str = "mcp-upload";
+/// What a file name must escape in a data URI parameter (its separators, and `%` itself).
+const NAME: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'%')
+    .add(b',')
+    .add(b';')
+    .add(b'=');
 /// The longest file name kept in a key.
 const MAX_NAME: usize = 128;
 
@@ -289,9 +297,7 @@ impl Uploads {
         } else {
             &handle.mime
         };
-        let name: String =
-            percent_encoding::utf8_percent_encode(&handle.name, percent_encoding::NON_ALPHANUMERIC)
-                .to_string();
+        let name: String = percent_encoding::utf8_percent_encode(&handle.name, NAME).to_string();
         Ok(format!(
             "data:{mime};name={name};base64,{}",
             STANDARD.encode(&bytes)
@@ -388,7 +394,7 @@ mod tests {
             let claims = store.handle(&handle, 7).unwrap();
             assert_eq!(
                 store.data_uri(&claims).unwrap(),
-                "data:application/pdf;name=report%20%281%29%2Epdf;base64,aGVsbG8="
+                "data:application/pdf;name=report%20(1).pdf;base64,aGVsbG8="
             );
             assert!(matches!(
                 store.handle(&handle, 8),

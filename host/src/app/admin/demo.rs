@@ -48,7 +48,7 @@ collections = { "*" = "all" }
 actions = { "*" = "all" }
 
 [roles.Support]
-collections = { orders = ["browse", "read", "edit", "export"], customers = ["browse", "read", "edit", "add"], order_items = ["browse", "read"], products = ["browse", "read", "edit"], tags = ["browse", "read"], product_tags = ["browse", "read", "add", "delete"] }
+collections = { orders = ["browse", "read", "edit", "export"], customers = ["browse", "read", "edit", "add"], order_items = ["browse", "read"], products = ["browse", "read", "edit"], tags = ["browse", "read", "edit"], product_tags = ["browse", "read", "add", "delete"] }
 
 [roles.Support.actions.customers]
 "Offer a coupon" = true

@@ -97,14 +97,16 @@ fn rate_limited(mcp: &Mcp, ip: IpAddr) -> Option<Response> {
     Some(response)
 }
 
-fn services(state: &SharedState) -> Result<(&Mcp, &Login), Response> {
+/// The MCP and login services, or the 404 of a router built without them (boxed: a response
+/// is large).
+fn services(state: &SharedState) -> Result<(&Mcp, &Login), Box<Response>> {
     match (state.mcp.as_deref(), state.login.as_deref()) {
         (Some(mcp), Some(login)) => Ok((mcp, login)),
-        _ => Err(error_page(&OAuthError::new(
+        _ => Err(Box::new(error_page(&OAuthError::new(
             404,
             "not_found",
             "the MCP server is not mounted",
-        ))),
+        )))),
     }
 }
 
@@ -151,7 +153,7 @@ impl Page<'_> {
 pub(super) async fn page(State(state): State<SharedState>, request: Request) -> Response {
     let (mcp, login) = match services(&state) {
         Ok(services) => services,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     if let Some(response) = rate_limited(mcp, client_ip(&request)) {
         return response;
@@ -224,7 +226,7 @@ async fn authorize(
 pub(super) async fn submit(State(state): State<SharedState>, request: Request) -> Response {
     let (mcp, login) = match services(&state) {
         Ok(services) => services,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let ip = client_ip(&request);
     if let Some(response) = rate_limited(mcp, ip) {
