@@ -8,6 +8,7 @@
 //! uses, as that user: permissions, scopes, approvals, hooks, plugins and activity logs apply
 //! unchanged.
 
+pub mod cimd;
 pub mod filter;
 pub mod grants;
 pub mod oauth;
@@ -54,6 +55,8 @@ pub struct Mcp {
     /// an access token of a revoked sign-in is refused within [`FAMILY_RECHECK`] on every
     /// instance, and at once on the one that revoked it, without a store read per call.
     families: quick_cache::sync::Cache<String, (bool, std::time::Instant)>,
+    /// Client ID Metadata Documents fetched lately, by URL.
+    documents: quick_cache::sync::Cache<String, cimd::Cached>,
 }
 
 /// How long a sign-in's revocation status is trusted before it is read again.
@@ -130,6 +133,7 @@ impl Mcp {
             authorize_limit: DefaultKeyedRateLimiter::keyed(per_window(AUTHORIZE_PER_WINDOW)),
             token_limit: DefaultKeyedRateLimiter::keyed(per_window(TOKEN_PER_WINDOW)),
             families: quick_cache::sync::Cache::new(FAMILIES),
+            documents: quick_cache::sync::Cache::new(FAMILIES),
             config,
         }
     }
@@ -178,6 +182,32 @@ impl Mcp {
         self.families
             .insert(family.to_owned(), (revoked, std::time::Instant::now()));
         revoked
+    }
+
+    /// The client described by the metadata document at `url`: from memory for
+    /// [`cimd::CACHE_TTL`], else fetched (with SSRF care) and remembered in the store, where its
+    /// codes and sign-ins refer to it.
+    pub async fn document_client(
+        &self,
+        url: &str,
+    ) -> Result<crate::platform::oauth::OAuthClient, oauth::OAuthError> {
+        if let Some((client, fetched)) = self.documents.get(url)
+            && fetched.elapsed() < cimd::CACHE_TTL
+        {
+            return Ok(client);
+        }
+        let client = cimd::fetch(url).await?;
+        self.store
+            .remember_oauth_client(&client)
+            .await
+            .map_err(|error| {
+                tracing::error!(%error, "MCP: could not remember a client metadata document");
+                oauth::OAuthError::new(500, "server_error", "try again in a moment")
+            })?;
+        tracing::info!(client = url, "MCP: client metadata document fetched");
+        self.documents
+            .insert(url.to_owned(), (client.clone(), std::time::Instant::now()));
+        Ok(client)
     }
 
     /// Marks a sign-in revoked here at once (its store row is already).

@@ -48,6 +48,22 @@ pub(crate) async fn serve_on(
     store_db: &TestDb,
     login: LoginArgs,
 ) -> Canopy {
+    serve_with_mcp(
+        listener,
+        store_db,
+        login,
+        canopy::config::McpArgs::default(),
+    )
+    .await
+}
+
+/// [`serve_on`] with the MCP server's settings.
+pub(crate) async fn serve_with_mcp(
+    listener: tokio::net::TcpListener,
+    store_db: &TestDb,
+    login: LoginArgs,
+    mcp: canopy::config::McpArgs,
+) -> Canopy {
     let user_data = TestDb::new(Backend::Sqlite).await;
     user_data
         .execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
@@ -62,6 +78,7 @@ pub(crate) async fn serve_on(
         data_dir: Some(dir.0.join(".canopy")),
         state_url: Some(store_db.url.clone()),
         login,
+        mcp,
         ..ServeArgs::default()
     };
     let (config, _) = Config::load(args).unwrap();

@@ -17,7 +17,9 @@ use canopy_e2e::{Backend, TestDb};
 use reqwest::StatusCode;
 use serde_json::{Value as Json, json};
 
-use crate::login::{assert_token, authorization_url, browser, form, listener, seed, serve_on};
+use crate::login::{
+    assert_token, authorization_url, browser, form, listener, seed, serve_on, serve_with_mcp,
+};
 
 /// The provider's node process, killed when dropped.
 struct Provider {
@@ -264,4 +266,112 @@ async fn login_oidc_sqlite() {
 #[tokio::test]
 async fn login_oidc_postgres() {
     users_sign_in_through_the_provider(Backend::Postgres).await;
+}
+
+/// An MCP client's authorization with an OpenID provider configured: Canopy's consent page sends
+/// the user to the provider, whose callback comes back to the MCP server, which gives the client
+/// its code; the token then works at `/mcp`.
+#[tokio::test]
+async fn an_mcp_client_signs_in_through_the_provider() {
+    let store_db = TestDb::new(Backend::Sqlite).await;
+    let _store: Store = seed(&store_db).await;
+    let listener = listener().await;
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let provider = start_provider(
+        &format!("{base}/forest/authentication/oidc/callback"),
+        &accounts(),
+    );
+    let _canopy = serve_with_mcp(
+        listener,
+        &store_db,
+        LoginArgs {
+            oidc_issuer_url: Some(provider.issuer.clone()),
+            oidc_client_id: Some("canopy".into()),
+            oidc_client_secret: Some("canopy-secret".into()),
+            oidc_team_claim: Some("groups".into()),
+            oidc_role_claim: Some("canopy_role".into()),
+            oidc_default_team: Some("Sales".into()),
+            ..LoginArgs::default()
+        },
+        canopy::config::McpArgs {
+            mcp: Some(true),
+            ..canopy::config::McpArgs::default()
+        },
+    )
+    .await;
+    let issuer = provider.issuer.as_str();
+    // A browser that stops at the MCP client's redirect (nothing listens there).
+    let http = reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            if attempt.url().port() == Some(9) {
+                attempt.stop()
+            } else if attempt.previous().len() > 10 {
+                attempt.error("too many redirects")
+            } else {
+                attempt.follow()
+            }
+        }))
+        .build()
+        .unwrap();
+    let (mut flow, registered) =
+        crate::mcp::Flow::register_with(http.clone(), &base, "", "http://127.0.0.1:9/callback")
+            .await;
+    let registered: Json = registered.json().await.unwrap();
+    flow.client_id = registered["client_id"].as_str().unwrap().to_owned();
+    let (verifier, challenge) = crate::mcp::pkce();
+    let page = flow.authorize_page(&challenge, &[]).await;
+    let page_url = page.url().clone();
+    let page = page.text().await.unwrap();
+    assert!(page.contains(issuer), "the page names the provider: {page}");
+    assert!(
+        !page.contains("type=\"password\""),
+        "no password field: {page}"
+    );
+    let (action, mut fields) = form(&page, &page_url);
+    fields.push(("decision".into(), "allow".into()));
+    let mut response = http.post(action).form(&fields).send().await.unwrap();
+    for _ in 0..4 {
+        if !response.url().as_str().starts_with(&format!("{issuer}/")) {
+            break;
+        }
+        let page_url = response.url().clone();
+        let (action, mut fields) = form(&response.text().await.unwrap(), &page_url);
+        for (name, value) in &mut fields {
+            match name.as_str() {
+                "login" => *value = "alice".to_owned(),
+                "password" => *value = "the provider's own password".to_owned(),
+                _ => {}
+            }
+        }
+        response = http.post(action).form(&fields).send().await.unwrap();
+    }
+    assert_eq!(response.status(), StatusCode::FOUND, "{}", response.url());
+    let location = reqwest::Url::parse(response.headers()["location"].to_str().unwrap()).unwrap();
+    assert!(
+        location.as_str().starts_with(&flow.redirect_uri),
+        "{location}"
+    );
+    let param = |key: &str| {
+        location
+            .query_pairs()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.into_owned())
+    };
+    assert_eq!(param("state").as_deref(), Some("st4te"));
+    assert_eq!(param("iss").as_deref(), Some(base.as_str()));
+    let tokens: Json = flow
+        .exchange(&param("code").unwrap(), &verifier)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let listed = flow
+        .rpc(
+            tokens["access_token"].as_str().unwrap(),
+            "tools/list",
+            json!({}),
+        )
+        .await;
+    assert_eq!(listed.status(), StatusCode::OK);
 }

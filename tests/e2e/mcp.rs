@@ -131,7 +131,7 @@ pub(crate) struct Flow {
 }
 
 /// The PKCE pair of a flow.
-fn pkce() -> (String, String) {
+pub(crate) fn pkce() -> (String, String) {
     let verifier = format!(
         "{}{}",
         uuid::Uuid::new_v4().simple(),
@@ -171,6 +171,16 @@ impl Flow {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap();
+        Self::register_with(http, origin, base, redirect_uri).await
+    }
+
+    /// [`Flow::register`] with this HTTP client (a browser that follows redirects, say).
+    pub async fn register_with(
+        http: reqwest::Client,
+        origin: &str,
+        base: &str,
+        redirect_uri: &str,
+    ) -> (Self, reqwest::Response) {
         let response = http
             .post(format!("{origin}{base}/oauth/register"))
             .json(&json!({"redirect_uris": [redirect_uri], "client_name": "e2e", "token_endpoint_auth_method": "none"}))

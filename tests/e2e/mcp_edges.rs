@@ -39,6 +39,7 @@ async fn discovery_challenges_and_the_namespaces_of_the_root_mode() {
         metadata["authorization_response_iss_parameter_supported"],
         true
     );
+    assert_eq!(metadata["client_id_metadata_document_supported"], true);
     let resource: Json = get("/.well-known/oauth-protected-resource/mcp")
         .await
         .unwrap()
@@ -252,6 +253,28 @@ async fn codes_are_single_use_pkce_bound_and_tokens_audience_bound() {
         .await
         .unwrap();
     assert_eq!(evil.status(), 400);
+    // A client metadata document on this machine is never fetched (SSRF).
+    let inside = flow
+        .http
+        .get(format!("{}/oauth/authorize", demo.origin))
+        .query(&[
+            ("response_type", "code"),
+            ("client_id", "https://127.0.0.1:9/client.json"),
+            ("redirect_uri", "https://127.0.0.1:9/cb"),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(inside.status(), 400);
+    assert!(
+        inside
+            .text()
+            .await
+            .unwrap()
+            .contains("not a public address")
+    );
     // A wrong password shows the form again; no code.
     let page = flow
         .authorize_page(&challenge, &[])
@@ -516,5 +539,39 @@ async fn bad_input_gets_answers_a_model_can_use_and_foreign_origins_are_refused(
         .await
         .unwrap();
     assert_eq!(foreign.status(), 403);
+    // A Host that is not this server's (DNS rebinding) is refused too.
+    let rebound = flow
+        .http
+        .post(&flow.mcp)
+        .bearer_auth(access)
+        .header("host", "evil.example")
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(rebound.status().is_client_error(), "{}", rebound.status());
+    demo.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_endpoint_is_rate_limited_per_address() {
+    let demo = Demo::start(|_| {}).await;
+    let http = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for _ in 0..51 {
+        let response = http
+            .post(format!("{}/oauth/token", demo.origin))
+            .form(&[("grant_type", "refresh_token"), ("refresh_token", "guess")])
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+        if response.status() == 429 {
+            assert!(response.headers().contains_key("retry-after"));
+        }
+    }
+    assert!(statuses[..50].iter().all(|s| *s == 400), "{statuses:?}");
+    assert_eq!(statuses[50], 429);
     demo.stop().await;
 }

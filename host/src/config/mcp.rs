@@ -62,8 +62,10 @@ pub struct McpArgs {
 
     /// Serve only the MCP server (its OAuth routes and metadata included): the `/forest` and
     /// `/v1` routes still answer its tool calls in process, but not the network. Implies --mcp.
-    #[arg(long, env = "CANOPY_MCP_ONLY")]
-    pub mcp_only: bool,
+    /// [default: false]
+    #[arg(long, env = "CANOPY_MCP_ONLY", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub mcp_only: Option<bool>,
 
     /// Prefix of the MCP and OAuth routes, e.g. `/ai` (`POST /ai/mcp`); needs --public-url
     /// without a path. [default: none, the routes at the root] [file key: mcp.basePath]
@@ -280,7 +282,7 @@ pub fn standalone_args(
         env: name,
     };
     args.mcp = Some(true);
-    args.mcp_only = true;
+    args.mcp_only = Some(true);
     if args.mcp_enabled_tools.is_none()
         && let Some(tools) = env("SERVICE_MCP_ENABLED_TOOLS")
     {
@@ -325,7 +327,7 @@ pub(super) fn resolve_mcp(
     warnings: &mut Vec<Warning>,
 ) -> Result<Option<McpConfig>, ConfigError> {
     let mut table = file.mcp.take();
-    let only = std::mem::take(&mut args.mcp_only);
+    let only = args.mcp_only.take().unwrap_or(false);
     let enabled = only
         || match layers.pick(
             args.mcp.take(),

@@ -177,6 +177,7 @@ async fn authorization_server(
         "token_endpoint_auth_methods_supported": ["none"],
         "code_challenge_methods_supported": ["S256"],
         "authorization_response_iss_parameter_supported": true,
+        "client_id_metadata_document_supported": true,
         "service_documentation": "https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization",
     }))
 }

@@ -49,14 +49,17 @@ impl Mcp {
         &self,
         client_id: &str,
     ) -> Result<crate::platform::oauth::OAuthClient, OAuthError> {
-        let client = self
-            .store
-            .oauth_client(client_id)
-            .await
-            .map_err(server_error)?
-            .ok_or_else(|| {
-                OAuthError::bad("invalid_client", "unknown client_id: register first")
-            })?;
+        let client = if super::cimd::is_document_url(client_id) {
+            self.document_client(client_id).await?
+        } else {
+            self.store
+                .oauth_client(client_id)
+                .await
+                .map_err(server_error)?
+                .ok_or_else(|| {
+                    OAuthError::bad("invalid_client", "unknown client_id: register first")
+                })?
+        };
         if let Some(allowed) = &self.config.allowed_oauth_clients
             && !client_allowed(allowed, &client.redirect_uris)
         {

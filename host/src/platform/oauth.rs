@@ -150,11 +150,23 @@ impl Store {
             metadata: client.metadata,
             created_at: now_ms(),
         };
+        self.remember_oauth_client(&client).await?;
+        Ok(client)
+    }
+
+    /// Records (or refreshes) a client the server did not register: one described by its Client
+    /// ID Metadata Document, whose id is its URL. Its codes and sign-ins refer to it like any
+    /// other's.
+    pub async fn remember_oauth_client(&self, client: &OAuthClient) -> Result<()> {
         let redirect_uris = serde_json::to_string(&client.redirect_uris).map_err(encode_error)?;
         let metadata = serde_json::to_string(&client.metadata).map_err(encode_error)?;
         sqlx::query(
             "INSERT INTO oauth_clients (client_id, project, environment, client_name, \
-             redirect_uris, metadata, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+             redirect_uris, metadata, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (client_id) DO UPDATE SET client_name = excluded.client_name, \
+             redirect_uris = excluded.redirect_uris, metadata = excluded.metadata \
+             WHERE oauth_clients.project = excluded.project \
+             AND oauth_clients.environment = excluded.environment",
         )
         .bind(&client.client_id)
         .bind(self.project())
@@ -165,7 +177,7 @@ impl Store {
         .bind(client.created_at)
         .execute(self.pool())
         .await?;
-        Ok(client)
+        Ok(())
     }
 
     /// The client of this id registered in this project and environment.
