@@ -29,6 +29,11 @@ use canopy::datasource::sql::{Options, SqlDataSource};
 use canopy::mcp::token::{AccessClaims, AccessKeys};
 use tower::ServiceExt as _;
 
+// The allocator `canopy serve` runs with (host/src/main.rs): both paths allocate, the MCP one
+// more, and the figures should be the served binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SECRET: &str = "a-benchmark-auth-secret-of-some-length";
 const AUDIENCE: &str = "http://localhost/mcp";
 
@@ -171,6 +176,7 @@ async fn bench() {
         .unwrap();
     let access_claims = AccessClaims {
         user: claims,
+        exp: 0,
         aud: AUDIENCE.to_owned(),
         iss: "http://localhost".to_owned(),
         scope: "mcp:read mcp:write mcp:action".to_owned(),
@@ -213,6 +219,23 @@ async fn bench() {
                 .unwrap()
         })
     };
+    // The protocol alone (rmcp and the bearer check, no tool): where the layer's cost goes.
+    let ping: Arc<dyn Fn() -> Request<Body> + Send + Sync> = {
+        let bearer = format!("Bearer {access}");
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        Arc::new(move || {
+            Request::builder()
+                .method("POST")
+                .uri("/mcp")
+                .header(header::HOST, "localhost")
+                .header(header::AUTHORIZATION, bearer.as_str())
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::ACCEPT, "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25")
+                .body(Body::from(body))
+                .unwrap()
+        })
+    };
     // A call of each, checked, then a warm-up.
     let answer = router.clone().oneshot(tool()).await.unwrap();
     let text = axum::body::to_bytes(answer.into_body(), usize::MAX)
@@ -239,6 +262,11 @@ async fn bench() {
         forest_total.push(f);
         tool_total.push(t);
     }
+    let p = measure(&router, Arc::clone(&ping), calls / 3, concurrency).await;
+    println!(
+        "  ping (the protocol and bearer check alone): {:>8.0} req/s p50 {:>7.2?} p99 {:>7.2?}",
+        p.per_second, p.p50, p.p99
+    );
     let mean = |v: &[Figures]| v.iter().map(|f| f.per_second).sum::<f64>() / v.len() as f64;
     let (f, t) = (mean(&forest_total), mean(&tool_total));
     println!(

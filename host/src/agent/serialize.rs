@@ -66,6 +66,57 @@ pub fn serialize_list<'a>(
     })
 }
 
+/// Records as plain JSON objects, without the JSON:API envelope (the MCP tools' answers): each
+/// field in its wire form, a loaded to-one relation as the related record nested under its name.
+pub struct PlainRecords<'a> {
+    pub schema: &'a DataSourceSchema,
+    pub collection: &'a CollectionSchema,
+    pub records: &'a [Record],
+}
+
+impl Serialize for PlainRecords<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.records.iter().map(|record| PlainRecord {
+            schema: self.schema,
+            collection: Some(self.collection),
+            record,
+        }))
+    }
+}
+
+struct PlainRecord<'a> {
+    schema: &'a DataSourceSchema,
+    /// `None` for a related record of a collection the schema does not name (plain values).
+    collection: Option<&'a CollectionSchema>,
+    record: &'a Record,
+}
+
+impl Serialize for PlainRecord<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        for (name, value) in self.record.iter() {
+            let field = self.collection.and_then(|c| c.fields.get(name));
+            match (field, value) {
+                (Some(FieldSchema::Relation(relation)), Value::Record(related)) => {
+                    map.serialize_entry(
+                        name,
+                        &PlainRecord {
+                            schema: self.schema,
+                            collection: self.schema.collections.get(relation.foreign_collection()),
+                            record: related,
+                        },
+                    )?;
+                }
+                (Some(FieldSchema::Column(column)), _) => {
+                    map.serialize_entry(name, &WireValue(value, column.wire))?;
+                }
+                _ => map.serialize_entry(name, &WireValue(value, Wire::Plain))?,
+            }
+        }
+        map.end()
+    }
+}
+
 /// The JSON:API document of one record (get, create, update).
 pub fn serialize_one<'a>(
     schema: &'a DataSourceSchema,

@@ -129,38 +129,64 @@ async fn list(
     {
         return csv(&state, csv_name, &context, &headers, None).await;
     }
-    let collection_schema = served(schema, &name)?;
-    let activity = Recorded::start(&state, list_action(&context.query), &context.caller, &name);
-    browse(&state, &context, &name).await?;
+    let listed = list_records(&state, &context, &name, Some(&headers)).await?;
+    let body = serialize::serialize_list(schema, &name, &listed.records, listed.search.as_deref())?;
+    let response = super::json_bytes(body.to_bytes()?);
+    listed.activity.done();
+    Ok(response)
+}
+
+/// A page of records, as `GET /{c}` reads it: browse right, filters, projection, relation reads,
+/// segment and scope. The activity entry is started and handed back, to be marked done once the
+/// answer is written.
+pub(super) struct Listed {
+    pub records: Vec<crate::datasource::Record>,
+    pub search: Option<String>,
+    pub activity: Recorded,
+}
+
+/// The records of a list request on `name` (`GET /{c}`, and the MCP `list` tool, which calls it
+/// in process so that both read through the same checks).
+pub(super) async fn list_records(
+    state: &SharedState,
+    context: &CallerContext,
+    name: &str,
+    headers: Option<&HeaderMap>,
+) -> ApiResult<Listed> {
+    let schema = state.datasource.schema();
+    let collection_schema = served(schema, name)?;
+    let activity = Recorded::start(state, list_action(&context.query), &context.caller, name);
+    browse(state, context, name).await?;
     let params = Params::new(&context.query);
     let request = parse_paginated_filter(&params, schema, collection_schema)?;
     state.check_page_size(&request)?;
     let mut projection = parse_projection(
         &context.query,
-        projection_header(&headers),
+        headers.and_then(projection_header),
         schema,
         collection_schema,
     )?;
     permission::relation_reads(
-        &state,
-        &context,
-        Some(&headers),
+        state,
+        context,
+        headers,
         collection_schema,
         &request.filter,
         Some(&mut projection),
     )
     .await?;
-    let filter = resolve(&state, &context.caller, collection_schema, request).await?;
-    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
+    let filter = resolve(state, &context.caller, collection_schema, request).await?;
+    let filter = scoped(state, &context.caller, collection_schema, filter).await?;
     let records = state
         .datasource
-        .collection(&name)?
+        .collection(name)?
         .list(&context.caller, &filter, &projection)
         .await?;
-    let body = serialize::serialize_list(schema, &name, &records, filter.search.as_deref())?;
-    let response = super::json_bytes(body.to_bytes()?);
-    activity.done();
-    Ok(response)
+    Ok(Listed {
+        records,
+        search: filter.search,
+        activity,
+    })
 }
 
 /// `GET /{c}/count`: `{"count": n}`, or the deactivated body without querying.

@@ -5,6 +5,7 @@
 //! `/oauth/*` and `/.well-known/*` namespaces are the MCP server's, and what it does not serve
 //! there is a 404 (or a 405 for a known path and another method).
 
+mod actions;
 mod authorize;
 mod calls;
 mod dispatch;

@@ -53,25 +53,35 @@ pub async fn private_routes(
     else {
         return next.run(Request::from_parts(parts, body)).await;
     };
-    match permissions.ip_whitelist_enabled().await {
-        Ok(false) => {}
-        Ok(true) => {
-            let forwarded = forwarded_for(&parts.headers);
-            let socket = parts
-                .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(address)| address.ip());
-            if let Err(error) = permissions.check_ip(forwarded.as_deref(), socket).await {
-                return ApiError::from(error).into_response();
-            }
-        }
-        Err(error) => return ApiError::from(error).into_response(),
-    }
-    if let Err(error) = permissions.enabled_user(claims.id).await {
-        return ApiError::from(error).into_response();
+    let socket = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(address)| address.ip());
+    if let Err(error) = private_checks(&state, claims.id, &parts.headers, socket).await {
+        return error.into_response();
     }
     parts.extensions.insert(VerifiedClaims(claims));
     next.run(Request::from_parts(parts, body)).await
+}
+
+/// What every private route checks of a signed-in user: the IP whitelist (§5.7), then that the
+/// user is enabled. Shared with the MCP tools that read the datasource in process.
+pub(super) async fn private_checks(
+    state: &SharedState,
+    user_id: i64,
+    headers: &axum::http::HeaderMap,
+    socket: Option<std::net::IpAddr>,
+) -> Result<(), ApiError> {
+    let permissions = &state.permissions;
+    if !permissions.enforced() {
+        return Ok(());
+    }
+    if permissions.ip_whitelist_enabled().await? {
+        let forwarded = forwarded_for(headers);
+        permissions.check_ip(forwarded.as_deref(), socket).await?;
+    }
+    permissions.enabled_user(user_id).await?;
+    Ok(())
 }
 
 /// The raw `x-forwarded-for` text; several headers are joined with `, ` as Node joins them.

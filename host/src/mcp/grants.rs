@@ -239,6 +239,7 @@ impl Mcp {
         }
         let claims = AccessClaims {
             user: SessionClaims::for_user(&user, team, rendering_id),
+            exp: 0,
             aud: family.resource.clone(),
             iss: issuer.to_owned(),
             scope: family.scope.clone(),

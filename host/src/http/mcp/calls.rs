@@ -8,17 +8,18 @@ use axum::http::Method;
 use serde_json::{Map, Value as Json, json};
 
 use super::McpCaller;
+use super::actions::{action_form, execute_action, request_upload};
 use super::dispatch::{Answer, records, segment, send};
-use crate::agent::action::route_path;
 use crate::datasource::action::ActionScope;
 use crate::datasource::{CollectionSchema, FieldSchema, RelationSchema};
 use crate::http::SharedState;
 use crate::mcp::filter;
-use crate::mcp::uploads::HANDLE_PREFIX;
 use crate::platform::activity::{Action, Actor, Entry, Origin};
 
 /// A tool's outcome: its JSON answer, or the message of a tool error.
 pub(super) type Outcome = Result<Json, String>;
+/// A tool's answer as the JSON text it is sent as.
+pub(super) type Text = Result<String, String>;
 
 /// One call's context.
 pub(super) struct Call<'a> {
@@ -30,7 +31,7 @@ pub(super) struct Call<'a> {
 }
 
 impl Call<'_> {
-    async fn send(&self, method: Method, path: &str, body: Option<&Json>) -> Answer {
+    pub(super) async fn send(&self, method: Method, path: &str, body: Option<&Json>) -> Answer {
         send(
             self.data,
             &self.caller.claims.user,
@@ -42,12 +43,12 @@ impl Call<'_> {
         .await
     }
 
-    fn forest(&self) -> &str {
+    pub(super) fn forest(&self) -> &str {
         &self.state.mount_path
     }
 
     /// An argument that may be given as JSON text (some clients stringify objects).
-    fn arg(&self, key: &str) -> Option<Json> {
+    pub(super) fn arg(&self, key: &str) -> Option<Json> {
         match self.args.get(key) {
             None | Some(Json::Null) => None,
             Some(Json::String(text)) if key_takes_json(key) => {
@@ -57,7 +58,7 @@ impl Call<'_> {
         }
     }
 
-    fn text(&self, key: &str) -> Result<Option<String>, String> {
+    pub(super) fn text(&self, key: &str) -> Result<Option<String>, String> {
         match self.arg(key) {
             None => Ok(None),
             Some(Json::String(s)) => Ok(Some(s)),
@@ -65,19 +66,19 @@ impl Call<'_> {
         }
     }
 
-    fn required_text(&self, key: &str) -> Result<String, String> {
+    pub(super) fn required_text(&self, key: &str) -> Result<String, String> {
         self.text(key)?
             .filter(|s| !s.trim().is_empty())
             .ok_or_else(|| format!("{key} is required"))
     }
 
     /// An id: a string or a number, as text.
-    fn id(&self, key: &str) -> Result<String, String> {
+    pub(super) fn id(&self, key: &str) -> Result<String, String> {
         id_text(self.arg(key).as_ref())
             .ok_or_else(|| format!("{key} is required (a string or a number)"))
     }
 
-    fn object(&self, key: &str) -> Result<Option<Map<String, Json>>, String> {
+    pub(super) fn object(&self, key: &str) -> Result<Option<Map<String, Json>>, String> {
         match self.arg(key) {
             None => Ok(None),
             Some(Json::Object(o)) => Ok(Some(o)),
@@ -85,7 +86,7 @@ impl Call<'_> {
         }
     }
 
-    fn bool(&self, key: &str) -> Result<bool, String> {
+    pub(super) fn bool(&self, key: &str) -> Result<bool, String> {
         match self.arg(key) {
             None => Ok(false),
             Some(Json::Bool(b)) => Ok(b),
@@ -94,7 +95,7 @@ impl Call<'_> {
     }
 
     /// The served collection named by `collectionName`.
-    fn collection(&self) -> Result<&CollectionSchema, String> {
+    pub(super) fn collection(&self) -> Result<&CollectionSchema, String> {
         let name = self.required_text("collectionName")?;
         let schema = self.state.datasource.schema();
         schema.collections.get(&name).ok_or_else(|| {
@@ -129,7 +130,7 @@ fn id_text(value: Option<&Json>) -> Option<String> {
     }
 }
 
-fn ids(value: Option<Json>, key: &str) -> Result<Vec<String>, String> {
+pub(super) fn ids(value: Option<Json>, key: &str) -> Result<Vec<String>, String> {
     match value {
         Some(Json::Array(items)) if !items.is_empty() => items
             .iter()
@@ -140,22 +141,23 @@ fn ids(value: Option<Json>, key: &str) -> Result<Vec<String>, String> {
 }
 
 /// Runs the tool `name`; `None` when there is no such tool.
-pub(super) async fn run(call: &Call<'_>, name: &str) -> Option<Outcome> {
+pub(super) async fn run(call: &Call<'_>, name: &str) -> Option<Text> {
+    let json = |outcome: Outcome| outcome.map(|value| value.to_string());
     Some(match name {
-        "describeCollection" => describe(call).await,
+        "describeCollection" => json(describe(call).await),
         "list" => list(call).await,
-        "listRelated" => list_related(call).await,
-        "create" => create(call).await,
-        "update" => update(call).await,
-        "delete" => delete(call).await,
-        "associate" => associate(call).await,
-        "dissociate" => dissociate(call).await,
-        "getActionForm" => action_form(call).await.map(|form| form.answer()),
-        "executeAction" => execute_action(call).await,
-        "requestActionFileUpload" => request_upload(call),
-        "listWorkflows" => list_workflows(call).await,
-        "triggerWorkflow" => trigger_workflow(call).await,
-        "getWorkflowRun" => get_workflow_run(call).await,
+        "listRelated" => json(list_related(call).await),
+        "create" => json(create(call).await),
+        "update" => json(update(call).await),
+        "delete" => json(delete(call).await),
+        "associate" => json(associate(call).await),
+        "dissociate" => json(dissociate(call).await),
+        "getActionForm" => json(action_form(call).await.map(|form| form.answer())),
+        "executeAction" => json(execute_action(call).await),
+        "requestActionFileUpload" => json(request_upload(call)),
+        "listWorkflows" => json(list_workflows(call).await),
+        "triggerWorkflow" => json(trigger_workflow(call).await),
+        "getWorkflowRun" => json(get_workflow_run(call).await),
         _ => return None,
     })
 }
@@ -367,10 +369,71 @@ async fn list_at(call: &Call<'_>, schema: &CollectionSchema, path: &str) -> Outc
     Ok(out)
 }
 
-async fn list(call: &Call<'_>) -> Outcome {
+/// `list` reads through the list route's own function (`collection::list_records`: rights,
+/// scope, segment, relation reads, activity) and writes the records as plain JSON in one pass;
+/// through the router it would be written as JSON:API, read back and written again.
+async fn list(call: &Call<'_>) -> Text {
     let schema = call.collection()?;
+    let query = list_query(call, schema, false)?;
+    let caller = call.caller.claims.user.clone();
+    if let Err(error) = super::super::security::private_checks(
+        call.state,
+        caller.id,
+        &axum::http::HeaderMap::new(),
+        call.peer.map(|p| p.ip()),
+    )
+    .await
+    {
+        return Err(error_text(error, schema).await);
+    }
+    let context = super::super::CallerContext {
+        caller: caller.into_caller(chrono_tz::UTC, uuid::Uuid::new_v4()),
+        query: crate::agent::query_string::QueryString::parse(&query),
+    };
+    let listed = match super::super::collection::list_records(
+        call.state,
+        &context,
+        &schema.name,
+        None,
+    )
+    .await
+    {
+        Ok(listed) => listed,
+        Err(error) => return Err(error_text(error, schema).await),
+    };
+    let records = crate::agent::serialize::PlainRecords {
+        schema: call.state.datasource.schema(),
+        collection: schema,
+        records: &listed.records,
+    };
+    let records = serde_json::to_string(&records).map_err(|e| e.to_string())?;
+    listed.activity.done();
+    if !call.bool("enableCount")? {
+        return Ok(format!(r#"{{"records":{records}}}"#));
+    }
     let path = format!("{}/{}", call.forest(), segment(&schema.name));
-    list_at(call, schema, &path).await
+    let count_query = list_query(call, schema, true)?;
+    let count = call
+        .send(Method::GET, &format!("{path}/count?{count_query}"), None)
+        .await;
+    if !count.ok() {
+        return Err(list_error(&count, schema));
+    }
+    let total = count.body.get("count").cloned().unwrap_or(Json::Null);
+    Ok(format!(r#"{{"records":{records},"totalCount":{total}}}"#))
+}
+
+/// A route error raised in process, as the sentence a model reads.
+async fn error_text(error: crate::http::ApiError, schema: &CollectionSchema) -> String {
+    use axum::response::IntoResponse as _;
+    let response = error.into_response();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or(Json::Null);
+    list_error(&Answer { status, body }, schema)
 }
 
 fn to_many_relations(schema: &CollectionSchema) -> Vec<&str> {
@@ -531,361 +594,6 @@ async fn dissociate(call: &Call<'_>) -> Outcome {
     Ok(
         json!({"success": true, "message": format!("{} record(s) unlinked from {parent} through {name}", targets.len())}),
     )
-}
-
-// ----- actions ---------------------------------------------------------------------------------
-
-/// An action's form, as the agent's hooks answered it, with the values a model gave.
-struct Form {
-    fields: Vec<Json>,
-    skipped: Vec<String>,
-}
-
-impl Form {
-    fn missing(&self) -> Vec<String> {
-        self.fields
-            .iter()
-            .filter(|f| f.get("isRequired").and_then(Json::as_bool) == Some(true))
-            .filter(|f| {
-                matches!(f.get("value"), None | Some(Json::Null))
-                    || f.get("value") == Some(&json!(""))
-            })
-            .filter_map(|f| f.get("field").and_then(Json::as_str).map(str::to_owned))
-            .collect()
-    }
-
-    fn answer(&self) -> Json {
-        let fields: Vec<Json> = self
-            .fields
-            .iter()
-            .map(|f| {
-                let mut out = json!({
-                    "name": f.get("field"),
-                    "type": f.get("type"),
-                    "value": f.get("value").cloned().unwrap_or(Json::Null),
-                    "isRequired": f.get("isRequired").and_then(Json::as_bool).unwrap_or(false),
-                });
-                if let Some(description) = f.get("description") {
-                    out["description"] = description.clone();
-                }
-                if let Some(enums) = f.get("enums").filter(|e| !e.is_null()) {
-                    out["enumValues"] = enums.clone();
-                }
-                if let Some(options) = f
-                    .pointer("/widgetEdit/parameters/static/options")
-                    .filter(|o| o.is_array())
-                {
-                    out["allowedValues"] = options.clone();
-                }
-                out
-            })
-            .collect();
-        let missing = self.missing();
-        json!({
-            "fields": fields,
-            "canExecute": missing.is_empty(),
-            "requiredFields": missing,
-            "skippedFields": self.skipped,
-        })
-    }
-
-    fn values(&self) -> Map<String, Json> {
-        self.fields
-            .iter()
-            .filter_map(|f| {
-                let name = f.get("field")?.as_str()?.to_owned();
-                Some((name, f.get("value").cloned().unwrap_or(Json::Null)))
-            })
-            .collect()
-    }
-}
-
-/// The action named by `actionName` and its route; ids by `recordIds`.
-struct Target {
-    collection: String,
-    route: String,
-    ids: Vec<String>,
-    download: bool,
-}
-
-fn target(call: &Call<'_>) -> Result<Target, String> {
-    let schema = call.collection()?;
-    let name = call.required_text("actionName")?;
-    let Some((index, action_name, action)) = schema
-        .actions
-        .iter()
-        .enumerate()
-        .find(|(_, (n, _))| **n == name)
-        .or_else(|| {
-            schema
-                .actions
-                .iter()
-                .enumerate()
-                .find(|(_, (n, _))| n.eq_ignore_ascii_case(&name))
-        })
-        .map(|(i, (n, a))| (i, n, a))
-    else {
-        let names: Vec<&str> = schema.actions.keys().map(String::as_str).collect();
-        return Err(format!(
-            "{name:?} is not an action of {}; its actions are: {}",
-            schema.name,
-            if names.is_empty() {
-                "none".to_owned()
-            } else {
-                names.join(", ")
-            }
-        ));
-    };
-    let ids = match (action.scope, call.arg("recordIds")) {
-        (ActionScope::Global, _) | (_, None) => Vec::new(),
-        (_, value) => ids(value, "recordIds")?,
-    };
-    if action.scope != ActionScope::Global && ids.is_empty() {
-        return Err(format!("{action_name:?} runs on records: give recordIds"));
-    }
-    if action.scope == ActionScope::Single && ids.len() > 1 {
-        return Err(format!("{action_name:?} runs on one record at a time"));
-    }
-    Ok(Target {
-        route: format!(
-            "{}/_actions/{}",
-            call.forest(),
-            route_path(
-                &segment(&schema.name),
-                index,
-                action_name,
-                call.state.use_unsafe_action_endpoint
-            )
-        ),
-        collection: schema.name.clone(),
-        ids,
-        download: action.generate_file,
-    })
-}
-
-fn action_body(target: &Target, extra: Map<String, Json>) -> Json {
-    let mut attributes = Map::new();
-    attributes.insert("collection_name".to_owned(), json!(target.collection));
-    attributes.insert("ids".to_owned(), json!(target.ids));
-    attributes.insert("all_records".to_owned(), json!(false));
-    attributes.insert("all_records_ids_excluded".to_owned(), json!([]));
-    attributes.insert("all_records_subset_query".to_owned(), json!({}));
-    attributes.extend(extra);
-    json!({"data": {"attributes": attributes, "type": "custom-action-requests"}})
-}
-
-fn is_handle(value: &Json) -> bool {
-    match value {
-        Json::String(s) => s.starts_with(HANDLE_PREFIX),
-        Json::Array(items) => !items.is_empty() && items.iter().all(is_handle),
-        _ => false,
-    }
-}
-
-/// Loads the form, then applies the given values one by one, calling each field's change hook
-/// as the UI would. File handles are set last and never sent to hooks (mcp.md §3.9).
-async fn action_form(call: &Call<'_>) -> Result<Form, String> {
-    let target = target(call)?;
-    let given = call.object("values")?.unwrap_or_default();
-    let answer = call
-        .send(
-            Method::POST,
-            &format!("{}/hooks/load?timezone=UTC", target.route),
-            Some(&action_body(&target, Map::new())),
-        )
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
-    }
-    let mut fields: Vec<Json> = answer
-        .body
-        .get("fields")
-        .and_then(Json::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut skipped = Vec::new();
-    let mut handles = Vec::new();
-    for (name, value) in given {
-        let Some(position) = fields
-            .iter()
-            .position(|f| f.get("field").and_then(Json::as_str) == Some(name.as_str()))
-        else {
-            skipped.push(name);
-            continue;
-        };
-        if is_handle(&value) {
-            handles.push((position, value));
-            continue;
-        }
-        fields[position]["value"] = value;
-        if fields[position].get("hook").is_some_and(|h| !h.is_null()) {
-            let mut extra = Map::new();
-            extra.insert("fields".to_owned(), json!(fields));
-            extra.insert("changed_field".to_owned(), json!(name));
-            let changed = call
-                .send(
-                    Method::POST,
-                    &format!("{}/hooks/change?timezone=UTC", target.route),
-                    Some(&action_body(&target, extra)),
-                )
-                .await;
-            if !changed.ok() {
-                return Err(changed.error_text());
-            }
-            if let Some(new_fields) = changed.body.get("fields").and_then(Json::as_array) {
-                fields = new_fields.clone();
-            }
-        }
-    }
-    for (position, value) in handles {
-        if let Some(field) = fields.get_mut(position) {
-            field["value"] = value;
-        }
-    }
-    Ok(Form { fields, skipped })
-}
-
-/// Replaces file handles by the uploaded files' data URIs.
-fn resolve_files(call: &Call<'_>, value: Json) -> Result<Json, String> {
-    let uploads = || {
-        call.state
-            .mcp
-            .as_ref()
-            .and_then(|m| m.uploads.as_ref())
-            .ok_or("file uploads are turned off on this server")
-    };
-    match value {
-        Json::String(s) if s.starts_with(HANDLE_PREFIX) => {
-            let uploads = uploads()?;
-            let handle = uploads
-                .handle(&s, call.caller.claims.user.id)
-                .map_err(|e| e.to_string())?;
-            uploads
-                .data_uri(&handle)
-                .map(Json::String)
-                .map_err(|e| e.to_string())
-        }
-        Json::Array(items) if is_handle(&Json::Array(items.clone())) => items
-            .into_iter()
-            .map(|i| resolve_files(call, i))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Json::Array),
-        other => Ok(other),
-    }
-}
-
-async fn execute_action(call: &Call<'_>) -> Outcome {
-    let form = action_form(call).await?;
-    let target = target(call)?;
-    if target.download {
-        return Err("This action answers with a file to download, which an MCP client cannot receive: run it from the UI.".to_owned());
-    }
-    let missing = form.missing();
-    if !missing.is_empty() {
-        return Err(format!(
-            "The form is not complete: give values for {} (call getActionForm to see the fields)",
-            missing.join(", ")
-        ));
-    }
-    let mut values = Map::new();
-    for (name, value) in form.values() {
-        values.insert(name, resolve_files(call, value)?);
-    }
-    let mut extra = Map::new();
-    extra.insert("values".to_owned(), Json::Object(values));
-    let body = action_body(&target, extra);
-    let answer = call
-        .send(
-            Method::POST,
-            &format!("{}?timezone=UTC", target.route),
-            Some(&body),
-        )
-        .await;
-    if answer.ok() {
-        return Ok(answer.body);
-    }
-    if answer.error_name() != Some("CustomActionRequiresApprovalError") {
-        return Err(answer.error_text());
-    }
-    // The UI files an approval request at this point; so does the tool.
-    let store = call
-        .state
-        .store
-        .as_ref()
-        .ok_or("approvals need Canopy's store")?;
-    let action_name = call.required_text("actionName")?;
-    let mut filing = body.clone();
-    filing["action"] = json!(action_name);
-    let path = format!(
-        "{}/project/{}/environment/{}/approval-requests",
-        crate::http::platform::base_path(call.forest()),
-        segment(store.project()),
-        segment(store.environment())
-    );
-    let filed = call.send(Method::POST, &path, Some(&filing)).await;
-    if !filed.ok() {
-        return Err(filed.error_text());
-    }
-    let id = filed.body.get("id").cloned().unwrap_or(Json::Null);
-    let reasoning = call.text("reasoning")?.unwrap_or_default();
-    Ok(json!({
-        "approvalRequested": true,
-        "approvalRequestId": id,
-        "message": format!(
-            "Approval requested: {action_name:?} needs an approver's decision before it runs{}",
-            if reasoning.is_empty() { String::new() } else { format!(" (reason given: {reasoning})") }
-        ),
-    }))
-}
-
-fn request_upload(call: &Call<'_>) -> Outcome {
-    let mcp = call
-        .state
-        .mcp
-        .as_ref()
-        .ok_or("the MCP server is not mounted")?;
-    let uploads = mcp
-        .uploads
-        .as_ref()
-        .ok_or("file uploads are turned off on this server")?;
-    if !call
-        .caller
-        .claims
-        .scope
-        .split(' ')
-        .any(|s| s == "mcp:action")
-    {
-        return Err(
-            "uploading action files needs the mcp:action scope: sign in again granting it"
-                .to_owned(),
-        );
-    }
-    let filename = call.required_text("filename")?;
-    let mime = call.required_text("mimeType")?;
-    let sha256 = call.text("sha256")?;
-    let (key, handle) = uploads
-        .reserve(
-            call.caller.claims.user.id,
-            &filename,
-            &mime,
-            sha256.as_deref(),
-        )
-        .map_err(|e| e.to_string())?;
-    let url = format!(
-        "{}{}/{}",
-        mcp.base_url(&call.caller.base),
-        mcp.paths().uploads,
-        segment(&key)
-    );
-    Ok(json!({
-        "uploadUrl": url,
-        "method": "PUT",
-        "headers": {"Content-Type": mime},
-        "expiresInSeconds": uploads.settings.url_ttl.as_secs(),
-        "maxBytes": uploads.settings.max_bytes,
-        "fileHandle": handle,
-        "prerequisite": "The client making the PUT must be able to reach this URL (sandboxed assistants may need it allowed).",
-    }))
 }
 
 // ----- workflows -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ use super::McpCaller;
 use super::calls::{Call, run};
 use crate::http::SharedState;
 use crate::mcp::{Mcp, SERVER_NAME, tools};
+use crate::platform::activity::{Origin, dispatched_by};
 
 /// What the server tells a model about itself.
 const INSTRUCTIONS: &str = "Canopy serves an application's database as collections. Call \
@@ -163,20 +164,17 @@ impl ServerHandler for Handler {
             peer,
             args: request.arguments.unwrap_or_default(),
         };
+        // Whatever the tool reaches (the routes, or a route's own function), its activity
+        // entries say `mcp`.
         let outcome = if enabled {
-            run(&call, name).await
+            dispatched_by(Origin::Mcp, run(&call, name)).await
         } else {
             None
         };
         let result = match outcome {
-            Some(Ok(value)) => {
-                let text = serde_json::to_string(&value).unwrap_or_default();
-                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-                if value.is_object() {
-                    result.structured_content = Some(value);
-                }
-                result
-            }
+            // Text only, as the Node server answers: no output schema is declared, and the same
+            // JSON twice (text and `structuredContent`) doubled what each call writes.
+            Some(Ok(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
             Some(Err(message)) => {
                 tracing::info!(tool = name, user = caller.claims.user.id, %message, "MCP tool call failed");
                 CallToolResult::error(vec![ContentBlock::text(message)])

@@ -1,0 +1,365 @@
+//! The action tools: `getActionForm` (the form loaded, then each given value applied with its
+//! change hook, as the UI does), `executeAction` (uploaded files resolved, an approval filed when
+//! the action needs one) and `requestActionFileUpload`.
+
+use axum::http::Method;
+use serde_json::{Map, Value as Json, json};
+
+use super::calls::{Call, Outcome, ids};
+use super::dispatch::segment;
+use crate::agent::action::route_path;
+use crate::datasource::action::ActionScope;
+use crate::mcp::uploads::HANDLE_PREFIX;
+
+/// An action's form, as the agent's hooks answered it, with the values a model gave.
+pub(super) struct Form {
+    fields: Vec<Json>,
+    skipped: Vec<String>,
+}
+
+impl Form {
+    fn missing(&self) -> Vec<String> {
+        self.fields
+            .iter()
+            .filter(|f| f.get("isRequired").and_then(Json::as_bool) == Some(true))
+            .filter(|f| {
+                matches!(f.get("value"), None | Some(Json::Null))
+                    || f.get("value") == Some(&json!(""))
+            })
+            .filter_map(|f| f.get("field").and_then(Json::as_str).map(str::to_owned))
+            .collect()
+    }
+
+    pub(super) fn answer(&self) -> Json {
+        let fields: Vec<Json> = self
+            .fields
+            .iter()
+            .map(|f| {
+                let mut out = json!({
+                    "name": f.get("field"),
+                    "type": f.get("type"),
+                    "value": f.get("value").cloned().unwrap_or(Json::Null),
+                    "isRequired": f.get("isRequired").and_then(Json::as_bool).unwrap_or(false),
+                });
+                if let Some(description) = f.get("description") {
+                    out["description"] = description.clone();
+                }
+                if let Some(enums) = f.get("enums").filter(|e| !e.is_null()) {
+                    out["enumValues"] = enums.clone();
+                }
+                if let Some(options) = f
+                    .pointer("/widgetEdit/parameters/static/options")
+                    .filter(|o| o.is_array())
+                {
+                    out["allowedValues"] = options.clone();
+                }
+                out
+            })
+            .collect();
+        let missing = self.missing();
+        json!({
+            "fields": fields,
+            "canExecute": missing.is_empty(),
+            "requiredFields": missing,
+            "skippedFields": self.skipped,
+        })
+    }
+
+    fn values(&self) -> Map<String, Json> {
+        self.fields
+            .iter()
+            .filter_map(|f| {
+                let name = f.get("field")?.as_str()?.to_owned();
+                Some((name, f.get("value").cloned().unwrap_or(Json::Null)))
+            })
+            .collect()
+    }
+}
+
+/// The action named by `actionName` and its route; ids by `recordIds`.
+struct Target {
+    collection: String,
+    route: String,
+    ids: Vec<String>,
+    download: bool,
+}
+
+fn target(call: &Call<'_>) -> Result<Target, String> {
+    let schema = call.collection()?;
+    let name = call.required_text("actionName")?;
+    let Some((index, action_name, action)) = schema
+        .actions
+        .iter()
+        .enumerate()
+        .find(|(_, (n, _))| **n == name)
+        .or_else(|| {
+            schema
+                .actions
+                .iter()
+                .enumerate()
+                .find(|(_, (n, _))| n.eq_ignore_ascii_case(&name))
+        })
+        .map(|(i, (n, a))| (i, n, a))
+    else {
+        let names: Vec<&str> = schema.actions.keys().map(String::as_str).collect();
+        return Err(format!(
+            "{name:?} is not an action of {}; its actions are: {}",
+            schema.name,
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        ));
+    };
+    let ids = match (action.scope, call.arg("recordIds")) {
+        (ActionScope::Global, _) | (_, None) => Vec::new(),
+        (_, value) => ids(value, "recordIds")?,
+    };
+    if action.scope != ActionScope::Global && ids.is_empty() {
+        return Err(format!("{action_name:?} runs on records: give recordIds"));
+    }
+    if action.scope == ActionScope::Single && ids.len() > 1 {
+        return Err(format!("{action_name:?} runs on one record at a time"));
+    }
+    Ok(Target {
+        route: format!(
+            "{}/_actions/{}",
+            call.forest(),
+            route_path(
+                &segment(&schema.name),
+                index,
+                action_name,
+                call.state.use_unsafe_action_endpoint
+            )
+        ),
+        collection: schema.name.clone(),
+        ids,
+        download: action.generate_file,
+    })
+}
+
+fn action_body(target: &Target, extra: Map<String, Json>) -> Json {
+    let mut attributes = Map::new();
+    attributes.insert("collection_name".to_owned(), json!(target.collection));
+    attributes.insert("ids".to_owned(), json!(target.ids));
+    attributes.insert("all_records".to_owned(), json!(false));
+    attributes.insert("all_records_ids_excluded".to_owned(), json!([]));
+    attributes.insert("all_records_subset_query".to_owned(), json!({}));
+    attributes.extend(extra);
+    json!({"data": {"attributes": attributes, "type": "custom-action-requests"}})
+}
+
+fn is_handle(value: &Json) -> bool {
+    match value {
+        Json::String(s) => s.starts_with(HANDLE_PREFIX),
+        Json::Array(items) => !items.is_empty() && items.iter().all(is_handle),
+        _ => false,
+    }
+}
+
+/// Loads the form, then applies the given values one by one, calling each field's change hook
+/// as the UI would. File handles are set last and never sent to hooks (mcp.md §3.9).
+pub(super) async fn action_form(call: &Call<'_>) -> Result<Form, String> {
+    let target = target(call)?;
+    let given = call.object("values")?.unwrap_or_default();
+    let answer = call
+        .send(
+            Method::POST,
+            &format!("{}/hooks/load?timezone=UTC", target.route),
+            Some(&action_body(&target, Map::new())),
+        )
+        .await;
+    if !answer.ok() {
+        return Err(answer.error_text());
+    }
+    let mut fields: Vec<Json> = answer
+        .body
+        .get("fields")
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut skipped = Vec::new();
+    let mut handles = Vec::new();
+    for (name, value) in given {
+        let Some(position) = fields
+            .iter()
+            .position(|f| f.get("field").and_then(Json::as_str) == Some(name.as_str()))
+        else {
+            skipped.push(name);
+            continue;
+        };
+        if is_handle(&value) {
+            handles.push((position, value));
+            continue;
+        }
+        fields[position]["value"] = value;
+        if fields[position].get("hook").is_some_and(|h| !h.is_null()) {
+            let mut extra = Map::new();
+            extra.insert("fields".to_owned(), json!(fields));
+            extra.insert("changed_field".to_owned(), json!(name));
+            let changed = call
+                .send(
+                    Method::POST,
+                    &format!("{}/hooks/change?timezone=UTC", target.route),
+                    Some(&action_body(&target, extra)),
+                )
+                .await;
+            if !changed.ok() {
+                return Err(changed.error_text());
+            }
+            if let Some(new_fields) = changed.body.get("fields").and_then(Json::as_array) {
+                fields = new_fields.clone();
+            }
+        }
+    }
+    for (position, value) in handles {
+        if let Some(field) = fields.get_mut(position) {
+            field["value"] = value;
+        }
+    }
+    Ok(Form { fields, skipped })
+}
+
+/// Replaces file handles by the uploaded files' data URIs.
+fn resolve_files(call: &Call<'_>, value: Json) -> Result<Json, String> {
+    let uploads = || {
+        call.state
+            .mcp
+            .as_ref()
+            .and_then(|m| m.uploads.as_ref())
+            .ok_or("file uploads are turned off on this server")
+    };
+    match value {
+        Json::String(s) if s.starts_with(HANDLE_PREFIX) => {
+            let uploads = uploads()?;
+            let handle = uploads
+                .handle(&s, call.caller.claims.user.id)
+                .map_err(|e| e.to_string())?;
+            uploads
+                .data_uri(&handle)
+                .map(Json::String)
+                .map_err(|e| e.to_string())
+        }
+        Json::Array(items) if is_handle(&Json::Array(items.clone())) => items
+            .into_iter()
+            .map(|i| resolve_files(call, i))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Json::Array),
+        other => Ok(other),
+    }
+}
+
+pub(super) async fn execute_action(call: &Call<'_>) -> Outcome {
+    let form = action_form(call).await?;
+    let target = target(call)?;
+    if target.download {
+        return Err("This action answers with a file to download, which an MCP client cannot receive: run it from the UI.".to_owned());
+    }
+    let missing = form.missing();
+    if !missing.is_empty() {
+        return Err(format!(
+            "The form is not complete: give values for {} (call getActionForm to see the fields)",
+            missing.join(", ")
+        ));
+    }
+    let mut values = Map::new();
+    for (name, value) in form.values() {
+        values.insert(name, resolve_files(call, value)?);
+    }
+    let mut extra = Map::new();
+    extra.insert("values".to_owned(), Json::Object(values));
+    let body = action_body(&target, extra);
+    let answer = call
+        .send(
+            Method::POST,
+            &format!("{}?timezone=UTC", target.route),
+            Some(&body),
+        )
+        .await;
+    if answer.ok() {
+        return Ok(answer.body);
+    }
+    if answer.error_name() != Some("CustomActionRequiresApprovalError") {
+        return Err(answer.error_text());
+    }
+    // The UI files an approval request at this point; so does the tool.
+    let store = call
+        .state
+        .store
+        .as_ref()
+        .ok_or("approvals need Canopy's store")?;
+    let action_name = call.required_text("actionName")?;
+    let mut filing = body.clone();
+    filing["action"] = json!(action_name);
+    let path = format!(
+        "{}/project/{}/environment/{}/approval-requests",
+        crate::http::platform::base_path(call.forest()),
+        segment(store.project()),
+        segment(store.environment())
+    );
+    let filed = call.send(Method::POST, &path, Some(&filing)).await;
+    if !filed.ok() {
+        return Err(filed.error_text());
+    }
+    let id = filed.body.get("id").cloned().unwrap_or(Json::Null);
+    let reasoning = call.text("reasoning")?.unwrap_or_default();
+    Ok(json!({
+        "approvalRequested": true,
+        "approvalRequestId": id,
+        "message": format!(
+            "Approval requested: {action_name:?} needs an approver's decision before it runs{}",
+            if reasoning.is_empty() { String::new() } else { format!(" (reason given: {reasoning})") }
+        ),
+    }))
+}
+
+pub(super) fn request_upload(call: &Call<'_>) -> Outcome {
+    let mcp = call
+        .state
+        .mcp
+        .as_ref()
+        .ok_or("the MCP server is not mounted")?;
+    let uploads = mcp
+        .uploads
+        .as_ref()
+        .ok_or("file uploads are turned off on this server")?;
+    if !call
+        .caller
+        .claims
+        .scope
+        .split(' ')
+        .any(|s| s == "mcp:action")
+    {
+        return Err(
+            "uploading action files needs the mcp:action scope: sign in again granting it"
+                .to_owned(),
+        );
+    }
+    let filename = call.required_text("filename")?;
+    let mime = call.required_text("mimeType")?;
+    let sha256 = call.text("sha256")?;
+    let (key, handle) = uploads
+        .reserve(
+            call.caller.claims.user.id,
+            &filename,
+            &mime,
+            sha256.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+    let url = format!(
+        "{}{}/{}",
+        mcp.base_url(&call.caller.base),
+        mcp.paths().uploads,
+        segment(&key)
+    );
+    Ok(json!({
+        "uploadUrl": url,
+        "method": "PUT",
+        "headers": {"Content-Type": mime},
+        "expiresInSeconds": uploads.settings.url_ttl.as_secs(),
+        "maxBytes": uploads.settings.max_bytes,
+        "fileHandle": handle,
+        "prerequisite": "The client making the PUT must be able to reach this URL (sandboxed assistants may need it allowed).",
+    }))
+}
