@@ -57,9 +57,10 @@ fn start(mut command: Command) -> (Server, String, String) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut line).unwrap();
+    // The rest is drained: a closed pipe would fail its next line (`serve --mcp` prints two).
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     let server = Server(child);
     let url = line
         .split_whitespace()

@@ -14,7 +14,7 @@ use canopy::config::{Config, McpArgs, ServeArgs};
 use serde_json::{Value as Json, json};
 use sha2::Digest as _;
 
-const AUTH_SECRET: &str = "mcp-demo-test-auth-secret-0123456789";
+pub(crate) const AUTH_SECRET: &str = "mcp-demo-test-auth-secret-0123456789";
 const ENV_SECRET: &str = "6666666666666666666666666666666666666666666666666666666666666666";
 const EDITOR: (&str, &str) = ("editor@canopy.local", "canopy-demo-editor");
 const ADMIN: (&str, &str) = ("admin@canopy.local", "canopy-demo-admin");

@@ -4,71 +4,13 @@
 //! POST to the printed webhook URL refunds a paid order through the plugin's action, and a call
 //! on an order that was never paid ends the run `failed` with the workflow's message.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use canopy::config::{Config, ServeArgs};
 use serde_json::Value as Json;
 
-const AUTH_SECRET: &str = "refund-demo-test-auth-secret";
-const ENV_SECRET: &str = "5555555555555555555555555555555555555555555555555555555555555555";
-const RUNS: &str = "/v1/project/canopy/environment/production/workflow-runs";
+use crate::mcp::AUTH_SECRET;
 
-/// Serves the demo's setup from `dir` on a loopback port; returns the origin, the store and the
-/// task serving it.
-async fn serve_demo(
-    dir: &Path,
-) -> (
-    String,
-    canopy::platform::Store,
-    tokio::task::JoinHandle<()>,
-    tokio::sync::oneshot::Sender<()>,
-) {
-    let plugins = dir.join("plugins");
-    std::fs::create_dir_all(&plugins).unwrap();
-    std::fs::copy(
-        Path::new(env!("CANOPY_TEST_PLUGINS")).join("shop_plugin.wasm"),
-        plugins.join("shop.wasm"),
-    )
-    .unwrap();
-    let database_url = canopy::app::seed_demo(&dir.join("shop.sqlite"))
-        .await
-        .unwrap();
-    let (data_dir, permissions_file) =
-        canopy::app::admin::demo_permissions_file(&dir.join("demo-store")).unwrap();
-    let workflows_dir = canopy::app::admin::demo_workflows_dir(&dir.join("workflows")).unwrap();
-    let args = ServeArgs {
-        database_url: Some(database_url),
-        data_dir: Some(data_dir),
-        permissions_file: Some(permissions_file),
-        auth_secret: Some(AUTH_SECRET.to_owned()),
-        env_secret: Some(ENV_SECRET.to_owned()),
-        listen: Some("127.0.0.1:0".to_owned()),
-        schema_path: Some(dir.join(".forestadmin-schema.json")),
-        plugin_dir: Some(plugins),
-        workflows_dir: Some(workflows_dir),
-        ..ServeArgs::default()
-    };
-    let (config, _warnings) = Config::load(args).unwrap();
-    let ready = canopy::app::prepare(config).await.unwrap();
-    let store = ready.store().clone();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        ready
-            .serve(
-                listener,
-                async {
-                    let _ = stopped.await;
-                },
-                canopy::app::ServeOptions::default(),
-            )
-            .await
-            .unwrap();
-    });
-    (origin, store, task, stop)
-}
+const RUNS: &str = "/v1/project/canopy/environment/production/workflow-runs";
 
 /// The run once it is neither queued nor running; panics after a minute.
 async fn settled(client: &reqwest::Client, origin: &str, session: &str, location: &str) -> Json {
@@ -111,8 +53,9 @@ async fn status(client: &reqwest::Client, origin: &str, session: &str, id: i64) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_refund_workflow_runs_from_a_curl_on_the_demo() {
-    let dir = std::env::temp_dir().join(format!("canopy-refund-{}", uuid::Uuid::new_v4()));
-    let (origin, store, task, stop) = serve_demo(&dir).await;
+    // The demo's setup (crate::mcp::Demo), served over HTTP with the engine running.
+    let demo = crate::mcp::Demo::start(|_| {}).await;
+    let (origin, store) = (demo.origin.clone(), demo.store.clone());
     let (url, webhook_token) = canopy::app::admin::demo_webhook(&store, AUTH_SECRET, &origin)
         .await
         .unwrap();
@@ -180,7 +123,5 @@ async fn the_refund_workflow_runs_from_a_curl_on_the_demo() {
         .unwrap();
     assert_eq!(refused.status().as_u16(), 403);
 
-    let _ = stop.send(());
-    task.await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    demo.stop().await;
 }
