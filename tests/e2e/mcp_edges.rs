@@ -527,6 +527,29 @@ async fn bad_input_gets_answers_a_model_can_use_and_foreign_origins_are_refused(
         .await
         .unwrap();
     assert!(garbage.status().is_client_error(), "{}", garbage.status());
+    // An unknown protocol version is a 400; a notification is accepted with 202 and no body.
+    let version = flow
+        .http
+        .post(&flow.mcp)
+        .bearer_auth(access)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "1999-01-01")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(version.status(), 400);
+    let notification = flow
+        .http
+        .post(&flow.mcp)
+        .bearer_auth(access)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(notification.status(), 202);
     // A page of another origin may not call.
     let foreign = flow
         .http
