@@ -119,6 +119,18 @@ pub(super) fn oauth_json(status: StatusCode, body: &Json) -> Response {
     response
 }
 
+/// The 429 of the OAuth endpoints, with `Retry-After`; `what` names what came too often.
+pub(super) fn too_many(what: &str, retry: u64) -> Response {
+    let mut response = oauth_json(
+        StatusCode::TOO_MANY_REQUESTS,
+        &json!({"error": "too_many_requests", "error_description": format!("Too many {what}: retry after {retry} seconds.")}),
+    );
+    if let Ok(value) = HeaderValue::from_str(&retry.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
 async fn not_served(uri: Uri) -> Response {
     oauth_json(
         StatusCode::NOT_FOUND,
@@ -328,18 +340,6 @@ async fn upload(
         status,
         &json!({"error": code, "error_description": message}),
     )
-}
-
-/// Whether a response answers a request of the MCP namespaces (so that `http::router` keeps it
-/// out of the agent's 404 envelope).
-pub fn is_mcp_path(mcp: &Mcp, path: &str) -> bool {
-    let paths = mcp.paths();
-    let under = |prefix: &str| path == prefix || path.starts_with(&format!("{prefix}/"));
-    under(&paths.mcp)
-        || under(&format!("{}/oauth", paths.base))
-        || path == paths.authorization_server
-        || path == paths.protected_resource
-        || (paths.base.is_empty() && under("/.well-known"))
 }
 
 /// The served routes of `canopy mcp` (`serve --mcp-only`): the MCP namespaces, nothing else.

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -351,11 +351,6 @@ fn valid_key(key: &str) -> bool {
         && parts
             .next()
             .is_some_and(|name| !name.contains('/') && name == sanitize(name))
-}
-
-/// How long an upload URL stays usable, for the tool's answer.
-pub fn seconds(duration: Duration) -> u64 {
-    duration.as_secs()
 }
 
 #[cfg(test)]

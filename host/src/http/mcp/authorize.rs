@@ -14,11 +14,10 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest as _, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
-use serde_json::json;
 
 use super::super::SharedState;
 use super::super::authentication::{client_ip, cookie_value, csrf_cookie_at, html, request_base};
-use super::oauth_json;
+use super::too_many;
 use crate::auth::login::page::{self, ConsentForm};
 use crate::auth::login::{
     CSRF_COOKIE, GENERIC_FAILURE, Login, LoginRequest, SignInError, random_token,
@@ -87,13 +86,7 @@ fn redirect_error(
 fn rate_limited(mcp: &Mcp, ip: IpAddr) -> Option<Response> {
     let retry = mcp.check_authorize_rate(ip).err()?;
     tracing::warn!(%ip, "MCP authorization rate limited");
-    let mut response = oauth_json(
-        StatusCode::TOO_MANY_REQUESTS,
-        &json!({"error": "too_many_requests", "error_description": format!("Too many authorization requests: retry after {retry} seconds.")}),
-    );
-    if let Ok(value) = HeaderValue::from_str(&retry.to_string()) {
-        response.headers_mut().insert(header::RETRY_AFTER, value);
-    }
+    let response = too_many("authorization requests", retry);
     Some(response)
 }
 

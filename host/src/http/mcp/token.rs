@@ -3,13 +3,13 @@
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest as _, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value as Json, json};
 
 use super::super::SharedState;
 use super::super::authentication::{client_ip, request_base};
-use super::oauth_json;
+use super::{oauth_json, too_many};
 use crate::mcp::oauth::{OAuthError, registration};
 
 fn answer(error: &OAuthError) -> Response {
@@ -17,17 +17,6 @@ fn answer(error: &OAuthError) -> Response {
         StatusCode::from_u16(error.status).unwrap_or(StatusCode::BAD_REQUEST),
         &error.body(),
     )
-}
-
-fn too_many(retry: u64) -> Response {
-    let mut response = oauth_json(
-        StatusCode::TOO_MANY_REQUESTS,
-        &json!({"error": "too_many_requests", "error_description": format!("Too many requests: retry after {retry} seconds.")}),
-    );
-    if let Ok(value) = HeaderValue::from_str(&retry.to_string()) {
-        response.headers_mut().insert(header::RETRY_AFTER, value);
-    }
-    response
 }
 
 /// `POST {base}/oauth/token`, `application/x-www-form-urlencoded` (RFC 6749 §3.2).
@@ -42,7 +31,7 @@ pub(super) async fn token(State(state): State<SharedState>, request: Request) ->
     let ip = client_ip(&request);
     if let Err(retry) = mcp.check_token_rate(ip) {
         tracing::warn!(%ip, "MCP token endpoint rate limited");
-        return too_many(retry);
+        return too_many("requests", retry);
     }
     let base = request_base(request.headers(), request.uri());
     let json_body = request
@@ -117,7 +106,7 @@ pub(super) async fn register(State(state): State<SharedState>, request: Request)
     let ip = client_ip(&request);
     // Registrations are rare: they spend the authorization quota, not a quota of their own.
     if let Err(retry) = mcp.check_authorize_rate(ip) {
-        return too_many(retry);
+        return too_many("requests", retry);
     }
     let Ok(body) = Bytes::from_request(request, &()).await else {
         return answer(&OAuthError::bad(
