@@ -69,12 +69,14 @@ pub async fn prepare(config: Config) -> anyhow::Result<Ready> {
         &config.workflow_engine,
         &config.platform.state_url,
     );
+    let retention = config.platform.activity_retention;
     let base: Arc<dyn DataSource> = Arc::new(connect(&config).await?);
     let served = Arc::new(Served::start(config, base).await?);
     Ok(Ready {
         served,
         limits,
         engine,
+        retention,
     })
 }
 
@@ -85,6 +87,8 @@ pub struct Ready {
     limits: ServerLimits,
     /// The workflow engine's settings (`workflowWorkers` 0: no engine in this process).
     engine: crate::workflows::engine::EngineSettings,
+    /// What the activity log keeps (`activityLogRetentionDays`, `activityLogMaxRows`).
+    retention: crate::platform::activity::Retention,
 }
 
 impl Ready {
@@ -139,12 +143,22 @@ impl Ready {
             )
             .spawn()
         };
+        // The activity log is pruned off the request path, in batches, while this process
+        // serves (each instance prunes its own environment).
+        let pruner = crate::platform::activity::spawn_pruner(
+            served.platform().store.clone(),
+            self.retention,
+            crate::platform::activity::PruneSchedule::default(),
+        );
         crate::http::server::serve(listener, served.router(), self.limits, shutdown).await;
         // Requests are done; the workers finish their current step and give their runs back.
         if let Some(engine) = engine {
             engine.stop().await;
         }
         scheduler.abort();
+        if let Some(pruner) = pruner {
+            pruner.abort();
+        }
         // Every request has finished: the activity entries they recorded are written before
         // the process ends.
         served.platform().flush_activity().await;

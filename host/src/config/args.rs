@@ -166,6 +166,18 @@ pub struct ServeArgs {
           require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub activity_logs: Option<bool>,
 
+    /// Delete activity log entries older than this many days, in batches, from a background
+    /// task of `canopy serve` (every 10 minutes); 0 keeps them forever. [default: 90]
+    /// [file key: activityLogRetentionDays]
+    #[arg(long, env = "CANOPY_ACTIVITY_LOG_RETENTION_DAYS", value_name = "DAYS")]
+    pub activity_log_retention_days: Option<u64>,
+
+    /// Keep at most this many activity log entries, the newest (checked with the retention,
+    /// every 10 minutes, so the log may pass the cap by what 10 minutes add); 0 sets no cap.
+    /// [default: no cap] [file key: activityLogMaxRows]
+    #[arg(long, env = "CANOPY_ACTIVITY_LOG_MAX_ROWS", value_name = "COUNT")]
+    pub activity_log_max_rows: Option<u64>,
+
     /// Keep permissions in sync over a server-sent-events connection; false refreshes them
     /// periodically instead. [default: true]
     /// [file key: instantCacheRefresh]

@@ -54,6 +54,8 @@ pub struct FileConfig {
     pub forest_server_url: Option<String>,
     pub permissions_file: Option<PathBuf>,
     pub activity_logs: Option<bool>,
+    pub activity_log_retention_days: Option<u64>,
+    pub activity_log_max_rows: Option<u64>,
     pub public_url: Option<String>,
     pub login_redirect_url: Option<String>,
     pub login_attempts_per_minute_per_ip: Option<u32>,

@@ -3,12 +3,17 @@
 use std::path::PathBuf;
 
 use super::file::FileConfig;
+use crate::platform::activity::Retention;
 use super::{ConfigError, Layers, Origin, ServeArgs, invalid, value_or};
 
 const DEFAULT_DATA_DIR: &str = ".canopy";
 const DEFAULT_PROJECT: &str = "canopy";
 const DEFAULT_ENVIRONMENT: &str = "production";
 const DEFAULT_PERMISSIONS_FILE: &str = "permissions.toml";
+/// `activityLogRetentionDays`: a quarter of entries, then they go.
+pub const DEFAULT_ACTIVITY_LOG_RETENTION_DAYS: u32 = 90;
+/// The longest retention accepted (100 years): beyond, say 0 (forever).
+const MAX_ACTIVITY_LOG_RETENTION_DAYS: u64 = 36_500;
 
 /// Canopy's store, the project and environment this process serves, and the permission source.
 #[derive(Clone, PartialEq, Eq)]
@@ -24,6 +29,8 @@ pub struct PlatformConfig {
     pub permissions_file: Option<PathBuf>,
     /// `activityLogs`: record the users' operations in the activity log (default true).
     pub activity_logs: bool,
+    /// `activityLogRetentionDays` and `activityLogMaxRows`: what the activity log keeps.
+    pub activity_retention: Retention,
 }
 
 impl std::fmt::Debug for PlatformConfig {
@@ -40,6 +47,7 @@ impl std::fmt::Debug for PlatformConfig {
             .field("server_url", &self.server_url)
             .field("permissions_file", &self.permissions_file)
             .field("activity_logs", &self.activity_logs)
+            .field("activity_retention", &self.activity_retention)
             .finish()
     }
 }
@@ -56,6 +64,10 @@ impl PlatformConfig {
             server_url: None,
             permissions_file: None,
             activity_logs: true,
+            activity_retention: Retention {
+                days: Some(DEFAULT_ACTIVITY_LOG_RETENTION_DAYS),
+                max_rows: None,
+            },
         }
     }
 }
@@ -172,6 +184,7 @@ pub(super) fn resolve_platform(
             file.activity_logs.take(),
         )
         .is_none_or(|picked| picked.value);
+    let activity_retention = resolve_retention(layers, args, file)?;
     let environment = names.pop().unwrap_or_default();
     let project = names.pop().unwrap_or_default();
     Ok(PlatformConfig {
@@ -182,5 +195,50 @@ pub(super) fn resolve_platform(
         server_url,
         permissions_file,
         activity_logs,
+        activity_retention,
     })
+}
+
+/// `activityLogRetentionDays` (0: forever) and `activityLogMaxRows` (0: no cap).
+fn resolve_retention(
+    layers: &Layers,
+    args: &mut ServeArgs,
+    file: &mut FileConfig,
+) -> Result<Retention, ConfigError> {
+    let days = match layers.pick(
+        args.activity_log_retention_days.take(),
+        (
+            "--activity-log-retention-days",
+            "CANOPY_ACTIVITY_LOG_RETENTION_DAYS",
+        ),
+        file.activity_log_retention_days.take(),
+    ) {
+        None => Some(DEFAULT_ACTIVITY_LOG_RETENTION_DAYS),
+        Some(picked) if picked.value == 0 => None,
+        Some(picked) => Some(
+            u32::try_from(picked.value)
+                .ok()
+                .filter(|days| u64::from(*days) <= MAX_ACTIVITY_LOG_RETENTION_DAYS)
+                .ok_or_else(|| {
+                    invalid(
+                        "activityLogRetentionDays",
+                        format!(
+                            "{} must be at most {MAX_ACTIVITY_LOG_RETENTION_DAYS} (0 keeps the \
+                             entries forever)",
+                            picked.value
+                        ),
+                        &picked.origin,
+                    )
+                })?,
+        ),
+    };
+    let max_rows = layers
+        .pick(
+            args.activity_log_max_rows.take(),
+            ("--activity-log-max-rows", "CANOPY_ACTIVITY_LOG_MAX_ROWS"),
+            file.activity_log_max_rows.take(),
+        )
+        .map(|picked| picked.value)
+        .filter(|rows| *rows > 0);
+    Ok(Retention { days, max_rows })
 }

@@ -26,10 +26,15 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Connection as _, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
-use super::listing::{Args, DateRange};
+use super::listing::DateRange;
 use super::store::{Dialect, now_ms};
-use super::{Error, Result, Store};
+use super::{Result, Store};
 use crate::datasource::Caller;
+
+mod prune;
+mod table;
+
+pub use prune::{PruneSchedule, Pruned, Retention, spawn_pruner};
 
 /// Most entries written in one transaction.
 pub const BATCH: usize = 500;
@@ -74,6 +79,17 @@ macro_rules! actions {
             /// Whether the action reads or writes.
             pub fn kind(self) -> Kind {
                 match self { $(Self::$variant => Kind::$kind),* }
+            }
+
+            /// Its number in the store (`activity_actions.id`, seeded by migration 0015): the
+            /// position in [`Action::ALL`], from 1. Append new actions at the end.
+            pub fn code(self) -> i64 {
+                self as i64 + 1
+            }
+
+            /// The action of a stored number.
+            pub fn from_code(code: i64) -> Option<Self> {
+                Self::ALL.get(usize::try_from(code.checked_sub(1)?).ok()?).copied()
             }
         }
     };
@@ -173,6 +189,30 @@ pub fn origin_or(direct: Origin) -> Origin {
 }
 
 impl Origin {
+    /// Its number in the store (migration 0015).
+    pub fn code(self) -> i64 {
+        match self {
+            Self::Ui => 0,
+            Self::Api => 1,
+            Self::Webhook => 2,
+            Self::Mcp => 3,
+            Self::Executor => 4,
+        }
+    }
+
+    /// The origin of a stored number.
+    pub fn from_code(code: i64) -> Option<Self> {
+        [
+            Self::Ui,
+            Self::Api,
+            Self::Webhook,
+            Self::Mcp,
+            Self::Executor,
+        ]
+        .into_iter()
+        .find(|origin| origin.code() == code)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ui => "ui",
@@ -194,6 +234,14 @@ pub enum Status {
 }
 
 impl Status {
+    /// Its number in the store (migration 0015): completed entries are 0.
+    pub fn code(self) -> i64 {
+        match self {
+            Self::Completed => 0,
+            Self::Failed => 1,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Completed => "completed",
@@ -481,6 +529,7 @@ async fn write_batches(store: Store, mut receiver: mpsc::Receiver<Message>) {
     let mut writer = Writer {
         store,
         connection: None,
+        interner: table::Interner::default(),
     };
     let mut batch: Vec<Entry> = Vec::with_capacity(BATCH);
     // Everything waiting is taken in one go: one wake-up of this task per burst of requests,
@@ -540,6 +589,8 @@ async fn write_batches(store: Store, mut receiver: mpsc::Receiver<Message>) {
 struct Writer {
     store: Store,
     connection: Option<AnyConnection>,
+    /// The ids of the names this writer interned (users, teams, collections…).
+    interner: table::Interner,
 }
 
 impl Writer {
@@ -576,7 +627,11 @@ impl Writer {
             self.connection = Some(writer_connection(&self.store).await?);
         }
         match &mut self.connection {
-            Some(connection) => self.store.insert_activity_on(connection, batch).await,
+            Some(connection) => {
+                self.store
+                    .insert_activity_on(connection, &mut self.interner, batch)
+                    .await
+            }
             None => Ok(()),
         }
     }
@@ -636,255 +691,9 @@ pub struct ActivityRow {
     pub origin: String,
 }
 
-const ENTRY_COLUMNS: &str = "id, project, environment, created_at, type, action, label, status, \
-     user_id, user_email, username, team_name, collection_name, record_ids, origin, token_id, \
-     request_id";
-const ENTRY_WIDTH: usize = 17;
-const RECORD_COLUMNS: &str = "activity_log_id, project, environment, record_id, created_at";
-const RECORD_WIDTH: usize = 5;
-/// Rows per INSERT statement: a few fixed sizes, largest first, so that a batch of any length is
-/// written with statements whose text never changes. Each is prepared once per connection and
-/// then comes from sqlx's statement cache: before, every batch of a new length was parsed again,
-/// and on SQLite a statement of 500 rows with `$n` placeholders took seconds to prepare (SQLite
-/// looks each named placeholder up in a list, so parsing grows with the square of their count).
-const CHUNKS: [usize; 3] = [64, 8, 1];
-
-/// The INSERT texts of one dialect, one per size of [`CHUNKS`].
-struct InsertSql {
-    entries: [String; CHUNKS.len()],
-    records: [String; CHUNKS.len()],
-}
-
-impl InsertSql {
-    fn of(dialect: Dialect) -> &'static Self {
-        static SQLITE: OnceLock<InsertSql> = OnceLock::new();
-        static POSTGRES: OnceLock<InsertSql> = OnceLock::new();
-        let make = || Self {
-            entries: CHUNKS.map(|rows| {
-                format!(
-                    "INSERT INTO activity_logs ({ENTRY_COLUMNS}) VALUES {}",
-                    placeholders(dialect, rows, ENTRY_WIDTH)
-                )
-            }),
-            records: CHUNKS.map(|rows| {
-                format!(
-                    "INSERT INTO activity_log_records ({RECORD_COLUMNS}) VALUES {}",
-                    placeholders(dialect, rows, RECORD_WIDTH)
-                )
-            }),
-        };
-        match dialect {
-            Dialect::Sqlite => SQLITE.get_or_init(make),
-            Dialect::Postgres => POSTGRES.get_or_init(make),
-        }
-    }
-}
-
-/// `items` cut into runs of the [`CHUNKS`] sizes, largest first: `(index of the size, run)`.
-/// A `Vec` rather than an iterator: it is held across the inserts' awaits, where an iterator's
-/// closure would make the writer's future lose `Send`.
-fn fixed_chunks<T>(mut items: &[T]) -> Vec<(usize, &[T])> {
-    let mut chunks = Vec::new();
-    for (size, rows) in CHUNKS.iter().enumerate() {
-        while items.len() >= *rows {
-            let (chunk, rest) = items.split_at(*rows);
-            chunks.push((size, chunk));
-            items = rest;
-        }
-    }
-    chunks
-}
-
-impl Store {
-    /// Writes `entries` in one transaction (the logger's batches; tests may call it directly).
-    pub async fn insert_activity(&self, entries: &[Entry]) -> Result<()> {
-        let mut connection = self.pool().acquire().await?;
-        self.insert_activity_on(&mut connection, entries).await
-    }
-
-    /// [`Store::insert_activity`] on a connection of the caller's (the logger's own).
-    async fn insert_activity_on(
-        &self,
-        connection: &mut AnyConnection,
-        entries: &[Entry],
-    ) -> Result<()> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let sql = InsertSql::of(self.dialect());
-        // Values are bound by reference: the batch outlives its statements, nothing is copied.
-        let rows: Vec<(&Entry, Option<String>)> = entries
-            .iter()
-            .map(|e| {
-                let record_ids = (!e.record_ids.is_empty())
-                    .then(|| serde_json::to_string(&e.record_ids).unwrap_or_default());
-                (e, record_ids)
-            })
-            .collect();
-        let mut tx = connection.begin().await?;
-        for (size, chunk) in fixed_chunks(&rows) {
-            let mut query = sqlx::query(&sql.entries[size]);
-            for (e, record_ids) in chunk {
-                query = query
-                    .bind(e.id.as_str())
-                    .bind(self.project())
-                    .bind(self.entry_environment(e))
-                    .bind(e.created_at)
-                    .bind(e.action.kind().as_str())
-                    .bind(e.action.as_str())
-                    .bind(e.label.as_deref())
-                    .bind(e.status.as_str())
-                    .bind(e.user.id)
-                    .bind(e.user.email.as_str())
-                    .bind(e.user.username.as_str())
-                    .bind(e.user.team.as_str())
-                    .bind(e.collection.as_deref())
-                    .bind(record_ids.as_deref())
-                    .bind(e.origin.as_str())
-                    .bind(e.token_id.as_deref())
-                    .bind(e.request_id.as_deref());
-            }
-            query.execute(&mut *tx).await?;
-        }
-        let records: Vec<(&Entry, &String)> = entries
-            .iter()
-            .flat_map(|e| {
-                // Unique per entry: the key of the side table.
-                let unique: BTreeSet<&String> = e.record_ids.iter().collect();
-                unique.into_iter().map(move |id| (e, id))
-            })
-            .collect();
-        for (size, chunk) in fixed_chunks(&records) {
-            let mut query = sqlx::query(&sql.records[size]);
-            for (e, record_id) in chunk {
-                query = query
-                    .bind(e.id.as_str())
-                    .bind(self.project())
-                    .bind(self.entry_environment(e))
-                    .bind(record_id.as_str())
-                    .bind(e.created_at);
-            }
-            query.execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    fn entry_environment<'a>(&'a self, entry: &'a Entry) -> &'a str {
-        entry.environment.as_deref().unwrap_or(self.environment())
-    }
-
-    /// The environment's completed activity entries matching `filter`, newest first (then by id,
-    /// descending), at most `filter.limit`. An unknown `starting_after` id is `Invalid`.
-    pub async fn activity_logs(&self, filter: &ActivityFilter) -> Result<Vec<ActivityRow>> {
-        let mut args = Args::default();
-        let mut conditions = vec![
-            format!("a.project = {}", args.text(self.project())),
-            format!("a.environment = {}", args.text(self.environment())),
-            "a.status = 'completed'".to_owned(),
-        ];
-        if let Some(email) = &filter.user_email {
-            conditions.push(format!("a.user_email = {}", args.text(email)));
-        }
-        if let Some(id) = filter.user_id {
-            conditions.push(format!("a.user_id = {}", args.int(id)));
-        }
-        if let Some(team) = &filter.team_name {
-            conditions.push(format!("a.team_name = {}", args.text(team)));
-        }
-        if let Some(collection) = &filter.collection_name {
-            conditions.push(format!("a.collection_name = {}", args.text(collection)));
-        }
-        if let Some(action) = filter.action {
-            conditions.push(format!("a.action = {}", args.text(action.as_str())));
-        }
-        if let Some(kind) = filter.kind {
-            conditions.push(format!("a.type = {}", args.text(kind.as_str())));
-        }
-        conditions.extend(filter.created_at.conditions("a.created_at", &mut args));
-        if let Some(record) = &filter.record_id {
-            // Driven by the side table's (project, environment, record_id) index.
-            conditions.push(format!(
-                "a.id IN (SELECT r.activity_log_id FROM activity_log_records r \
-                 WHERE r.project = {} AND r.environment = {} AND r.record_id = {})",
-                args.text(self.project()),
-                args.text(self.environment()),
-                args.text(record)
-            ));
-        }
-        if let Some(after) = &filter.starting_after {
-            let at: Option<i64> = sqlx::query_scalar(
-                "SELECT created_at FROM activity_logs \
-                 WHERE id = $1 AND project = $2 AND environment = $3",
-            )
-            .bind(after)
-            .bind(self.project())
-            .bind(self.environment())
-            .fetch_optional(self.pool())
-            .await?;
-            let at = at.ok_or_else(|| {
-                Error::Invalid(format!(
-                    "startingAfter: no activity log entry has the id {after:?}"
-                ))
-            })?;
-            let (at1, at2, id) = (args.int(at), args.int(at), args.text(after));
-            conditions.push(format!(
-                "(a.created_at < {at1} OR (a.created_at = {at2} AND a.id < {id}))"
-            ));
-        }
-        let sql = format!(
-            "SELECT a.id, a.created_at, a.environment, a.type, a.action, a.label, a.user_id, \
-             a.user_email, a.username, a.team_name, a.collection_name, a.record_ids, a.origin \
-             FROM activity_logs a WHERE {} ORDER BY a.created_at DESC, a.id DESC LIMIT {}",
-            conditions.join(" AND "),
-            args.int(filter.limit)
-        );
-        let rows = args.bind(sqlx::query(&sql)).fetch_all(self.pool()).await?;
-        rows.iter().map(activity_row).collect()
-    }
-}
-
-fn activity_row(r: &AnyRow) -> Result<ActivityRow> {
-    let record_ids: Option<String> = r.try_get(11)?;
-    Ok(ActivityRow {
-        id: r.try_get(0)?,
-        created_at: r.try_get(1)?,
-        environment: r.try_get(2)?,
-        kind: r.try_get(3)?,
-        action: r.try_get(4)?,
-        label: r.try_get(5)?,
-        user_id: r.try_get(6)?,
-        user_email: r.try_get(7)?,
-        username: r.try_get(8)?,
-        team_name: r.try_get(9)?,
-        collection_name: r.try_get(10)?,
-        record_ids: record_ids
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or_default(),
-        origin: r.try_get(12)?,
-    })
-}
-
-/// `rows` groups of `width` placeholders: `($1, $2, …), (…), …` on PostgreSQL, `(?, ?, …), …` on
-/// SQLite, where an anonymous `?` is numbered by its position at no cost (SQLite treats `$1` as a
-/// name, looked up in a list).
-fn placeholders(dialect: Dialect, rows: usize, width: usize) -> String {
-    (0..rows)
-        .map(|row| {
-            let cells: Vec<String> = (1..=width)
-                .map(|col| match dialect {
-                    Dialect::Sqlite => "?".to_owned(),
-                    Dialect::Postgres => format!("${}", row * width + col),
-                })
-                .collect();
-            format!("({})", cells.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
 mod tests {
+    use super::table::{fixed_chunks, placeholders};
     use super::*;
 
     #[test]
