@@ -9,6 +9,7 @@
 mod actions_permissions;
 mod activity;
 mod activity_api;
+mod activity_retention;
 mod admin;
 mod admin_api;
 mod admin_file;

@@ -508,7 +508,9 @@ fn activity_row(r: &AnyRow, environment: &str) -> Result<ActivityRow> {
         team_name: r.try_get(7)?,
         collection_name: r.try_get(8)?,
         record_ids: unpack_records(r.try_get(9)?),
-        origin: super::Origin::from_code(origin).as_str().to_owned(),
+        origin: super::Origin::from_code(origin)
+            .map(|o| o.as_str().to_owned())
+            .unwrap_or_default(),
     })
 }
 
