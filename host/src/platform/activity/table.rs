@@ -358,6 +358,36 @@ impl Store {
     /// write order, descending), at most `filter.limit`. An unknown `starting_after` id is
     /// `Invalid`.
     pub async fn activity_logs(&self, filter: &ActivityFilter) -> Result<Vec<ActivityRow>> {
+        let Some((sql, args)) = self.activity_query(filter).await? else {
+            return Ok(Vec::new());
+        };
+        let rows = args.bind(sqlx::query(&sql)).fetch_all(self.pool()).await?;
+        rows.iter()
+            .map(|row| activity_row(row, self.environment()))
+            .collect()
+    }
+
+    /// How the database runs the listing of `filter`: SQLite's `EXPLAIN QUERY PLAN` or
+    /// PostgreSQL's `EXPLAIN`, one line per step (the benchmark prints them, a test checks that
+    /// no filter scans the table). Empty when the answer needs no query.
+    pub async fn explain_activity_logs(&self, filter: &ActivityFilter) -> Result<Vec<String>> {
+        let Some((sql, args)) = self.activity_query(filter).await? else {
+            return Ok(Vec::new());
+        };
+        let (explain, column) = match self.dialect() {
+            Dialect::Sqlite => ("EXPLAIN QUERY PLAN", 3),
+            Dialect::Postgres => ("EXPLAIN", 0),
+        };
+        let sql = format!("{explain} {sql}");
+        let rows = args.bind(sqlx::query(&sql)).fetch_all(self.pool()).await?;
+        rows.iter()
+            .map(|row| row.try_get::<String, _>(column).map_err(Error::from))
+            .collect()
+    }
+
+    /// The listing's SQL and arguments, or `None` when nothing can match (an unknown user,
+    /// collection or environment).
+    async fn activity_query(&self, filter: &ActivityFilter) -> Result<Option<(String, Args)>> {
         let scope = self.activity_scope().await?;
         // The cursor first: an unknown one is an error even where nothing else would match.
         let after = match &filter.starting_after {
@@ -383,7 +413,7 @@ impl Store {
             }
         };
         let Some(scope) = scope else {
-            return Ok(Vec::new());
+            return Ok(None);
         };
         let mut args = Args::default();
         // With `recordId`, the walk is on the side table (`r`), newest first within the record;
@@ -396,7 +426,7 @@ impl Store {
         if filter.user_email.is_some() || filter.user_id.is_some() || filter.team_name.is_some() {
             let actors = self.activity_actors(filter).await?;
             match actors.as_slice() {
-                [] => return Ok(Vec::new()),
+                [] => return Ok(None),
                 // One user as they acted (one team, one name): the actor index, newest first.
                 [one] => conditions.push(format!("e.actor = {}", args.int(*one))),
                 // Several (a team, a user in several teams): the newest-first walk checks each
@@ -414,7 +444,7 @@ impl Store {
             .bind(collection.as_str())
             .fetch_optional(self.pool())
             .await?;
-            let Some(id) = id else { return Ok(Vec::new()) };
+            let Some(id) = id else { return Ok(None) };
             conditions.push(format!("e.collection = {}", args.int(id)));
         }
         if let Some(action) = filter.action {
@@ -459,10 +489,7 @@ impl Store {
             conditions.join(" AND "),
             args.int(filter.limit)
         );
-        let rows = args.bind(sqlx::query(&sql)).fetch_all(self.pool()).await?;
-        rows.iter()
-            .map(|row| activity_row(row, self.environment()))
-            .collect()
+        Ok(Some((sql, args)))
     }
 
     /// The actors (a user as they acted: id, email, name, team) the user filters name.
