@@ -85,6 +85,7 @@ INSERT INTO activity_actions (id, name, type) VALUES
 CREATE TABLE activity_entries (
     seq BIGINT GENERATED ALWAYS AS IDENTITY,
     created_at BIGINT NOT NULL,
+    user_id BIGINT NOT NULL,
     scope INTEGER NOT NULL,
     actor INTEGER NOT NULL,
     collection INTEGER,
@@ -102,8 +103,12 @@ CREATE TABLE activity_entries (
 );
 -- `startingAfter=<id>`.
 CREATE UNIQUE INDEX activity_entries_id ON activity_entries (id);
--- `userId`, `userEmail` (and `teamName` when it names one actor).
-CREATE INDEX activity_entries_actor ON activity_entries (scope, actor, created_at, seq);
+-- `userId`, and `userEmail` and `teamName` when they name one user (the user's id is kept beside
+-- the actor, so that a user's entries in several teams or under an old name are one range).
+CREATE INDEX activity_entries_user ON activity_entries (scope, user_id, created_at, seq);
+-- `action`: most of the 38 actions are rare (notes, approvals, workflows), which a walk of the
+-- newest entries would look for through the whole log.
+CREATE INDEX activity_entries_action ON activity_entries (scope, action, created_at, seq);
 -- `collectionName`.
 CREATE INDEX activity_entries_collection ON activity_entries (scope, collection, created_at, seq);
 
@@ -127,14 +132,14 @@ INSERT INTO activity_names (name)
     UNION SELECT token_id FROM activity_logs WHERE token_id IS NOT NULL
 ON CONFLICT DO NOTHING;
 INSERT INTO activity_entries
-    (scope, created_at, id, action, status, actor, collection, record_ids, label, origin, token,
-     request_id)
+    (scope, created_at, id, action, status, actor, user_id, collection, record_ids, label, origin,
+     token, request_id)
 SELECT s.id, a.created_at,
     CASE WHEN a.id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
         THEN decode(replace(a.id, '-', ''), 'hex') ELSE convert_to(a.id, 'UTF8') END,
     x.id,
     CASE a.status WHEN 'completed' THEN 0 ELSE 1 END,
-    p.id, c.id,
+    p.id, a.user_id, c.id,
     CASE
         WHEN a.record_ids IS NULL OR a.record_ids = '[]' THEN NULL
         WHEN json_array_length(a.record_ids::json) = 1

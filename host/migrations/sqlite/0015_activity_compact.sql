@@ -90,6 +90,7 @@ CREATE TABLE activity_entries (
     action INTEGER NOT NULL,
     status INTEGER NOT NULL,
     actor INTEGER NOT NULL,
+    user_id INTEGER NOT NULL,
     collection INTEGER,
     record_ids TEXT,
     label INTEGER,
@@ -101,8 +102,12 @@ CREATE TABLE activity_entries (
 CREATE INDEX activity_entries_recent ON activity_entries (scope, created_at);
 -- `startingAfter=<id>`.
 CREATE UNIQUE INDEX activity_entries_id ON activity_entries (id);
--- `userId`, `userEmail` (and `teamName` when it names one actor).
-CREATE INDEX activity_entries_actor ON activity_entries (scope, actor, created_at);
+-- `userId`, and `userEmail` and `teamName` when they name one user (the user's id is kept beside
+-- the actor, so that a user's entries in several teams or under an old name are one range).
+CREATE INDEX activity_entries_user ON activity_entries (scope, user_id, created_at);
+-- `action`: most of the 38 actions are rare (notes, approvals, workflows), which a walk of the
+-- newest entries would look for through the whole log.
+CREATE INDEX activity_entries_action ON activity_entries (scope, action, created_at);
 -- `collectionName`.
 CREATE INDEX activity_entries_collection ON activity_entries (scope, collection, created_at);
 
@@ -125,13 +130,13 @@ INSERT OR IGNORE INTO activity_names (name)
     UNION SELECT label FROM activity_logs WHERE label IS NOT NULL
     UNION SELECT token_id FROM activity_logs WHERE token_id IS NOT NULL;
 INSERT INTO activity_entries
-    (scope, created_at, id, action, status, actor, collection, record_ids, label, origin, token,
-     request_id)
+    (scope, created_at, id, action, status, actor, user_id, collection, record_ids, label, origin,
+     token, request_id)
 SELECT s.id, a.created_at,
     COALESCE(unhex(replace(a.id, '-', '')), CAST(a.id AS BLOB)),
     x.id,
     CASE a.status WHEN 'completed' THEN 0 ELSE 1 END,
-    p.id, c.id,
+    p.id, a.user_id, c.id,
     CASE
         WHEN a.record_ids IS NULL OR a.record_ids = '[]' THEN NULL
         WHEN json_array_length(a.record_ids) = 1

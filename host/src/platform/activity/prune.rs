@@ -8,12 +8,13 @@
 //! wait only for one batch, never for the whole pruning. Several instances on one PostgreSQL
 //! store may prune together: a batch another instance deleted first deletes nothing.
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use sqlx::Row as _;
 use tokio::task::JoinHandle;
 
-use super::table::{fixed_chunks, placeholders, unpack_records};
+use super::table::{CHUNKS, fixed_chunks, unpack_records};
 use crate::platform::store::{Dialect, now_ms};
 use crate::platform::{Result, Store};
 
@@ -173,11 +174,10 @@ impl Store {
             // become a writer once another connection wrote. Only pruning deletes entries.
             let rows = sqlx::query(
                 "SELECT created_at, seq, record_ids FROM activity_entries \
-                 WHERE scope = $1 AND (created_at < $2 OR (created_at = $3 AND seq <= $4)) \
-                 ORDER BY created_at, seq LIMIT $5",
+                 WHERE scope = $1 AND (created_at, seq) <= ($2, $3) \
+                 ORDER BY created_at, seq LIMIT $4",
             )
             .bind(scope)
-            .bind(at)
             .bind(at)
             .bind(seq)
             .bind(batch)
@@ -196,23 +196,21 @@ impl Store {
             }
             let mut tx = self.pool().begin().await?;
             for (_, chunk) in fixed_chunks(&records) {
-                let sql = format!(
-                    "DELETE FROM activity_records WHERE scope = $1 AND \
-                     (record_id, created_at, seq) IN (VALUES {})",
-                    shifted_placeholders(self.dialect(), chunk.len())
-                );
-                let mut query = sqlx::query(&sql).bind(scope);
+                let mut query = sqlx::query(records_delete(chunk.len())).bind(scope);
+                // The ids twice: the `IN` list leads each to its index range (SQLite does not
+                // seek on a row value alone), the row values pick the entries' rows in it.
+                for (id, _, _) in chunk {
+                    query = query.bind(id.as_str());
+                }
                 for (id, created_at, seq) in chunk {
                     query = query.bind(id.as_str()).bind(*created_at).bind(*seq);
                 }
                 query.execute(&mut *tx).await?;
             }
             let done = sqlx::query(
-                "DELETE FROM activity_entries \
-                 WHERE scope = $1 AND (created_at < $2 OR (created_at = $3 AND seq <= $4))",
+                "DELETE FROM activity_entries WHERE scope = $1 AND (created_at, seq) <= ($2, $3)",
             )
             .bind(scope)
-            .bind(last.0)
             .bind(last.0)
             .bind(last.1)
             .execute(&mut *tx)
@@ -228,17 +226,35 @@ impl Store {
     }
 }
 
-/// `rows` triples of placeholders numbered from `$2` (after the scope's `$1`).
-fn shifted_placeholders(dialect: Dialect, rows: usize) -> String {
-    match dialect {
-        // `?` takes the number after the largest one used so far: `$1`, then 2, 3…
-        Dialect::Sqlite => placeholders(dialect, rows, 3),
-        Dialect::Postgres => (0..rows)
-            .map(|row| {
-                let first = 2 + row * 3;
-                format!("(${first}, ${}, ${})", first + 1, first + 2)
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
+/// The DELETE of `rows` rows of `activity_records` (one of the [`CHUNKS`] sizes), built once
+/// per size: `$1` the scope, then `rows` record ids, then `rows` triples.
+fn records_delete(rows: usize) -> &'static str {
+    static SQL: OnceLock<Vec<(usize, String)>> = OnceLock::new();
+    SQL.get_or_init(|| {
+        CHUNKS
+            .iter()
+            .map(|rows| (*rows, records_delete_sql(*rows)))
+            .collect()
+    })
+    .iter()
+    .find(|(size, _)| *size == rows)
+    .map_or("", |(_, sql)| sql.as_str())
+}
+
+/// The text of [`records_delete`]: placeholders numbered in the order they appear, so that
+/// SQLite (which numbers `$n` by first appearance) and PostgreSQL read them alike.
+fn records_delete_sql(rows: usize) -> String {
+    let ids: Vec<String> = (0..rows).map(|i| format!("${}", 2 + i)).collect();
+    let triples: Vec<String> = (0..rows)
+        .map(|i| {
+            let first = 2 + rows + i * 3;
+            format!("(${first}, ${}, ${})", first + 1, first + 2)
+        })
+        .collect();
+    format!(
+        "DELETE FROM activity_records WHERE scope = $1 AND record_id IN ({}) \
+         AND (record_id, created_at, seq) IN (VALUES {})",
+        ids.join(", "),
+        triples.join(", ")
+    )
 }

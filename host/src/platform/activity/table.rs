@@ -22,9 +22,9 @@ use crate::platform::listing::Args;
 use crate::platform::store::Dialect;
 use crate::platform::{Error, Result, Store};
 
-const ENTRY_COLUMNS: &str = "scope, created_at, id, action, status, actor, collection, \
-     record_ids, label, origin, token, request_id";
-const ENTRY_WIDTH: usize = 12;
+const ENTRY_COLUMNS: &str = "scope, created_at, id, action, status, actor, user_id, \
+     collection, record_ids, label, origin, token, request_id";
+const ENTRY_WIDTH: usize = 13;
 const RECORD_COLUMNS: &str = "scope, record_id, created_at, seq";
 const RECORD_WIDTH: usize = 4;
 /// Rows per INSERT statement: a few fixed sizes, largest first, so that a batch of any length is
@@ -32,7 +32,7 @@ const RECORD_WIDTH: usize = 4;
 /// then comes from sqlx's statement cache: before, every batch of a new length was parsed again,
 /// and on SQLite a statement of 500 rows with `$n` placeholders took seconds to prepare (SQLite
 /// looks each named placeholder up in a list, so parsing grows with the square of their count).
-const CHUNKS: [usize; 3] = [64, 8, 1];
+pub(super) const CHUNKS: [usize; 3] = [64, 8, 1];
 
 /// The INSERT texts of one dialect, one per size of [`CHUNKS`].
 struct InsertSql {
@@ -305,6 +305,7 @@ impl Store {
                     .bind(e.action.code())
                     .bind(e.status.code())
                     .bind(row.actor)
+                    .bind(e.user.id)
                     .bind(row.collection)
                     .bind(row.record_ids.as_deref())
                     .bind(row.label)
@@ -424,17 +425,23 @@ impl Store {
             format!("e.status = {}", Status::Completed.code()),
         ];
         if filter.user_email.is_some() || filter.user_id.is_some() || filter.team_name.is_some() {
+            // The actors (a user with the email, name and team they acted with) that match.
             let actors = self.activity_actors(filter).await?;
-            match actors.as_slice() {
+            let mut users: Vec<i64> = actors.iter().map(|(_, user)| *user).collect();
+            users.sort_unstable();
+            users.dedup();
+            match users.as_slice() {
                 [] => return Ok(None),
-                // One user as they acted (one team, one name): the actor index, newest first.
-                [one] => conditions.push(format!("e.actor = {}", args.int(*one))),
-                // Several (a team, a user in several teams): the newest-first walk checks each
-                // entry's actor, stopping at `limit` matches.
-                many => {
-                    let list: Vec<String> = many.iter().map(|id| args.int(*id)).collect();
-                    conditions.push(format!("e.actor IN ({})", list.join(", ")));
-                }
+                // One user: the user index, newest first; the actors pick among their entries
+                // (another team, an old email) unless `userId` alone was given.
+                [user] => conditions.push(format!("e.user_id = {}", args.int(*user))),
+                // Several users (a team): the newest-first walk, checking each entry's actor.
+                _ => {}
+            }
+            let only_the_user = filter.user_email.is_none() && filter.team_name.is_none();
+            if !only_the_user {
+                let list: Vec<String> = actors.iter().map(|(id, _)| args.int(*id)).collect();
+                conditions.push(format!("e.actor IN ({})", list.join(", ")));
             }
         }
         if let Some(collection) = &filter.collection_name {
@@ -462,10 +469,11 @@ impl Store {
         let created_at = format!("{walked}.created_at");
         conditions.extend(filter.created_at.conditions(&created_at, &mut args));
         if let Some((at, seq)) = after {
-            let (at1, at2, seq) = (args.int(at), args.int(at), args.int(seq));
+            // A row value: both databases seek the index to it (PostgreSQL would read an `OR`
+            // of the two cases as a filter, walking every newer entry first).
+            let (at, seq) = (args.int(at), args.int(seq));
             conditions.push(format!(
-                "({walked}.created_at < {at1} OR ({walked}.created_at = {at2} \
-                 AND {walked}.seq < {seq}))"
+                "({walked}.created_at, {walked}.seq) < ({at}, {seq})"
             ));
         }
         let from = match &filter.record_id {
@@ -492,8 +500,9 @@ impl Store {
         Ok(Some((sql, args)))
     }
 
-    /// The actors (a user as they acted: id, email, name, team) the user filters name.
-    async fn activity_actors(&self, filter: &ActivityFilter) -> Result<Vec<i64>> {
+    /// The actors (a user as they acted: id, email, name, team) the user filters name, with
+    /// their user ids.
+    async fn activity_actors(&self, filter: &ActivityFilter) -> Result<Vec<(i64, i64)>> {
         let mut args = Args::default();
         let mut conditions = Vec::new();
         if let Some(email) = &filter.user_email {
@@ -506,12 +515,12 @@ impl Store {
             conditions.push(format!("team_name = {}", args.text(team.as_str())));
         }
         let sql = format!(
-            "SELECT CAST(id AS BIGINT) FROM activity_actors WHERE {} ORDER BY id",
+            "SELECT CAST(id AS BIGINT), user_id FROM activity_actors WHERE {} ORDER BY id",
             conditions.join(" AND ")
         );
         let rows = args.bind(sqlx::query(&sql)).fetch_all(self.pool()).await?;
         rows.iter()
-            .map(|row| row.try_get::<i64, _>(0).map_err(Error::from))
+            .map(|row| Ok((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?)))
             .collect()
     }
 }
