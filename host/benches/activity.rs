@@ -21,12 +21,12 @@
 
 use std::time::{Duration, Instant};
 
+use canopy::platform::Store;
 use canopy::platform::activity::{
     Action, ActivityFilter, ActivityLog, Actor, Entry, Kind, Origin, PruneSchedule, Retention,
 };
 use canopy::platform::listing::DateRange;
 use canopy::platform::store::Dialect;
-use canopy::platform::Store;
 use sqlx::Connection as _;
 
 const USERS: u64 = 200;

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use canopy::platform::Store;
-use canopy::platform::activity::{
-    Action, Actor, Entry, Origin, PruneSchedule, Pruned, Retention,
-};
+use canopy::platform::activity::{Action, Actor, Entry, Origin, PruneSchedule, Pruned, Retention};
 use canopy_e2e::{Backend, TestDb};
 use serde_json::Value as Json;
 
@@ -163,12 +161,11 @@ async fn pruning_keeps_the_retention_and_the_newest_rows(backend: Backend) {
         .prune_activity(retention, fast(), now_ms())
         .await
         .unwrap();
-    let kept: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM activity_logs WHERE environment = 'staging'",
-    )
-    .fetch_one(f.store.pool())
-    .await
-    .unwrap();
+    let kept: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM activity_logs WHERE environment = 'staging'")
+            .fetch_one(f.store.pool())
+            .await
+            .unwrap();
     assert_eq!(kept, 1);
 }
 
@@ -182,9 +179,7 @@ async fn the_api_answers_while_pruning(backend: Backend) {
     for chunk in old.chunks(500) {
         f.store.insert_activity(chunk).await.unwrap();
     }
-    let fresh: Vec<Entry> = (0..50)
-        .map(|n| read(&format!("new{n}"), 50 - n))
-        .collect();
+    let fresh: Vec<Entry> = (0..50).map(|n| read(&format!("new{n}"), 50 - n)).collect();
     f.store.insert_activity(&fresh).await.unwrap();
     let schedule = PruneSchedule {
         interval: Duration::from_secs(60),
@@ -297,7 +292,15 @@ async fn entries_written_before_the_compact_schema_are_kept(backend: Backend) {
     let id1 = "019a0000-0000-7000-8000-000000000001";
     let id2 = "019a0000-0000-7000-8000-000000000002";
     for (id, created_at, action, kind, records, label, status) in [
-        (id1, 1000_i64, "read", "read", Some(r#"["1"]"#), None, "completed"),
+        (
+            id1,
+            1000_i64,
+            "read",
+            "read",
+            Some(r#"["1"]"#),
+            None,
+            "completed",
+        ),
         (
             id2,
             2000,

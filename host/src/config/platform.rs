@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::file::FileConfig;
-use crate::platform::activity::Retention;
 use super::{ConfigError, Layers, Origin, ServeArgs, invalid, value_or};
+use crate::platform::activity::Retention;
 
 const DEFAULT_DATA_DIR: &str = ".canopy";
 const DEFAULT_PROJECT: &str = "canopy";

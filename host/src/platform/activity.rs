@@ -834,14 +834,21 @@ mod tests {
     #[tokio::test]
     async fn the_stored_action_numbers_are_the_migrations() {
         let temp = temp_store().await;
-        let stored: Vec<(i64, String, String)> =
-            sqlx::query_as("SELECT CAST(id AS BIGINT), name, type FROM activity_actions ORDER BY id")
-                .fetch_all(temp.store.pool())
-                .await
-                .unwrap();
+        let stored: Vec<(i64, String, String)> = sqlx::query_as(
+            "SELECT CAST(id AS BIGINT), name, type FROM activity_actions ORDER BY id",
+        )
+        .fetch_all(temp.store.pool())
+        .await
+        .unwrap();
         let expected: Vec<(i64, String, String)> = Action::ALL
             .iter()
-            .map(|a| (a.code(), a.as_str().to_owned(), a.kind().as_str().to_owned()))
+            .map(|a| {
+                (
+                    a.code(),
+                    a.as_str().to_owned(),
+                    a.kind().as_str().to_owned(),
+                )
+            })
             .collect();
         assert_eq!(stored, expected);
         for action in Action::ALL {
@@ -849,7 +856,13 @@ mod tests {
         }
         assert_eq!(Action::from_code(0), None);
         assert_eq!(Action::from_code(39), None);
-        for origin in [Origin::Ui, Origin::Api, Origin::Webhook, Origin::Mcp, Origin::Executor] {
+        for origin in [
+            Origin::Ui,
+            Origin::Api,
+            Origin::Webhook,
+            Origin::Mcp,
+            Origin::Executor,
+        ] {
             assert_eq!(Origin::from_code(origin.code()), Some(origin));
         }
     }
@@ -948,19 +961,49 @@ mod tests {
             (
                 "startingAfter",
                 ActivityFilter {
-                    starting_after: Some(cursor),
+                    starting_after: Some(cursor.clone()),
+                    ..base()
+                },
+            ),
+            (
+                "recordId + collectionName + startingAfter",
+                ActivityFilter {
+                    record_id: Some("3".into()),
+                    collection_name: Some("orders".into()),
+                    starting_after: Some(entries[40].id.clone()),
+                    ..base()
+                },
+            ),
+            (
+                "userId + type + createdAt",
+                ActivityFilter {
+                    user_id: Some(7),
+                    kind: Some(Kind::Read),
+                    created_at: DateRange {
+                        gte: Some(0),
+                        ..DateRange::default()
+                    },
                     ..base()
                 },
             ),
         ];
         for (name, filter) in filters {
-            let plan = store.explain_activity_logs(&filter).await.unwrap().join("\n");
+            let plan = store
+                .explain_activity_logs(&filter)
+                .await
+                .unwrap()
+                .join("\n");
             assert!(!plan.is_empty(), "{name}");
             assert!(
-                !plan.contains("SCAN e") && !plan.contains("SCAN r") && !plan.contains("TEMP B-TREE"),
+                !plan.contains("SCAN e")
+                    && !plan.contains("SCAN r")
+                    && !plan.contains("TEMP B-TREE"),
                 "{name}: {plan}"
             );
-            assert!(!store.activity_logs(&filter).await.unwrap().is_empty(), "{name}");
+            assert!(
+                !store.activity_logs(&filter).await.unwrap().is_empty(),
+                "{name}"
+            );
         }
     }
 }

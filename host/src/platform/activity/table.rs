@@ -445,12 +445,11 @@ impl Store {
             }
         }
         if let Some(collection) = &filter.collection_name {
-            let id: Option<i64> = sqlx::query_scalar(
-                "SELECT CAST(id AS BIGINT) FROM activity_names WHERE name = $1",
-            )
-            .bind(collection.as_str())
-            .fetch_optional(self.pool())
-            .await?;
+            let id: Option<i64> =
+                sqlx::query_scalar("SELECT CAST(id AS BIGINT) FROM activity_names WHERE name = $1")
+                    .bind(collection.as_str())
+                    .fetch_optional(self.pool())
+                    .await?;
             let Some(id) = id else { return Ok(None) };
             conditions.push(format!("e.collection = {}", args.int(id)));
         }
@@ -458,13 +457,15 @@ impl Store {
             conditions.push(format!("e.action = {}", args.int(action.code())));
         }
         if let Some(kind) = filter.kind {
-            // Trusted integers, from the enum.
+            // Trusted integers, from the enum. Checked on each entry of the newest-first walk
+            // (both types are common): the unary `+` keeps the planner off the action index,
+            // whose ranges it would read whole and sort.
             let codes: Vec<String> = Action::ALL
                 .iter()
                 .filter(|a| a.kind() == kind)
                 .map(|a| a.code().to_string())
                 .collect();
-            conditions.push(format!("e.action IN ({})", codes.join(", ")));
+            conditions.push(format!("+e.action IN ({})", codes.join(", ")));
         }
         let created_at = format!("{walked}.created_at");
         conditions.extend(filter.created_at.conditions(&created_at, &mut args));
@@ -479,8 +480,13 @@ impl Store {
         let from = match &filter.record_id {
             Some(record) => {
                 conditions.push(format!("r.record_id = {}", args.text(record.as_str())));
-                "activity_records r JOIN activity_entries e ON e.seq = r.seq \
-                 AND e.scope = r.scope AND e.created_at = r.created_at"
+                conditions.push(
+                    "e.seq = r.seq AND e.scope = r.scope AND e.created_at = r.created_at"
+                        .to_owned(),
+                );
+                // `CROSS JOIN`: SQLite then walks the record's rows first, in the listing's
+                // order, rather than another filter's index probing each record row.
+                "activity_records r CROSS JOIN activity_entries e"
             }
             None => "activity_entries e",
         };
