@@ -701,6 +701,82 @@ fn activity_logging_is_on_by_default_and_turned_off_from_every_source() {
 }
 
 #[test]
+fn activity_log_retention_is_90_days_without_a_cap_by_default_and_read_from_every_source() {
+    use crate::platform::activity::Retention;
+    let env = with_required(&[]);
+    let retention = |argv: &[&str], env: &[(&'static str, &'static str)], file: Option<&str>| {
+        ok(argv, env, file).platform.activity_retention
+    };
+    assert_eq!(
+        retention(&[], &env, None),
+        Retention {
+            days: Some(90),
+            max_rows: None
+        }
+    );
+    // 0 keeps entries forever, and sets no cap.
+    assert_eq!(
+        retention(
+            &[],
+            &env,
+            Some("activityLogRetentionDays = 0\nactivityLogMaxRows = 0")
+        ),
+        Retention::default()
+    );
+    assert_eq!(
+        retention(
+            &[],
+            &env,
+            Some("activityLogRetentionDays = 30\nactivityLogMaxRows = 5000000")
+        ),
+        Retention {
+            days: Some(30),
+            max_rows: Some(5_000_000)
+        }
+    );
+    let from_env = with_required(&[
+        ("CANOPY_ACTIVITY_LOG_RETENTION_DAYS", "7"),
+        ("CANOPY_ACTIVITY_LOG_MAX_ROWS", "1000"),
+    ]);
+    assert_eq!(
+        retention(&[], &from_env, Some("activityLogRetentionDays = 30")),
+        Retention {
+            days: Some(7),
+            max_rows: Some(1000)
+        }
+    );
+    assert_eq!(
+        retention(
+            &[
+                "--activity-log-retention-days",
+                "365",
+                "--activity-log-max-rows",
+                "10"
+            ],
+            &from_env,
+            None
+        ),
+        Retention {
+            days: Some(365),
+            max_rows: Some(10)
+        }
+    );
+    let message = refused(
+        &["--activity-log-retention-days", "36501"],
+        &env,
+        None,
+        "activityLogRetentionDays",
+    );
+    assert!(message.contains("0 keeps the entries forever"), "{message}");
+    refused(
+        &[],
+        &env,
+        Some("activityLogRetentionDays = 100000000000"),
+        "activityLogRetentionDays",
+    );
+}
+
+#[test]
 fn the_audit_trail_is_on_by_flag_table_or_url_and_critical_by_default() {
     let in_store = |config: Config| config.audit_trail.map(|a| (a.database_url, a.critical));
     assert_eq!(

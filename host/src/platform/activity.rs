@@ -15,15 +15,13 @@
 //! The logger belongs to the process, not to a plugin generation: `app::Platform` holds it and
 //! every generation's `AppState` gets a clone, so a reload neither loses nor duplicates entries.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Connection as _, Row as _};
+use sqlx::{AnyConnection, Connection as _};
 use tokio::sync::{mpsc, oneshot};
 
 use super::listing::DateRange;

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Connection as _, Row as _};
 
-use super::{Action, ActivityFilter, ActivityRow, Entry, Kind, Status};
+use super::{Action, ActivityFilter, ActivityRow, Entry, Status};
 use crate::platform::listing::Args;
 use crate::platform::store::Dialect;
 use crate::platform::{Error, Result, Store};
