@@ -181,10 +181,12 @@ async fn the_api_answers_while_pruning(backend: Backend) {
     }
     let fresh: Vec<Entry> = (0..50).map(|n| read(&format!("new{n}"), 50 - n)).collect();
     f.store.insert_activity(&fresh).await.unwrap();
+    // 30 batches, 40 ms apart: the requests below (paced under the API's rate limit) land
+    // between and during them.
     let schedule = PruneSchedule {
         interval: Duration::from_secs(60),
         batch: 100,
-        pause: Duration::from_millis(2),
+        pause: Duration::from_millis(40),
     };
     let store = f.store.clone();
     let pruning = tokio::spawn(async move {
@@ -207,6 +209,7 @@ async fn the_api_answers_while_pruning(backend: Backend) {
         assert_eq!(data.len(), 10, "{body}");
         assert_eq!(data[0]["recordIds"][0], "new49");
         answered += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let pruned = pruning.await.unwrap();
     assert_eq!(pruned.expired, 3000);
