@@ -1,6 +1,6 @@
 //! The activity log in the store (migration 0015): writing batches of entries and the listing.
 //!
-//! An entry is one row of `activity_entries`, compact (about 150 bytes with its indexes, see
+//! An entry is one row of `activity_entries`, compact (under 200 bytes with its indexes, see
 //! `benches/activity.rs`): names are interned in lookup tables (`activity_scopes`,
 //! `activity_actors`, `activity_names`) through an [`Interner`] that caches their ids, the action,
 //! status and origin are small integers, the entry and request ids 16-byte blobs. Entries are
