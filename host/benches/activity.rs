@@ -380,6 +380,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
-        Ok(())
+        Ok::<(), Box<dyn std::error::Error>>(())
     })
 }
