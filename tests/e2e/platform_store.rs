@@ -217,8 +217,7 @@ async fn approvals_are_decided_once(backend: Backend) {
 async fn a_fresh_store_gets_a_first_admin(backend: Backend) {
     let db = TestDb::new(backend).await;
     let store = store(&db).await;
-    let schema = canopy::datasource::DataSourceSchema::default();
-    let done = bootstrap::bootstrap(&store, &schema, "root@acme.io", None)
+    let done = bootstrap::bootstrap(&store, "root@acme.io", None)
         .await
         .unwrap();
     let admin = done.first_admin.unwrap();
@@ -226,10 +225,24 @@ async fn a_fresh_store_gets_a_first_admin(backend: Backend) {
     assert!(done.granted_admin);
     let user = store.user_by_email("ROOT@acme.io").await.unwrap().unwrap();
     assert_eq!(user.permission_level, PermissionLevel::Admin);
+    // The Admin role's rights are the `"*"` wildcard, not the names served at this start.
+    let admin_role = user.role.as_ref().unwrap().id;
+    let document = store.environment_document().await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&document).unwrap()["collections"]["*"]["actions"]["*"]
+            ["triggerEnabled"],
+        serde_json::json!({"roles": [admin_role]})
+    );
+    assert_eq!(
+        document,
+        bootstrap::full_rights(&canopy::platform::documents::Grant::Roles {
+            roles: vec![admin_role]
+        })
+    );
     let hash = store.password_hash(user.id).await.unwrap().unwrap();
     assert!(canopy::platform::password::verify(&admin.password, &hash));
     // A second start changes nothing.
-    let again = bootstrap::bootstrap(&store, &schema, "root@acme.io", None)
+    let again = bootstrap::bootstrap(&store, "root@acme.io", None)
         .await
         .unwrap();
     assert!(again.first_admin.is_none() && !again.granted_admin);
