@@ -444,6 +444,80 @@ mod tests {
         assert_eq!(orders.actions["Refund"].trigger_conditions[0].role_id, 1);
     }
 
+    /// `"*"` covers names the document never listed; rights add up with named entries; a role's
+    /// own condition wins over the wildcard's.
+    #[test]
+    fn wildcards_cover_later_names_and_add_up() {
+        let doc: EnvironmentPermissions = serde_json::from_value(json!({"collections": {
+            "*": {"collection": {"browseEnabled": {"roles": [1]}},
+                  "actions": {"*": {"triggerEnabled": {"roles": [1]},
+                      "triggerConditions": [{"roleId": 1, "filter": {"field": "a"}}]}}},
+            "orders": {"collection": {"browseEnabled": {"roles": [2]}, "readEnabled": true},
+                "actions": {"Refund": {"triggerEnabled": {"roles": [2]},
+                    "triggerConditions": [{"roleId": 1, "filter": {"field": "b"}}]},
+                    "*": {"userApprovalEnabled": {"roles": [3]}}}},
+        }}))
+        .unwrap();
+        assert!(doc.has_wildcard());
+        let EnvironmentPermissions::Collections { collections } = &doc else {
+            panic!("collections");
+        };
+        let later = EnvironmentPermissions::rights(collections, "later").unwrap();
+        assert!(later.browse_enabled.allows(Some(1)) && !later.read_enabled.allows(Some(1)));
+        let orders = EnvironmentPermissions::rights(collections, "orders").unwrap();
+        assert_eq!(orders.browse_enabled, Grant::Roles { roles: vec![1, 2] });
+        assert_eq!(orders.read_enabled, Grant::All(true));
+        let refund = EnvironmentPermissions::action(collections, "orders", "Refund").unwrap();
+        assert_eq!(refund.trigger_enabled, Grant::Roles { roles: vec![1, 2] });
+        assert_eq!(refund.user_approval_enabled, Grant::Roles { roles: vec![3] });
+        // The named entry's condition for role 1 is listed last: it is the one that applies.
+        assert_eq!(refund.trigger_conditions.last().unwrap().filter, json!({"field": "b"}));
+        let new = EnvironmentPermissions::action(collections, "books", "New").unwrap();
+        assert!(new.trigger_enabled.allows(Some(1)) && !new.trigger_enabled.allows(Some(2)));
+        assert_eq!(
+            doc.untriggerable([("books", "New"), ("orders", "Refund")]),
+            Vec::<(String, String)>::new()
+        );
+        let by_name: EnvironmentPermissions = serde_json::from_value(json!({"collections": {
+            "orders": {"actions": {"Refund": {"triggerEnabled": {"roles": [2]}}}}}}))
+        .unwrap();
+        assert!(!by_name.has_wildcard());
+        assert_eq!(
+            by_name.untriggerable([("orders", "Refund"), ("orders", "New")]),
+            [("orders".to_owned(), "New".to_owned())]
+        );
+        assert!(EnvironmentPermissions::AllowAll(true).untriggerable([("a", "b")]).is_empty());
+    }
+
+    /// The document served to a Node agent names each collection and action of its schema,
+    /// and keeps the `"*"` entries for readers that know them.
+    #[test]
+    fn expanded_documents_name_what_the_reader_knows() {
+        let doc: EnvironmentPermissions = serde_json::from_value(json!({"collections": {
+            "*": {"collection": {"browseEnabled": {"roles": [1]}},
+                  "actions": {"*": {"triggerEnabled": {"roles": [1]}}}},
+            "orders": {"collection": {"readEnabled": {"roles": [2]}}},
+        }}))
+        .unwrap();
+        let names = BTreeMap::from([
+            ("books".to_owned(), BTreeSet::from(["Mark as read".to_owned()])),
+            ("orders".to_owned(), BTreeSet::new()),
+        ]);
+        let served = serde_json::to_value(doc.expanded(&names)).unwrap();
+        let books = &served["collections"]["books"];
+        assert_eq!(books["collection"]["browseEnabled"], json!({"roles": [1]}));
+        assert_eq!(
+            books["actions"]["Mark as read"]["triggerEnabled"],
+            json!({"roles": [1]})
+        );
+        let orders = &served["collections"]["orders"]["collection"];
+        assert_eq!(orders["browseEnabled"], json!({"roles": [1]}));
+        assert_eq!(orders["readEnabled"], json!({"roles": [2]}));
+        assert!(served["collections"]["*"].is_object());
+        let plain = EnvironmentPermissions::AllowAll(true);
+        assert_eq!(plain.expanded(&names), plain);
+    }
+
     #[test]
     fn ip_whitelist_round_trips_in_the_server_envelope() {
         let doc: IpWhitelistDocument =
