@@ -1054,13 +1054,48 @@ fn canopy_teams_show_their_rendering_and_grants_take_the_wildcard() {
     assert_eq!(row[2], rendering.to_string());
 
     ok(&["roles", "add", "Support"]);
-    ok(&["permissions", "grant", "--role", "Support", "*", "browse", "read"]);
-    ok(&["permissions", "grant", "--role", "Support", "*", "trigger", "--action", "*"]);
-    ok(&["permissions", "grant", "--role", "Support", "orders", "approve", "--action", "*"]);
+    ok(&[
+        "permissions",
+        "grant",
+        "--role",
+        "Support",
+        "*",
+        "browse",
+        "read",
+    ]);
+    ok(&[
+        "permissions",
+        "grant",
+        "--role",
+        "Support",
+        "*",
+        "trigger",
+        "--action",
+        "*",
+    ]);
+    ok(&[
+        "permissions",
+        "grant",
+        "--role",
+        "Support",
+        "orders",
+        "approve",
+        "--action",
+        "*",
+    ]);
     refused(
         &admin(
             &dir.0,
-            &["permissions", "grant", "--role", "Support", "*", "trigger", "--action", "Refund"],
+            &[
+                "permissions",
+                "grant",
+                "--role",
+                "Support",
+                "*",
+                "trigger",
+                "--action",
+                "Refund",
+            ],
             "",
         ),
         "only takes --action '*'",

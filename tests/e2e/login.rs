@@ -638,10 +638,7 @@ async fn login_routes_answer_the_agents_errors() {
     let client = reqwest::Client::new();
     let base = &canopy.base;
     // NaN renderingId (an absent one is accepted: see the browser flow).
-    for body in [
-        json!({"renderingId": "abc"}),
-        json!({"renderingId": {}}),
-    ] {
+    for body in [json!({"renderingId": "abc"}), json!({"renderingId": {}})] {
         let response = client
             .post(format!("{base}/forest/authentication"))
             .json(&body)

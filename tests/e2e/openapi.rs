@@ -77,7 +77,10 @@ async fn the_document_and_reference_page_are_served_without_a_token(backend: Bac
     );
     assert_eq!(headers[header::CONTENT_SECURITY_POLICY], REFERENCE_CSP);
     let html = String::from_utf8(html).unwrap();
-    assert!(!REFERENCE_CSP.contains("unsafe-inline") && REFERENCE_CSP.starts_with("default-src 'self';"));
+    assert!(
+        !REFERENCE_CSP.contains("unsafe-inline")
+            && REFERENCE_CSP.starts_with("default-src 'self';")
+    );
     // Every reference is a path on this server: no scheme, no other host.
     let attributes = regex::Regex::new(r#"(?:src|href)="([^"]*)""#).unwrap();
     let referenced: Vec<String> = attributes
@@ -90,7 +93,10 @@ async fn the_document_and_reference_page_are_served_without_a_token(backend: Bac
             "the page references another host: {reference}"
         );
     }
-    assert!(!html.contains("http://") && !html.contains("https://"), "{html}");
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "{html}"
+    );
     // No inline script: every <script> has a src and no body.
     let scripts = regex::Regex::new(r"(?s)<script([^>]*)>(.*?)</script>").unwrap();
     for script in scripts.captures_iter(&html) {
@@ -109,7 +115,11 @@ async fn the_document_and_reference_page_are_served_without_a_token(backend: Bac
     for file in &referenced {
         let (status, headers, body) = get_raw(&env.router, &format!("/v1/docs/{file}")).await;
         assert_eq!(status, StatusCode::OK, "{file}");
-        assert_eq!(headers[header::CONTENT_SECURITY_POLICY], REFERENCE_CSP, "{file}");
+        assert_eq!(
+            headers[header::CONTENT_SECURITY_POLICY],
+            REFERENCE_CSP,
+            "{file}"
+        );
         assert!(!body.is_empty(), "{file}");
     }
     // The initializer loads the document from this server, relative to the page.

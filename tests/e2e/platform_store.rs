@@ -229,8 +229,7 @@ async fn a_fresh_store_gets_a_first_admin(backend: Backend) {
     let admin_role = user.role.as_ref().unwrap().id;
     let document = store.environment_document().await.unwrap();
     assert_eq!(
-        serde_json::to_value(&document).unwrap()["collections"]["*"]["actions"]["*"]
-            ["triggerEnabled"],
+        serde_json::to_value(&document).unwrap()["collections"]["*"]["actions"]["*"]["triggerEnabled"],
         serde_json::json!({"roles": [admin_role]})
     );
     assert_eq!(
@@ -260,7 +259,13 @@ async fn teams_have_their_rendering_from_the_start(backend: Backend) {
     let made = store.rendering_ids_by_team().await.unwrap();
     assert_eq!(made.len(), 2, "{made:?}");
     assert!(made[&ops.id] < made[&sales.id]);
-    assert!(store.rendering_document(made[&ops.id]).await.unwrap().is_some());
+    assert!(
+        store
+            .rendering_document(made[&ops.id])
+            .await
+            .unwrap()
+            .is_some()
+    );
 
     // An older store: teams without renderings, two environments with permissions.
     store

@@ -863,13 +863,25 @@ async fn an_action_a_reload_adds_is_the_admins_through_the_wildcard(backend: Bac
         "{document}"
     );
     let mark = "/forest/_actions/customers/1/mark-as-vip?timezone=UTC";
-    let (status, _, body) = send(&app, post(mark, &selection("customers", &["3"], &json!({})))).await;
+    let (status, _, body) = send(
+        &app,
+        post(mark, &selection("customers", &["3"], &json!({}))),
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "no such action yet: {body}");
 
     shop.install("shop_plugin", "shop");
     let report = served.reload().await.unwrap();
-    assert!(report.untriggerable.is_empty(), "{:?}", report.untriggerable);
-    let (status, _, body) = send(&app, post(mark, &selection("customers", &["3"], &json!({})))).await;
+    assert!(
+        report.untriggerable.is_empty(),
+        "{:?}",
+        report.untriggerable
+    );
+    let (status, _, body) = send(
+        &app,
+        post(mark, &selection("customers", &["3"], &json!({}))),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["success"], "1 customers are now VIP");
 
@@ -890,13 +902,22 @@ async fn an_action_a_reload_adds_is_the_admins_through_the_wildcard(backend: Bac
     shop.install("shop_plugin", "shop");
     let report = served.reload().await.unwrap();
     assert!(
-        report.untriggerable.contains(&"customers.Mark as VIP".to_owned()),
+        report
+            .untriggerable
+            .contains(&"customers.Mark as VIP".to_owned()),
         "{:?}",
         report.untriggerable
     );
-    let (status, _, body) = send(&app, post(mark, &selection("customers", &["4"], &json!({})))).await;
+    let (status, _, body) = send(
+        &app,
+        post(mark, &selection("customers", &["4"], &json!({}))),
+    )
+    .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
-    assert_eq!(body["errors"][0]["name"], "CustomActionTriggerForbiddenError");
+    assert_eq!(
+        body["errors"][0]["name"],
+        "CustomActionTriggerForbiddenError"
+    );
 }
 
 on_all_backends!(

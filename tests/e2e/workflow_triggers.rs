@@ -284,7 +284,12 @@ async fn every_webhook_status_in_its_check_order(backend: Backend) {
     // 400: the URL, with a token (checked after the URL, even when it is unknown) and a bad body.
     let got = post(tampered.clone(), Some("cnp_nope".into()), "not json").await;
     refused(&got, StatusCode::BAD_REQUEST, "invalid_webhook_url");
-    let got = post(hook[..hook.len() - 4].to_owned(), Some(ann_token.clone()), good).await;
+    let got = post(
+        hook[..hook.len() - 4].to_owned(),
+        Some(ann_token.clone()),
+        good,
+    )
+    .await;
     refused(&got, StatusCode::BAD_REQUEST, "invalid_webhook_url");
     // 401: no token, a bad one, a session token on a good URL.
     let got = post(hook.clone(), None, "not json").await;

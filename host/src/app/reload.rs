@@ -199,9 +199,10 @@ impl Reload for Served {
                 customizations,
                 ..
             }) => {
+                let previous = self.state.load_full();
                 let untriggerable = self
                     .untriggerable_new_actions(
-                        self.state.load().datasource.schema(),
+                        previous.datasource.schema(),
                         state.datasource.schema(),
                     )
                     .await;
@@ -257,7 +258,10 @@ impl Served {
             .collections
             .iter()
             .flat_map(|(collection, schema)| {
-                schema.actions.keys().map(move |a| (collection.as_str(), a.as_str()))
+                schema
+                    .actions
+                    .keys()
+                    .map(move |a| (collection.as_str(), a.as_str()))
             })
             .filter(|(collection, action)| {
                 !old.collections

@@ -461,7 +461,10 @@ impl Permissions {
     }
 }
 
-fn grant_of(rights: &CollectionRights, right: CollectionRight) -> &crate::platform::documents::Grant {
+fn grant_of(
+    rights: &CollectionRights,
+    right: CollectionRight,
+) -> &crate::platform::documents::Grant {
     match right {
         CollectionRight::Browse => &rights.browse_enabled,
         CollectionRight::Read => &rights.read_enabled,

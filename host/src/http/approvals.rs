@@ -308,11 +308,7 @@ async fn token_claims(
         return Err(Error::insufficient("the token's user is in no team"));
     };
     let rendering_id = signed_in.store.rendering_id(team.id).await?;
-    Ok(auth::SessionClaims::for_user(
-        user,
-        team,
-        rendering_id,
-    ))
+    Ok(auth::SessionClaims::for_user(user, team, rendering_id))
 }
 
 impl FromRequestParts<SharedState> for Session {

@@ -174,27 +174,21 @@ fn add_links(document: &mut OpenApi) {
     use utoipa::openapi::link::LinkBuilder;
 
     const CONTEXT: [&str; 2] = ["{project}", "{environment}"];
-    let operations_of = |item: &utoipa::openapi::PathItem| -> Vec<(&'static str, String)> {
-        [
-            ("get", &item.get),
-            ("put", &item.put),
-            ("post", &item.post),
-            ("patch", &item.patch),
-            ("delete", &item.delete),
-        ]
-        .into_iter()
-        .filter_map(|(method, op)| Some((method, op.as_ref()?.operation_id.clone()?)))
-        .collect()
+    let operation_ids = |item: &utoipa::openapi::PathItem| -> Vec<String> {
+        [&item.get, &item.put, &item.post, &item.patch, &item.delete]
+            .into_iter()
+            .filter_map(|op| op.as_ref()?.operation_id.clone())
+            .collect()
     };
-    // Every target: (path, operation id) of the operations below an `{id}` segment.
+    // Every operation: its path and id.
     let targets: Vec<(String, String)> = document
         .paths
         .paths
         .iter()
         .flat_map(|(path, item)| {
-            operations_of(item)
+            operation_ids(item)
                 .into_iter()
-                .map(move |(_, id)| (path.clone(), id))
+                .map(move |id| (path.clone(), id))
         })
         .collect();
     // (creating path, answer field naming the id, the collection path whose `{id}` it fills).
@@ -296,7 +290,11 @@ pub fn router(state: SharedState, base_path: &str) -> Router {
             REFERENCE_PATH,
             get(|| async {
                 reference_headers(
-                    (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, "docs/")]).into_response(),
+                    (
+                        StatusCode::PERMANENT_REDIRECT,
+                        [(header::LOCATION, "docs/")],
+                    )
+                        .into_response(),
                 )
             }),
         )
@@ -345,10 +343,7 @@ pub const REFERENCE_CSP: &str = "default-src 'self'; img-src 'self' data:; objec
 
 /// One file of the reference page (Swagger UI's dist, embedded in the binary at build time by
 /// `utoipa-swagger-ui`'s `vendored` feature): `""` is its `index.html`.
-async fn reference_file(
-    file: String,
-    config: Arc<utoipa_swagger_ui::Config<'static>>,
-) -> Response {
+async fn reference_file(file: String, config: Arc<utoipa_swagger_ui::Config<'static>>) -> Response {
     let found = match utoipa_swagger_ui::serve(&file, config) {
         Ok(found) => found,
         Err(error) => {

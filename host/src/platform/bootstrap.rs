@@ -41,11 +41,7 @@ pub struct Bootstrapped {
 
 /// Makes a fresh store usable; does nothing to a store that already has users and permissions.
 /// `password` is the first admin's (a random one is generated when `None`).
-pub async fn bootstrap(
-    store: &Store,
-    email: &str,
-    password: Option<&str>,
-) -> Result<Bootstrapped> {
+pub async fn bootstrap(store: &Store, email: &str, password: Option<&str>) -> Result<Bootstrapped> {
     let mut done = Bootstrapped {
         first_admin: first_admin(store, email, password).await?,
         granted_admin: false,

@@ -52,10 +52,10 @@ impl EnvironmentPermissions {
 
     /// The rights on `collection`: its own entry, with the rights of the `"*"` entry added.
     /// `None` when neither exists (no rights) or for a development document.
-    pub fn rights(
-        collections: &BTreeMap<String, CollectionPermissions>,
+    pub fn rights<'a>(
+        collections: &'a BTreeMap<String, CollectionPermissions>,
         collection: &str,
-    ) -> Option<Cow<'_, CollectionRights>> {
+    ) -> Option<Cow<'a, CollectionRights>> {
         let own = collections.get(collection).map(|c| &c.collection);
         let any = collections.get(WILDCARD).map(|c| &c.collection);
         match (own, any) {
@@ -87,7 +87,8 @@ impl EnvironmentPermissions {
             [] => None,
             [one] => Some(Cow::Borrowed(*one)),
             [first, rest @ ..] => Some(Cow::Owned(
-                rest.iter().fold((*first).clone(), |acc, next| acc.union(next)),
+                rest.iter()
+                    .fold((*first).clone(), |acc, next| acc.union(next)),
             )),
         }
     }
@@ -129,12 +130,12 @@ impl EnvironmentPermissions {
         }
         let mut all: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         for (name, actions) in names {
-            all.entry(name)
+            all.entry(name.as_str())
                 .or_default()
                 .extend(actions.iter().map(String::as_str));
         }
         for (name, c) in collections {
-            all.entry(name)
+            all.entry(name.as_str())
                 .or_default()
                 .extend(c.actions.keys().map(String::as_str));
         }
@@ -250,12 +251,16 @@ impl ActionPermissions {
                 &self.approval_required_conditions,
                 &other.approval_required_conditions,
             ),
-            user_approval_enabled: self.user_approval_enabled.union(&other.user_approval_enabled),
+            user_approval_enabled: self
+                .user_approval_enabled
+                .union(&other.user_approval_enabled),
             user_approval_conditions: both(
                 &self.user_approval_conditions,
                 &other.user_approval_conditions,
             ),
-            self_approval_enabled: self.self_approval_enabled.union(&other.self_approval_enabled),
+            self_approval_enabled: self
+                .self_approval_enabled
+                .union(&other.self_approval_enabled),
         }
     }
 
@@ -469,9 +474,15 @@ mod tests {
         assert_eq!(orders.read_enabled, Grant::All(true));
         let refund = EnvironmentPermissions::action(collections, "orders", "Refund").unwrap();
         assert_eq!(refund.trigger_enabled, Grant::Roles { roles: vec![1, 2] });
-        assert_eq!(refund.user_approval_enabled, Grant::Roles { roles: vec![3] });
+        assert_eq!(
+            refund.user_approval_enabled,
+            Grant::Roles { roles: vec![3] }
+        );
         // The named entry's condition for role 1 is listed last: it is the one that applies.
-        assert_eq!(refund.trigger_conditions.last().unwrap().filter, json!({"field": "b"}));
+        assert_eq!(
+            refund.trigger_conditions.last().unwrap().filter,
+            json!({"field": "b"})
+        );
         let new = EnvironmentPermissions::action(collections, "books", "New").unwrap();
         assert!(new.trigger_enabled.allows(Some(1)) && !new.trigger_enabled.allows(Some(2)));
         assert_eq!(
@@ -486,7 +497,11 @@ mod tests {
             by_name.untriggerable([("orders", "Refund"), ("orders", "New")]),
             [("orders".to_owned(), "New".to_owned())]
         );
-        assert!(EnvironmentPermissions::AllowAll(true).untriggerable([("a", "b")]).is_empty());
+        assert!(
+            EnvironmentPermissions::AllowAll(true)
+                .untriggerable([("a", "b")])
+                .is_empty()
+        );
     }
 
     /// The document served to a Node agent names each collection and action of its schema,
@@ -500,7 +515,10 @@ mod tests {
         }}))
         .unwrap();
         let names = BTreeMap::from([
-            ("books".to_owned(), BTreeSet::from(["Mark as read".to_owned()])),
+            (
+                "books".to_owned(),
+                BTreeSet::from(["Mark as read".to_owned()]),
+            ),
             ("orders".to_owned(), BTreeSet::new()),
         ]);
         let served = serde_json::to_value(doc.expanded(&names)).unwrap();

@@ -777,9 +777,7 @@ impl Store {
         .bind(now_ms())
         .fetch_one(&mut *tx)
         .await
-        .map_err(|e| {
-            Error::from_insert(e, || format!("a team named {trimmed:?} already exists"))
-        })?
+        .map_err(|e| Error::from_insert(e, || format!("a team named {trimmed:?} already exists")))?
         .try_get(0)?;
         add_rendering(&mut *tx, &self.project, &self.environment, id).await?;
         tx.commit().await?;
@@ -1037,7 +1035,7 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .map(|row| Ok::<_, Error>((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?)))
             .collect()
     }
 

@@ -71,7 +71,10 @@ pub(super) async fn teams(store: &Store, command: TeamsCommand, json: bool) -> a
                     ]
                 })
                 .collect();
-            super::emit(&table::render(&["ID", "NAME", "RENDERING", "MEMBERS"], &rows));
+            super::emit(&table::render(
+                &["ID", "NAME", "RENDERING", "MEMBERS"],
+                &rows,
+            ));
         }
         TeamsCommand::Add { name } => {
             declarative::guard(store, Part::Teams).await?;

@@ -40,11 +40,6 @@ pub fn routes() -> OpenApiRouter<SharedState> {
     OpenApiRouter::new().routes(routes!(trigger))
 }
 
-/// The shape of a webhook URL's last segment (`workflows::webhook::Hook::parse`): the trigger's
-/// UUID, the URL's version, the signing key's id, and the 128-bit MAC in unpadded base64url.
-const HOOK_PATTERN: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-\
-     [0-9a-fA-F]{12}\\.[1-9][0-9]{0,11}\\.[A-Za-z0-9_-]{1,16}\\.[A-Za-z0-9_-]{21}[AQgw]$";
-
 /// The body of a webhook call.
 #[derive(ToSchema)]
 #[allow(
@@ -89,7 +84,10 @@ pub(crate) struct RunOngoing {
     operation_id = "trigger_workflow_webhook",
     tag = "workflow-triggers",
     params(
-        ("hook" = String, Path, pattern = HOOK_PATTERN,
+        // The shape of `workflows::webhook::Hook::parse`: the trigger's UUID, the URL's
+        // version, the signing key's id, the 128-bit MAC in unpadded base64url.
+        ("hook" = String, Path,
+         pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.[1-9][0-9]{0,11}\.[A-Za-z0-9_-]{1,16}\.[A-Za-z0-9_-]{21}[AQgw]$",
          description = "The signed part of the webhook URL, as copied: \
             `{triggerId}.{urlVersion}.{keyId}.{mac}`. Only a URL Canopy signed is accepted: \
             any other (even of this shape) is a 400 `invalid_webhook_url`, checked after the \

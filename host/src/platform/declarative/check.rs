@@ -559,7 +559,6 @@ fn check_collections(
     }
 }
 
-
 fn check_actions(
     table: &str,
     spec: &super::file::RoleSpec,
