@@ -318,7 +318,7 @@ async fn the_browser_flow_ends_with_a_session_token(backend: Backend) {
 
     // Without `renderingId` (the agent answers 400 there): the same sign-in, the same token,
     // since its rendering is the user's team's; the state carries no rendering.
-    let browser = browser();
+    let browser = self::browser();
     let url = authorization_url_for(&browser, &canopy.base, &json!({})).await;
     let response = submit(&browser, &url, "ada@acme.test", PASSWORD).await;
     assert_eq!(response.status(), StatusCode::OK);
