@@ -178,7 +178,7 @@ async fn bench(
 ) -> Result<()> {
     let datasource: Arc<dyn DataSource> =
         Arc::new(SqlDataSource::connect(data_url, Options::default()).await?);
-    let done = bootstrap::bootstrap(&store, datasource.schema(), "admin@bench.io", None).await?;
+    let done = bootstrap::bootstrap(&store, "admin@bench.io", None).await?;
     let admin = done
         .first_admin
         .map(|a| a.email)

@@ -1028,6 +1028,94 @@ fn canopy_users_add_set_list_and_remove() {
     assert_eq!(json, serde_json::json!([]));
 }
 
+/// Issue 21: `canopy teams add|list` show each team's rendering id (made with the team, before
+/// anyone signs in), and `canopy permissions grant` takes `'*'` as the collection and the action,
+/// stored as the wildcard; `'*'` with a named action is refused.
+#[test]
+fn canopy_teams_show_their_rendering_and_grants_take_the_wildcard() {
+    let dir = TempDir::new("binary");
+    let ok = |args: &[&str]| {
+        let result = admin(&dir.0, args, "");
+        assert_eq!(result.0, Some(0), "{args:?}: {result:?}");
+        result.1
+    };
+    let added: Json = serde_json::from_str(&ok(&["teams", "add", "Ops", "--json"])).unwrap();
+    let rendering = added["renderingId"].as_i64().expect("a rendering id");
+    let added = ok(&["teams", "add", "Sales"]);
+    assert!(added.contains("rendering"), "{added}");
+    let listed: Json = serde_json::from_str(&ok(&["teams", "list", "--json"])).unwrap();
+    assert_eq!(listed[0]["name"], "Ops");
+    assert_eq!(listed[0]["renderingId"], rendering);
+    assert!(listed[1]["renderingId"].as_i64().unwrap() > rendering);
+    let table = ok(&["teams", "list"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["ID", "NAME", "RENDERING", "MEMBERS"]);
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[2], rendering.to_string());
+
+    ok(&["roles", "add", "Support"]);
+    ok(&[
+        "permissions",
+        "grant",
+        "--role",
+        "Support",
+        "*",
+        "browse",
+        "read",
+    ]);
+    ok(&[
+        "permissions",
+        "grant",
+        "--role",
+        "Support",
+        "*",
+        "trigger",
+        "--action",
+        "*",
+    ]);
+    ok(&[
+        "permissions",
+        "grant",
+        "--role",
+        "Support",
+        "orders",
+        "approve",
+        "--action",
+        "*",
+    ]);
+    refused(
+        &admin(
+            &dir.0,
+            &[
+                "permissions",
+                "grant",
+                "--role",
+                "Support",
+                "*",
+                "trigger",
+                "--action",
+                "Refund",
+            ],
+            "",
+        ),
+        "only takes --action '*'",
+    );
+    let shown: Json = serde_json::from_str(&ok(&["permissions", "show", "--json"])).unwrap();
+    let collections = &shown["permissions"]["collections"];
+    assert_eq!(
+        collections["*"]["collection"]["readEnabled"],
+        serde_json::json!({"roles": [1]})
+    );
+    assert_eq!(
+        collections["*"]["actions"]["*"]["triggerEnabled"],
+        serde_json::json!({"roles": [1]})
+    );
+    assert_eq!(
+        collections["orders"]["actions"]["*"]["userApprovalEnabled"],
+        serde_json::json!({"roles": [1]})
+    );
+}
+
 /// `canopy permissions apply`: a managed file is applied whole, then the CLI refuses to write
 /// what it manages; a bad file is refused naming the file and key, with nothing applied.
 #[test]

@@ -817,3 +817,146 @@ async fn a_node_agent_boots_against_canopy_and_applies_its_permissions() {
     store.close().await;
     drop_state(&agent_db).await;
 }
+
+/// Triggers the Node agent's own `Mark as read` on book `id` with `token`: status and body.
+async fn mark_as_read(agent: &Process, token: &str, id: &str) -> (u16, Json) {
+    let response = reqwest::Client::new()
+        .post(format!(
+            "{}/forest/_actions/books/0/mark-as-read?timezone=UTC",
+            agent.url()
+        ))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"data": {"attributes": {
+            "collection_name": "books", "ids": [id], "values": {},
+            "all_records": false, "all_records_ids_excluded": [],
+            "smart_action_id": "books-Mark as read"}}}))
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Json::String(text)),
+    )
+}
+
+/// Issue 21 §5: the Node agent's own action (`Mark as read`, only in the schema it uploads) is
+/// covered by the `"*"` the first start gave the Admin role (the served document writes it out
+/// for the uploaded schema), and a permissions file may name it: Canopy checks names against
+/// the agents' schema too, where it stopped the start with "unknown action". PostgreSQL store.
+#[tokio::test]
+async fn a_node_agents_own_actions_are_covered_by_the_wildcard_and_can_be_named() {
+    let dir = TempDir::new();
+    let agent_db = postgres_books().await;
+    let books = seed_books(&dir.0.join("books.sqlite")).await;
+    let server_state = state_url(true, &dir.0).await;
+    let args = [
+        "--database-url",
+        &books,
+        "--state-url",
+        &server_state,
+        "--env-secret",
+        ENV_SECRET,
+    ];
+    let mut server = serve(&args, &dir.0, "server")
+        .unwrap_or_else(|(code, logs)| panic!("server exited {code}:\n{logs}"));
+    let store = Store::open(&server_state, "canopy", "production")
+        .await
+        .unwrap();
+    store.create_role(&Actor::System, "Reader").await.unwrap();
+    let reader = store
+        .create_user(
+            &Actor::System,
+            NewUser {
+                email: "reader@canopy.local".to_owned(),
+                role: Some("Reader".to_owned()),
+                teams: vec!["Operations".to_owned()],
+                ..NewUser::default()
+            },
+        )
+        .await
+        .unwrap();
+    let team = store.team_by_name("Operations").await.unwrap().unwrap();
+    let rendering_id = store.rendering_id(team.id).await.unwrap();
+
+    let mut agent = start_node_agent(&server.url(), &agent_db, &dir.0);
+    let admin_role = store.role_by_name("Admin").await.unwrap().unwrap().id;
+    // The document the agent reads names its action, for the Admin role, through the wildcard.
+    let document: Json = reqwest::Client::new()
+        .get(format!("{}/liana/v4/permissions/environment", server.url()))
+        .header("forest-secret-key", ENV_SECRET)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        document["collections"]["books"]["actions"]["Mark as read"]["triggerEnabled"],
+        serde_json::json!({"roles": [admin_role]}),
+        "{document}"
+    );
+    let admin = token_for(1, "admin@canopy.local", "Admin", rendering_id);
+    let reader_token = token_for(reader.id, "reader@canopy.local", "Reader", rendering_id);
+    let (status, body) = mark_as_read(&agent, &admin, "1").await;
+    assert_eq!(status, 200, "{body}\n{}", agent.logs());
+    assert_eq!(body["success"], "Marked as read");
+    let (status, body) = mark_as_read(&agent, &reader_token, "1").await;
+    assert_eq!(status, 403, "{body}");
+
+    // A permissions file naming the agent's action: the restarted server applies it.
+    let exit = server.stop(Duration::from_secs(10)).await;
+    assert!(exit.success(), "{exit:?}");
+    let file = dir.0.join("permissions.toml");
+    std::fs::write(
+        &file,
+        "mode = \"managed\"\n\n[roles.Admin]\ncollections = { \"*\" = \"all\" }\n\
+         actions = { \"*\" = \"all\" }\n\n[roles.Reader]\n\
+         collections = { books = [\"browse\", \"read\"] }\n\n[roles.Reader.actions.books]\n\
+         \"Mark as read\" = true\n",
+    )
+    .unwrap();
+    let with_file = [&args[..], &["--permissions-file", file.to_str().unwrap()]].concat();
+    let mut server = serve(&with_file, &dir.0, "server")
+        .unwrap_or_else(|(code, logs)| panic!("server exited {code}:\n{logs}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for attempt in 0u32.. {
+        let (status, body) = mark_as_read(&agent, &reader_token, "2").await;
+        if status == 200 {
+            assert_eq!(body["success"], "Marked as read");
+            break;
+        }
+        assert_eq!(status, 403, "{body}");
+        if attempt % 8 == 7 {
+            // A change the restarted server's event stream tells the agent about (the file was
+            // applied before the agent's stream reconnected), as an admin's edit would.
+            store
+                .update_user(
+                    &Actor::System,
+                    reader.id,
+                    canopy::platform::UserChange {
+                        tags: Some(BTreeMap::from([("nudge".to_owned(), attempt.to_string())])),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reader never got the action: {status} {body}\n{}",
+            agent.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    let exit = agent.stop(Duration::from_secs(10)).await;
+    assert!(exit.success(), "{exit:?}\n{}", agent.logs());
+    let exit = server.stop(Duration::from_secs(10)).await;
+    assert!(exit.success(), "{exit:?}");
+    store.close().await;
+    drop_state(&server_state).await;
+    drop_state(&agent_db).await;
+}

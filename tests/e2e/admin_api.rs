@@ -43,6 +43,21 @@ async fn admin_manages_users_teams_and_roles_with_logged_changes(backend: Backen
     .await;
     assert_eq!(status, StatusCode::CREATED, "{team}");
     let team_id = team["id"].as_i64().unwrap();
+    // The team's rendering exists from its creation, its id in the answer (issue 21 §5).
+    let renderings = store.rendering_ids_by_team().await.unwrap();
+    assert_eq!(team["renderingId"], json!(renderings[&team_id]), "{team}");
+    let (status, listed) = call(app, "GET", &format!("{BASE}/teams"), t, None).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let listed_ops = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == team_id)
+        .unwrap();
+    assert_eq!(listed_ops["renderingId"], team["renderingId"]);
+    let (status, read) = call(app, "GET", &format!("{BASE}/teams/{team_id}"), t, None).await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert_eq!(read["renderingId"], team["renderingId"]);
 
     let (status, user) = call(
         app,
@@ -357,10 +372,13 @@ async fn documents_are_checked_against_the_served_schema(backend: Backend) {
     let ops = store.create_team(&Actor::System, "Ops").await.unwrap();
     let path = format!("{BASE}/environment/production/permissions");
 
-    // The bootstrap gave the Admin role every right on every collection.
+    // The bootstrap gave the Admin role every right on every collection and action, as the
+    // `"*"` wildcard (collections and actions served later are covered too).
     let (status, before) = call(app, "GET", &path, t, None).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(before["collections"]["orders"]["collection"]["browseEnabled"]["roles"].is_array());
+    assert!(before["collections"]["*"]["collection"]["browseEnabled"]["roles"].is_array());
+    assert!(before["collections"]["*"]["actions"]["*"]["triggerEnabled"]["roles"].is_array());
+    assert!(before["collections"].get("orders").is_none(), "{before}");
 
     for (body, field) in [
         (json!({"collections": {"nope": {}}}), "collections.nope"),
@@ -377,6 +395,18 @@ async fn documents_are_checked_against_the_served_schema(backend: Backend) {
             "collections.orders.actions.Launch",
         ),
         (json!({"colections": {}}), "colections"),
+        // `"*"` takes only the `"*"` action, and no condition (fields are a collection's).
+        (
+            json!({"collections": {"*": {"actions": {"Launch": {"triggerEnabled": true}}}}}),
+            "collections.*.actions.Launch",
+        ),
+        (
+            json!({"collections": {"*": {"actions": {"*": {
+                "triggerEnabled": {"roles": [support.id]},
+                "triggerConditions": [{"roleId": support.id,
+                    "filter": {"field": "id", "operator": "equal", "value": 1}}]}}}}}),
+            "collections.*.actions.*.triggerConditions[0]",
+        ),
     ] {
         let (status, answer) = call(app, "PUT", &path, t, Some(&body)).await;
         let message = error(
@@ -398,6 +428,20 @@ async fn documents_are_checked_against_the_served_schema(backend: Backend) {
     assert_eq!(status, StatusCode::OK, "{saved}");
     let (_, read) = call(app, "GET", &path, t, None).await;
     assert_eq!(read, document);
+    // The wildcard is accepted, and kept as written.
+    let mut wildcard = document.clone();
+    wildcard["collections"]["*"] = json!({"collection": {"browseEnabled": {"roles": [support.id]}},
+        "actions": {"*": {"triggerEnabled": {"roles": [support.id]}}}});
+    wildcard["collections"]["orders"]["actions"]["*"] =
+        json!({"triggerEnabled": {"roles": [support.id]}});
+    let (status, saved) = call(app, "PUT", &path, t, Some(&wildcard)).await;
+    assert_eq!(status, StatusCode::OK, "{saved}");
+    assert_eq!(
+        saved["collections"]["*"]["actions"]["*"]["triggerEnabled"],
+        json!({"roles": [support.id]})
+    );
+    let (status, saved) = call(app, "PUT", &path, t, Some(&document)).await;
+    assert_eq!(status, StatusCode::OK, "{saved}");
 
     // A team's rendering: the scope's field must exist.
     let rendering = format!("{BASE}/environment/production/teams/{}/rendering", ops.id);

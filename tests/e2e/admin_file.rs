@@ -117,22 +117,28 @@ async fn a_managed_file_is_applied_change_by_change(backend: Backend) {
     else {
         panic!("rights by collection");
     };
+    // The Admin role's `"*"` is kept as the wildcard; the rights of a collection add it up
+    // with its named entry.
+    let orders = EnvironmentPermissions::rights(&collections, "orders").unwrap();
     assert_eq!(
-        collections["orders"].collection.edit_enabled,
+        orders.edit_enabled,
         Grant::Roles {
             roles: vec![admin.id, support.id]
         }
     );
     assert_eq!(
-        collections["orders"].collection.delete_enabled,
+        orders.delete_enabled,
         Grant::Roles {
             roles: vec![admin.id]
         }
     );
     assert!(
-        collections.contains_key("order_lines"),
-        "\"*\" is every collection"
+        collections.contains_key("*") && !collections.contains_key("order_lines"),
+        "\"*\" is every collection, those served later too"
     );
+    let later = EnvironmentPermissions::rights(&collections, "served_later").unwrap();
+    assert!(later.delete_enabled.allows(Some(admin.id)));
+    assert!(!later.delete_enabled.allows(Some(support.id)));
     let ops = store.team_by_name("Ops").await.unwrap().unwrap();
     let rendering = store
         .rendering_document(store.rendering_id(ops.id).await.unwrap())

@@ -7,7 +7,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use canopy::platform::ApprovalStatus;
+use canopy::platform::{ApprovalStatus, Scope};
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
@@ -340,7 +340,40 @@ async fn select_all_is_frozen_within_max_records(backend: Backend) {
     assert_eq!(f.runs(), ["manager@acme.io 5 all"]);
 }
 
+/// Application tokens (`Bearer cnp_…`) reach the approval routes as their user, as on the other
+/// `/v1` routes, when they hold the `all` scope (filing and approving run actions on records,
+/// which no narrower scope names); a narrower token is a 403, an unknown one a 401.
+async fn application_tokens_with_the_all_scope_file_and_decide(backend: Backend) {
+    let f = fixture(backend, 500).await;
+    let clerk = f.with_token(&f.clerk, &[Scope::All]).await;
+    let manager = f.with_token(&f.manager, &[Scope::All]).await;
+    let (status, filed) = file(&f, &clerk, &filing(&["2"], "token")).await;
+    assert_eq!(status, StatusCode::CREATED, "{filed}");
+    assert_eq!(filed["requesterId"], f.clerk.id);
+    assert_eq!(filed["requesterEmail"], "clerk@acme.io");
+    let id = filed["id"].as_i64().unwrap();
+    assert_eq!(listed(&f, &manager, "?status=pending").await, [id]);
+    let (status, approved) = decide(&f, &manager, id, "approve", &json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    assert_eq!(approved["decidedById"], f.manager.id);
+    assert_eq!(f.runs(), ["manager@acme.io 2 token"]);
+
+    // A token without `all` is refused, as are unknown tokens.
+    let narrow = f.with_token(&f.manager, &[Scope::NotesRead]).await;
+    let (status, _, body) = send(&f.app, request("GET", APPROVALS, &narrow, &Json::Null)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["code"], "forbidden");
+    let unknown = User {
+        id: f.manager.id,
+        token: "cnp_not-a-token".to_owned(),
+    };
+    let (status, _, body) = send(&f.app, request("GET", APPROVALS, &unknown, &Json::Null)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(body["message"], "Invalid or missing API token");
+}
+
 on_all_backends!(
+    application_tokens_with_the_all_scope_file_and_decide,
     filing_listing_and_approving,
     concurrent_approvals_run_once,
     filing_refuses_what_needs_no_approval,

@@ -13,12 +13,13 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, header};
+use canopy::auth::tokens::TokenVerifier;
 use canopy::auth::{CachePolicy, PermissionLevel, Permissions, SessionClaims, SessionKey};
 use canopy::customizer::{Kind, build_stack, closures};
 use canopy::datasource::action::{ActionResult, ActionScope, FieldType, FormElement, FormField};
 use canopy::http::{ApprovalSettings, router};
 use canopy::platform::documents::{EnvironmentPermissions, RenderingCollection};
-use canopy::platform::{Actor, NewUser, Store};
+use canopy::platform::{Actor, NewToken, NewUser, Scope, Store};
 use canopy_e2e::{Backend, TestDb};
 use serde_json::{Value as Json, json};
 
@@ -257,6 +258,7 @@ pub(crate) async fn fixture(backend: Backend, max_records: u64) -> Fixture {
         CachePolicy::new(true, Duration::from_secs(900)),
     ));
     state.store = Some(store.clone());
+    state.tokens = Some(Arc::new(TokenVerifier::new(store.clone())));
     state.approvals = ApprovalSettings::new(ENV_SECRET, max_records);
     Fixture {
         _data: data,
@@ -301,6 +303,28 @@ pub(crate) fn envelope_with_data(name: &str, detail: &str, status: u16, data: &J
 }
 
 impl Fixture {
+    /// `user` presenting one of their application tokens with these scopes (made in the store,
+    /// as `canopy tokens create` does).
+    pub(crate) async fn with_token(&self, user: &User, scopes: &[Scope]) -> User {
+        let (_, secret) = self
+            .store
+            .create_token(
+                &Actor::System,
+                user.id,
+                NewToken {
+                    name: format!("{scopes:?}"),
+                    scopes: scopes.to_vec(),
+                    expires_at: None,
+                },
+            )
+            .await
+            .unwrap();
+        User {
+            id: user.id,
+            token: secret.expose().to_owned(),
+        }
+    }
+
     /// The runs of `Refund` so far.
     pub(crate) fn runs(&self) -> Vec<String> {
         self.runs.lock().unwrap().clone()

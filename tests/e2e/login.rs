@@ -180,9 +180,14 @@ fn stepping_browser() -> reqwest::Client {
 
 /// `POST /forest/authentication {renderingId}`'s authorization URL.
 pub(crate) async fn authorization_url(client: &reqwest::Client, base: &str) -> String {
+    authorization_url_for(client, base, &json!({"renderingId": 42})).await
+}
+
+/// The authorization URL for this `POST /forest/authentication` body.
+async fn authorization_url_for(client: &reqwest::Client, base: &str, body: &Json) -> String {
     let response = client
         .post(format!("{base}/forest/authentication"))
-        .json(&json!({"renderingId": 42}))
+        .json(body)
         .send()
         .await
         .unwrap();
@@ -310,6 +315,23 @@ async fn the_browser_flow_ends_with_a_session_token(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(capabilities.status(), StatusCode::OK);
+
+    // Without `renderingId` (the agent answers 400 there): the same sign-in, the same token,
+    // since its rendering is the user's team's; the state carries no rendering.
+    let browser = self::browser();
+    let url = authorization_url_for(&browser, &canopy.base, &json!({})).await;
+    let response = submit(&browser, &url, "ada@acme.test", PASSWORD).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let state = response
+        .url()
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .unwrap()
+        .1
+        .into_owned();
+    assert_eq!(state, "{}");
+    let body: Json = response.json().await.unwrap();
+    assert_token(&body, &canopy.store, "ada@acme.test", "Sales").await;
 }
 
 #[tokio::test]
@@ -615,12 +637,8 @@ async fn login_routes_answer_the_agents_errors() {
     let (canopy, _db) = started(Backend::Sqlite, LoginArgs::default()).await;
     let client = reqwest::Client::new();
     let base = &canopy.base;
-    // NaN renderingId.
-    for body in [
-        json!({}),
-        json!({"renderingId": "abc"}),
-        json!({"renderingId": {}}),
-    ] {
+    // NaN renderingId (an absent one is accepted: see the browser flow).
+    for body in [json!({"renderingId": "abc"}), json!({"renderingId": {}})] {
         let response = client
             .post(format!("{base}/forest/authentication"))
             .json(&body)

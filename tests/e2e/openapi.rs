@@ -14,6 +14,8 @@ use canopy_e2e::Backend;
 use serde_json::Value as Json;
 use tower::ServiceExt as _;
 
+use canopy::http::openapi::REFERENCE_CSP;
+
 use crate::admin::{call, on_store_backends, serve, serve_with, token_for};
 
 const METHODS: [&str; 5] = ["get", "put", "post", "patch", "delete"];
@@ -57,24 +59,88 @@ async fn the_document_and_reference_page_are_served_without_a_token(backend: Bac
     assert!(document.get("servers").is_none(), "{}", document["servers"]);
     assert!(document["paths"]["/v1/project/{project}/users"]["get"].is_object());
 
-    let request = Request::builder()
-        .uri("/v1/docs")
-        .body(Body::empty())
-        .unwrap();
-    let response = env.router.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(
-        response.headers()[header::CONTENT_TYPE],
-        "text/html; charset=utf-8"
+    // `/v1/docs` sends the browser to the page's folder, whose files are relative to it.
+    let (status, headers, _) = get_raw(&env.router, "/v1/docs").await;
+    assert_eq!(status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(headers[header::LOCATION], "docs/");
+    assert_eq!(headers[header::CONTENT_SECURITY_POLICY], REFERENCE_CSP);
+
+    // The page, and every file it references, are Canopy's own, each with the strict policy.
+    let (status, headers, html) = get_raw(&env.router, "/v1/docs/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html"),
+        "{headers:?}"
     );
-    let html = axum::body::to_bytes(response.into_body(), usize::MAX)
+    assert_eq!(headers[header::CONTENT_SECURITY_POLICY], REFERENCE_CSP);
+    let html = String::from_utf8(html).unwrap();
+    assert!(
+        !REFERENCE_CSP.contains("unsafe-inline")
+            && REFERENCE_CSP.starts_with("default-src 'self';")
+    );
+    // Every reference is a path on this server: no scheme, no other host.
+    let attributes = regex::Regex::new(r#"(?:src|href)="([^"]*)""#).unwrap();
+    let referenced: Vec<String> = attributes
+        .captures_iter(&html)
+        .map(|reference| reference[1].to_owned())
+        .collect();
+    for reference in &referenced {
+        assert!(
+            !reference.contains("//") && !reference.contains(':'),
+            "the page references another host: {reference}"
+        );
+    }
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "{html}"
+    );
+    // No inline script: every <script> has a src and no body.
+    let scripts = regex::Regex::new(r"(?s)<script([^>]*)>(.*?)</script>").unwrap();
+    for script in scripts.captures_iter(&html) {
+        assert!(script[1].contains("src="), "inline script: {}", &script[0]);
+        assert!(script[2].trim().is_empty(), "inline script: {}", &script[0]);
+    }
+    let referenced: Vec<String> = referenced
+        .iter()
+        .map(|r| r.trim_start_matches("./").to_owned())
+        .collect();
+    assert!(
+        referenced.iter().any(|r| r == "swagger-ui-bundle.js")
+            && referenced.iter().any(|r| r == "swagger-initializer.js"),
+        "{referenced:?}"
+    );
+    for file in &referenced {
+        let (status, headers, body) = get_raw(&env.router, &format!("/v1/docs/{file}")).await;
+        assert_eq!(status, StatusCode::OK, "{file}");
+        assert_eq!(
+            headers[header::CONTENT_SECURITY_POLICY],
+            REFERENCE_CSP,
+            "{file}"
+        );
+        assert!(!body.is_empty(), "{file}");
+    }
+    // The initializer loads the document from this server, relative to the page.
+    let (_, _, initializer) = get_raw(&env.router, "/v1/docs/swagger-initializer.js").await;
+    let initializer = String::from_utf8(initializer).unwrap();
+    assert!(initializer.contains("\"../openapi.json\""), "{initializer}");
+    assert!(!initializer.contains("https://"), "{initializer}");
+    let (status, _, _) = get_raw(&env.router, "/v1/docs/no-such-file.js").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A GET without credentials: status, headers and body bytes.
+async fn get_raw(app: &axum::Router, uri: &str) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let request = Request::builder().uri(uri).body(Body::empty()).unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await
         .unwrap();
-    let html = String::from_utf8(html.to_vec()).unwrap();
-    assert!(
-        html.contains("Canopy public API") && html.contains("/v1/project/{project}/users"),
-        "the reference page embeds the document"
-    );
+    (status, headers, body.to_vec())
 }
 
 /// Every `$ref` in `value`, as JSON pointers into the document.

@@ -217,8 +217,7 @@ async fn approvals_are_decided_once(backend: Backend) {
 async fn a_fresh_store_gets_a_first_admin(backend: Backend) {
     let db = TestDb::new(backend).await;
     let store = store(&db).await;
-    let schema = canopy::datasource::DataSourceSchema::default();
-    let done = bootstrap::bootstrap(&store, &schema, "root@acme.io", None)
+    let done = bootstrap::bootstrap(&store, "root@acme.io", None)
         .await
         .unwrap();
     let admin = done.first_admin.unwrap();
@@ -226,13 +225,81 @@ async fn a_fresh_store_gets_a_first_admin(backend: Backend) {
     assert!(done.granted_admin);
     let user = store.user_by_email("ROOT@acme.io").await.unwrap().unwrap();
     assert_eq!(user.permission_level, PermissionLevel::Admin);
+    // The Admin role's rights are the `"*"` wildcard, not the names served at this start.
+    let admin_role = user.role.as_ref().unwrap().id;
+    let document = store.environment_document().await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&document).unwrap()["collections"]["*"]["actions"]["*"]["triggerEnabled"],
+        serde_json::json!({"roles": [admin_role]})
+    );
+    assert_eq!(
+        document,
+        bootstrap::full_rights(&canopy::platform::documents::Grant::Roles {
+            roles: vec![admin_role]
+        })
+    );
     let hash = store.password_hash(user.id).await.unwrap().unwrap();
     assert!(canopy::platform::password::verify(&admin.password, &hash));
     // A second start changes nothing.
-    let again = bootstrap::bootstrap(&store, &schema, "root@acme.io", None)
+    let again = bootstrap::bootstrap(&store, "root@acme.io", None)
         .await
         .unwrap();
     assert!(again.first_admin.is_none() && !again.granted_admin);
+    store.close().await;
+}
+
+/// A team's rendering is made with the team (its id known before anyone signs in), and
+/// migration 0016 gives the teams of an older store theirs, in team order, for each environment
+/// the store knows.
+async fn teams_have_their_rendering_from_the_start(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = store(&db).await;
+    let ops = store.create_team(&Actor::System, "Ops").await.unwrap();
+    let sales = store.create_team(&Actor::System, "Sales").await.unwrap();
+    let made = store.rendering_ids_by_team().await.unwrap();
+    assert_eq!(made.len(), 2, "{made:?}");
+    assert!(made[&ops.id] < made[&sales.id]);
+    assert!(
+        store
+            .rendering_document(made[&ops.id])
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // An older store: teams without renderings, two environments with permissions.
+    store
+        .set_environment_document(&Actor::System, &EnvironmentPermissions::default())
+        .await
+        .unwrap();
+    store
+        .for_environment("staging")
+        .set_environment_document(&Actor::System, &EnvironmentPermissions::default())
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM renderings")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = 16")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    store.close().await;
+    let store = self::store(&db).await;
+    for environment in ["production", "staging"] {
+        let ids = store
+            .for_environment(environment)
+            .rendering_ids_by_team()
+            .await
+            .unwrap();
+        assert_eq!(
+            ids.keys().copied().collect::<Vec<_>>(),
+            [ops.id, sales.id],
+            "{environment}"
+        );
+        assert!(ids[&ops.id] < ids[&sales.id], "{environment}: {ids:?}");
+    }
     store.close().await;
 }
 
@@ -241,6 +308,7 @@ async fn store_sqlite() {
     writes_are_logged_and_served_as_documents(Backend::Sqlite).await;
     approvals_are_decided_once(Backend::Sqlite).await;
     a_fresh_store_gets_a_first_admin(Backend::Sqlite).await;
+    teams_have_their_rendering_from_the_start(Backend::Sqlite).await;
 }
 
 #[tokio::test]
@@ -248,6 +316,7 @@ async fn store_postgres() {
     writes_are_logged_and_served_as_documents(Backend::Postgres).await;
     approvals_are_decided_once(Backend::Postgres).await;
     a_fresh_store_gets_a_first_admin(Backend::Postgres).await;
+    teams_have_their_rendering_from_the_start(Backend::Postgres).await;
 }
 
 /// Several instances starting at once on one PostgreSQL store migrate it once (sqlx's advisory

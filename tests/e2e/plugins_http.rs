@@ -846,7 +846,82 @@ async fn a_looping_plugin_is_bounded_and_its_breaker_opens_while_other_routes_an
     assert_eq!(attribute(&body, "ok"), [json!(2)]);
 }
 
+/// Issue 21: the first start gives the Admin role `"*"`, stored as the wildcard, so an action a
+/// plugin adds on a later reload is the admin's at once (it was a 403
+/// `CustomActionTriggerForbiddenError` until granted by hand). A store whose rights were given by
+/// name (a first start before the wildcard) keeps them, and a reload that adds an action no role
+/// may trigger names it in its report (and warns in the log).
+async fn an_action_a_reload_adds_is_the_admins_through_the_wildcard(backend: Backend) {
+    let shop = Shop::new(backend).await;
+    // The first start serves no plugin: no action at all.
+    std::fs::remove_file(shop.plugins.join("shop.wasm")).unwrap();
+    let (served, app) = shop.serve().await.unwrap();
+    let store = served.platform().store.clone();
+    let document = serde_json::to_value(store.environment_document().await.unwrap()).unwrap();
+    assert!(
+        document["collections"]["*"]["actions"]["*"]["triggerEnabled"]["roles"].is_array(),
+        "{document}"
+    );
+    let mark = "/forest/_actions/customers/1/mark-as-vip?timezone=UTC";
+    let (status, _, body) = send(
+        &app,
+        post(mark, &selection("customers", &["3"], &json!({}))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "no such action yet: {body}");
+
+    shop.install("shop_plugin", "shop");
+    let report = served.reload().await.unwrap();
+    assert!(
+        report.untriggerable.is_empty(),
+        "{:?}",
+        report.untriggerable
+    );
+    let (status, _, body) = send(
+        &app,
+        post(mark, &selection("customers", &["3"], &json!({}))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["success"], "1 customers are now VIP");
+
+    // Rights by name, as an earlier first start gave them: the new actions are nobody's.
+    let admin = store.role_by_name("Admin").await.unwrap().unwrap().id;
+    let by_name: canopy::platform::EnvironmentPermissions = serde_json::from_value(json!({
+        "collections": {"customers": {
+            "collection": {"browseEnabled": {"roles": [admin]}, "readEnabled": {"roles": [admin]}},
+            "actions": {}}}
+    }))
+    .unwrap();
+    store
+        .set_environment_document(&canopy::platform::Actor::System, &by_name)
+        .await
+        .unwrap();
+    std::fs::remove_file(shop.plugins.join("shop.wasm")).unwrap();
+    served.reload().await.unwrap();
+    shop.install("shop_plugin", "shop");
+    let report = served.reload().await.unwrap();
+    assert!(
+        report
+            .untriggerable
+            .contains(&"customers.Mark as VIP".to_owned()),
+        "{:?}",
+        report.untriggerable
+    );
+    let (status, _, body) = send(
+        &app,
+        post(mark, &selection("customers", &["4"], &json!({}))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["errors"][0]["name"],
+        "CustomActionTriggerForbiddenError"
+    );
+}
+
 on_all_backends!(
+    an_action_a_reload_adds_is_the_admins_through_the_wildcard,
     computed_fields_of_the_shop_plugin_are_served_through_relations,
     the_shop_plugin_hook_refuses_bad_emails_and_lowercases_good_ones,
     the_shop_plugin_segments_and_searches_filter_the_lists,

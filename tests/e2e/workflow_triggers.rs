@@ -247,8 +247,8 @@ async fn end_runs(store: &Store, workflow: &str) {
 }
 
 /// Each status of the spec's table, and for each one a request also wrong in every later way:
-/// the earlier status wins. 400 (URL) → 401 → 429 → 404 → 400 (superseded) → 403 → 400 (body)
-/// → 409, then 202.
+/// the earlier status wins. 401 (no application token) → 400 (URL) → 401 (token) → 429 → 404 →
+/// 400 (superseded) → 403 → 400 (body) → 409, then 202.
 async fn every_webhook_status_in_its_check_order(backend: Backend) {
     let env = serve(backend, 1_000).await;
     let app = &env.router;
@@ -275,12 +275,23 @@ async fn every_webhook_status_in_its_check_order(backend: Backend) {
         String::from_utf8(bytes).unwrap()
     };
 
-    // 400: the URL, even without a token and with a bad body.
+    // 401 first: no application token at all (none, or a session token: the webhook takes
+    // application tokens), whatever the URL and the body, as every `/v1` operation documents.
     let got = post(tampered.clone(), None, "not json").await;
+    refused(&got, StatusCode::UNAUTHORIZED, "unauthorized");
+    let got = post(tampered.clone(), Some(ann.clone()), good).await;
+    refused(&got, StatusCode::UNAUTHORIZED, "unauthorized");
+    // 400: the URL, with a token (checked after the URL, even when it is unknown) and a bad body.
+    let got = post(tampered.clone(), Some("cnp_nope".into()), "not json").await;
     refused(&got, StatusCode::BAD_REQUEST, "invalid_webhook_url");
-    let got = post(hook[..hook.len() - 4].to_owned(), None, good).await;
+    let got = post(
+        hook[..hook.len() - 4].to_owned(),
+        Some(ann_token.clone()),
+        good,
+    )
+    .await;
     refused(&got, StatusCode::BAD_REQUEST, "invalid_webhook_url");
-    // 401: no token, a bad one, a session token (the webhook takes application tokens).
+    // 401: no token, a bad one, a session token on a good URL.
     let got = post(hook.clone(), None, "not json").await;
     refused(&got, StatusCode::UNAUTHORIZED, "unauthorized");
     let got = post(hook.clone(), Some("cnp_nope".into()), good).await;

@@ -274,7 +274,9 @@ pub async fn startup(
         }
         return Ok(());
     };
-    let view = SchemaView::served(schema);
+    // The names of the agents that take their permissions from this Canopy count too.
+    let apimap = store.apimap().await?;
+    let view = SchemaView::served(schema).with_agents(apimap.as_ref().map(|a| &a.document));
     let checked = declarative::load(path, Some(&view))?;
     for warning in &checked.warnings {
         tracing::warn!(file = %path.display(), "{warning}");

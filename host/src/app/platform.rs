@@ -210,7 +210,7 @@ impl Platform {
         let email = std::env::var("CANOPY_ADMIN_EMAIL")
             .unwrap_or_else(|_| bootstrap::DEFAULT_ADMIN_EMAIL.to_owned());
         let password = std::env::var("CANOPY_ADMIN_PASSWORD").ok();
-        let done = bootstrap::bootstrap(&self.store, schema, &email, password.as_deref())
+        let done = bootstrap::bootstrap(&self.store, &email, password.as_deref())
             .await
             .context("creating the first admin")?;
         if let Some(admin) = &done.first_admin {

@@ -199,6 +199,13 @@ impl Reload for Served {
                 customizations,
                 ..
             }) => {
+                let previous = self.state.load_full();
+                let untriggerable = self
+                    .untriggerable_new_actions(
+                        previous.datasource.schema(),
+                        state.datasource.schema(),
+                    )
+                    .await;
                 self.current.store(Arc::new(router));
                 self.state.store(state);
                 let count = plugins.plugins.len();
@@ -219,6 +226,7 @@ impl Reload for Served {
                     plugins: count,
                     customizations,
                     millis,
+                    untriggerable,
                 })
             }
             Err(error) => {
@@ -230,6 +238,61 @@ impl Reload for Served {
                 Err(message)
             }
         }
+    }
+}
+
+impl Served {
+    /// The actions `new` serves and `old` did not that no role may trigger, each logged as a
+    /// warning: a plugin's new action is otherwise a silent 403 for everyone, its author
+    /// included (a store whose rights are the `"*"` wildcard has none). Rights kept by another
+    /// permission server (`--server-url`) are not looked at.
+    async fn untriggerable_new_actions(
+        &self,
+        old: &crate::datasource::DataSourceSchema,
+        new: &crate::datasource::DataSourceSchema,
+    ) -> Vec<String> {
+        if self.platform.remote.is_some() {
+            return Vec::new();
+        }
+        let added: Vec<(&str, &str)> = new
+            .collections
+            .iter()
+            .flat_map(|(collection, schema)| {
+                schema
+                    .actions
+                    .keys()
+                    .map(move |a| (collection.as_str(), a.as_str()))
+            })
+            .filter(|(collection, action)| {
+                !old.collections
+                    .get(*collection)
+                    .is_some_and(|c| c.actions.contains_key(*action))
+            })
+            .collect();
+        if added.is_empty() {
+            return Vec::new();
+        }
+        let document = match self.platform.store.environment_document().await {
+            Ok(document) => document,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the permissions to check the new actions");
+                return Vec::new();
+            }
+        };
+        document
+            .untriggerable(added)
+            .into_iter()
+            .map(|(collection, action)| {
+                tracing::warn!(
+                    collection = %collection,
+                    action = %action,
+                    "the reload added the action {action:?} of {collection:?}, which no role may \
+                     trigger: grant it (`canopy permissions grant --role ROLE {collection} \
+                     trigger --action '{action}'`, or '*' for every action)"
+                );
+                format!("{collection}.{action}")
+            })
+            .collect()
     }
 }
 

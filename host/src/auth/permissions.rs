@@ -43,7 +43,7 @@ use arc_swap::ArcSwapOption;
 use super::{Error, Result};
 use crate::datasource::{Caller, PermissionLevel};
 use crate::platform::documents::{
-    CollectionPermissions, EnvironmentPermissions, IpWhitelist, Rendering, UserEntry,
+    CollectionRights, EnvironmentPermissions, IpWhitelist, Rendering, UserEntry,
 };
 use crate::platform::{self, PermissionSource};
 
@@ -453,18 +453,18 @@ impl Permissions {
         let environment = self.environment().await?;
         Ok(match &*environment {
             EnvironmentPermissions::AllowAll(all) => *all,
-            EnvironmentPermissions::Collections { collections } => collections
-                .get(collection)
-                .is_some_and(|c| grant_of(c, right).allows(role_id)),
+            EnvironmentPermissions::Collections { collections } => {
+                EnvironmentPermissions::rights(collections, collection)
+                    .is_some_and(|c| grant_of(&c, right).allows(role_id))
+            }
         })
     }
 }
 
 fn grant_of(
-    permissions: &CollectionPermissions,
+    rights: &CollectionRights,
     right: CollectionRight,
 ) -> &crate::platform::documents::Grant {
-    let rights = &permissions.collection;
     match right {
         CollectionRight::Browse => &rights.browse_enabled,
         CollectionRight::Read => &rights.read_enabled,

@@ -4,7 +4,8 @@
 //! requester, with the recorded form values and selection) or reject them.
 //!
 //! Under `/v1/project/{project}/environment/{environment}/approval-requests`, authenticated with
-//! the session token like the agent's routes, errors in the public API's shape
+//! the session token like the agent's routes or with an application token of the `all` scope,
+//! errors in the public API's shape
 //! `{code, message, error}` (plus `data.roleIdsAllowedToApprove` where the agent gives it):
 //! - `POST …` with `{"action": "<name or slug>", "data": {"attributes": {…action body…}}}` files
 //!   a request (201). Only an action that requires an approval of this caller on this selection
@@ -54,7 +55,7 @@ use crate::auth::{self, permissions::ActionRight};
 use crate::datasource::action::{ActionResult, ActionScope};
 use crate::datasource::{Caller, CollectionSchema, PermissionLevel, Projection, pack_id};
 use crate::platform::activity::Action;
-use crate::platform::{Approval, ApprovalStatus, Store};
+use crate::platform::{Approval, ApprovalStatus, Scope, Store};
 
 /// The platform's cap on select-all approvals (`maxRecordsForApproval` default and maximum).
 pub const MAX_RECORDS_FOR_APPROVAL: u64 = 500;
@@ -284,11 +285,30 @@ type Answer = Result<Response, Error>;
 // ------------------------------------------------------------------------------------------------
 // Who is asking
 
-/// The signed-in user of a request (session token), in the `?timezone=` of the request (UTC by
-/// default: these routes are not the agent's), refused unless their address passes the IP
-/// whitelist and they are an enabled user.
+/// The signed-in user of a request, in the `?timezone=` of the request (UTC by default: these
+/// routes are not the agent's), refused unless their address passes the IP whitelist and they are
+/// an enabled user. Either a session token, or one of the user's application tokens
+/// (`Bearer cnp_…`) with the `all` scope, as on the other `/v1` routes that no narrower scope
+/// names: filing and deciding run actions on records as the user, which no `*:read`/`*:write`
+/// scope of the spec covers.
 struct Session {
     context: CallerContext,
+}
+
+/// The claims of an application token's user, read from the store now: their first team and its
+/// rendering, as a session token would carry them.
+async fn token_claims(
+    parts: &mut Parts,
+    state: &SharedState,
+) -> Result<auth::SessionClaims, Error> {
+    let signed_in = super::platform::SignedIn::from_request_parts(parts, state).await?;
+    signed_in.require(Scope::All)?;
+    let user = &signed_in.user;
+    let Some(team) = user.teams.first() else {
+        return Err(Error::insufficient("the token's user is in no team"));
+    };
+    let rendering_id = signed_in.store.rendering_id(team.id).await?;
+    Ok(auth::SessionClaims::for_user(user, team, rendering_id))
 }
 
 impl FromRequestParts<SharedState> for Session {
@@ -298,7 +318,11 @@ impl FromRequestParts<SharedState> for Session {
         parts: &mut Parts,
         state: &SharedState,
     ) -> Result<Self, Self::Rejection> {
-        let Authenticated(claims) = Authenticated::from_request_parts(parts, state).await?;
+        let claims = if super::platform::bearer_api_token(&parts.headers).is_some() {
+            token_claims(parts, state).await?
+        } else {
+            Authenticated::from_request_parts(parts, state).await?.0
+        };
         // The agent routes' private-routes checks: the IP whitelist (§5.7), then an enabled user.
         let permissions = &state.permissions;
         if permissions.ip_whitelist_enabled().await? {

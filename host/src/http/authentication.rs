@@ -1,8 +1,10 @@
 //! `/forest/authentication…`: sign-in, public (no session token, no IP whitelist, as in the
 //! agent, whose router mounts these before its JWT middleware).
 //!
-//! - `POST /authentication {renderingId}` → `{"authorizationUrl"}` (the built-in sign-in page, or
-//!   the OpenID provider's authorization endpoint); a `renderingId` that is NaN → 400.
+//! - `POST /authentication {renderingId?}` → `{"authorizationUrl"}` (the built-in sign-in page, or
+//!   the OpenID provider's authorization endpoint); a `renderingId` that is NaN → 400. The token's
+//!   rendering is the user's team's, so `renderingId` is optional (the agent requires it) and only
+//!   travels back in `state`.
 //! - `GET /authentication/callback?code&state` → `{token, tokenData}`; an identity error → 401
 //!   `{error, error_description, state}`; a user who may not sign in → 403
 //!   `{error: 403, error_description}`.
@@ -166,9 +168,16 @@ async fn start(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let login = service(&state)?;
-    let rendering_id = js_number(body.get("renderingId"))
-        .ok_or_else(|| agent::Error::validation("Rendering id must be a number"))?;
-    let request = login.begin(&client_state(rendering_id));
+    // Absent (or no body at all): accepted, since the token's rendering never comes from it. A
+    // value that is present must still read as a number, as the agent checks.
+    let state = match body.get("renderingId") {
+        None => "{}".to_owned(),
+        Some(value) => client_state(
+            js_number(Some(value))
+                .ok_or_else(|| agent::Error::validation("Rendering id must be a number"))?,
+        ),
+    };
+    let request = login.begin(&state);
     let base = request_base(&headers, &uri);
     let authorization_url = match login.oidc() {
         Some(provider) => provider

@@ -4,7 +4,8 @@
 //! (`forestServerUrl`) takes its permissions from this one.
 //!
 //! - `GET /liana/v4/permissions/environment`, `/users`, `/renderings/{id}` and
-//!   `GET /liana/v1/ip-whitelist-rules`: the documents of `platform::documents`;
+//!   `GET /liana/v1/ip-whitelist-rules`: the documents of `platform::documents` (the `"*"`
+//!   wildcard written out for the collections and actions of the uploaded schema);
 //! - `POST /forest/apimaps/hashcheck` and `POST /forest/apimaps`: the agent's schema upload at
 //!   start, kept per environment;
 //! - `GET /liana/v4/subscribe-to-events`: server-sent events, a `heartbeat` at once and then
@@ -264,7 +265,19 @@ async fn environment(State(server): State<Arc<LianaServer>>, headers: HeaderMap)
     if let Some(refused) = server.refusal(&headers) {
         return refused;
     }
-    answer(server.store.environment_document().await)
+    answer(served_environment(&server.store).await)
+}
+
+/// The environment document as an agent reads it: `"*"` entries written out for the collections
+/// and actions of the schema the agents uploaded, since the Node agent only looks names up (the
+/// `"*"` entries stay, for another Canopy, which reads them for its own names).
+async fn served_environment(store: &Store) -> platform::Result<platform::EnvironmentPermissions> {
+    let document = store.environment_document().await?;
+    if !document.has_wildcard() {
+        return Ok(document);
+    }
+    let names = store.apimap().await?.map(|a| a.names()).unwrap_or_default();
+    Ok(document.expanded(&names))
 }
 
 async fn users(State(server): State<Arc<LianaServer>>, headers: HeaderMap) -> Response {

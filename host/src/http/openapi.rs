@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 document of the public API `/v1`, generated from the handlers that serve it,
-//! served at `/{prefix}/v1/openapi.json`, with a reference page (Scalar) at `/{prefix}/v1/docs`.
+//! served at `/{prefix}/v1/openapi.json`, with a reference page (Swagger UI, served from the
+//! binary under a strict Content-Security-Policy) at `/{prefix}/v1/docs/`.
 //!
 //! # How a `/v1` module registers its routes
 //!
@@ -46,7 +47,10 @@
 //!   is not documented, or when the document is not valid OpenAPI 3.1; schemathesis
 //!   (`host/tests/openapi.rs`) then checks every documented answer against the real server.
 
+use std::sync::Arc;
+
 use axum::Router;
+use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::get;
@@ -156,7 +160,103 @@ pub fn routes() -> (Router<SharedState>, OpenApi) {
         .map(|(path, item)| (format!("/v1{path}"), item))
         .collect();
     complete(&mut document);
+    add_links(&mut document);
     (router, document)
+}
+
+/// OpenAPI links from each operation that creates a resource to the operations on it, so that a
+/// client (and schemathesis's stateful phase) can follow a create to the `{id}` operations with
+/// the real id: the 2xx answer of `POST …/things` names `id` for every operation of
+/// `…/things/{id}` and below whose other path parameters are the project and environment (a
+/// step `{index}` or a `{version}` cannot be read from the answer). The manual run of a workflow
+/// (`POST …/workflows/{id}/runs`, answering `runId`) links to the run's operations the same way.
+fn add_links(document: &mut OpenApi) {
+    use utoipa::openapi::link::LinkBuilder;
+
+    const CONTEXT: [&str; 2] = ["{project}", "{environment}"];
+    let operation_ids = |item: &utoipa::openapi::PathItem| -> Vec<String> {
+        [&item.get, &item.put, &item.post, &item.patch, &item.delete]
+            .into_iter()
+            .filter_map(|op| op.as_ref()?.operation_id.clone())
+            .collect()
+    };
+    // Every operation: its path and id.
+    let targets: Vec<(String, String)> = document
+        .paths
+        .paths
+        .iter()
+        .flat_map(|(path, item)| {
+            operation_ids(item)
+                .into_iter()
+                .map(move |id| (path.clone(), id))
+        })
+        .collect();
+    // (creating path, answer field naming the id, the collection path whose `{id}` it fills).
+    let mut sources: Vec<(String, &str, String)> = Vec::new();
+    for (path, item) in &document.paths.paths {
+        if item.post.is_some() && !path.ends_with('}') {
+            sources.push((path.clone(), "id", path.clone()));
+        }
+    }
+    let runs = document
+        .paths
+        .paths
+        .keys()
+        .find(|p| p.ends_with("/workflow-runs"))
+        .cloned();
+    if let Some(runs) = runs {
+        for path in document.paths.paths.keys() {
+            if path.ends_with("/workflows/{id}/runs") {
+                sources.push((path.clone(), "runId", runs.clone()));
+            }
+        }
+    }
+    for (source, field, collection) in sources {
+        let below = format!("{collection}/{{id}}");
+        let links: Vec<(String, utoipa::openapi::link::Link)> = targets
+            .iter()
+            .filter(|(path, _)| {
+                (path == &below || path.starts_with(&format!("{below}/")))
+                    && path
+                        .split('/')
+                        .filter(|segment| segment.starts_with('{'))
+                        .all(|segment| segment == "{id}" || CONTEXT.contains(&segment))
+            })
+            .map(|(path, operation_id)| {
+                let mut link = LinkBuilder::new()
+                    .operation_id(operation_id)
+                    .parameter("id", format!("$response.body#/{field}"));
+                for context in CONTEXT {
+                    if path.contains(context) && source.contains(context) {
+                        let name = context.trim_matches(['{', '}']);
+                        link = link.parameter(name, format!("$request.path.{name}"));
+                    }
+                }
+                (operation_id.clone(), link.build())
+            })
+            .collect();
+        if links.is_empty() {
+            continue;
+        }
+        let Some(operation) = document
+            .paths
+            .paths
+            .get_mut(&source)
+            .and_then(|item| item.post.as_mut())
+        else {
+            continue;
+        };
+        for (status, response) in operation.responses.responses.iter_mut() {
+            if !status.starts_with('2') {
+                continue;
+            }
+            if let RefOr::T(response) = response {
+                for (name, link) in &links {
+                    response.links.insert(name.clone(), RefOr::T(link.clone()));
+                }
+            }
+        }
+    }
 }
 
 /// `/{prefix}/v1`, to nest at `platform::base_path`: every documented route, the document and the
@@ -168,11 +268,15 @@ pub fn router(state: SharedState, base_path: &str) -> Router {
         // Relative to the server that serves the document: the paths stay `/v1/…`.
         document.servers = Some(vec![Server::new(prefix)]);
     }
-    let document = to_json(&document);
-    let json = document.to_string();
-    let reference = utoipa_scalar::Scalar::new(document)
-        .title("Canopy public API")
-        .to_html();
+    let mut json = to_json(&document);
+    served_names(&mut json, state.datasource.schema());
+    let json = json.to_string();
+    // Relative to the page (`…/v1/docs/`), so that it holds under any prefix.
+    let config = Arc::new(
+        utoipa_swagger_ui::Config::new(["../openapi.json"])
+            // Swagger UI would otherwise send the document to its public validator.
+            .validator_url("none"),
+    );
     routes
         .route(
             DOCUMENT_PATH,
@@ -181,16 +285,108 @@ pub fn router(state: SharedState, base_path: &str) -> Router {
                 async move { typed(super::JSON_CONTENT_TYPE, json) }
             }),
         )
+        // The page's assets are relative to its folder: `docs` → `docs/`.
         .route(
             REFERENCE_PATH,
-            get(move || {
-                let html = reference.clone();
-                async move { typed("text/html; charset=utf-8", html) }
+            get(|| async {
+                reference_headers(
+                    (
+                        StatusCode::PERMANENT_REDIRECT,
+                        [(header::LOCATION, "docs/")],
+                    )
+                        .into_response(),
+                )
             }),
+        )
+        .route(
+            &format!("{REFERENCE_PATH}/"),
+            get({
+                let config = Arc::clone(&config);
+                move || reference_file(String::new(), Arc::clone(&config))
+            }),
+        )
+        .route(
+            &format!("{REFERENCE_PATH}/{{*file}}"),
+            get(move |Path(file): Path<String>| reference_file(file, Arc::clone(&config))),
         )
         .fallback(platform::not_found)
         .method_not_allowed_fallback(platform::method_not_allowed)
         .with_state(state)
+}
+
+/// The request bodies that must name a collection of the served schema (the server refuses any
+/// other with a 400 naming the field), each with its JSON pointer in the served document: the
+/// schema there gets the served names as its `enum`. Filters (`?collectionName=`) stay free text:
+/// a collection served no more still matches the entries written while it was.
+const COLLECTION_FIELDS: [&str; 2] = [
+    "/components/schemas/NewNoteSchema/properties/collectionName",
+    "/components/schemas/WorkflowDefinition/properties/collection",
+];
+
+/// Gives the fields of [`COLLECTION_FIELDS`] the collections `schema` serves as their `enum`.
+fn served_names(document: &mut serde_json::Value, schema: &crate::datasource::DataSourceSchema) {
+    let names: Vec<&String> = schema.collections.keys().collect();
+    for pointer in COLLECTION_FIELDS {
+        if let Some(serde_json::Value::Object(field)) = document.pointer_mut(pointer) {
+            field.insert("enum".to_owned(), serde_json::json!(names));
+        }
+    }
+}
+
+/// The reference page's Content-Security-Policy: the strict policy of the sign-in page
+/// (`http::authentication::html`: nothing framed, no `<base>`), with the page's own scripts,
+/// styles and the document allowed from this origin only, images also as `data:` (Swagger UI's
+/// icons), and no inline script (Swagger UI's page has none: its configuration is the
+/// `swagger-initializer.js` file).
+pub const REFERENCE_CSP: &str = "default-src 'self'; img-src 'self' data:; object-src 'none'; \
+     frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/// One file of the reference page (Swagger UI's dist, embedded in the binary at build time by
+/// `utoipa-swagger-ui`'s `vendored` feature): `""` is its `index.html`.
+async fn reference_file(file: String, config: Arc<utoipa_swagger_ui::Config<'static>>) -> Response {
+    let found = match utoipa_swagger_ui::serve(&file, config) {
+        Ok(found) => found,
+        Err(error) => {
+            tracing::error!(%error, file, "the reference page could not be served");
+            return reference_headers(StatusCode::INTERNAL_SERVER_ERROR.into_response());
+        }
+    };
+    let Some(found) = found else {
+        return reference_headers(platform::not_found().await);
+    };
+    let content_type = HeaderValue::from_str(&found.content_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    reference_headers(
+        (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, content_type),
+                // The files change with the binary only; the page is checked at each visit.
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            ],
+            found.bytes.into_owned(),
+        )
+            .into_response(),
+    )
+}
+
+/// The reference page's security headers, on each of its answers.
+fn reference_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(REFERENCE_CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
 }
 
 fn typed(content_type: &'static str, body: String) -> Response {

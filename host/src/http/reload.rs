@@ -40,6 +40,9 @@ pub struct ReloadReport {
     pub customizations: usize,
     /// Time from the request to the swap.
     pub millis: u64,
+    /// The actions this reload added that no role may trigger (`collection.action`): until
+    /// someone grants them, everyone gets 403 on them.
+    pub untriggerable: Vec<String>,
 }
 
 /// The router generation served now; cloned (an `Arc`) by every request at its start.
@@ -107,6 +110,7 @@ async fn reload(State(admin): State<Arc<Admin>>, request: Request) -> Response {
             "plugins": report.plugins,
             "customizations": report.customizations,
             "durationMs": report.millis,
+            "untriggerableActions": report.untriggerable,
         })),
         // The old generation is still served: the request was understood, the new set refused.
         Err(message) => super::json_with(

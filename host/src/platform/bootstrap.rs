@@ -1,16 +1,22 @@
 //! The first start of a store: with no user yet, creates the first admin (role `Admin`, team
 //! `Operations`) and prints how to sign in; with no permissions yet for this environment, gives
-//! the `Admin` role every right on every collection and action served. Everyone else starts with
-//! no rights at all, so a fresh install is closed by default.
+//! the `Admin` role every right on every collection and action, as the `"*"` wildcard (so those
+//! served later are covered too). Everyone else starts with no rights at all, so a fresh install
+//! is closed by default.
+//!
+//! A store whose first start predates the wildcard keeps the rights it was given by name: they
+//! are the administrators' to change (`canopy permissions grant --role Admin '*' all`), and a
+//! reload that serves an action no role may trigger says so in the log.
 
 use std::collections::BTreeMap;
 
 use super::documents::{
     ActionPermissions, CollectionPermissions, CollectionRights, EnvironmentPermissions, Grant,
+    WILDCARD,
 };
 use super::store::{Actor, NewUser, Store};
 use super::{Result, password};
-use crate::datasource::{DataSourceSchema, PermissionLevel};
+use crate::datasource::PermissionLevel;
 
 /// The first admin's email when none is configured.
 pub const DEFAULT_ADMIN_EMAIL: &str = "admin@canopy.local";
@@ -35,12 +41,7 @@ pub struct Bootstrapped {
 
 /// Makes a fresh store usable; does nothing to a store that already has users and permissions.
 /// `password` is the first admin's (a random one is generated when `None`).
-pub async fn bootstrap(
-    store: &Store,
-    schema: &DataSourceSchema,
-    email: &str,
-    password: Option<&str>,
-) -> Result<Bootstrapped> {
+pub async fn bootstrap(store: &Store, email: &str, password: Option<&str>) -> Result<Bootstrapped> {
     let mut done = Bootstrapped {
         first_admin: first_admin(store, email, password).await?,
         granted_admin: false,
@@ -48,12 +49,9 @@ pub async fn bootstrap(
     if !store.has_environment_document().await?
         && let Some(role) = store.role_by_name(ADMIN_ROLE).await?
     {
-        let document = full_rights(
-            schema,
-            &Grant::Roles {
-                roles: vec![role.id],
-            },
-        );
+        let document = full_rights(&Grant::Roles {
+            roles: vec![role.id],
+        });
         store
             .set_environment_document(&Actor::System, &document)
             .await?;
@@ -62,49 +60,36 @@ pub async fn bootstrap(
     Ok(done)
 }
 
-/// Every right on every collection and action of `schema`, for `grant`; no approval required.
-pub fn full_rights(schema: &DataSourceSchema, grant: &Grant) -> EnvironmentPermissions {
-    let collections = schema
-        .collections
-        .iter()
-        .map(|(name, collection)| {
-            let actions = collection
-                .actions
-                .keys()
-                .map(|action| {
-                    (
-                        action.clone(),
-                        ActionPermissions {
-                            trigger_enabled: grant.clone(),
-                            user_approval_enabled: grant.clone(),
-                            self_approval_enabled: grant.clone(),
-                            ..ActionPermissions::default()
-                        },
-                    )
-                })
-                .collect::<BTreeMap<_, _>>();
-            (
-                name.clone(),
-                CollectionPermissions {
-                    collection: CollectionRights {
-                        browse_enabled: grant.clone(),
-                        read_enabled: grant.clone(),
-                        edit_enabled: grant.clone(),
-                        add_enabled: grant.clone(),
-                        delete_enabled: grant.clone(),
-                        export_enabled: grant.clone(),
-                    },
-                    actions,
-                },
-            )
-        })
-        .collect();
+/// Every right on every collection and action, for `grant`; no approval required. Written as the
+/// `"*"` wildcard, so that collections and actions served later (a plugin reloaded with a new
+/// action) are covered too: the admin who adds an action may run it at once.
+pub fn full_rights(grant: &Grant) -> EnvironmentPermissions {
+    let action = ActionPermissions {
+        trigger_enabled: grant.clone(),
+        user_approval_enabled: grant.clone(),
+        self_approval_enabled: grant.clone(),
+        ..ActionPermissions::default()
+    };
+    let collections = BTreeMap::from([(
+        WILDCARD.to_owned(),
+        CollectionPermissions {
+            collection: CollectionRights {
+                browse_enabled: grant.clone(),
+                read_enabled: grant.clone(),
+                edit_enabled: grant.clone(),
+                add_enabled: grant.clone(),
+                delete_enabled: grant.clone(),
+                export_enabled: grant.clone(),
+            },
+            actions: BTreeMap::from([(WILDCARD.to_owned(), action)]),
+        },
+    )]);
     EnvironmentPermissions::Collections { collections }
 }
 
 /// With no user yet, creates the first admin (role `Admin`, team `Operations`, level admin) and
 /// returns them with the password to print once; `None` when the store has users. `canopy init`
-/// calls this alone: the Admin role's rights need the served schema, given at the first start.
+/// calls this alone: the Admin role's rights are given at the first start of `serve`.
 pub async fn first_admin(
     store: &Store,
     email: &str,

@@ -761,8 +761,26 @@ impl Store {
         })
     }
 
+    /// Adds a team, with its rendering in this environment (whose id, the `renderingId` of its
+    /// users' session tokens, is known from now on: `canopy teams list`, the admin API).
     pub async fn create_team(&self, actor: &Actor, name: &str) -> Result<Team> {
-        let id = self.insert_named("teams", "team", name).await?;
+        let trimmed = name.trim();
+        if trimmed.is_empty() {
+            return Err(Error::Invalid("a team needs a name".to_owned()));
+        }
+        let mut tx = self.pool.begin().await?;
+        let id: i64 = sqlx::query(
+            "INSERT INTO teams (project, name, created_at) VALUES ($1, $2, $3) RETURNING id",
+        )
+        .bind(&self.project)
+        .bind(trimmed)
+        .bind(now_ms())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| Error::from_insert(e, || format!("a team named {trimmed:?} already exists")))?
+        .try_get(0)?;
+        add_rendering(&mut *tx, &self.project, &self.environment, id).await?;
+        tx.commit().await?;
         self.admin_log(
             actor,
             "add",
@@ -986,27 +1004,39 @@ impl Store {
         Ok(())
     }
 
-    /// The rendering id of a team in this environment, created on first use.
+    /// The rendering id of a team in this environment. Teams get theirs when they are created
+    /// (and migration 0016 gave the older ones theirs); a team created while this store served
+    /// another environment gets its rendering here, on first use.
     pub async fn rendering_id(&self, team_id: i64) -> Result<i64> {
-        sqlx::query(
-            "INSERT INTO renderings (project, environment, team_id, document, updated_at) \
-             VALUES ($1, $2, $3, '{}', $4) ON CONFLICT (project, environment, team_id) DO NOTHING",
+        let find = || {
+            sqlx::query(
+                "SELECT id FROM renderings WHERE project = $1 AND environment = $2 \
+                 AND team_id = $3",
+            )
+            .bind(&self.project)
+            .bind(&self.environment)
+            .bind(team_id)
+        };
+        if let Some(row) = find().fetch_optional(&self.pool).await? {
+            return Ok(row.try_get(0)?);
+        }
+        let mut conn = self.pool.acquire().await?;
+        add_rendering(&mut *conn, &self.project, &self.environment, team_id).await?;
+        Ok(find().fetch_one(&mut *conn).await?.try_get(0)?)
+    }
+
+    /// Each team's rendering id in this environment (team id → rendering id).
+    pub async fn rendering_ids_by_team(&self) -> Result<BTreeMap<i64, i64>> {
+        let rows = sqlx::query(
+            "SELECT team_id, id FROM renderings WHERE project = $1 AND environment = $2",
         )
         .bind(&self.project)
         .bind(&self.environment)
-        .bind(team_id)
-        .bind(now_ms())
-        .execute(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(sqlx::query(
-            "SELECT id FROM renderings WHERE project = $1 AND environment = $2 AND team_id = $3",
-        )
-        .bind(&self.project)
-        .bind(&self.environment)
-        .bind(team_id)
-        .fetch_one(&self.pool)
-        .await?
-        .try_get(0)?)
+        rows.iter()
+            .map(|row| Ok::<_, Error>((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?)))
+            .collect()
     }
 
     /// A rendering of this environment by id, with its team.
@@ -1365,6 +1395,28 @@ impl PermissionSource for Store {
     fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
+}
+
+/// Gives `team_id` its (empty) rendering in `environment`, if it has none: the one way a
+/// rendering is created (a team created by the CLI, the admin API or `permissions.toml`, and the
+/// fallback of [`Store::rendering_id`]), so that its id follows its team's creation.
+pub(super) async fn add_rendering(
+    conn: &mut sqlx::AnyConnection,
+    project: &str,
+    environment: &str,
+    team_id: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO renderings (project, environment, team_id, document, updated_at) \
+         VALUES ($1, $2, $3, '{}', $4) ON CONFLICT (project, environment, team_id) DO NOTHING",
+    )
+    .bind(project)
+    .bind(environment)
+    .bind(team_id)
+    .bind(now_ms())
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// What the `renderings.document` column holds (the team comes from the `teams` table).

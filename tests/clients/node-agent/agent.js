@@ -26,7 +26,16 @@ async function main() {
     instantCacheRefresh: process.env.INSTANT_CACHE_REFRESH !== 'false',
     loggerLevel: 'Info',
     logger: (level, message) => console.error(`[${level}] ${message}`),
-  }).addDataSource(createSqlDataSource(required('DATABASE_URL')));
+  })
+    .addDataSource(createSqlDataSource(required('DATABASE_URL')))
+    // An action of the agent's own, which Canopy (its permission server) only knows from the
+    // schema the agent uploads.
+    .customizeCollection('books', books =>
+      books.addAction('Mark as read', {
+        scope: 'Single',
+        execute: (context, resultBuilder) => resultBuilder.success('Marked as read'),
+      }),
+    );
 
   agent.mountOnStandaloneServer(port, '127.0.0.1');
   await agent.start();

@@ -8,7 +8,9 @@ use crate::platform::declarative::{self, Part};
 
 #[derive(Debug, Subcommand)]
 pub enum TeamsCommand {
-    /// List the teams and their members.
+    /// List the teams, the id of each one's rendering in this environment (the `renderingId`
+    /// of its users' session tokens, which `/liana/v4/permissions/renderings/{id}` serves to
+    /// other agents) and their members.
     List,
     /// Add a team.
     Add { name: String },
@@ -35,7 +37,8 @@ pub(super) async fn teams(store: &Store, command: TeamsCommand, json: bool) -> a
         TeamsCommand::List => {
             let teams = store.teams().await?;
             let users = store.users().await?;
-            let rows: Vec<(i64, String, Vec<&str>)> = teams
+            let renderings = store.rendering_ids_by_team().await?;
+            let rows: Vec<(i64, String, Option<i64>, Vec<&str>)> = teams
                 .iter()
                 .map(|team| {
                     let members = users
@@ -43,31 +46,51 @@ pub(super) async fn teams(store: &Store, command: TeamsCommand, json: bool) -> a
                         .filter(|u| u.teams.iter().any(|t| t.id == team.id))
                         .map(|u| u.email.as_str())
                         .collect();
-                    (team.id, team.name.clone(), members)
+                    let rendering = renderings.get(&team.id).copied();
+                    (team.id, team.name.clone(), rendering, members)
                 })
                 .collect();
             if json {
                 let out: Vec<_> = rows
                     .iter()
-                    .map(|(id, name, members)| {
-                        serde_json::json!({"id": id, "name": name, "members": members})
+                    .map(|(id, name, rendering, members)| {
+                        serde_json::json!({"id": id, "name": name, "renderingId": rendering,
+                            "members": members})
                     })
                     .collect();
                 return print_json(&out);
             }
             let rows: Vec<Vec<String>> = rows
                 .into_iter()
-                .map(|(id, name, members)| vec![id.to_string(), name, table::list(members)])
+                .map(|(id, name, rendering, members)| {
+                    vec![
+                        id.to_string(),
+                        name,
+                        rendering.map_or_else(|| "-".to_owned(), |r| r.to_string()),
+                        table::list(members),
+                    ]
+                })
                 .collect();
-            super::emit(&table::render(&["ID", "NAME", "MEMBERS"], &rows));
+            super::emit(&table::render(
+                &["ID", "NAME", "RENDERING", "MEMBERS"],
+                &rows,
+            ));
         }
         TeamsCommand::Add { name } => {
             declarative::guard(store, Part::Teams).await?;
             let team = store.create_team(&ACTOR, &name).await?;
+            let rendering = store.rendering_id(team.id).await?;
             if json {
-                return print_json(&team);
+                return print_json(
+                    &serde_json::json!({"id": team.id, "name": team.name, "renderingId": rendering}),
+                );
             }
-            println!("Added team {} (id {}).", team.name, team.id);
+            println!(
+                "Added team {} (id {}, rendering {rendering} in environment {}).",
+                team.name,
+                team.id,
+                store.environment()
+            );
         }
         TeamsCommand::Rename { name, new_name } => {
             declarative::guard(store, Part::Teams).await?;

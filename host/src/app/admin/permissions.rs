@@ -12,7 +12,7 @@ use crate::config::StoreConfig;
 use crate::platform::declarative::{self, Part, Right, SchemaView};
 use crate::platform::documents::{
     ActionPermissions, CollectionPermissions, EnvironmentPermissions, Grant, IpWhitelist,
-    RenderingCollection,
+    RenderingCollection, WILDCARD,
 };
 use crate::platform::{Role, Store};
 
@@ -30,17 +30,20 @@ pub enum PermissionsCommand {
     },
     /// Give a role rights on a collection, e.g. `canopy permissions grant --role Support orders
     /// browse read`; with `--action NAME`, rights on one of its actions: trigger, approve,
-    /// self-approve, require-approval. `all` gives every right.
+    /// self-approve, require-approval. `all` gives every right. `'*'` as the collection (or the
+    /// action) is every collection (or action), including those served later:
+    /// `canopy permissions grant --role Admin '*' all --action '*'`.
     Grant {
         #[arg(long)]
         role: String,
-        /// The collection, as the schema names it.
+        /// The collection, as the schema names it, or '*' for every collection.
         collection: String,
         /// Collection rights: browse, read, edit, add, delete, export, all. With --action:
         /// trigger, approve, self-approve, require-approval, all.
         #[arg(required = true)]
         rights: Vec<String>,
-        /// An action of the collection.
+        /// An action of the collection (Canopy's, or of an agent whose permission server this
+        /// is), or '*' for every action.
         #[arg(long)]
         action: Option<String>,
     },
@@ -191,7 +194,7 @@ pub(super) async fn run(
         }
         PermissionsCommand::Ip(command) => ip(store, command, json).await,
         PermissionsCommand::Apply { file, dry_run } => {
-            let view = schema_view(config)?;
+            let view = names_view(store, config).await?;
             let checked = declarative::load(&file, view.as_ref())?;
             for warning in &checked.warnings {
                 eprintln!("Warning: {warning}");
@@ -310,7 +313,10 @@ async fn change(
 ) -> anyhow::Result<()> {
     declarative::guard(store, Part::Roles).await?;
     let role = role(store, role_name).await?;
-    if let Some(view) = schema_view(config)? {
+    check_wildcards(collection, action.as_deref())?;
+    if collection != WILDCARD
+        && let Some(view) = names_view(store, config).await?
+    {
         check_names(&view, collection, action.as_deref())?;
     }
     let all_roles: Vec<i64> = store.roles().await?.iter().map(|r| r.id).collect();
@@ -408,11 +414,23 @@ fn parse_words<T: Copy + PartialEq>(
     Ok(out)
 }
 
+/// `"*"` as the collection takes only `--action '*'` (a rule of one action of every collection
+/// would name nothing); other names must be in the view.
+fn check_wildcards(collection: &str, action: Option<&str>) -> anyhow::Result<()> {
+    if collection == WILDCARD && action.is_some_and(|a| a != WILDCARD) {
+        anyhow::bail!(
+            "the collection \"*\" (every collection) only takes --action '*' (every action)"
+        );
+    }
+    Ok(())
+}
+
 fn check_names(view: &SchemaView, collection: &str, action: Option<&str>) -> anyhow::Result<()> {
     if !view.has_collection(collection) {
         anyhow::bail!("unknown collection {collection:?} (not in {})", view.source);
     }
     if let Some(action) = action
+        && action != WILDCARD
         && !view.has_action(collection, action)
     {
         anyhow::bail!(
@@ -421,6 +439,16 @@ fn check_names(view: &SchemaView, collection: &str, action: Option<&str>) -> any
         );
     }
     Ok(())
+}
+
+/// The names rules may use: the schema file's, and those of the schema the environment's other
+/// agents uploaded (their own actions). `None` without a schema file.
+async fn names_view(store: &Store, config: &StoreConfig) -> anyhow::Result<Option<SchemaView>> {
+    let Some(view) = schema_view(config)? else {
+        return Ok(None);
+    };
+    let apimap = store.apimap().await?;
+    Ok(Some(view.with_agents(apimap.as_ref().map(|a| &a.document))))
 }
 
 async fn edit_rendering(

@@ -137,12 +137,9 @@ impl Permissions {
                 conditions: Vec::new(),
             },
             EnvironmentPermissions::Collections { collections } => {
-                match collections
-                    .get(collection)
-                    .and_then(|c| c.actions.get(action))
-                {
+                match EnvironmentPermissions::action(collections, collection, action) {
                     Some(permissions) => {
-                        let (grant, conditions) = right.of(permissions);
+                        let (grant, conditions) = right.of(&permissions);
                         Rule::Granted {
                             grant: grant.clone(),
                             conditions: conditions.to_vec(),

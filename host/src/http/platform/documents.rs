@@ -18,7 +18,7 @@ use crate::http::{SharedState, json};
 use crate::platform::declarative::{self, Part, Right, SchemaView};
 use crate::platform::documents::{
     ActionPermissions, CollectionPermissions, EnvironmentPermissions, Grant, IpWhitelist,
-    RenderingCollection,
+    RenderingCollection, WILDCARD,
 };
 use crate::platform::{Store, Team};
 
@@ -46,7 +46,11 @@ json_schema!(
     "EnvironmentPermissions",
     json!({
         "description": "`true` (everything allowed), or the rights of each served collection \
-            and of its actions, by role id. Collections, actions and roles must exist.",
+            and of its actions, by role id. Collections, actions and roles must exist; the \
+            collection `*` stands for every collection and the action `*` for every action of \
+            its collection (`*` in `*`: every action), including those served later (a plugin \
+            reloaded, another agent's uploaded schema). Rights add up: a role has a right \
+            given by name or by `*`.",
         "oneOf": [
             {"type": "boolean"},
             {"type": "object", "additionalProperties": false, "properties": {
@@ -224,12 +228,15 @@ async fn set_permissions(
                 Some(_) => return Err(Error::field("collections", "must be an object")),
                 None => serde_json::Map::new(),
             };
-            let view = SchemaView::served(state.datasource.schema());
+            let apimap = store.apimap().await?;
+            let view = SchemaView::served(state.datasource.schema())
+                .with_agents(apimap.as_ref().map(|a| &a.document));
             let roles: BTreeSet<i64> = store.roles().await?.iter().map(|r| r.id).collect();
             let mut out = BTreeMap::new();
             for (name, value) in collections {
                 let at = format!("collections.{name}");
-                if !view.has_collection(&name) {
+                // `"*"`: every collection, those served later too.
+                if name != WILDCARD && !view.has_collection(&name) {
                     return Err(Error::field(&at, "unknown collection"));
                 }
                 let permissions: CollectionPermissions =
@@ -299,7 +306,13 @@ fn check_collection(
     }
     for (action, rights) in &permissions.actions {
         let at = format!("{at}.actions.{action}");
-        if !view.has_action(name, action) {
+        if name == WILDCARD && action != WILDCARD {
+            return Err(Error::field(
+                &at,
+                "the \"*\" collection only takes the \"*\" action (every action)",
+            ));
+        }
+        if action != WILDCARD && !view.has_action(name, action) {
             return Err(Error::field(&at, format!("{name} has no such action")));
         }
         check_action(&at, name, rights, view, roles)?;
@@ -332,6 +345,12 @@ fn check_action(
     ] {
         for (i, condition) in conditions.iter().enumerate() {
             let at = format!("{at}.{key}[{i}]");
+            if collection == WILDCARD {
+                return Err(Error::field(
+                    &at,
+                    "a condition names fields of one collection: it cannot apply to \"*\"",
+                ));
+            }
             if !roles.contains(&condition.role_id) {
                 return Err(Error::field(
                     &format!("{at}.roleId"),

@@ -25,6 +25,7 @@ pub fn routes() -> OpenApiRouter<SharedState> {
 
 /// A team or a role.
 #[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
 #[allow(dead_code, reason = "documentation only: item writes it")]
 pub struct Group {
     /// `team` or `role`.
@@ -32,6 +33,10 @@ pub struct Group {
     object: String,
     id: i64,
     name: String,
+    /// Teams only: the id of the team's rendering in the served environment, the `renderingId`
+    /// of its users' session tokens (and of `/liana/v4/permissions/renderings/{id}`).
+    #[schema(nullable = false)]
+    rendering_id: Option<i64>,
 }
 
 /// Every team, or every role.
@@ -72,35 +77,52 @@ impl Kind {
         }
     }
 
-    async fn all(self, store: &Store) -> Result<Vec<(i64, String)>> {
+    /// Each group as it is answered.
+    async fn all(self, store: &Store) -> Result<Vec<(i64, serde_json::Value)>> {
         Ok(match self {
-            Self::Team => store
-                .teams()
-                .await?
-                .into_iter()
-                .map(|t| (t.id, t.name))
-                .collect(),
+            Self::Team => {
+                let renderings = store.rendering_ids_by_team().await?;
+                store
+                    .teams()
+                    .await?
+                    .into_iter()
+                    .map(|t| {
+                        let item = team_item(t.id, &t.name, renderings.get(&t.id).copied());
+                        (t.id, item)
+                    })
+                    .collect()
+            }
             Self::Role => store
                 .roles()
                 .await?
                 .into_iter()
-                .map(|r| (r.id, r.name))
+                .map(|r| (r.id, item(self, r.id, &r.name)))
                 .collect(),
         })
     }
 
-    async fn find(self, store: &Store, raw: &str) -> Result<(i64, String)> {
+    async fn find(self, store: &Store, raw: &str) -> Result<serde_json::Value> {
         let id = id("id", raw)?;
         self.all(store)
             .await?
             .into_iter()
             .find(|(found, _)| *found == id)
+            .map(|(_, item)| item)
             .ok_or_else(|| Error::NotFound(format!("{} {id} not found", self.name())))
     }
 }
 
 fn item(kind: Kind, id: i64, name: &str) -> serde_json::Value {
     json!({"object": kind.name(), "id": id, "name": name})
+}
+
+/// A team, with its rendering's id in the served environment (when it has one there).
+fn team_item(id: i64, name: &str, rendering_id: Option<i64>) -> serde_json::Value {
+    let mut item = item(Kind::Team, id, name);
+    if let Some(rendering_id) = rendering_id {
+        item["renderingId"] = json!(rendering_id);
+    }
+    item
 }
 
 fn name_of(body: &serde_json::Map<String, serde_json::Value>) -> Result<String> {
@@ -116,19 +138,18 @@ fn name_of(body: &serde_json::Map<String, serde_json::Value>) -> Result<String> 
 
 async fn list(kind: Kind, admin: Admin, project: String) -> Result<Response> {
     let store = admin.project(&project)?;
-    let items: Vec<_> = kind
-        .all(store)
-        .await?
-        .iter()
-        .map(|(id, name)| item(kind, *id, name))
-        .collect();
+    let items: Vec<_> = kind.all(store).await?.into_iter().map(|(_, i)| i).collect();
     Ok(json(&json!({"data": items})))
 }
 
 async fn read(kind: Kind, admin: Admin, project: String, raw: String) -> Result<Response> {
     let store = admin.project(&project)?;
-    let (id, name) = kind.find(store, &raw).await?;
-    Ok(json(&item(kind, id, &name)))
+    Ok(json(&kind.find(store, &raw).await?))
+}
+
+/// The name of a group as answered.
+fn name_in(item: &serde_json::Value) -> String {
+    item["name"].as_str().unwrap_or_default().to_owned()
 }
 
 async fn create(
@@ -141,17 +162,18 @@ async fn create(
     let name = name_of(&body)?;
     declarative::guard(store, kind.part()).await?;
     let actor = admin.actor();
-    let (id, name) = match kind {
+    let created = match kind {
         Kind::Team => {
             let team = store.create_team(&actor, &name).await?;
-            (team.id, team.name)
+            let rendering_id = store.rendering_id(team.id).await?;
+            team_item(team.id, &team.name, Some(rendering_id))
         }
         Kind::Role => {
             let role = store.create_role(&actor, &name).await?;
-            (role.id, role.name)
+            item(kind, role.id, &role.name)
         }
     };
-    Ok(json_with(StatusCode::CREATED, &item(kind, id, &name)))
+    Ok(json_with(StatusCode::CREATED, &created))
 }
 
 async fn rename(
@@ -163,19 +185,21 @@ async fn rename(
 ) -> Result<Response> {
     let store = admin.project(&project)?;
     let new_name = name_of(&body)?;
-    let (id, name) = kind.find(store, &raw).await?;
+    let mut found = kind.find(store, &raw).await?;
+    let name = name_in(&found);
     declarative::guard(store, kind.part()).await?;
     let actor = admin.actor();
     let renamed = match kind {
         Kind::Team => store.rename_team(&actor, &name, &new_name).await?.name,
         Kind::Role => store.rename_role(&actor, &name, &new_name).await?.name,
     };
-    Ok(json(&item(kind, id, &renamed)))
+    found["name"] = json!(renamed);
+    Ok(json(&found))
 }
 
 async fn remove(kind: Kind, admin: Admin, project: String, raw: String) -> Result<Response> {
     let store = admin.project(&project)?;
-    let (_, name) = kind.find(store, &raw).await?;
+    let name = name_in(&kind.find(store, &raw).await?);
     declarative::guard(store, kind.part()).await?;
     let actor = admin.actor();
     match kind {

@@ -64,7 +64,8 @@ struct RunsQuery {
     /// The runs on one collection's records.
     #[param(rename = "collectionName", nullable = false, min_length = 1)]
     collection_name: Option<String>,
-    /// The runs on one record (packed form for composite keys); needs `collectionName`.
+    /// The runs on one record (packed form for composite keys). Needs `collectionName` (ids
+    /// are only unique within a collection): `recordId` alone is a 400 naming `recordId`.
     #[param(rename = "recordId", nullable = false, min_length = 1)]
     record_id: Option<String>,
     #[param(nullable = false, schema_with = state_schema)]

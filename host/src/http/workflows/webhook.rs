@@ -2,9 +2,11 @@
 //! external system (public-api.md, "Trigger a workflow run"), with an application token.
 //!
 //! The checks run in the order of platform-api.md §2.1, so that a request wrong in two ways gets
-//! the earlier answer:
+//! the earlier answer, except that a request with no application token at all is refused first
+//! (401), as the public API documents every operation: that needs no store either, and tells
+//! nothing about the URL:
 //! 1. the URL's shape and MAC (400), before anything reads the store;
-//! 2. the bearer application token (401: missing, invalid, expired, revoked);
+//! 2. the bearer application token (401: invalid, expired, revoked);
 //! 3. the webhook's rate limit (429 with `Retry-After`), per trigger;
 //! 4. the trigger: unknown, disabled, or no active workflow (404); a superseded URL (400);
 //! 5. the token's user: the `workflows:trigger` or `all` scope, enabled, in a team of this
@@ -82,7 +84,14 @@ pub(crate) struct RunOngoing {
     operation_id = "trigger_workflow_webhook",
     tag = "workflow-triggers",
     params(
-        ("hook" = String, Path, description = "The signed part of the webhook URL, as copied"),
+        // The shape of `workflows::webhook::Hook::parse`: the trigger's UUID, the URL's
+        // version, the signing key's id, the 128-bit MAC in unpadded base64url.
+        ("hook" = String, Path,
+         pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.[1-9][0-9]{0,11}\.[A-Za-z0-9_-]{1,16}\.[A-Za-z0-9_-]{21}[AQgw]$",
+         description = "The signed part of the webhook URL, as copied: \
+            `{triggerId}.{urlVersion}.{keyId}.{mac}`. Only a URL Canopy signed is accepted: \
+            any other (even of this shape) is a 400 `invalid_webhook_url`, checked after the \
+            presence of the bearer token (401) and before anything else"),
     ),
     request_body = WebhookBody,
     responses(
@@ -99,6 +108,10 @@ async fn trigger(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Error> {
     let triggers = state.workflow_triggers.as_ref().ok_or(Error::Unavailable)?;
+    // 0. No application token at all: nothing to check the URL for.
+    let Some(presented) = bearer_api_token(&headers) else {
+        return Err(Error::Unauthorized(crate::http::platform::INVALID_TOKEN));
+    };
     // 1. The URL, before any store access.
     let hook = triggers.verify(&hook).ok_or_else(|| {
         Error::coded(
@@ -109,9 +122,6 @@ async fn trigger(
         )
     })?;
     // 2. The application token (the rate limiter of `/v1` may have checked it already).
-    let Some(presented) = bearer_api_token(&headers) else {
-        return Err(Error::Unauthorized(crate::http::platform::INVALID_TOKEN));
-    };
     let TokenCheck(checked) = match extensions.get::<TokenCheck>() {
         Some(check) => check.clone(),
         None => check_api_token(&state, presented).await,

@@ -418,6 +418,10 @@ impl Run<'_, '_> {
                 .fetch_one(&mut **self.tx)
                 .await?
                 .try_get(0)?;
+                if table == "teams" {
+                    super::super::store::add_rendering(&mut **self.tx, &project, &environment, id)
+                        .await?;
+                }
                 ids.insert(name.clone(), id);
                 self.log(
                     what_resource(what),

@@ -1,6 +1,7 @@
 //! Checks a permissions file whole, before anything is applied, and turns it into what the store
-//! must hold (`Desired`): wildcards expanded against the schema, rights as sets, conditions and
-//! scopes checked against the schema, users' roles and teams checked against the file.
+//! must hold (`Desired`): wildcards kept as `"*"` entries (they cover what is served later), rights
+//! as sets, conditions and scopes checked against the schema, users' roles and teams checked
+//! against the file.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -14,7 +15,7 @@ use super::schema::{SchemaView, check_tree};
 use crate::datasource::PermissionLevel;
 use crate::platform::documents::{
     ActionPermissions, CollectionPermissions, CollectionRights, EnvironmentPermissions, Grant,
-    IpWhitelist, LiveQuerySegment, RenderingCollection, RoleCondition,
+    IpWhitelist, LiveQuerySegment, RenderingCollection, RoleCondition, WILDCARD,
 };
 use crate::platform::store::{normalize_email, parse_level};
 
@@ -532,17 +533,9 @@ fn check_collections(
                 set
             }
         };
-        if collection == "*" {
-            match schema {
-                Some(schema) => {
-                    for name in schema.collection_names() {
-                        if !spec.collections.contains_key(name) {
-                            rights.collections.insert(name.to_owned(), set.clone());
-                        }
-                    }
-                }
-                None => problems.add(&table, &key, NEEDS_SCHEMA),
-            }
+        if collection == WILDCARD {
+            // Kept as the wildcard: it covers the collections served later too.
+            rights.collections.insert(WILDCARD.to_owned(), set);
             continue;
         }
         if wildcard {
@@ -566,9 +559,6 @@ fn check_collections(
     }
 }
 
-const NEEDS_SCHEMA: &str = "\"*\" needs the schema to know the collections: write it first \
-     (`canopy schema`), or let `canopy serve` apply the file";
-
 fn check_actions(
     table: &str,
     spec: &super::file::RoleSpec,
@@ -589,24 +579,11 @@ fn check_actions(
                 );
                 continue;
             }
-            let Some(schema) = schema else {
-                problems.add(&table, &key, NEEDS_SCHEMA);
-                continue;
-            };
-            for name in schema.collection_names() {
-                if spec.actions.contains_key(name) {
-                    continue;
-                }
-                let all: BTreeMap<String, ActionRule> = schema
-                    .actions(name)
-                    .into_iter()
-                    .flatten()
-                    .map(|action| (action.to_owned(), ActionRule::all()))
-                    .collect();
-                if !all.is_empty() {
-                    rights.actions.insert(name.to_owned(), all);
-                }
-            }
+            // Kept as the wildcard: every action of every collection, those added later too.
+            rights.actions.insert(
+                WILDCARD.to_owned(),
+                BTreeMap::from([(WILDCARD.to_owned(), ActionRule::all())]),
+            );
             continue;
         }
         if wildcard {
@@ -628,7 +605,7 @@ fn check_actions(
         }
         let known = |action: &str, problems: &mut Problems| -> bool {
             match schema {
-                Some(schema) if !schema.has_action(collection, action) => {
+                Some(schema) if action != WILDCARD && !schema.has_action(collection, action) => {
                     problems.add(
                         &table,
                         format!("{key}.{}", quote_key(action)),
@@ -644,19 +621,10 @@ fn check_actions(
         };
         let mut out = BTreeMap::new();
         match actions {
-            ActionsSpec::Word(word) if word == "all" => match schema {
-                Some(schema) => {
-                    for action in schema.actions(collection).into_iter().flatten() {
-                        out.insert(action.to_owned(), ActionRule::all());
-                    }
-                }
-                None => problems.add(
-                    &table,
-                    &key,
-                    "\"all\" needs the schema to know the actions: list them by name, or \
-                     write the schema first (`canopy schema`)",
-                ),
-            },
+            // Every action of the collection, those a plugin adds later too.
+            ActionsSpec::Word(word) if word == "all" => {
+                out.insert(WILDCARD.to_owned(), ActionRule::all());
+            }
             ActionsSpec::Word(word) => problems.add(
                 &table,
                 &key,

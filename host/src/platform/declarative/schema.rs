@@ -88,56 +88,31 @@ impl SchemaView {
             .get("collections")
             .and_then(Json::as_array)
             .ok_or_else(|| format!("{} has no `collections` array", path.display()))?;
-        let mut collections = BTreeMap::new();
-        for collection in list {
-            let Some(name) = collection.get("name").and_then(Json::as_str) else {
-                continue;
-            };
-            let mut view = CollectionView::default();
-            for field in collection
-                .get("fields")
-                .and_then(Json::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let Some(field_name) = field.get("field").and_then(Json::as_str) else {
-                    continue;
-                };
-                let relationship = field.get("relationship").and_then(Json::as_str);
-                let reference = field
-                    .get("reference")
-                    .and_then(Json::as_str)
-                    .and_then(|r| r.split('.').next())
-                    .map(str::to_owned);
-                let kind = match (relationship, reference) {
-                    (Some("BelongsTo" | "HasOne"), Some(target)) => FieldView::ToOne(target),
-                    (Some(_), target) => FieldView::ToMany(target.unwrap_or_default()),
-                    _ => FieldView::Column {
-                        read_only: field
-                            .get("isReadOnly")
-                            .and_then(Json::as_bool)
-                            .unwrap_or(false),
-                    },
-                };
-                view.fields.insert(field_name.to_owned(), kind);
-            }
-            for action in collection
-                .get("actions")
-                .and_then(Json::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(action) = action.get("name").and_then(Json::as_str) {
-                    view.actions.insert(action.to_owned());
-                }
-            }
-            collections.insert(name.to_owned(), view);
-        }
         Ok(Some(Self {
-            collections,
+            collections: collection_views(list),
             served: None,
             source: path.display().to_string(),
         }))
+    }
+
+    /// Adds the collections, fields and actions of the schema the environment's other agents
+    /// uploaded (`POST /forest/apimaps`, a JSON:API document), so that rules may name them: a
+    /// Node agent whose permission server is this Canopy has actions of its own. What this view
+    /// already has keeps its description.
+    pub fn with_agents(mut self, apimap: Option<&Json>) -> Self {
+        let list = apimap.map(crate::platform::server::apimap_collections);
+        let Some(list) = list.filter(|l| !l.is_empty()) else {
+            return self;
+        };
+        for (name, view) in collection_views(&list) {
+            let mine = self.collections.entry(name).or_default();
+            mine.actions.extend(view.actions);
+            for (field, kind) in view.fields {
+                mine.fields.entry(field).or_insert(kind);
+            }
+        }
+        self.source = format!("{} or the schema uploaded by the agents", self.source);
+        self
     }
 
     pub fn collection_names(&self) -> impl Iterator<Item = &str> {
@@ -297,4 +272,55 @@ fn check_node(node: &Json, collection: &str, schema: &SchemaView) -> Result<(), 
     ConditionTree::parse(&Json::Object(leaf), collection_schema, served)
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// The views of a schema file's `collections` list (the agent's own keys: `name`, `fields` with
+/// `field`/`relationship`/`reference`/`isReadOnly`, `actions` with `name`).
+fn collection_views(list: &[Json]) -> BTreeMap<String, CollectionView> {
+    let mut collections = BTreeMap::new();
+    for collection in list {
+        let Some(name) = collection.get("name").and_then(Json::as_str) else {
+            continue;
+        };
+        let mut view = CollectionView::default();
+        for field in collection
+            .get("fields")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(field_name) = field.get("field").and_then(Json::as_str) else {
+                continue;
+            };
+            let relationship = field.get("relationship").and_then(Json::as_str);
+            let reference = field
+                .get("reference")
+                .and_then(Json::as_str)
+                .and_then(|r| r.split('.').next())
+                .map(str::to_owned);
+            let kind = match (relationship, reference) {
+                (Some("BelongsTo" | "HasOne"), Some(target)) => FieldView::ToOne(target),
+                (Some(_), target) => FieldView::ToMany(target.unwrap_or_default()),
+                _ => FieldView::Column {
+                    read_only: field
+                        .get("isReadOnly")
+                        .and_then(Json::as_bool)
+                        .unwrap_or(false),
+                },
+            };
+            view.fields.insert(field_name.to_owned(), kind);
+        }
+        for action in collection
+            .get("actions")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(action) = action.get("name").and_then(Json::as_str) {
+                view.actions.insert(action.to_owned());
+            }
+        }
+        collections.insert(name.to_owned(), view);
+    }
+    collections
 }
