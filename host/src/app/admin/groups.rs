@@ -67,7 +67,7 @@ pub(super) async fn teams(store: &Store, command: TeamsCommand, json: bool) -> a
             if json {
                 return print_json(&team);
             }
-            println!("Added team {} (id {}).", team.name, team.id);
+            crate::outln!("Added team {} (id {}).", team.name, team.id);
         }
         TeamsCommand::Rename { name, new_name } => {
             declarative::guard(store, Part::Teams).await?;
@@ -75,7 +75,7 @@ pub(super) async fn teams(store: &Store, command: TeamsCommand, json: bool) -> a
             if json {
                 return print_json(&team);
             }
-            println!("Renamed team {name} to {}.", team.name);
+            crate::outln!("Renamed team {name} to {}.", team.name);
         }
         TeamsCommand::Remove { name } => {
             declarative::guard(store, Part::Teams).await?;
@@ -83,7 +83,7 @@ pub(super) async fn teams(store: &Store, command: TeamsCommand, json: bool) -> a
             if json {
                 return print_json(&serde_json::json!({"removed": name}));
             }
-            println!("Removed team {name}.");
+            crate::outln!("Removed team {name}.");
         }
     }
     Ok(())
@@ -126,9 +126,11 @@ pub(super) async fn roles(store: &Store, command: RolesCommand, json: bool) -> a
             if json {
                 return print_json(&role);
             }
-            println!(
+            crate::outln!(
                 "Added role {} (id {}); grant it rights with `canopy permissions grant --role {:?} COLLECTION RIGHT…`.",
-                role.name, role.id, role.name
+                role.name,
+                role.id,
+                role.name
             );
         }
         RolesCommand::Rename { name, new_name } => {
@@ -137,7 +139,7 @@ pub(super) async fn roles(store: &Store, command: RolesCommand, json: bool) -> a
             if json {
                 return print_json(&role);
             }
-            println!("Renamed role {name} to {}.", role.name);
+            crate::outln!("Renamed role {name} to {}.", role.name);
         }
         RolesCommand::Remove { name } => {
             declarative::guard(store, Part::Roles).await?;
@@ -145,7 +147,7 @@ pub(super) async fn roles(store: &Store, command: RolesCommand, json: bool) -> a
             if json {
                 return print_json(&serde_json::json!({"removed": name}));
             }
-            println!("Removed role {name}.");
+            crate::outln!("Removed role {name}.");
         }
     }
     Ok(())
