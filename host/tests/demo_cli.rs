@@ -241,7 +241,13 @@ async fn the_cli_after_canopy_demo_acts_on_the_demos_store() {
         "each team has its rendering"
     );
     // The server accepts it as the viewer: they read, and may not delete.
-    let (status, _, body) = request(&address, "GET", "/forest/orders/count", &token, "");
+    let (status, _, body) = request(
+        &address,
+        "GET",
+        "/forest/orders/count?timezone=Europe/Paris",
+        &token,
+        "",
+    );
     assert_eq!(status, 200, "{body}");
     let (status, _, body) = request(&address, "DELETE", "/forest/orders/1", &token, "");
     assert_eq!(status, 403, "{body}");
