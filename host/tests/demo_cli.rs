@@ -249,7 +249,13 @@ async fn the_cli_after_canopy_demo_acts_on_the_demos_store() {
         "",
     );
     assert_eq!(status, 200, "{body}");
-    let (status, _, body) = request(&address, "DELETE", "/forest/orders/1", &token, "");
+    let (status, _, body) = request(
+        &address,
+        "DELETE",
+        "/forest/orders/1?timezone=Europe/Paris",
+        &token,
+        "",
+    );
     assert_eq!(status, 403, "{body}");
     refused(
         &dir.0,
