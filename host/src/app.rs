@@ -3,7 +3,6 @@
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use serde_json::{Value as Json, json};
@@ -11,7 +10,6 @@ use tokio::net::TcpListener;
 
 use crate::agent::action::SchemaActions;
 use crate::agent::schema_file::{Meta, SchemaFile};
-use crate::auth::{PermissionLevel, SessionClaims, SessionKey};
 use crate::config::Config;
 use crate::customizer::{AuditTrail, Customization, StackOptions, build_stack_with};
 use crate::datasource::sql::{Options, Pool, SqlDataSource};
@@ -202,7 +200,7 @@ pub async fn typings(
             for warning in &typings.warnings {
                 tracing::warn!("{warning}");
             }
-            print!("{}", typings.source);
+            crate::out!("{}", typings.source);
         }
     }
     Ok(())
@@ -332,29 +330,6 @@ fn prepare_schema(config: &Config, schema: &DataSourceSchema) -> anyhow::Result<
     Ok(())
 }
 
-/// `canopy token`: a session token for local use, signed with the auth secret. The user is an
-/// admin with id 1; only the email is chosen.
-pub fn token(auth_secret: &str, email: &str, expires: &str) -> anyhow::Result<String> {
-    let ttl: Duration = crate::auth::parse_ttl(expires)?;
-    let name = email.split('@').next().unwrap_or(email);
-    let claims = SessionClaims {
-        id: 1,
-        email: email.to_owned(),
-        first_name: name.to_owned(),
-        last_name: String::new(),
-        team: "Operations".to_owned(),
-        team_id: None,
-        role: "Admin".to_owned(),
-        role_id: None,
-        permission_level: PermissionLevel::Admin,
-        rendering_id: 1,
-        tags: Default::default(),
-        iat: 0,
-        exp: 0,
-    };
-    Ok(SessionKey::new(auth_secret).mint(claims, ttl)?)
-}
-
 /// The demo database's seed, kept beside the example's README.
 const SHOP_SEED: &str = include_str!("../../examples/shop/seed.sql");
 
@@ -368,7 +343,7 @@ pub async fn inspect(database_url: &str) -> anyhow::Result<()> {
                 crate::datasource::sql::redact_url(database_url)
             )
         })?;
-    println!(
+    crate::outln!(
         "{}",
         serde_json::to_string_pretty(&describe(datasource.schema()))?
     );
@@ -407,6 +382,21 @@ pub async fn seed_demo(path: &Path) -> anyhow::Result<String> {
     }
     datasource.pool().close().await;
     Ok(url)
+}
+
+/// An order of the demo database that the refund workflow can still act on (paid, shipped or
+/// delivered, so not refunded yet), for the webhook curl the demo prints: the newest, so that
+/// examples on the first orders do not take it.
+pub async fn demo_refundable_order(database_url: &str) -> anyhow::Result<Option<i64>> {
+    let pool = sqlx::SqlitePool::connect(database_url).await?;
+    let id = sqlx::query_scalar::<_, i64>(
+        "SELECT id FROM orders WHERE status IN ('paid', 'shipped', 'delivered') \
+         ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_optional(&pool)
+    .await;
+    pool.close().await;
+    Ok(id?)
 }
 
 /// A JSON summary of a schema: collections, columns with type and flags, relations with keys.

@@ -43,7 +43,7 @@ pub use mcp::{
 pub use platform::PlatformConfig;
 pub use ratelimit::{RateLimitArgs, RateLimitConfig};
 pub use size::parse_size;
-pub use store::{StoreArgs, StoreConfig};
+pub use store::{DEMO_SETTINGS, ServerSettings, StoreArgs, StoreConfig};
 pub use template::ErrorMessageTemplate;
 pub use triggers::{
     TriggerArgs, TriggerConfig, WebhookKey, parse_keys as parse_webhook_keys,
@@ -69,7 +69,7 @@ pub struct Config {
     pub plugin_dir: Option<PathBuf>,
     /// `workflowsDir`: the folder of workflow definitions, if any.
     pub workflows_dir: Option<PathBuf>,
-    /// `workflowExecutorUrl` (not landed yet): where workflow requests are proxied.
+    /// `workflowExecutorUrl`: the external executor `/forest/_internal/executor/*` is proxied to.
     pub workflow_executor_url: Option<String>,
     /// `auditTrail`: record every create, update and delete with its values; `None` (the
     /// default) leaves the audit layer out of the stack.

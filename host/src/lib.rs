@@ -22,6 +22,26 @@
 //!
 //! `docs/architecture.md` holds the whole map.
 
+/// `println!` for the commands' output, quiet when stdout is closed: `canopy users list | head`
+/// ends the reader early, and the command then finishes its work without printing (and without
+/// the panic `println!` raises on a broken pipe).
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `print!` as [`outln!`] does `println!`.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 pub mod agent;
 pub mod app;
 pub mod auth;

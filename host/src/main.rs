@@ -65,38 +65,30 @@ enum Command {
     /// Ask a running `canopy serve` to reload its plugins (`POST /{prefix}/_canopy/reload` with
     /// the env secret as a bearer token). The server keeps its current plugins if any fails.
     Reload {
-        /// Address the server listens on.
-        #[arg(long, env = "CANOPY_LISTEN", default_value = "127.0.0.1:3351")]
-        listen: String,
-        /// The server's route prefix.
-        #[arg(long, env = "CANOPY_PREFIX", default_value = "")]
-        prefix: String,
-        /// The server's environment secret.
+        /// The config file of `canopy serve`: its listen, prefix and envSecret are used.
+        /// [default: .canopy/demo.toml when it exists and no env secret is given, written by
+        /// `canopy demo`]
+        #[arg(long, env = "CANOPY_CONFIG", value_name = "PATH")]
+        config: Option<PathBuf>,
+        /// Address the server listens on. [default: listen of the config file, else
+        /// 127.0.0.1:3351]
+        #[arg(long, env = "CANOPY_LISTEN")]
+        listen: Option<String>,
+        /// The server's route prefix. [default: prefix of the config file, else none]
+        #[arg(long, env = "CANOPY_PREFIX")]
+        prefix: Option<String>,
+        /// The server's environment secret. [default: envSecret of the config file]
         #[arg(
             long,
             env = "CANOPY_ENV_SECRET",
             value_name = "HEX",
             hide_env_values = true
         )]
-        env_secret: String,
+        env_secret: Option<String>,
     },
-    /// Mint a session token for local use (an admin user with the given email).
-    Token {
-        /// Email of the user the token is for.
-        #[arg(long)]
-        email: String,
-        /// Lifetime: a whole number followed by s, m, h or d.
-        #[arg(long, default_value = "1h")]
-        expires: String,
-        /// The secret `canopy serve` verifies tokens with.
-        #[arg(
-            long,
-            env = "CANOPY_AUTH_SECRET",
-            value_name = "SECRET",
-            hide_env_values = true
-        )]
-        auth_secret: String,
-    },
+    /// Mint a session token for scripts and other agents: the store's user with this email,
+    /// with their id, team, role, permission level and team rendering.
+    Token(canopy::app::admin::TokenArgs),
     /// Introspect a database and print the collections Canopy would serve, as JSON.
     Inspect {
         /// Database URL: sqlite:path?mode=rwc, postgres://…, mysql://… or mariadb://….
@@ -129,15 +121,15 @@ enum Command {
     /// Build the shop demo database (SQLite), serve it, and print the URL, a token and a curl
     /// line. Uses fixed, public demo secrets: never expose it beyond this machine.
     Demo {
-        /// Where the demo database is written (replaced if it exists).
+        /// Where the demo database is written (replaced if it exists); its store, plugins,
+        /// workflows and schema file go beside it.
         #[arg(long, default_value = ".canopy/shop.sqlite")]
         path: PathBuf,
-        /// Address to serve on.
-        #[arg(long, default_value = "127.0.0.1:3351")]
-        listen: String,
-        /// Log filter, e.g. `info`, `debug`, `canopy=debug`.
-        #[arg(long, env = "CANOPY_LOG_LEVEL", default_value = "info")]
-        log_level: String,
+        /// Every setting of `serve` (rate limits, logs, MCP…), except the database, the store,
+        /// the plugin and workflow folders, the schema file and the secrets, which are the
+        /// demo's own. The demo listens on 127.0.0.1:3351 unless told otherwise.
+        #[command(flatten)]
+        args: ServeArgs,
     },
 }
 
@@ -187,18 +179,18 @@ async fn serve(args: ServeArgs, watch: bool) -> anyhow::Result<()> {
     let listener = start_listening(socket, config_listen)?;
     let address = listener.local_addr()?;
     match &mcp {
-        Some(mcp) if mcp.only => println!(
+        Some(mcp) if mcp.only => canopy::outln!(
             "Canopy is serving its MCP server on http://{address}{}/mcp",
             mcp.base_path.as_deref().unwrap_or("")
         ),
         Some(mcp) => {
-            println!("Canopy is serving on http://{address}{mount_path}");
-            println!(
+            canopy::outln!("Canopy is serving on http://{address}{mount_path}");
+            canopy::outln!(
                 "MCP server: http://{address}{}/mcp",
                 mcp.base_path.as_deref().unwrap_or("")
             );
         }
-        None => println!("Canopy is serving on http://{address}{mount_path}"),
+        None => canopy::outln!("Canopy is serving on http://{address}{mount_path}"),
     }
     let options = canopy::app::ServeOptions { watch };
     ready.serve(listener, shutdown_signal(), options).await
@@ -217,11 +209,22 @@ async fn run(command: Command) -> anyhow::Result<()> {
             serve(args, watch).await
         }
         Command::Reload {
+            config,
             listen,
             prefix,
             env_secret,
         } => {
-            println!(
+            let demo_fallback = config.is_none() && env_secret.is_none();
+            let server = canopy::config::ServerSettings::load(config.as_deref(), demo_fallback)?;
+            let env_secret = env_secret.or(server.env_secret).context(
+                "a reload is authorized by the server's env secret: give --env-secret (or \
+                 CANOPY_ENV_SECRET, or envSecret in --config)",
+            )?;
+            let listen = listen
+                .or(server.listen)
+                .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+            let prefix = prefix.or(server.prefix).unwrap_or_default();
+            canopy::outln!(
                 "{}",
                 canopy::app::request_reload(&listen, &prefix, &env_secret).await?
             );
@@ -247,22 +250,18 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Plugin(PluginCommand::New { name, dir, sdk }) => {
             let created = canopy::scaffold::new_plugin(&name, dir.as_deref(), sdk.as_deref())?;
             let dir = created.dir.display();
-            println!("Created the plugin crate {dir}. Next:");
-            println!("  cd {dir} && cargo build --release");
-            println!(
+            canopy::outln!("Created the plugin crate {dir}. Next:");
+            canopy::outln!("  cd {dir} && cargo build --release");
+            canopy::outln!(
                 "  cp {} PLUGIN_DIR/{}  (and {name}.toml beside it)",
                 created.artifact.display(),
                 created.plugin_file
             );
-            println!("  canopy reload   (or serve with --watch)");
+            canopy::outln!("  canopy reload   (or serve with --watch)");
             Ok(())
         }
-        Command::Token {
-            email,
-            expires,
-            auth_secret,
-        } => {
-            println!("{}", canopy::app::token(&auth_secret, &email, &expires)?);
+        Command::Token(args) => {
+            canopy::outln!("{}", canopy::app::admin::token(args).await?);
             Ok(())
         }
         Command::Inspect {
@@ -279,16 +278,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Permissions(args) => canopy::app::admin::permissions(args).await,
         Command::Tokens(args) => canopy::app::admin::tokens(args).await,
         Command::Workflows(args) => canopy::app::admin::workflows(args).await,
-        Command::Demo {
-            path,
-            listen,
-            log_level,
-        } => {
-            let _log = canopy::logging::init(&log_level, LogFormat::Text)?;
-            demo(&path, listen).await
-        }
+        Command::Demo { path, args } => demo(&path, args).await,
     }
 }
+
+/// Where `canopy serve` and the demo listen unless told otherwise.
+const DEFAULT_LISTEN: &str = "127.0.0.1:3351";
 
 /// The demo's secrets: fixed so that the printed token keeps working across restarts, and
 /// public, which is why the demo only listens where you tell it (loopback by default).
@@ -296,89 +291,112 @@ const DEMO_AUTH_SECRET: &str = "canopy-demo-auth-secret-do-not-use-in-production
 const DEMO_ENV_SECRET: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Seeds the shop database, builds the shop plugin when it can, then serves both like
-/// `canopy serve --plugins` would.
-async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
-    // Before seeding and building: a port in use fails at once.
-    let address: SocketAddr = listen.parse().with_context(|| {
-        format!("--listen {listen}: expected an address such as 127.0.0.1:3351")
-    })?;
+/// `canopy serve --plugins` would, with the user's other settings of `serve` (file, variables,
+/// flags). Writes the demo's settings to `.canopy/demo.toml`, which the CLI then reads.
+async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()> {
+    let path = std::path::absolute(path)
+        .with_context(|| format!("--path {}: cannot resolve it", path.display()))?;
+    let dir = path
+        .parent()
+        .context("--path: expected a file path such as .canopy/shop.sqlite")?
+        .to_owned();
+    let plugin_dir = dir.join("plugins");
+    let store_dir = dir.join("demo-store");
+    // The demo's own: its database, its store (rebuilt at each run with its users, see
+    // `admin::demo`), its folders, its schema file and its public secrets. Everything else is
+    // the user's settings, with serve's defaults.
+    args.database_url = Some(format!("sqlite://{}?mode=rwc", path.display()));
+    args.state_url = Some(canopy::platform::store::default_sqlite_url(&store_dir));
+    args.data_dir = Some(store_dir.clone());
+    args.auth_secret = Some(DEMO_AUTH_SECRET.to_owned());
+    args.env_secret = Some(DEMO_ENV_SECRET.to_owned());
+    args.schema_path = Some(dir.join(".forestadmin-schema.json"));
+    args.plugin_dir = Some(plugin_dir.clone());
+    // The MCP server, for AI assistants: they sign in as one of the logins printed below.
+    if args.mcp.mcp.is_none() {
+        args.mcp.mcp = Some(true);
+    }
+    // Before seeding and building: bad settings and a port in use fail at once.
+    let (early, _log) = load(args.clone())?;
+    let address = early.http.listen;
     let socket = reserve(address)?;
-    let database_url = canopy::app::seed_demo(path).await?;
-    let plugin_dir = path.with_file_name("plugins");
-    let plugin_dir = match canopy::app::shop_plugin(&plugin_dir) {
+    let database_url = canopy::app::seed_demo(&path).await?;
+    let plugins = match canopy::app::shop_plugin(&plugin_dir) {
         Ok(()) => {
             eprintln!("Loading the shop plugin from {}", plugin_dir.display());
-            Some(plugin_dir)
+            true
         }
         Err(why) => {
-            eprintln!("Serving without plugins: {why}");
-            None
+            eprintln!("Serving without the shop plugin: {why}");
+            false
         }
     };
-    // The demo's own store, rebuilt at each run with its users (see `admin::demo`).
-    let (data_dir, permissions_file) =
-        canopy::app::admin::demo_permissions_file(&path.with_file_name("demo-store"))?;
+    let (_, permissions_file) = canopy::app::admin::demo_permissions_file(&store_dir)?;
+    args.permissions_file = Some(permissions_file);
     // The refund workflow needs the plugin's `Refund` action: without the plugin, no workflow.
-    let workflows_dir = plugin_dir
-        .as_ref()
-        .map(|_| canopy::app::admin::demo_workflows_dir(&path.with_file_name("workflows")))
-        .transpose()?;
-    let args = ServeArgs {
-        database_url: Some(database_url),
-        data_dir: Some(data_dir),
-        permissions_file: Some(permissions_file),
-        auth_secret: Some(DEMO_AUTH_SECRET.to_owned()),
-        env_secret: Some(DEMO_ENV_SECRET.to_owned()),
-        listen: Some(listen),
-        schema_path: Some(path.with_file_name(".forestadmin-schema.json")),
-        plugin_dir,
-        workflows_dir: workflows_dir.clone(),
-        // The MCP server, for AI assistants: they sign in as one of the logins below.
-        mcp: canopy::config::McpArgs {
-            mcp: Some(true),
-            ..canopy::config::McpArgs::default()
-        },
-        ..ServeArgs::default()
+    args.workflows_dir = if plugins {
+        Some(canopy::app::admin::demo_workflows_dir(
+            &dir.join("workflows"),
+        )?)
+    } else {
+        None
     };
+    args.database_url = Some(database_url.clone());
     let (config, warnings) = Config::load(args)?;
     for warning in warnings {
         tracing::warn!("{warning}");
     }
     let mount_path = config.http.mount_path();
-    let workflows = workflows_dir.is_some();
+    let settings = demo_settings(&config, &database_url);
+    let workflows = config.workflows_dir.is_some();
     let admin = &canopy::app::admin::DEMO_LOGINS[0];
     let ready = canopy::app::prepare(config).await?;
     let token = canopy::app::admin::demo_session_token(ready.store(), DEMO_AUTH_SECRET).await?;
     let listener = start_listening(socket, address)?;
-    let origin = format!("http://{}", listener.local_addr()?);
+    let bound = listener.local_addr()?;
+    let origin = format!("http://{bound}");
+    let settings_file = write_demo_settings(&settings, bound)?;
     let base = format!("{origin}{mount_path}");
-    println!("\nCanopy is serving the shop demo on {base}");
-    println!("\nSign in at {base} as:");
+    canopy::outln!("\nCanopy is serving the shop demo on {base}");
+    canopy::outln!("\nSign in at {base} as:");
     for login in &canopy::app::admin::DEMO_LOGINS {
-        println!(
+        canopy::outln!(
             "  {:<22} {:<20} {}",
-            login.email, login.password, login.what
+            login.email,
+            login.password,
+            login.what
         );
     }
-    println!("\nToken of {} (12 hours):\n{token}", admin.email);
-    println!(
+    canopy::outln!(
+        "\nSettings (database, store, plugin folder, public demo secrets): {settings_file}\n\
+         `canopy users list`, `canopy tokens create`, `canopy reload`, … run here use them."
+    );
+    canopy::outln!(
+        "\nToken of {} (valid {} hours):\n{token}",
+        admin.email,
+        canopy::app::admin::DEMO_TOKEN_HOURS
+    );
+    canopy::outln!(
         "\nTry:\ncurl -g -H \"Authorization: Bearer {token}\" \\\n  '{base}/orders?timezone=Europe/Paris&page[size]=3&sort=-total&fields[orders]=id,status,total,customer&fields[customer]=email'"
     );
     if workflows {
         let (url, webhook_token) =
             canopy::app::admin::demo_webhook(ready.store(), DEMO_AUTH_SECRET, &origin).await?;
-        println!(
-            "\nStart the refund workflow on order 1 through its signed webhook (as {}):\ncurl -i -X POST \\\n  -H \"Authorization: Bearer {webhook_token}\" -H \"Content-Type: application/json\" \\\n  -d '{{\"record_id\": 1}}' \\\n  '{url}'",
+        let order = canopy::app::demo_refundable_order(&database_url)
+            .await?
+            .context("the demo database has no paid order to refund")?;
+        canopy::outln!(
+            "\nStart the refund workflow on order {order} (paid, not refunded yet) through its signed webhook (as {}):\ncurl -i -X POST \\\n  -H \"Authorization: Bearer {webhook_token}\" -H \"Content-Type: application/json\" \\\n  -d '{{\"record_id\": {order}}}' \\\n  '{url}'",
             admin.email
         );
-        println!(
+        canopy::outln!(
             "Then follow the run (the 202's Location):\ncurl -H \"Authorization: Bearer {token}\" '{origin}/v1/project/canopy/environment/production/workflow-runs?limit=1'"
         );
     }
-    println!(
+    canopy::outln!(
         "\nMCP server for AI assistants (OAuth: they open a sign-in page; use a login above):\n  {origin}/mcp\n  e.g. npx @modelcontextprotocol/inspector, transport \"Streamable HTTP\", URL {origin}/mcp"
     );
-    println!("\nPress Ctrl-C to stop.");
+    canopy::outln!("\nPress Ctrl-C to stop.");
     ready
         .serve(
             listener,
@@ -386,6 +404,59 @@ async fn demo(path: &std::path::Path, listen: String) -> anyhow::Result<()> {
             canopy::app::ServeOptions::default(),
         )
         .await
+}
+
+/// What the demo serves, as `.canopy/demo.toml` says it to the CLI (its address is added once
+/// bound): every path absolute, so that the file works from any folder with `--config`.
+fn demo_settings(config: &Config, database_url: &str) -> Vec<(&'static str, String)> {
+    let mut settings = vec![
+        ("databaseUrl", database_url.to_owned()),
+        ("stateUrl", config.platform.state_url.clone()),
+        ("project", config.platform.project.clone()),
+        ("environment", config.platform.environment.clone()),
+        ("schemaPath", config.schema.path.display().to_string()),
+        ("authSecret", DEMO_AUTH_SECRET.to_owned()),
+        ("envSecret", DEMO_ENV_SECRET.to_owned()),
+    ];
+    if let Some(dir) = &config.plugin_dir {
+        settings.push(("pluginDir", dir.display().to_string()));
+    }
+    if let Some(dir) = &config.workflows_dir {
+        settings.push(("workflowsDir", dir.display().to_string()));
+    }
+    if !config.http.prefix.is_empty() {
+        settings.push(("prefix", config.http.prefix.clone()));
+    }
+    settings
+}
+
+/// Writes [`canopy::config::DEMO_SETTINGS`] (a config file of `serve`'s format) and returns its
+/// path.
+fn write_demo_settings(
+    settings: &[(&'static str, String)],
+    bound: SocketAddr,
+) -> anyhow::Result<&'static str> {
+    let path = canopy::config::DEMO_SETTINGS;
+    let mut text = String::from(
+        "# Written by `canopy demo` at each start: what the demo serves, with its public secrets.\n\
+         # The CLI reads this file when no store setting is given (`canopy users list`,\n\
+         # `canopy reload`, `canopy token`, …); from another folder, give it with --config.\n",
+    );
+    let listen = bound.to_string();
+    for (key, value) in settings
+        .iter()
+        .map(|(k, v)| (*k, v.as_str()))
+        .chain([("listen", listen.as_str())])
+    {
+        // A JSON string is a valid TOML basic string.
+        text.push_str(&format!("{key} = {}\n", serde_json::Value::from(value)));
+    }
+    if let Some(parent) = std::path::Path::new(path).parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {path}"))?;
+    Ok(path)
 }
 
 /// The listen backlog (connections the kernel queues before they are accepted), as tokio's

@@ -19,8 +19,8 @@ use anyhow::Context as _;
 use clap::Args;
 
 pub use demo::{
-    DEMO_LOGINS, DemoLogin, demo_permissions_file, demo_session_token, demo_webhook,
-    demo_workflows_dir,
+    DEMO_LOGINS, DEMO_TOKEN_HOURS, DemoLogin, demo_permissions_file, demo_session_token,
+    demo_webhook, demo_workflows_dir,
 };
 pub use groups::{RolesCommand, TeamsCommand};
 pub use permissions::{IpCommand, PermissionsCommand};
@@ -82,6 +82,28 @@ pub struct PermissionsArgs {
     pub command: PermissionsCommand,
 }
 
+/// `canopy token`.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Email of the user the token is for: a user of the store, whose id, team, role,
+    /// permission level and team rendering the token carries, as signing in would give.
+    #[arg(long)]
+    pub email: String,
+    /// Lifetime: a whole number followed by s, m, h or d.
+    #[arg(long, default_value = "1h")]
+    pub expires: String,
+    /// The secret `canopy serve` verifies tokens with. [default: authSecret of the config file]
+    #[arg(
+        long,
+        env = "CANOPY_AUTH_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub auth_secret: Option<String>,
+}
+
 /// `canopy init`.
 #[derive(Debug, Args)]
 pub struct InitArgs {
@@ -96,10 +118,26 @@ pub struct InitArgs {
     pub admin_password_stdin: bool,
 }
 
-/// The store named by the settings, opened (created and migrated if new).
-async fn open(args: StoreArgs) -> anyhow::Result<(Store, StoreConfig)> {
+/// The store named by the settings, opened and migrated. A SQLite store that does not exist
+/// is refused rather than created: a command that reads or changes existing data would only
+/// find an empty store (and leave it behind), which hides a wrong folder or a missing setting.
+/// `canopy init` and `canopy serve` create stores.
+pub(crate) async fn open(args: StoreArgs) -> anyhow::Result<(Store, StoreConfig)> {
+    open_store(args, false).await
+}
+
+async fn open_store(args: StoreArgs, create: bool) -> anyhow::Result<(Store, StoreConfig)> {
     let config = args.load()?;
     let platform = &config.platform;
+    if !create
+        && let Some(path) = crate::platform::store::sqlite_path(&platform.state_url)
+        && !std::path::Path::new(path).exists()
+    {
+        anyhow::bail!(
+            "no Canopy store at {path}: `canopy init` creates one (`canopy serve` too, at its \
+             first start), and --state-url, --data-dir or --config name another"
+        );
+    }
     let store = Store::open(
         &platform.state_url,
         &platform.project,
@@ -157,6 +195,33 @@ async fn require_names(store: &Store, role: Option<&str>, teams: &[String]) -> a
     Ok(())
 }
 
+/// `canopy token`: a session token of a user of the store, for scripts and other agents, with
+/// the claims signing in would give them (their first team and its rendering).
+pub async fn token(args: TokenArgs) -> anyhow::Result<String> {
+    let ttl = crate::auth::parse_ttl(&args.expires)?;
+    let (store, config) = open(args.store).await?;
+    let minted = async {
+        let secret = args.auth_secret.or(config.server.auth_secret).context(
+            "tokens are signed with the auth secret of `canopy serve`: give --auth-secret \
+                 (or CANOPY_AUTH_SECRET, or authSecret in --config)",
+        )?;
+        let email = &args.email;
+        let user = store
+            .user_by_email(email)
+            .await?
+            .with_context(|| format!("no user {email:?} (see `canopy users list`)"))?;
+        let team = user.teams.first().with_context(|| {
+            format!("{email} is in no team: add them to one (`canopy users set {email} --team …`)")
+        })?;
+        let rendering_id = store.rendering_id(team.id).await?;
+        let claims = crate::auth::SessionClaims::for_user(&user, team, rendering_id);
+        Ok::<_, anyhow::Error>(crate::auth::SessionKey::new(&secret).mint(claims, ttl)?)
+    }
+    .await;
+    store.close().await;
+    minted
+}
+
 pub async fn users(args: UsersArgs) -> anyhow::Result<()> {
     let (store, config) = open(args.store).await?;
     let done = users::run(&store, args.command, args.json).await;
@@ -210,26 +275,26 @@ pub async fn init(args: InitArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let (store, config) = open(args.store).await?;
+    let (store, config) = open_store(args.store, true).await?;
     let created = bootstrap::first_admin(&store, &args.admin_email, password.as_deref())
         .await
         .context("creating the first admin")?;
     let location = crate::datasource::sql::redact_url(&config.platform.state_url);
     match created {
         Some(admin) => {
-            println!(
+            crate::outln!(
                 "Created Canopy's store at {location} (project {}, environment {}).",
                 store.project(),
                 store.environment()
             );
-            print!(
+            crate::out!(
                 "{}",
                 sign_in_instructions(&admin, password.is_some(), DEFAULT_BASE_URL)
             );
         }
         None => {
             let users = store.users().await?.len();
-            println!(
+            crate::outln!(
                 "Canopy's store at {location} already has {users} user(s): nothing to do \
                  (see `canopy users list`)."
             );

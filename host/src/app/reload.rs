@@ -542,6 +542,13 @@ fn refusal(status: u16, body: &str) -> String {
     }
 }
 
+/// The target folder the demo builds its plugins in: the one the end-to-end tests' build script
+/// (`tests/build.rs`) builds the same plugins in, so that after a test build the demo's build
+/// is a no-op, and the README test starts the demo without compiling a plugin again.
+fn plugins_target(root: &Path) -> std::path::PathBuf {
+    root.join("target").join("plugins")
+}
+
 /// The shop demo's plugin, built from `examples/shop/plugin` when cargo can (a no-op when it is
 /// up to date) and copied into `plugin_dir` as `shop.wasm`. `Err` says why the demo runs without
 /// it (no wasm32-wasip2 target, no sources beside the binary).
@@ -551,14 +558,14 @@ pub fn shop_plugin(plugin_dir: &Path) -> Result<(), String> {
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let example = root.join("examples").join("shop").join("plugin");
-    let built = example.join("target/wasm32-wasip2/release/shop_plugin.wasm");
+    let built = plugins_target(&root).join("wasm32-wasip2/release/shop_plugin.wasm");
     if example.join("Cargo.toml").is_file() {
         eprintln!("Building the shop plugin ({}) …", example.display());
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let status = std::process::Command::new(cargo)
             .current_dir(&example)
             .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
-            .env_remove("CARGO_TARGET_DIR")
+            .env("CARGO_TARGET_DIR", plugins_target(&root))
             .env_remove("RUSTFLAGS")
             .status();
         if !matches!(status, Ok(s) if s.success()) && !built.is_file() {
@@ -594,13 +601,13 @@ pub fn shop_plugin(plugin_dir: &Path) -> Result<(), String> {
 /// `flattener.wasm` with its `flattener.toml` (the demo's options).
 fn flattener_plugin(root: &Path, plugin_dir: &Path) -> Result<(), String> {
     let crate_dir = root.join("plugins").join("flattener");
-    let built = crate_dir.join("target/wasm32-wasip2/release/flattener.wasm");
+    let built = plugins_target(root).join("wasm32-wasip2/release/flattener.wasm");
     if crate_dir.join("Cargo.toml").is_file() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let _ = std::process::Command::new(cargo)
             .current_dir(&crate_dir)
             .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
-            .env_remove("CARGO_TARGET_DIR")
+            .env("CARGO_TARGET_DIR", plugins_target(root))
             .env_remove("RUSTFLAGS")
             .status();
     }

@@ -282,9 +282,10 @@ pub struct ServeArgs {
           require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub use_unsafe_action_endpoint: Option<bool>,
 
-    /// Base URL (http or https) of the workflow runtime that workflow requests are proxied to;
-    /// workflow routes answer 404 while unset. Accepted; workflows have not landed yet.
-    /// [default: none] [file key: workflowExecutorUrl]
+    /// Base URL (http or https) of an external workflow executor that the agent's
+    /// `/forest/_internal/executor/*` routes are proxied to (404 while unset). Canopy's own
+    /// workflows (`--workflows-dir`, the `/v1` workflow API) do not need it. [default: none]
+    /// [file key: workflowExecutorUrl]
     #[arg(long, env = "CANOPY_WORKFLOW_EXECUTOR_URL", value_name = "URL")]
     pub workflow_executor_url: Option<String>,
 

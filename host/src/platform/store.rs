@@ -1508,7 +1508,7 @@ fn bool_column(row: &AnyRow, name: &str) -> Result<bool> {
 }
 
 /// The file path of a `sqlite:` URL, for creating its folder.
-fn sqlite_path(url: &str) -> Option<&str> {
+pub(crate) fn sqlite_path(url: &str) -> Option<&str> {
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))?;

@@ -161,8 +161,12 @@ pub async fn demo_webhook(
     Ok((url, secret.expose().to_owned()))
 }
 
-/// A 12-hour session token of the demo admin, as signing in would give: their first team's
-/// rendering, so the printed curl lines see what the admin sees in the UI.
+/// How long the demo's printed token is valid: a working day, where a token from signing in
+/// lasts an hour, so that the curl lines keep working while one tries the demo.
+pub const DEMO_TOKEN_HOURS: u64 = 12;
+
+/// A session token of the demo admin valid [`DEMO_TOKEN_HOURS`], as signing in would give:
+/// their first team's rendering, so the printed curl lines see what the admin sees in the UI.
 pub async fn demo_session_token(store: &Store, auth_secret: &str) -> anyhow::Result<String> {
     let user = demo_admin(store).await?;
     let team = user
@@ -171,7 +175,10 @@ pub async fn demo_session_token(store: &Store, auth_secret: &str) -> anyhow::Res
         .with_context(|| format!("the demo user {} is in no team", user.email))?;
     let rendering_id = store.rendering_id(team.id).await?;
     let claims = SessionClaims::for_user(&user, team, rendering_id);
-    Ok(SessionKey::new(auth_secret).mint(claims, std::time::Duration::from_secs(12 * 3600))?)
+    Ok(SessionKey::new(auth_secret).mint(
+        claims,
+        std::time::Duration::from_secs(DEMO_TOKEN_HOURS * 3600),
+    )?)
 }
 
 /// The demo admin (the first of [`DEMO_LOGINS`]) as the store holds them.

@@ -85,7 +85,7 @@ pub(super) async fn teams(store: &Store, command: TeamsCommand, json: bool) -> a
                     &serde_json::json!({"id": team.id, "name": team.name, "renderingId": rendering}),
                 );
             }
-            println!(
+            crate::outln!(
                 "Added team {} (id {}, rendering {rendering} in environment {}).",
                 team.name,
                 team.id,
@@ -98,7 +98,7 @@ pub(super) async fn teams(store: &Store, command: TeamsCommand, json: bool) -> a
             if json {
                 return print_json(&team);
             }
-            println!("Renamed team {name} to {}.", team.name);
+            crate::outln!("Renamed team {name} to {}.", team.name);
         }
         TeamsCommand::Remove { name } => {
             declarative::guard(store, Part::Teams).await?;
@@ -106,7 +106,7 @@ pub(super) async fn teams(store: &Store, command: TeamsCommand, json: bool) -> a
             if json {
                 return print_json(&serde_json::json!({"removed": name}));
             }
-            println!("Removed team {name}.");
+            crate::outln!("Removed team {name}.");
         }
     }
     Ok(())
@@ -149,9 +149,11 @@ pub(super) async fn roles(store: &Store, command: RolesCommand, json: bool) -> a
             if json {
                 return print_json(&role);
             }
-            println!(
+            crate::outln!(
                 "Added role {} (id {}); grant it rights with `canopy permissions grant --role {:?} COLLECTION RIGHT…`.",
-                role.name, role.id, role.name
+                role.name,
+                role.id,
+                role.name
             );
         }
         RolesCommand::Rename { name, new_name } => {
@@ -160,7 +162,7 @@ pub(super) async fn roles(store: &Store, command: RolesCommand, json: bool) -> a
             if json {
                 return print_json(&role);
             }
-            println!("Renamed role {name} to {}.", role.name);
+            crate::outln!("Renamed role {name} to {}.", role.name);
         }
         RolesCommand::Remove { name } => {
             declarative::guard(store, Part::Roles).await?;
@@ -168,7 +170,7 @@ pub(super) async fn roles(store: &Store, command: RolesCommand, json: bool) -> a
             if json {
                 return print_json(&serde_json::json!({"removed": name}));
             }
-            println!("Removed role {name}.");
+            crate::outln!("Removed role {name}.");
         }
     }
     Ok(())

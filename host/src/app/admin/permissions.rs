@@ -207,7 +207,7 @@ pub(super) async fn run(
                 );
             }
             if dry_run {
-                println!(
+                crate::outln!(
                     "{} is valid (mode = \"{}\").",
                     file.display(),
                     checked.mode.as_str()
@@ -223,13 +223,13 @@ pub(super) async fn run(
                 }));
             }
             if let Some(skipped) = outcome.skipped {
-                println!("{skipped}");
+                crate::outln!("{skipped}");
             } else if outcome.changes.is_empty() {
-                println!("{} applied: the store already matched it.", file.display());
+                crate::outln!("{} applied: the store already matched it.", file.display());
             } else {
-                println!("{} applied:", file.display());
+                crate::outln!("{} applied:", file.display());
                 for change in &outcome.changes {
-                    println!("  {change}");
+                    crate::outln!("  {change}");
                 }
             }
             Ok(())
@@ -385,7 +385,7 @@ async fn change(
     };
     let verb = if on { "Granted" } else { "Revoked" };
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    println!(
+    crate::outln!(
         "{verb} {} on {target} {} role {}.",
         words.join(", "),
         if on { "to" } else { "from" },
@@ -481,7 +481,7 @@ async fn edit_rendering(
     if json {
         return print_json(&json!({"team": team, "renderingId": id, "collections": collections}));
     }
-    println!("Changed what team {} sees of {collection}.", team.name);
+    crate::outln!("Changed what team {} sees of {collection}.", team.name);
     Ok(())
 }
 
@@ -541,7 +541,7 @@ async fn show(
             ),
         }
     };
-    println!(
+    crate::outln!(
         "Project {}, environment {}.",
         store.project(),
         store.environment()
@@ -549,9 +549,9 @@ async fn show(
     if team_filter.is_none() {
         match &document {
             EnvironmentPermissions::AllowAll(true) => {
-                println!("\nEvery right is given to everyone (a development environment).");
+                crate::outln!("\nEvery right is given to everyone (a development environment).");
             }
-            EnvironmentPermissions::AllowAll(false) => println!("\nNo rights at all."),
+            EnvironmentPermissions::AllowAll(false) => crate::outln!("\nNo rights at all."),
             EnvironmentPermissions::Collections { collections } => {
                 let rows: Vec<Vec<String>> = collections
                     .iter()
@@ -561,7 +561,7 @@ async fn show(
                         row
                     })
                     .collect();
-                println!("\nCollection rights:");
+                crate::outln!("\nCollection rights:");
                 super::emit(&table::render(
                     &[
                         "COLLECTION",
@@ -595,7 +595,7 @@ async fn show(
                     })
                     .collect();
                 if !rows.is_empty() {
-                    println!("\nAction rights:");
+                    crate::outln!("\nAction rights:");
                     super::emit(&table::render(
                         &[
                             "COLLECTION",
@@ -628,9 +628,9 @@ async fn show(
                 })
             })
             .collect();
-        println!("\nTeam scopes and segments:");
+        crate::outln!("\nTeam scopes and segments:");
         if rows.is_empty() {
-            println!("(none)");
+            crate::outln!("(none)");
         } else {
             super::emit(&table::render(
                 &["TEAM", "COLLECTION", "SCOPE", "SEGMENTS"],
@@ -639,7 +639,7 @@ async fn show(
         }
         for (team, _, r) in &renderings {
             if !r.stats.is_empty() {
-                println!("Team {} may compute {} chart(s).", team.name, r.stats.len());
+                crate::outln!("Team {} may compute {} chart(s).", team.name, r.stats.len());
             }
         }
         if team_filter.is_none() {
@@ -649,7 +649,7 @@ async fn show(
     let managed = declarative::managed(store).await?;
     if let Some(file) = managed.this_environment() {
         let parts: Vec<&str> = file.parts.iter().map(|p| p.as_str()).collect();
-        println!(
+        crate::outln!(
             "\nManaged by {} ({}): change the file, not the store.",
             file.path,
             parts.join(", ")
@@ -669,7 +669,7 @@ fn print_whitelist(whitelist: &IpWhitelist) {
         .iter()
         .map(declarative::ip_rule_text)
         .collect();
-    println!(
+    crate::outln!(
         "\nIP whitelist: {state}; rules: {}",
         table::list(rules.iter().map(String::as_str))
     );

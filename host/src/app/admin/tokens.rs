@@ -94,14 +94,14 @@ pub(super) async fn run(store: &Store, command: TokensCommand, json: bool) -> an
                 out["token"] = secret.expose().into();
                 return print_json(&out);
             }
-            println!(
+            crate::outln!(
                 "Created token {} ({}) for {} with {}.",
                 token.id,
                 token.name,
                 user.email,
                 scopes_text(&token)
             );
-            println!("Token (shown once, keep it secret):\n{}", secret.expose());
+            crate::outln!("Token (shown once, keep it secret):\n{}", secret.expose());
         }
         TokensCommand::List { email } => {
             let users = store.users().await?;
@@ -165,7 +165,7 @@ pub(super) async fn run(store: &Store, command: TokensCommand, json: bool) -> an
             if json {
                 return print_json(&serde_json::json!({ "revoked": id }));
             }
-            println!(
+            crate::outln!(
                 "Revoked token {id}: running servers refuse it within {} seconds.",
                 crate::auth::tokens::CACHE_TTL.as_secs()
             );

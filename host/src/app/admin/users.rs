@@ -172,7 +172,7 @@ pub(super) async fn run(store: &Store, command: UsersCommand, json: bool) -> any
             if json {
                 return print_json(&user);
             }
-            println!("Added user {} ({}).", user.email, describe(&user));
+            crate::outln!("Added user {} ({}).", user.email, describe(&user));
         }
         UsersCommand::Set {
             user,
@@ -256,7 +256,7 @@ pub(super) async fn run(store: &Store, command: UsersCommand, json: bool) -> any
             if json {
                 return print_json(&after);
             }
-            println!("Changed user {} ({}).", after.email, describe(&after));
+            crate::outln!("Changed user {} ({}).", after.email, describe(&after));
         }
         UsersCommand::Remove { user } => {
             declarative::guard(store, Part::Users).await?;
@@ -265,7 +265,7 @@ pub(super) async fn run(store: &Store, command: UsersCommand, json: bool) -> any
             if json {
                 return print_json(&serde_json::json!({"removed": user}));
             }
-            println!("Removed user {} (id {}).", user.email, user.id);
+            crate::outln!("Removed user {} (id {}).", user.email, user.id);
         }
     }
     Ok(())

@@ -154,17 +154,18 @@ pub(super) async fn run(
                 out["definition"] = definition;
                 return print_json(&out);
             }
-            println!(
+            crate::outln!(
                 "Workflow {:?} on {}",
-                workflow.name, workflow.collection_name
+                workflow.name,
+                workflow.collection_name
             );
-            println!("  id:          {}", workflow.id);
-            println!(
+            crate::outln!("  id:          {}", workflow.id);
+            crate::outln!(
                 "  active:      {}",
                 if workflow.active { "yes" } else { "no" }
             );
-            println!("  defined by:  {}", source_text(&workflow));
-            println!(
+            crate::outln!("  defined by:  {}", source_text(&workflow));
+            crate::outln!(
                 "  version:     {} of {} ({}, sha256 {})",
                 version.version,
                 workflow.latest_version,
@@ -172,9 +173,9 @@ pub(super) async fn run(
                 &version.definition_hash
             );
             if let Some(description) = &workflow.description {
-                println!("  description: {description}");
+                crate::outln!("  description: {description}");
             }
-            println!("{}", serde_json::to_string_pretty(&definition)?);
+            crate::outln!("{}", serde_json::to_string_pretty(&definition)?);
         }
         WorkflowsCommand::Apply { file, check } => {
             return apply(store, config, &file, check, json).await;
@@ -217,7 +218,9 @@ pub(super) async fn run(
             set_active(store, &workflow, false, json).await?;
         }
         WorkflowsCommand::Runs { command } => runs::run(store, command, json).await?,
-        WorkflowsCommand::Webhook(webhook) => triggers::run(store, webhook, json).await?,
+        WorkflowsCommand::Webhook(webhook) => {
+            triggers::run(store, webhook, &config.server, json).await?;
+        }
     }
     Ok(())
 }
@@ -258,7 +261,7 @@ async fn apply(
         if json {
             return print_json(&json!({ "file": shown, "valid": true }));
         }
-        println!("{shown}: workflow {:?} is valid.", definition.name);
+        crate::outln!("{shown}: workflow {:?} is valid.", definition.name);
         return Ok(());
     }
     let saved = match store.workflow_by_name(&definition.name).await? {
@@ -286,7 +289,7 @@ async fn apply(
     }
     let workflow = &saved.workflow;
     match saved.change {
-        Change::Created => println!(
+        Change::Created => crate::outln!(
             "Created workflow {:?} on {} (version 1, {}), id {}.",
             workflow.name,
             workflow.collection_name,
@@ -297,11 +300,12 @@ async fn apply(
             },
             workflow.id
         ),
-        Change::NewVersion => println!(
+        Change::NewVersion => crate::outln!(
             "Saved version {} of workflow {:?}.",
-            workflow.latest_version, workflow.name
+            workflow.latest_version,
+            workflow.name
         ),
-        Change::Settings => println!(
+        Change::Settings => crate::outln!(
             "Workflow {:?} is now {} (the definition is unchanged: still version {}).",
             workflow.name,
             if workflow.active {
@@ -311,9 +315,10 @@ async fn apply(
             },
             workflow.latest_version
         ),
-        Change::Unchanged => println!(
+        Change::Unchanged => crate::outln!(
             "Workflow {:?} is unchanged (version {}).",
-            workflow.name, workflow.latest_version
+            workflow.name,
+            workflow.latest_version
         ),
     }
     Ok(())
@@ -334,9 +339,9 @@ async fn set_active(
     }
     let state = if active { "active" } else { "inactive" };
     if workflow.active == active {
-        println!("Workflow {:?} was already {state}.", after.name);
+        crate::outln!("Workflow {:?} was already {state}.", after.name);
     } else {
-        println!("Workflow {:?} is now {state}.", after.name);
+        crate::outln!("Workflow {:?} is now {state}.", after.name);
     }
     Ok(())
 }

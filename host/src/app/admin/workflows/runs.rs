@@ -95,7 +95,7 @@ pub(super) async fn run(store: &Store, command: RunsCommand, json: bool) -> anyh
                     ]
                 })
                 .collect();
-            print!(
+            crate::out!(
                 "{}",
                 table::render(
                     &[
@@ -114,7 +114,7 @@ pub(super) async fn run(store: &Store, command: RunsCommand, json: bool) -> anyh
             if json {
                 return print_json(&run_json(&run, true, Some((&steps, true))));
             }
-            println!(
+            crate::outln!(
                 "Run {} of workflow {} on {} {}: {}{}",
                 run.id,
                 run.workflow_id,
@@ -126,7 +126,7 @@ pub(super) async fn run(store: &Store, command: RunsCommand, json: bool) -> anyh
                     .unwrap_or_default()
             );
             if let Some(message) = &run.error_message {
-                println!("Error: {message}");
+                crate::outln!("Error: {message}");
             }
             let rows: Vec<Vec<String>> = steps
                 .iter()
@@ -143,7 +143,7 @@ pub(super) async fn run(store: &Store, command: RunsCommand, json: bool) -> anyh
                     ]
                 })
                 .collect();
-            print!(
+            crate::out!(
                 "{}",
                 table::render(
                     &["INDEX", "KEY", "TYPE", "MODE", "STATUS", "PHASE", "ERROR"],
@@ -174,7 +174,7 @@ pub(super) async fn run(store: &Store, command: RunsCommand, json: bool) -> anyh
             if json {
                 return print_json(&run_json(&run, false, None));
             }
-            println!("Aborted run {} ({}).", run.id, run.state.as_str());
+            crate::outln!("Aborted run {} ({}).", run.id, run.state.as_str());
             Ok(())
         }
     }

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 
 use super::super::{ACTOR, print_json};
-use crate::config::{TriggerConfig, parse_webhook_keys};
+use crate::config::{ServerSettings, TriggerConfig, parse_webhook_keys};
 use crate::platform::Store;
 use crate::workflows::triggers::{WebhookTrigger, WorkflowRef};
 use crate::workflows::webhook::{KeyRing, PATH};
@@ -54,7 +54,26 @@ pub enum WebhookCommand {
     Regenerate { workflow: String },
 }
 
-pub(super) async fn run(store: &Store, args: WebhookArgs, json: bool) -> anyhow::Result<()> {
+/// `server`: the config file's settings (the demo's after `canopy demo`), under the flags and
+/// variables.
+pub(super) async fn run(
+    store: &Store,
+    mut args: WebhookArgs,
+    server: &ServerSettings,
+    json: bool,
+) -> anyhow::Result<()> {
+    if args.auth_secret.is_none() {
+        args.auth_secret.clone_from(&server.auth_secret);
+    }
+    if args.prefix.is_none() {
+        args.prefix.clone_from(&server.prefix);
+    }
+    if args.public_url.is_none() {
+        args.public_url = server
+            .public_url
+            .clone()
+            .or_else(|| server.listen.as_ref().map(|l| format!("http://{l}")));
+    }
     let keys = match &args.workflow_webhook_keys {
         Some(text) => parse_webhook_keys(text)
             .map_err(|problem| anyhow::anyhow!("--workflow-webhook-keys: {problem}"))?,
@@ -64,7 +83,7 @@ pub(super) async fn run(store: &Store, args: WebhookArgs, json: bool) -> anyhow:
     if keys.is_empty() && secret.is_empty() {
         anyhow::bail!(
             "webhook URLs are signed with the auth secret of `canopy serve`: give --auth-secret \
-             (or CANOPY_AUTH_SECRET), or --workflow-webhook-keys"
+             (or CANOPY_AUTH_SECRET, or authSecret in --config), or --workflow-webhook-keys"
         );
     }
     let ring = KeyRing::new(&keys, secret);
@@ -112,11 +131,11 @@ pub(super) async fn run(store: &Store, args: WebhookArgs, json: bool) -> anyhow:
     } else {
         "disabled"
     };
-    println!(
+    crate::outln!(
         "Webhook of {name:?}: {state}, URL version {}.",
         trigger.url_version
     );
-    println!("{url}");
+    crate::outln!("{url}");
     Ok(())
 }
 
