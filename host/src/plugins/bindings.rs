@@ -187,6 +187,7 @@ impl self::canopy::plugin::collections::Host for State {
             Err(e) => return Ok(Err(e)),
         };
         Ok(convert::host_list(
+            &self.plugin.reads,
             scope,
             &collection,
             &filter_json,
@@ -210,7 +211,14 @@ impl self::canopy::plugin::collections::Host for State {
             Err(e) => return Ok(Err(e)),
         };
         Ok(
-            convert::host_aggregate(scope, &collection, &filter_json, &aggregation_json, limit)
+            convert::host_aggregate(
+                &self.plugin.reads,
+                scope,
+                &collection,
+                &filter_json,
+                &aggregation_json,
+                limit,
+            )
                 .await
                 .map_err(guest_error),
         )
