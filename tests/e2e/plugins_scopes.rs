@@ -24,7 +24,7 @@ use canopy::platform::{Actor, NewUser, Store};
 use canopy_e2e::{Backend, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::harness::{AUTH_SECRET, plugin_config, served};
+use crate::harness::{AUTH_SECRET, filters, plugin_config, served};
 use crate::http::send;
 use crate::plugins_http::Shop;
 
@@ -324,12 +324,14 @@ fn customers_of(body: &Json) -> (Vec<Json>, BTreeSet<i64>) {
 
 /// Orders 1 to 40: the customer of order `i` is `1 + (i * 31 % 1000)` (`seed.sql`), so orders
 /// 17 to 32 have customers beyond 500.
-const FIRST_ORDERS: &str =
-    "/forest/orders?timezone=UTC&sort=id&page[size]=40&filters=%7B%22field%22%3A%22id%22%2C%22operator%22%3A%22less_than%22%2C%22value%22%3A41%7D";
+fn first_orders() -> String {
+    let tree = filters(&json!({"field": "id", "operator": "less_than", "value": 41}));
+    format!("/forest/orders?timezone=UTC&sort=id&page[size]=40&filters={tree}")
+}
 
 async fn included_records_outside_the_scope_are_left_out(backend: Backend) {
     let env = env(backend, None, true).await;
-    let body = env.get(FIRST_ORDERS).await;
+    let body = env.get(&first_orders()).await;
     let (linkage, included) = customers_of(&body);
     assert!(!linkage.is_empty(), "{body}");
     let nulls = linkage.iter().filter(|l| l.is_null()).count();
@@ -367,11 +369,12 @@ async fn included_records_outside_the_scope_are_left_out(backend: Backend) {
     );
 
     // CSV: the customer's columns are empty, as for an order without one.
+    let ids = filters(&json!({"field": "id", "operator": "in", "value": [2, order]}));
     let request = env.request(
         "GET",
         &format!(
             "/forest/orders.csv?timezone=UTC&fields[orders]=id,customer&fields[customer]=email\
-             &filters=%7B%22field%22%3A%22id%22%2C%22operator%22%3A%22equal%22%2C%22value%22%3A{order}%7D"
+             &header=id,email&sort=id&filters={ids}"
         ),
         None,
     );
@@ -383,41 +386,43 @@ async fn included_records_outside_the_scope_are_left_out(backend: Backend) {
         .await
         .unwrap();
     let csv = String::from_utf8(bytes.to_vec()).unwrap();
-    assert_eq!(csv.lines().nth(1), Some(format!("{order},").as_str()), "{csv}");
+    // Order 2's customer is 63 (in scope), order `order`'s beyond 500.
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines,
+        ["id,email", "2,customer63@example.com", &format!("{order},")],
+        "{csv}"
+    );
 
-    // A related list: the order lines of an order, each including its product, those priced
-    // 100 or more left out.
-    let lines = env
+    // A related list: the orders of a product (many-to-many through order_items), each
+    // including its customer, those beyond 500 left out.
+    let product = env
         .shop
         .scalar(&format!(
-            "SELECT MIN(order_id) FROM order_items WHERE order_id IN (SELECT id FROM orders \
-             WHERE {ORDERS_SQL}) AND product_id IN (SELECT id FROM products WHERE price >= 100)"
+            "SELECT MIN(i.product_id) FROM order_items i JOIN orders o ON o.id = i.order_id \
+             JOIN products p ON p.id = i.product_id \
+             WHERE o.{ORDERS_SQL} AND o.customer_id > 500 AND p.price < 100"
         ))
         .await as i64;
-    let schema = env
+    let body = env
         .get(&format!(
-            "/forest/orders/{lines}/relationships/order_items?timezone=UTC"
+            "/forest/products/{product}/relationships/orders?timezone=UTC&page[size]=100"
         ))
         .await;
-    let products: Vec<&Json> = schema["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{schema}"))
-        .iter()
-        .map(|line| &line["relationships"]["product"]["data"])
-        .collect();
-    assert!(products.iter().any(|p| p.is_null()), "{schema}");
-    for product in schema["included"].as_array().into_iter().flatten() {
-        if product["type"] == "products" {
-            let price = product["attributes"]["price"].to_string();
-            let price: f64 = price.trim_matches('"').parse().unwrap();
-            assert!(price < 100.0, "{product}");
-        }
+    let (linkage, included) = customers_of(&body);
+    assert!(linkage.iter().any(Json::is_null), "{body}");
+    assert!(!included.is_empty(), "{body}");
+    assert!(included.iter().all(|id| *id <= 500), "{included:?}");
+    for order in body["data"].as_array().unwrap() {
+        let customer = order["attributes"]["customer_id"].as_i64().unwrap();
+        let link = &order["relationships"]["customer"]["data"];
+        assert_eq!(link.is_null(), customer > 500, "{order}");
     }
 }
 
 async fn strict_scopes_off_includes_them_as_the_agent_does(backend: Backend) {
     let env = env(backend, None, false).await;
-    let body = env.get(FIRST_ORDERS).await;
+    let body = env.get(&first_orders()).await;
     let (linkage, included) = customers_of(&body);
     assert!(linkage.iter().all(|l| !l.is_null()), "{body}");
     assert!(included.iter().any(|id| *id > 500), "{included:?}");
