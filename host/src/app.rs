@@ -207,10 +207,10 @@ async fn customized(config: &Config) -> anyhow::Result<Arc<dyn DataSource>> {
                 base.schema(),
                 &Arc::new(crate::auth::Permissions::allow_all()),
             )
-                .await
-                .and_then(|set| set.customizations(base.schema()))
-                .map_err(anyhow::Error::msg)
-                .context("loading the plugins")?
+            .await
+            .and_then(|set| set.customizations(base.schema()))
+            .map_err(anyhow::Error::msg)
+            .context("loading the plugins")?
         }
         None => Vec::new(),
     };

@@ -752,7 +752,12 @@ fn strict_scopes_is_on_by_default_and_turned_off_by_file_env_or_flag_with_a_warn
     let (config, _) = load(&[], &env, None).unwrap();
     assert!(!config.permissions.strict_scopes);
     // A flag wins over the file, as every setting does.
-    let (config, _) = load(&["--strict-scopes"], &REQUIRED, Some("strictScopes = false")).unwrap();
+    let (config, _) = load(
+        &["--strict-scopes"],
+        &REQUIRED,
+        Some("strictScopes = false"),
+    )
+    .unwrap();
     assert!(config.permissions.strict_scopes);
     let (config, _) = load(&["--strict-scopes=false"], &REQUIRED, None).unwrap();
     assert!(!config.permissions.strict_scopes);

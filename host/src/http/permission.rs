@@ -142,7 +142,11 @@ impl IncludedScopes {
 
     /// Leaves out of `records` the included records outside the caller's scopes: one query per
     /// restricted relation and page, for the related keys of that page only.
-    pub(super) fn apply<'a>(&'a self, caller: &'a Caller, records: &'a mut [Record]) -> Boxed<'a, ()> {
+    pub(super) fn apply<'a>(
+        &'a self,
+        caller: &'a Caller,
+        records: &'a mut [Record],
+    ) -> Boxed<'a, ()> {
         Box::pin(async move {
             for included in &self.relations {
                 // The related records, taken out of their parents (left `Null` until put back).

@@ -4,7 +4,7 @@
 //! - a datasource chart `visible_counts`: a distribution of how many `orders` and `customers`
 //!   the plugin counts through `collections.aggregate`;
 //! - a Before Create hook on `tags`: the label of each created tag gets ` orders=<n>` appended,
-//!   `n` being the orders the hook lists through `collections.list`.
+//!   `n` being the orders of customers 1 to 10 the hook lists through `collections.list`.
 
 use canopy_sdk::prelude::*;
 
@@ -32,7 +32,10 @@ impl Plugin for Scoped {
                 let orders = ctx
                     .context()
                     .collection("orders")
-                    .list(&Value::Null, &["id"])?
+                    .list(
+                        &json!({"field": "customer_id", "operator": "LessThan", "value": 11}),
+                        &["id"],
+                    )?
                     .len();
                 for record in ctx.data_mut().into_iter().flatten() {
                     let label = record["label"].as_str().unwrap_or("").to_owned();
