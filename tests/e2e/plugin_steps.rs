@@ -185,7 +185,7 @@ async fn a_plugin_step_receives_its_input_and_reads_a_composite_record(backend: 
             "recordId": "1|2",
             "context": context,
             "settings": settings,
-            "caller": "ops@canopy.local",
+            "caller": "admin@canopy.local",
             "collection": "order_lines",
             "record": {"qty": 1, "line_no": 2},
         })
