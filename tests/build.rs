@@ -22,6 +22,7 @@ fn main() {
         "keys",
         "legacy",
         "other-wit",
+        "scoped",
         "steps",
     ] {
         println!("cargo:rerun-if-changed={}", plugins.join(path).display());

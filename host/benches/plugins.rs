@@ -126,7 +126,7 @@ async fn computed_field(url: &str, runtime: &Runtime, plugin_dir: &Path) -> Resu
     let base: Arc<dyn DataSource> = Arc::new(
         canopy::datasource::sql::SqlDataSource::from_pool(pool, Default::default()).await?,
     );
-    let set = PluginSet::load(runtime, plugin_dir, base.schema()).await?;
+    let set = PluginSet::load(runtime, plugin_dir, base.schema(), &allow_all()).await?;
     let stack = build_stack(Arc::clone(&base), set.customizations(base.schema())?)?;
     let customers = stack.collection("customers")?;
     let caller = Caller::system(chrono_tz::UTC);
@@ -225,7 +225,7 @@ async fn flattener_fields(url: &str, runtime: &Runtime) -> Result<(), BoxError> 
     let base: Arc<dyn DataSource> = Arc::new(
         canopy::datasource::sql::SqlDataSource::from_pool(pool, Default::default()).await?,
     );
-    let set = PluginSet::load(runtime, &dir, base.schema()).await?;
+    let set = PluginSet::load(runtime, &dir, base.schema(), &allow_all()).await?;
     let stack = build_stack(Arc::clone(&base), set.customizations(base.schema())?)?;
     let customers = stack.collection("customers")?;
     let caller = Caller::system(chrono_tz::UTC);
@@ -333,7 +333,7 @@ async fn per_call(runtime: &Runtime) -> Result<(), BoxError> {
     let ds: Arc<dyn DataSource> = Arc::new(
         canopy::datasource::sql::SqlDataSource::from_pool(pool, Default::default()).await?,
     );
-    let set = PluginSet::load(runtime, &dir, ds.schema()).await?;
+    let set = PluginSet::load(runtime, &dir, ds.schema(), &allow_all()).await?;
     let handler: Arc<dyn ComputeHandler> = set
         .customizations(ds.schema())?
         .into_iter()
@@ -407,13 +407,13 @@ async fn load_ten(url: &str, cache: &Path) -> Result<(), BoxError> {
     // fresh engine, as a start does.
     let runtime = Runtime::new(Some(cache))?;
     let started = Instant::now();
-    PluginSet::load(&runtime, &dir, ds.schema()).await?;
+    PluginSet::load(&runtime, &dir, ds.schema(), &allow_all()).await?;
     let cold = started.elapsed();
     let mut samples = Vec::new();
     for _ in 0..5 {
         let runtime = Runtime::new(Some(cache))?;
         let started = Instant::now();
-        let set = PluginSet::load(&runtime, &dir, ds.schema()).await?;
+        let set = PluginSet::load(&runtime, &dir, ds.schema(), &allow_all()).await?;
         samples.push(started.elapsed());
         assert_eq!(set.plugins.len(), 10);
     }
@@ -673,4 +673,9 @@ fn main() -> Result<(), BoxError> {
         let _ = std::fs::remove_dir_all(dir);
         Ok(())
     })
+}
+
+/// Permissions that enforce nothing: the plugins' reads here have no caller scope to apply.
+fn allow_all() -> std::sync::Arc<canopy::auth::Permissions> {
+    std::sync::Arc::new(canopy::auth::Permissions::allow_all())
 }

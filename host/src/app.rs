@@ -212,11 +212,17 @@ async fn customized(config: &Config) -> anyhow::Result<Arc<dyn DataSource>> {
     let customizations = match &config.plugin_dir {
         Some(dir) => {
             let runtime = crate::plugins::Runtime::new(None).map_err(anyhow::Error::msg)?;
-            crate::plugins::PluginSet::load(&runtime, dir, base.schema())
-                .await
-                .and_then(|set| set.customizations(base.schema()))
-                .map_err(anyhow::Error::msg)
-                .context("loading the plugins")?
+            // Nothing is served: no request, hence no caller scope, reaches these plugins.
+            crate::plugins::PluginSet::load(
+                &runtime,
+                dir,
+                base.schema(),
+                &Arc::new(crate::auth::Permissions::allow_all()),
+            )
+            .await
+            .and_then(|set| set.customizations(base.schema()))
+            .map_err(anyhow::Error::msg)
+            .context("loading the plugins")?
         }
         None => Vec::new(),
     };

@@ -245,6 +245,9 @@ pub struct PermissionsConfig {
     /// At least 60 seconds.
     pub cache_duration: Duration,
     pub skip_relation_read_permissions: bool,
+    /// `strictScopes`: included to-one records outside the caller's scope on their collection
+    /// are left out (`data: null`). Off restores the agent's behaviour.
+    pub strict_scopes: bool,
 }
 
 /// Actions and their approvals.
@@ -892,10 +895,27 @@ fn resolve_permissions(
                 .into(),
         });
     }
+    let strict_scopes = value_or(
+        layers.pick(
+            args.strict_scopes.take(),
+            ("--strict-scopes", "CANOPY_STRICT_SCOPES"),
+            file.strict_scopes.take(),
+        ),
+        true,
+    );
+    if !strict_scopes {
+        warnings.push(Warning {
+            key: "strictScopes",
+            message: "is false: records included through a to-one relation are served even \
+                      when the caller's scope on their collection excludes them"
+                .into(),
+        });
+    }
     PermissionsConfig {
         instant_cache_refresh,
         cache_duration: Duration::from_secs(seconds),
         skip_relation_read_permissions,
+        strict_scopes,
     }
 }
 

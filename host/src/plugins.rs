@@ -19,7 +19,7 @@ mod loader;
 mod runtime;
 mod workflow;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
@@ -27,9 +27,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-pub use loader::{Limits, WIT_VERSION, WitVersion};
+pub use loader::{Limits, Reads, WIT_VERSION, WitVersion};
 pub use runtime::{Compiled, Plugin, Runtime};
 
+use crate::auth::Permissions;
 use crate::customizer::Customization;
 use crate::datasource::DataSourceSchema;
 
@@ -47,7 +48,10 @@ pub struct PluginSet {
 struct Loading<'a> {
     runtime: &'a Runtime,
     schema_json: String,
-    compiled: BTreeMap<String, (Compiled, loader::Entry)>,
+    /// Where the scopes of plugin reads come from.
+    permissions: &'a Arc<Permissions>,
+    /// Each file's compiled component, settings and `unscoped_reads` (checked).
+    compiled: BTreeMap<String, (Compiled, loader::Entry, BTreeSet<String>)>,
 }
 
 impl PluginSet {
@@ -62,34 +66,52 @@ impl PluginSet {
     /// per `[[use]]` entry of its `.toml` (or once to the datasource with `[options]`), and every
     /// `use` it declares applies that plugin in turn, depth-first. The first failure fails the
     /// whole set with a message naming the plugin.
+    ///
+    /// The reads plugins make for a request run under the caller's scopes from `permissions`
+    /// (`Permissions::allow_all()`: none), except on the collections a plugin's `.toml` names in
+    /// `unscoped_reads`, each logged here as a warning.
     pub async fn load(
         runtime: &Runtime,
         dir: &Path,
         schema: &DataSourceSchema,
+        permissions: &Arc<Permissions>,
     ) -> Result<Self, String> {
         let started = Instant::now();
         let mut loading = Loading {
             runtime,
             schema_json: convert::schema_json(schema).to_string(),
+            permissions,
             compiled: BTreeMap::new(),
         };
         let entries = loader::scan(dir)?;
         let mut names = Vec::new();
         for entry in entries {
+            let unscoped = entry
+                .settings
+                .unscoped_reads(&entry.name, &entry.path, schema)?;
             let compiled = runtime
                 .compile(&entry.name, &entry.path, &entry.settings.limits)
                 .await?;
+            if !unscoped.is_empty() {
+                // An admin should see every grant beyond the caller's scopes.
+                tracing::warn!(
+                    plugin = %entry.name,
+                    collections = %unscoped.iter().cloned().collect::<Vec<_>>().join(", "),
+                    settings = %entry.path.with_extension("toml").display(),
+                    "plugin reads these collections without the caller's scopes (unscoped_reads)"
+                );
+            }
             names.push(entry.name.clone());
             loading
                 .compiled
-                .insert(entry.name.clone(), (compiled, entry));
+                .insert(entry.name.clone(), (compiled, entry, unscoped));
         }
         let mut plugins = Vec::new();
         for name in &names {
             let applications = loading
                 .compiled
                 .get(name)
-                .map(|(_, entry)| entry.settings.applications())
+                .map(|(_, entry, _)| entry.settings.applications())
                 .unwrap_or_default();
             for app in applications {
                 let options = serde_json::to_value(&app.options)
@@ -169,7 +191,7 @@ impl Loading<'_> {
                     .collect::<Vec<_>>()
                     .join(" → ")
             };
-            let Some((compiled, entry)) = self.compiled.get(name) else {
+            let Some((compiled, entry, unscoped)) = self.compiled.get(name) else {
                 let by = chain.last().map(String::as_str).unwrap_or_default();
                 return Err(format!(
                     "plugin `{by}` uses `{name}`, which is not in the plugin directory"
@@ -192,6 +214,10 @@ impl Loading<'_> {
                 options_json: options.to_string(),
                 scope,
                 used_by: chain.to_vec(),
+                reads: loader::Reads {
+                    permissions: Arc::clone(self.permissions),
+                    unscoped: unscoped.clone(),
+                },
             };
             if let Some(by) = chain.last() {
                 tracing::info!(plugin = %info.label(), by = %by, "plugin applied by another");

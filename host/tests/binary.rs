@@ -286,7 +286,7 @@ async fn a_scaffolded_plugin_builds_and_loads_with_its_field_and_action() {
 
     let runtime = canopy::plugins::Runtime::new(None).unwrap();
     let schema = canopy::datasource::DataSource::schema(&datasource);
-    let set = canopy::plugins::PluginSet::load(&runtime, &plugin_dir, schema)
+    let set = canopy::plugins::PluginSet::load(&runtime, &plugin_dir, schema, &allow_all())
         .await
         .unwrap();
     let declared: Vec<(Option<String>, String)> = set
@@ -1324,4 +1324,9 @@ async fn cli_changes_reach_a_running_server() {
     assert!(body.contains("Dune"), "{body}");
     run(&["users", "set", "reader@x.io", "--disable"]);
     wait_for(403);
+}
+
+/// Permissions that enforce nothing: the plugins' reads here have no caller scope to apply.
+fn allow_all() -> std::sync::Arc<canopy::auth::Permissions> {
+    std::sync::Arc::new(canopy::auth::Permissions::allow_all())
 }

@@ -52,6 +52,7 @@ mod plugin_steps;
 mod plugins;
 mod plugins_customizer;
 mod plugins_http;
+mod plugins_scopes;
 mod properties;
 mod safety;
 mod snapshots;

@@ -66,16 +66,27 @@ impl Env {
             settings,
         };
         self.step(plugin, handler)
-            .run(&run_user(), &ctx, &input)
+            .run(&run_user(&self.served).await, &ctx, &input)
             .await
     }
 }
 
-/// The run's user, as the engine builds it from `workflow_runs.user_id`.
-fn run_user() -> Caller {
+/// The run's user, as the engine builds it from `workflow_runs.user_id`: a user of the store
+/// (the first admin), in their team's rendering. A plugin's reads run under the caller's scopes,
+/// so the caller must be a user the permission documents know, as every run's user is.
+async fn run_user(served: &Served) -> Caller {
+    let store = &served.platform().store;
+    let user = store
+        .user_by_email("admin@canopy.local")
+        .await
+        .unwrap()
+        .expect("the first admin");
     let mut caller = canopy_e2e::caller();
-    caller.id = 7;
-    caller.email = "ops@canopy.local".to_owned();
+    caller.id = user.id;
+    caller.email = user.email.clone();
+    if let Some(team) = user.teams.first() {
+        caller.rendering_id = store.rendering_id(team.id).await.unwrap();
+    }
     caller
 }
 
@@ -174,7 +185,7 @@ async fn a_plugin_step_receives_its_input_and_reads_a_composite_record(backend: 
             "recordId": "1|2",
             "context": context,
             "settings": settings,
-            "caller": "ops@canopy.local",
+            "caller": "admin@canopy.local",
             "collection": "order_lines",
             "record": {"qty": 1, "line_no": 2},
         })
@@ -295,6 +306,9 @@ async fn a_reload_swaps_the_workflow_steps_and_a_step_in_hand_still_runs() {
         context: json!({}),
         settings: Json::Null,
     };
-    let out = held.run(&run_user(), &ctx, &input).await.unwrap();
+    let out = held
+        .run(&run_user(&env.served).await, &ctx, &input)
+        .await
+        .unwrap();
     assert_eq!(out.option.as_deref(), Some("refund"));
 }

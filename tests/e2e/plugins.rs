@@ -12,6 +12,8 @@ use canopy::datasource::{ColumnType, DataSource, Error, PrimitiveType, Value};
 use canopy::plugins::{PluginSet, Runtime, WIT_VERSION, WitVersion};
 use canopy_e2e::{Backend, TestDb, caller};
 
+use crate::harness::allow_all;
+
 fn built(name: &str) -> PathBuf {
     Path::new(env!("CANOPY_TEST_PLUGINS")).join(format!("{name}.wasm"))
 }
@@ -70,7 +72,9 @@ async fn hostile() -> (TestDb, Context, Vec<Customization>, PluginSet) {
     let (db, ds) = datasource().await;
     let runtime = Runtime::new(None).unwrap();
     let dir = plugin_dir(&[("hostile", Some(LIMITS))]);
-    let set = PluginSet::load(&runtime, &dir, ds.schema()).await.unwrap();
+    let set = PluginSet::load(&runtime, &dir, ds.schema(), &allow_all())
+        .await
+        .unwrap();
     let customizations = set.customizations(ds.schema()).unwrap();
     let ctx = Context {
         collection: Some("customers".into()),
@@ -288,7 +292,7 @@ async fn a_plugin_built_against_another_wit_version_is_refused_naming_both_versi
     let (_db, ds) = datasource().await;
     let runtime = Runtime::new(None).unwrap();
     let dir = plugin_dir(&[("other-wit", None)]);
-    let Err(message) = PluginSet::load(&runtime, &dir, ds.schema()).await else {
+    let Err(message) = PluginSet::load(&runtime, &dir, ds.schema(), &allow_all()).await else {
         panic!("the 0.3.0 plugin loaded")
     };
     assert!(
@@ -308,7 +312,9 @@ async fn a_plugin_built_against_the_frozen_0_1_0_still_loads_and_calls_back_into
     }
     let runtime = Runtime::new(None).unwrap();
     let dir = plugin_dir(&[("legacy", None)]);
-    let set = PluginSet::load(&runtime, &dir, ds.schema()).await.unwrap();
+    let set = PluginSet::load(&runtime, &dir, ds.schema(), &allow_all())
+        .await
+        .unwrap();
     assert_eq!(set.plugins[0].wit_version(), WitVersion::V0_1);
     assert!(set.plugins[0].workflow_steps.is_empty());
     let customizations = set.customizations(ds.schema()).unwrap();
@@ -338,7 +344,9 @@ async fn sdk_plugins_target_the_newest_wit_version() {
     let (_db, ds) = datasource().await;
     let runtime = Runtime::new(None).unwrap();
     let dir = plugin_dir(&[("hostile", Some(LIMITS))]);
-    let set = PluginSet::load(&runtime, &dir, ds.schema()).await.unwrap();
+    let set = PluginSet::load(&runtime, &dir, ds.schema(), &allow_all())
+        .await
+        .unwrap();
     assert_eq!(set.plugins[0].wit_version(), WitVersion::V0_2);
     assert_eq!(set.plugins[0].wit_version().as_str(), WIT_VERSION);
 }
@@ -350,11 +358,13 @@ async fn cached_plugins_load_from_the_compile_cache() {
     let runtime = Runtime::new(Some(&cache)).unwrap();
     let dir = plugin_dir(&[("hostile", Some(LIMITS))]);
     let cold = Instant::now();
-    PluginSet::load(&runtime, &dir, ds.schema()).await.unwrap();
+    PluginSet::load(&runtime, &dir, ds.schema(), &allow_all())
+        .await
+        .unwrap();
     let cold = cold.elapsed();
     let warm_runtime = Runtime::new(Some(&cache)).unwrap();
     let warm = Instant::now();
-    PluginSet::load(&warm_runtime, &dir, ds.schema())
+    PluginSet::load(&warm_runtime, &dir, ds.schema(), &allow_all())
         .await
         .unwrap();
     let warm = warm.elapsed();

@@ -16,7 +16,7 @@ use canopy::plugins::{PluginSet, Runtime};
 use canopy_e2e::{Backend, TestDb, on_all_backends};
 use serde_json::{Value as Json, json};
 
-use crate::harness::{attribute, filters, get_ok, ids, with_body};
+use crate::harness::{allow_all, attribute, filters, get_ok, ids, with_body};
 use crate::http::{get, send};
 use crate::list::shop;
 
@@ -70,7 +70,7 @@ async fn serve(
     dir: &Path,
 ) -> Result<(Router, Arc<dyn DataSource>), String> {
     let runtime = Runtime::new(None)?;
-    let set = PluginSet::load(&runtime, dir, base.schema()).await?;
+    let set = PluginSet::load(&runtime, dir, base.schema(), &allow_all()).await?;
     let customizations = set.customizations(base.schema())?;
     let stack = build_stack(base, customizations).map_err(|e| e.to_string())?;
     Ok((crate::harness::serve(stack.clone()), stack))

@@ -35,11 +35,11 @@ fn built(name: &str) -> PathBuf {
 
 /// A temporary directory for one test (the schema file and the plugin directory) and its
 /// database.
-struct Shop {
-    dir: PathBuf,
-    plugins: PathBuf,
-    url: String,
-    backend: Backend,
+pub(crate) struct Shop {
+    pub(crate) dir: PathBuf,
+    pub(crate) plugins: PathBuf,
+    pub(crate) url: String,
+    pub(crate) backend: Backend,
     /// The server database (dropped with the test); `None` for the demo's SQLite file.
     _db: Option<TestDb>,
 }
@@ -53,7 +53,7 @@ impl Drop for Shop {
 impl Shop {
     /// The demo database, and a plugin directory holding `shop.wasm` (the example). On SQLite
     /// the database is built by `canopy demo`'s seeding; elsewhere by the dialect's seed file.
-    async fn new(backend: Backend) -> Self {
+    pub(crate) async fn new(backend: Backend) -> Self {
         let shop = match backend {
             Backend::Sqlite => {
                 let mut shop = Self::in_dir(backend, None);
@@ -98,7 +98,7 @@ impl Shop {
 
     /// Copies a built plugin into the directory as `<as_name>.wasm`, replacing it atomically (a
     /// rename, as a deployment would).
-    fn install(&self, built_name: &str, as_name: &str) {
+    pub(crate) fn install(&self, built_name: &str, as_name: &str) {
         let staging = self.dir.join(format!("{as_name}.wasm.new"));
         std::fs::copy(built(built_name), &staging).unwrap();
         std::fs::rename(&staging, self.plugins.join(format!("{as_name}.wasm"))).unwrap();
@@ -108,18 +108,18 @@ impl Shop {
         self.dir.join(".forestadmin-schema.json")
     }
 
-    fn config(&self) -> Config {
+    pub(crate) fn config(&self) -> Config {
         plugin_config(&self.url, &self.plugins, &self.schema_path())
     }
 
     /// What `canopy serve --plugins` serves.
-    async fn serve(&self) -> Result<(Arc<Served>, Router), String> {
+    pub(crate) async fn serve(&self) -> Result<(Arc<Served>, Router), String> {
         served(self.config()).await
     }
 
     /// One number from the database itself (`sql` is a query of one value), to compare with what
     /// the routes answer.
-    async fn scalar(&self, sql: &str) -> f64 {
+    pub(crate) async fn scalar(&self, sql: &str) -> f64 {
         match self.backend {
             Backend::Sqlite => {
                 let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
@@ -146,7 +146,7 @@ impl Shop {
     }
 
     /// One text value from the database itself.
-    async fn text(&self, sql: &str) -> String {
+    pub(crate) async fn text(&self, sql: &str) -> String {
         match self.backend {
             Backend::Sqlite => {
                 let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();

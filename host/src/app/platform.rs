@@ -90,6 +90,7 @@ impl Platform {
         );
         permissions.skip_relation_read_permissions =
             config.permissions.skip_relation_read_permissions;
+        permissions.strict_scopes = config.permissions.strict_scopes;
         let login = Login::new(
             &config.login,
             config.auth.auth_secret.expose(),

@@ -342,10 +342,12 @@ async fn build(
     platform: &Platform,
 ) -> anyhow::Result<Built> {
     let plugins = match (runtime, &config.plugin_dir) {
-        (Some(runtime), Some(dir)) => PluginSet::load(runtime, dir, base.schema())
-            .await
-            .map_err(anyhow::Error::msg)
-            .context("loading the plugins")?,
+        (Some(runtime), Some(dir)) => {
+            PluginSet::load(runtime, dir, base.schema(), &platform.permissions)
+                .await
+                .map_err(anyhow::Error::msg)
+                .context("loading the plugins")?
+        }
         _ => PluginSet::empty(),
     };
     let customizations = plugins

@@ -142,6 +142,10 @@ pub struct Permissions {
     policy: CachePolicy,
     /// `skipRelationReadPermissions`.
     pub skip_relation_read_permissions: bool,
+    /// `strictScopes` (default on): a to-one record included in an answer is left out (the
+    /// relationship's `data: null`) when it is outside the caller's scope on its own
+    /// collection. Off: the agent's behaviour, scopes apply to the route's collection only.
+    pub strict_scopes: bool,
     environment: Slot<EnvironmentPermissions>,
     users: Slot<Users>,
     ip_whitelist: Slot<IpWhitelist>,
@@ -170,6 +174,7 @@ impl Permissions {
             source: Some(source),
             policy,
             skip_relation_read_permissions: false,
+            strict_scopes: true,
             environment: Slot::default(),
             users: Slot::default(),
             ip_whitelist: Slot::default(),
@@ -187,6 +192,7 @@ impl Permissions {
             source: None,
             policy: CachePolicy { ttl: None },
             skip_relation_read_permissions: false,
+            strict_scopes: true,
             environment: Slot::default(),
             users: Slot::default(),
             ip_whitelist: Slot::default(),

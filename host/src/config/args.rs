@@ -203,6 +203,15 @@ pub struct ServeArgs {
           value_parser = BoolishValueParser::new())]
     pub skip_relation_read_permissions: Option<bool>,
 
+    /// Leave out records included through a to-one relation (`data: null`) when they are
+    /// outside the caller's scope on their own collection; false serves them, as the Node agent
+    /// does (logs a warning). [default: true]
+    /// [file key: strictScopes]
+    #[arg(long, env = "CANOPY_STRICT_SCOPES", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub strict_scopes: Option<bool>,
+
     /// Most records a select-all approval request may target (checked when it is filed);
     /// 1 to 500. [default: 500] [file key: maxRecordsForApproval]
     #[arg(long, env = "CANOPY_MAX_RECORDS_FOR_APPROVAL", value_name = "COUNT")]

@@ -33,6 +33,7 @@ pub struct FileConfig {
     pub instant_cache_refresh: Option<bool>,
     pub permissions_cache_duration_in_seconds: Option<u64>,
     pub skip_relation_read_permissions: Option<bool>,
+    pub strict_scopes: Option<bool>,
     pub max_records_for_approval: Option<u64>,
     pub body_parser_options: Option<FileBodyParserOptions>,
     pub max_body_size: Option<Size>,

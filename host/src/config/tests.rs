@@ -103,6 +103,7 @@ fn defaults_apply_where_no_source_gives_a_value() {
             instant_cache_refresh: true,
             cache_duration: Duration::from_secs(900),
             skip_relation_read_permissions: false,
+            strict_scopes: true,
         }
     );
     assert_eq!(
@@ -813,4 +814,27 @@ fn the_audit_trail_is_on_by_flag_table_or_url_and_critical_by_default() {
         None
     );
     assert_eq!(in_store(ok(&[], &[], None)), None);
+}
+
+#[test]
+fn strict_scopes_is_on_by_default_and_turned_off_by_file_env_or_flag_with_a_warning() {
+    let (config, warnings) = load(&[], &REQUIRED, None).unwrap();
+    assert!(config.permissions.strict_scopes);
+    assert!(!warnings.iter().any(|w| w.key == "strictScopes"));
+    let (config, warnings) = load(&[], &REQUIRED, Some("strictScopes = false")).unwrap();
+    assert!(!config.permissions.strict_scopes);
+    assert!(warnings.iter().any(|w| w.key == "strictScopes"));
+    let env = with_required(&[("CANOPY_STRICT_SCOPES", "false")]);
+    let (config, _) = load(&[], &env, None).unwrap();
+    assert!(!config.permissions.strict_scopes);
+    // A flag wins over the file, as every setting does.
+    let (config, _) = load(
+        &["--strict-scopes"],
+        &REQUIRED,
+        Some("strictScopes = false"),
+    )
+    .unwrap();
+    assert!(config.permissions.strict_scopes);
+    let (config, _) = load(&["--strict-scopes=false"], &REQUIRED, None).unwrap();
+    assert!(!config.permissions.strict_scopes);
 }

@@ -15,7 +15,7 @@ use axum::routing::get;
 
 use super::activity::{Recorded, list_action};
 use super::error::{ApiError, ApiResult};
-use super::permission::{self, browse, scoped};
+use super::permission::{self, IncludedScopes, browse, scoped};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::query_string::{
     Params, RequestFilter, match_ids, parse_csv_params, parse_filter, parse_paginated_filter,
@@ -177,11 +177,14 @@ pub(super) async fn list_records(
     .await?;
     let filter = resolve(state, &context.caller, collection_schema, request).await?;
     let filter = scoped(state, &context.caller, collection_schema, filter).await?;
-    let records = state
+    let included =
+        IncludedScopes::new(state, &context.caller, collection_schema, &projection).await?;
+    let mut records = state
         .datasource
         .collection(name)?
         .list(&context.caller, &filter, &projection)
         .await?;
+    included.apply(&context.caller, &mut records).await?;
     Ok(Listed {
         records,
         search: filter.search,
@@ -261,11 +264,14 @@ async fn get_one(
         Some(&mut projection),
     )
     .await?;
-    let records = state
+    let included =
+        IncludedScopes::new(&state, &context.caller, collection_schema, &projection).await?;
+    let mut records = state
         .datasource
         .collection(&name)?
         .list(&context.caller, &filter, &projection)
         .await?;
+    included.apply(&context.caller, &mut records).await?;
     let record = records
         .first()
         .ok_or_else(|| agent::Error::NotFound("Record does not exists".to_owned()))?;
@@ -402,12 +408,18 @@ pub(super) async fn csv(
     let params = parse_csv_params(&context.query);
     let collection = state.datasource.collection(name)?;
     let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;
+    let projection = with_primary_keys(&columns, schema, collection_schema);
+    // An included record outside the caller's scope on its collection is written as a null
+    // relation: its columns are empty, as for an order without a customer.
+    let included =
+        IncludedScopes::new(state, &context.caller, collection_schema, &projection).await?;
     let export = Export {
         wires: serialize::csv_wires(schema, collection_schema, &columns.0),
         collection,
         caller: context.caller.clone(),
         filter,
-        projection: with_primary_keys(&columns, schema, collection_schema),
+        projection,
+        included,
         columns,
         remaining: state.limit_export_size,
         skip: 0,
@@ -456,6 +468,8 @@ struct Export {
     filter: Filter,
     /// What is fetched: the written columns and the keys ids need.
     projection: Projection,
+    /// The caller's scopes on the records included through to-one relations (`strictScopes`).
+    included: IncludedScopes,
     /// What is written, in order: the fields the client asked for.
     columns: Projection,
     /// The wire form of each written column.
@@ -477,7 +491,7 @@ impl Export {
             return None;
         }
         let filter = self.filter.clone().with_page(Page::new(self.skip, limit));
-        let records = match self
+        let mut records = match self
             .collection
             .list(&self.caller, &filter, &self.projection)
             .await
@@ -488,6 +502,10 @@ impl Export {
                 return None;
             }
         };
+        if let Err(error) = self.included.apply(&self.caller, &mut records).await {
+            tracing::error!(%error, "CSV export stopped");
+            return None;
+        }
         let read = records.len() as u64;
         self.skip += read;
         self.remaining = self.remaining.map(|r| r.saturating_sub(read));

@@ -9,7 +9,7 @@ use axum::routing::{post, put};
 use super::activity::Recorded;
 use super::collection::served;
 use super::error::ApiResult;
-use super::permission::scoped;
+use super::permission::{IncludedScopes, scoped};
 use super::related::{self, column_value, to_one_target};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::body::{parse_create, parse_update};
@@ -186,9 +186,12 @@ async fn update(
         schema,
         collection_schema,
     );
-    let records = collection
+    let included =
+        IncludedScopes::new(&state, &context.caller, collection_schema, &projection).await?;
+    let mut records = collection
         .list(&context.caller, &filter, &projection)
         .await?;
+    included.apply(&context.caller, &mut records).await?;
     // A record the filter does not find (there was none, or the patch moved it out of sight):
     // `data: null`, as the agent serializes the missing row it re-reads.
     let body = match records.first() {

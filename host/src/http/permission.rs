@@ -1,7 +1,13 @@
 //! The permission steps the data routes share (§5): browse with its live-query segment, the
-//! caller's scope, relation reads (`skipRelationReadPermissions`) and the `currentUser`
+//! caller's scope, the scopes of the records included through to-one relations
+//! (`strictScopes`), relation reads (`skipRelationReadPermissions`) and the `currentUser`
 //! context variables. Each route calls these in the agent's order; the decisions themselves are
 //! `auth::Permissions`'.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use axum::http::HeaderMap;
 
@@ -10,9 +16,10 @@ use super::SharedState;
 use super::collection::projection_header;
 use super::error::ApiResult;
 use crate::agent::chart::ContextVariables;
-use crate::agent::query_string::QueryString;
+use crate::agent::query_string::{CompositeId, QueryString, match_ids};
 use crate::datasource::{
-    Caller, CollectionSchema, ConditionTree, DataSourceSchema, Filter, Projection,
+    Caller, Collection, CollectionSchema, ConditionTree, DataSourceSchema, Filter, Projection,
+    Record, Value, pack_id,
 };
 
 /// `assertCanBrowse` on `collection`: browse, and the live-query segment of the query string
@@ -61,6 +68,162 @@ pub(super) async fn scoped(
     filter: Filter,
 ) -> ApiResult<Filter> {
     Ok(filter.and(scope(state, caller, collection).await?))
+}
+
+/// The caller's scopes on the collections whose records an answer includes through to-one
+/// relations (`strictScopes`, on by default): an included record outside the caller's scope on
+/// its own collection is left out, so the relationship is `data: null` and nothing is in
+/// `included` (a CSV export writes its columns empty). The agent applies a scope to the route's
+/// collection only (docs/compatibility.md). Built once per request from its projection, then
+/// applied to each page of records.
+pub(super) struct IncludedScopes {
+    relations: Vec<Included>,
+}
+
+/// One to-one relation of a projection whose records some scope restricts.
+struct Included {
+    /// The relation's name in the including records.
+    relation: String,
+    collection: Arc<dyn Collection>,
+    /// The caller's scope on the related collection; `None`: every related record is in it.
+    tree: Option<ConditionTree>,
+    /// The to-one relations the related records include in turn (`customer:country:name`).
+    nested: IncludedScopes,
+}
+
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = ApiResult<T>> + Send + 'a>>;
+
+impl IncludedScopes {
+    /// The scopes of the to-one relations `projection` includes from `collection`; nothing to do
+    /// with `strictScopes = false`, when permissions are not enforced, or when no scope applies.
+    pub(super) async fn new(
+        state: &SharedState,
+        caller: &Caller,
+        collection: &CollectionSchema,
+        projection: &Projection,
+    ) -> ApiResult<Self> {
+        if !state.permissions.strict_scopes || !state.permissions.enforced() {
+            return Ok(Self {
+                relations: Vec::new(),
+            });
+        }
+        Self::build(state, caller, collection, projection.clone()).await
+    }
+
+    fn build<'a>(
+        state: &'a SharedState,
+        caller: &'a Caller,
+        collection: &'a CollectionSchema,
+        projection: Projection,
+    ) -> Boxed<'a, Self> {
+        Box::pin(async move {
+            let schema = state.datasource.schema();
+            let mut relations = Vec::new();
+            for name in projection.relations() {
+                let Some(relation) = collection.relation(name).filter(|r| r.is_to_one()) else {
+                    continue;
+                };
+                let foreign = schema.collection(relation.foreign_collection())?;
+                let tree = scope(state, caller, foreign).await?;
+                let nested = Self::build(state, caller, foreign, projection.under(name)).await?;
+                if tree.is_none() && nested.relations.is_empty() {
+                    continue;
+                }
+                relations.push(Included {
+                    relation: name.to_owned(),
+                    collection: state.datasource.collection(&foreign.name)?,
+                    tree,
+                    nested,
+                });
+            }
+            Ok(Self { relations })
+        })
+    }
+
+    /// Leaves out of `records` the included records outside the caller's scopes: one query per
+    /// restricted relation and page, for the related keys of that page only.
+    pub(super) fn apply<'a>(
+        &'a self,
+        caller: &'a Caller,
+        records: &'a mut [Record],
+    ) -> Boxed<'a, ()> {
+        Box::pin(async move {
+            for included in &self.relations {
+                // The related records, taken out of their parents (left `Null` until put back).
+                let mut parents = Vec::new();
+                let mut related = Vec::new();
+                for (i, record) in records.iter_mut().enumerate() {
+                    if let Some(value) = record.get_mut(&included.relation)
+                        && matches!(value, Value::Record(_))
+                        && let Value::Record(inner) = std::mem::replace(value, Value::Null)
+                    {
+                        parents.push(i);
+                        related.push(*inner);
+                    }
+                }
+                let keep = match &included.tree {
+                    Some(tree) => Some(included.in_scope(caller, tree, &related).await?),
+                    None => None,
+                };
+                let schema = included.collection.schema();
+                let (mut kept_parents, mut kept) = (Vec::new(), Vec::new());
+                for (parent, record) in parents.into_iter().zip(related) {
+                    let allowed = keep.as_ref().is_none_or(|keep| {
+                        pack_id(schema, &record).is_ok_and(|id| keep.contains(&id))
+                    });
+                    if allowed {
+                        kept_parents.push(parent);
+                        kept.push(record);
+                    }
+                }
+                included.nested.apply(caller, &mut kept).await?;
+                for (parent, record) in kept_parents.into_iter().zip(kept) {
+                    if let Some(value) = records[parent].get_mut(&included.relation) {
+                        *value = Value::Record(Box::new(record));
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Included {
+    /// The packed ids of those of `related` that the caller's scope `tree` keeps.
+    async fn in_scope(
+        &self,
+        caller: &Caller,
+        tree: &ConditionTree,
+        related: &[Record],
+    ) -> ApiResult<HashSet<String>> {
+        let schema = self.collection.schema();
+        let keys = schema.primary_keys();
+        let mut seen = HashSet::new();
+        let ids: Vec<CompositeId> = related
+            .iter()
+            .filter(|record| pack_id(schema, record).is_ok_and(|id| seen.insert(id)))
+            .map(|record| {
+                keys.iter()
+                    .map(|key| {
+                        let value = record.get(key).cloned().unwrap_or(Value::Null);
+                        ((*key).to_owned(), value)
+                    })
+                    .collect()
+            })
+            .collect();
+        if ids.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let filter = Filter::new(Some(match_ids(schema, &ids)?)).and(Some(tree.clone()));
+        let rows = self
+            .collection
+            .list(caller, &filter, &Projection::new(keys))
+            .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| pack_id(schema, row).ok())
+            .collect())
+    }
 }
 
 /// Whether the client chose the fields (`Forest-Projection` or `fields[c]`), rather than

@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 use super::activity::Recorded;
 use super::collection::{csv, projection_header, resolve, served};
 use super::error::{ApiError, ApiResult};
-use super::permission::{self, browse, scoped};
+use super::permission::{self, IncludedScopes, browse, scoped};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::body::{parse_associate, parse_update_field, parse_update_to_one};
 use crate::agent::query_string::{
@@ -283,11 +283,13 @@ async fn list_related(
     let parent_id = unpack_id(parent, &id)?;
     let tree = related_tree(&state, &context.caller, parent, &parent_id, relation).await?;
     let filter = filter.and(Some(tree));
-    let records = state
+    let included = IncludedScopes::new(&state, &context.caller, foreign, &projection).await?;
+    let mut records = state
         .datasource
         .collection(foreign_name)?
         .list(&context.caller, &filter, &projection)
         .await?;
+    included.apply(&context.caller, &mut records).await?;
     let body = serialize::serialize_list(schema, foreign_name, &records, filter.search.as_deref())?;
     let response = super::json_bytes(body.to_bytes()?);
     activity.done();

@@ -187,6 +187,7 @@ impl self::canopy::plugin::collections::Host for State {
             Err(e) => return Ok(Err(e)),
         };
         Ok(convert::host_list(
+            &self.plugin.reads,
             scope,
             &collection,
             &filter_json,
@@ -209,11 +210,16 @@ impl self::canopy::plugin::collections::Host for State {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(
-            convert::host_aggregate(scope, &collection, &filter_json, &aggregation_json, limit)
-                .await
-                .map_err(guest_error),
+        Ok(convert::host_aggregate(
+            &self.plugin.reads,
+            scope,
+            &collection,
+            &filter_json,
+            &aggregation_json,
+            limit,
         )
+        .await
+        .map_err(guest_error))
     }
 
     async fn create(

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value as Json, json};
 
 use super::bindings::{Batch, CallContext, Column, NamedColumn, Scope, WitCaller};
+use super::loader::Reads;
 use crate::agent::wire;
 use crate::customizer::{Batch as ComputeBatch, Context};
 use crate::datasource::schema::Wire;
@@ -389,7 +390,39 @@ pub fn batch(
     }
 }
 
+/// A plugin's read `filter` on `collection`, restricted to the caller's scope there unless the
+/// plugin declared `unscoped_reads` for it. The one place every read of every plugin entry point
+/// (charts, actions, hooks, segments, search, workflow steps, …) passes: all of them read through
+/// `collections.list` and `collections.aggregate`.
+///
+/// The scope is parsed against the schema the plugin reads (the stack below its layer), not the
+/// served one: the customizations sit below renames, so a scope that names a field exposed only
+/// above that layer (a renamed field) cannot be applied and the read is refused (403), never
+/// served unscoped.
+async fn scoped_read(
+    reads: &Reads,
+    scope: &Scope,
+    collection: &CollectionSchema,
+    filter: Filter,
+) -> Result<Filter> {
+    if reads.unscoped.contains(&collection.name) {
+        return Ok(filter);
+    }
+    let tree = reads
+        .permissions
+        .scope(&scope.caller, collection, scope.ctx.datasource.schema())
+        .await
+        .map_err(|e| match e {
+            crate::auth::Error::Forbidden(m) | crate::auth::Error::InvalidScope(m) => {
+                Error::Forbidden(m)
+            }
+            other => Error::Internal(other.to_string()),
+        })?;
+    Ok(filter.and(tree))
+}
+
 pub async fn host_list(
+    reads: &Reads,
     scope: &Scope,
     name: &str,
     filter_text: &str,
@@ -415,6 +448,7 @@ pub async fn host_list(
             .collect(),
     );
     f.page = page.map(|(skip, limit)| Page::new(u64::from(skip), u64::from(limit)));
+    let f = scoped_read(reads, scope, collection.schema(), f).await?;
     let records = collection
         .list(
             &scope.caller,
@@ -426,6 +460,7 @@ pub async fn host_list(
 }
 
 pub async fn host_aggregate(
+    reads: &Reads,
     scope: &Scope,
     name: &str,
     filter_text: &str,
@@ -435,6 +470,7 @@ pub async fn host_aggregate(
     let ds = &scope.ctx.datasource;
     let collection = ds.collection(name)?;
     let f = filter(filter_text, collection.schema(), ds.schema())?;
+    let f = scoped_read(reads, scope, collection.schema(), f).await?;
     let a = aggregation(aggregation_text)?;
     let rows = collection
         .aggregate(&scope.caller, &f, &a, limit.map(u64::from))

@@ -2,12 +2,17 @@
 //! and limits), loaded in file-name order so declarations and their conflicts are deterministic.
 //! Also the ABI check that runs before linking.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::auth::Permissions;
+use crate::datasource::DataSourceSchema;
 
 /// The WIT package this host implements; plugins built against another 0.x minor are refused.
 pub const WIT_PACKAGE: &str = "canopy:plugin";
@@ -60,6 +65,32 @@ pub struct PluginInfo {
     /// The plugins that applied this one, outermost first (empty for an application from the
     /// plugin directory itself); for logs and errors.
     pub used_by: Vec<String>,
+    /// How this plugin's reads through `collections` are scoped: the caller's scopes, except on
+    /// the collections its `.toml` names in `unscoped_reads`.
+    pub reads: Reads,
+}
+
+/// Whose scopes a plugin's reads run under. Every `list` and `aggregate` a plugin makes through
+/// the host on behalf of a request is restricted to the caller's scope on the collection it
+/// reads (so charts, actions, hooks, segments, search handlers and workflow steps all see what
+/// the caller may see), except on the collections the plugin's settings name in
+/// `unscoped_reads`: that grant is exactly those collections, nothing else.
+#[derive(Debug, Clone)]
+pub struct Reads {
+    /// Where scopes come from (`Permissions::allow_all` when nothing is enforced).
+    pub permissions: Arc<Permissions>,
+    /// Collections this plugin reads without the caller's scope (`unscoped_reads`).
+    pub unscoped: BTreeSet<String>,
+}
+
+impl Reads {
+    /// Scoped everywhere, with the scopes of `permissions`.
+    pub fn scoped(permissions: Arc<Permissions>) -> Self {
+        Self {
+            permissions,
+            unscoped: BTreeSet::new(),
+        }
+    }
 }
 
 impl PluginInfo {
@@ -215,6 +246,10 @@ pub struct PluginToml {
     /// applied by itself, only when another plugin uses it.
     #[serde(rename = "use")]
     pub uses: Option<Vec<UseEntry>>,
+    /// Collections the plugin reads without the caller's scope (`unscoped_reads = ["orders"]`):
+    /// by default every read a plugin makes for a request is restricted to the caller's scope
+    /// on the collection read. Shown at load, and in `canopy plugin list`.
+    pub unscoped_reads: Vec<String>,
 }
 
 /// One `[[use]]` entry of a `.toml`.
@@ -237,6 +272,28 @@ impl PluginToml {
                 options: self.options.clone(),
             }],
         }
+    }
+
+    /// `unscoped_reads`, checked against the served collections: an unknown name stops the
+    /// load with a message naming the plugin, its settings file and the name.
+    pub fn unscoped_reads(
+        &self,
+        plugin: &str,
+        path: &Path,
+        schema: &DataSourceSchema,
+    ) -> Result<BTreeSet<String>, String> {
+        let mut out = BTreeSet::new();
+        for name in &self.unscoped_reads {
+            if !schema.collections.contains_key(name) {
+                return Err(format!(
+                    "plugin `{plugin}` ({}): `unscoped_reads` names the collection `{name}`, \
+                     which does not exist",
+                    path.with_extension("toml").display()
+                ));
+            }
+            out.insert(name.clone());
+        }
+        Ok(out)
     }
 }
 

@@ -738,6 +738,9 @@ mod tests {
             options_json: "{}".into(),
             scope: None,
             used_by: Vec::new(),
+            reads: crate::plugins::loader::Reads::scoped(Arc::new(
+                crate::auth::Permissions::allow_all(),
+            )),
         };
         let mut state = State::new(Arc::new(info), None, 32 << 20);
         assert!(state.memory_growing(0, 1 << 20, None).unwrap());

@@ -22,6 +22,10 @@ use crate::platform::documents::{Rendering, RenderingTeam, UserEntry};
 /// Beyond this many cached scopes the cache starts over (users come and go).
 const MAX_ENTRIES: usize = 10_000;
 
+/// Schemas one collection's scope is kept parsed against at once: the served one, and the layers
+/// plugins read from (their reads are scoped against the stack below their layer).
+const MAX_SCHEMAS: usize = 8;
+
 struct Entry {
     rendering: Arc<Rendering>,
     users: Arc<Users>,
@@ -32,8 +36,8 @@ struct Entry {
     tree: Option<ConditionTree>,
 }
 
-/// The parsed scopes of one (rendering, user), by collection name.
-type ByCollection = HashMap<String, Arc<Entry>>;
+/// The parsed scopes of one (rendering, user), by collection name, one per schema parsed against.
+type ByCollection = HashMap<String, Vec<Arc<Entry>>>;
 
 /// Parsed scopes by (rendering, user), then by collection name.
 #[derive(Default)]
@@ -49,9 +53,14 @@ impl ScopeCache {
             .clear();
     }
 
-    fn get(&self, key: (i64, i64), collection: &str) -> Option<Arc<Entry>> {
+    fn get(&self, key: (i64, i64), collection: &str, schema: usize) -> Option<Arc<Entry>> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        entries.get(&key)?.get(collection).cloned()
+        entries
+            .get(&key)?
+            .get(collection)?
+            .iter()
+            .find(|e| e.schema == schema)
+            .cloned()
     }
 
     fn put(&self, key: (i64, i64), collection: &str, entry: Entry) {
@@ -59,10 +68,16 @@ impl ScopeCache {
         if entries.len() >= MAX_ENTRIES {
             entries.clear();
         }
-        entries
+        let parsed = entries
             .entry(key)
             .or_default()
-            .insert(collection.to_owned(), Arc::new(entry));
+            .entry(collection.to_owned())
+            .or_default();
+        parsed.retain(|e| e.schema != entry.schema);
+        if parsed.len() >= MAX_SCHEMAS {
+            parsed.remove(0);
+        }
+        parsed.push(Arc::new(entry));
     }
 }
 
@@ -244,10 +259,9 @@ impl Permissions {
         };
         let key = (caller.rendering_id, caller.id);
         let schema_address = std::ptr::from_ref(collection) as usize;
-        if let Some(entry) = self.scopes.get(key, &collection.name)
+        if let Some(entry) = self.scopes.get(key, &collection.name, schema_address)
             && Arc::ptr_eq(&entry.rendering, &rendering)
             && Arc::ptr_eq(&entry.users, &users)
-            && entry.schema == schema_address
         {
             return Ok(entry.tree.clone());
         }
