@@ -34,6 +34,7 @@ mod http_write;
 mod introspection;
 mod liana;
 mod list;
+mod list_order;
 mod login;
 mod login_browser;
 mod login_oidc;
