@@ -310,7 +310,10 @@ const KOA_ANSWERS: &[(u16, &str)] = &[
 ];
 
 /// Sends the request; a 500 or a 4xx outside the envelope (or koa's own answers) fails the case.
-pub(crate) async fn answer(app: &Router, request: Request<Body>) -> Result<(u16, Json), TestCaseError> {
+pub(crate) async fn answer(
+    app: &Router,
+    request: Request<Body>,
+) -> Result<(u16, Json), TestCaseError> {
     let what = format!("{} {}", request.method(), request.uri());
     let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status().as_u16();

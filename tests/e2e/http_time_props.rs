@@ -148,14 +148,18 @@ fn chart() -> BoxedStrategy<Json> {
 
 /// Every chart kind with extreme time filters, in odd timezones.
 fn charts(backend: Backend) {
-    run(backend, (chart(), select(ZONES)), |rt, app, (body, zone)| {
-        let uri = format!("/forest/stats/books?timezone={zone}");
-        rt.block_on(answer(
-            app,
-            request("POST", &uri, Some(body.to_string().into_bytes())),
-        ))?;
-        Ok(())
-    });
+    run(
+        backend,
+        (chart(), select(ZONES)),
+        |rt, app, (body, zone)| {
+            let uri = format!("/forest/stats/books?timezone={zone}");
+            rt.block_on(answer(
+                app,
+                request("POST", &uri, Some(body.to_string().into_bytes())),
+            ))?;
+            Ok(())
+        },
+    );
 }
 
 /// Every filter path with extreme time filters, in odd timezones.

@@ -40,7 +40,10 @@ async fn app(backend: Backend) -> (TestDb, Router) {
             // 7919 and 37 are prime to ROWS: two permutations of 0..ROWS.
             let id = (i * 7919) % ROWS + 1;
             let code = (i * 37) % ROWS;
-            format!("({id}, {}, 'k{code:04}', 'a longer note that the index does not hold')", id % 3 + 1)
+            format!(
+                "({id}, {}, 'k{code:04}', 'a longer note that the index does not hold')",
+                id % 3 + 1
+            )
         })
         .collect();
     db.execute(&format!(
@@ -89,8 +92,14 @@ async fn page(app: &Router, path: &str, number: u64) -> Vec<u64> {
 /// nor skipped.
 async fn list_pages_follow_the_primary_key(backend: Backend) {
     let (_db, app) = app(backend).await;
-    assert_eq!(page(&app, "/forest/items", 1).await, (1..=100).collect::<Vec<_>>());
-    assert_eq!(page(&app, "/forest/items", 2).await, (101..=200).collect::<Vec<_>>());
+    assert_eq!(
+        page(&app, "/forest/items", 1).await,
+        (1..=100).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        page(&app, "/forest/items", 2).await,
+        (101..=200).collect::<Vec<_>>()
+    );
     // A given sort is kept as is: by code, whatever the keys.
     let (_, _, body) = send(
         &app,

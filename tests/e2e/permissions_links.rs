@@ -42,9 +42,7 @@ struct World {
 fn environment(roles: &[(i64, &[&str], &[&str])]) -> Json {
     let mut collections = serde_json::Map::new();
     for collection in ["products", "tags", "product_tags", "reviews"] {
-        let with = |pick: &dyn Fn(&(i64, &[&str], &[&str])) -> bool| {
-            json!({"roles": roles.iter().filter(|r| pick(r)).map(|r| r.0).collect::<Vec<_>>()})
-        };
+        let with = |pick: &dyn Fn(&(i64, &[&str], &[&str])) -> bool| json!({"roles": roles.iter().filter(|r| pick(r)).map(|r| r.0).collect::<Vec<_>>()});
         let every = with(&|_| true);
         collections.insert(
             collection.to_owned(),
@@ -165,9 +163,15 @@ impl World {
     }
 
     async fn tag_count(&self) -> Json {
-        call(&self.app, self.admin, "GET", &format!("/forest/tags/count?{TZ}"), None)
-            .await
-            .1
+        call(
+            &self.app,
+            self.admin,
+            "GET",
+            &format!("/forest/tags/count?{TZ}"),
+            None,
+        )
+        .await
+        .1
     }
 }
 
@@ -190,7 +194,14 @@ async fn many_to_many_links_need_edit_on_the_parent(data: Backend) {
     assert_eq!((status, body), (StatusCode::FORBIDDEN, forbidden()));
     assert_eq!(w.related("tags").await, [1]);
     // Allowed to the products editor.
-    let (status, body) = call(&w.app, w.products, "POST", &tags_uri, Some(&link("tags", "2"))).await;
+    let (status, body) = call(
+        &w.app,
+        w.products,
+        "POST",
+        &tags_uri,
+        Some(&link("tags", "2")),
+    )
+    .await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     assert_eq!(w.related("tags").await, [1, 2]);
     let (status, body) = call(

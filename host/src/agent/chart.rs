@@ -1352,9 +1352,18 @@ mod tests {
                 "labelFieldName": "l", "limit": 2.5}),
                 "Invalid limit 2.5: expected a positive integer",
             ),
-            (json!({"type": "Value", "aggregator": "Count", "filter": 5}), ""),
-            (json!({"type": "Value", "aggregator": "Count", "filter": [1]}), ""),
-            (json!({"type": "Value", "aggregator": "Count", "filter": "{"}), ""),
+            (
+                json!({"type": "Value", "aggregator": "Count", "filter": 5}),
+                "",
+            ),
+            (
+                json!({"type": "Value", "aggregator": "Count", "filter": [1]}),
+                "",
+            ),
+            (
+                json!({"type": "Value", "aggregator": "Count", "filter": "{"}),
+                "",
+            ),
         ];
         for (body, message) in cases {
             let err = ChartRequest::parse(&body, &schema(), "orders", &caller())
@@ -1621,26 +1630,46 @@ mod tests {
         for huge in [1e18, i64::MAX as f64, 9.9e307] {
             assert_eq!(
                 previous(Operator::PreviousXDays, Value::Float(huge), "day", now),
-                range("day", Value::Dateonly(earliest_day), Value::Dateonly(earliest_day))
+                range(
+                    "day",
+                    Value::Dateonly(earliest_day),
+                    Value::Dateonly(earliest_day)
+                )
             );
             assert_eq!(
                 previous(Operator::PreviousXDays, Value::Float(-huge), "day", now),
-                range("day", Value::Dateonly(latest_day), Value::Dateonly(latest_day))
+                range(
+                    "day",
+                    Value::Dateonly(latest_day),
+                    Value::Dateonly(latest_day)
+                )
             );
             assert_eq!(
-                previous(Operator::PreviousXDaysToDate, Value::Float(huge), "day", now),
-                range("day", Value::Dateonly(earliest_day), Value::Dateonly(earliest_day))
+                previous(
+                    Operator::PreviousXDaysToDate,
+                    Value::Float(huge),
+                    "day",
+                    now
+                ),
+                range(
+                    "day",
+                    Value::Dateonly(earliest_day),
+                    Value::Dateonly(earliest_day)
+                )
             );
-            let ConditionTree::Branch { conditions, .. } =
-                previous(Operator::PreviousXDaysToDate, Value::Float(huge), "placed_at", now)
-            else {
+            let ConditionTree::Branch { conditions, .. } = previous(
+                Operator::PreviousXDaysToDate,
+                Value::Float(huge),
+                "placed_at",
+                now,
+            ) else {
                 panic!("a range");
             };
             assert!(
-                conditions
-                    .iter()
-                    .all(|c| matches!(c, ConditionTree::Leaf(Leaf { value: Value::Date(t), .. })
-                        if t.date_naive() <= earliest_day)),
+                conditions.iter().all(
+                    |c| matches!(c, ConditionTree::Leaf(Leaf { value: Value::Date(t), .. })
+                        if t.date_naive() <= earliest_day)
+                ),
                 "{conditions:?}"
             );
         }
@@ -1710,8 +1739,17 @@ mod tests {
                 any::<i64>().prop_map(Value::Int),
                 select(vec![i64::MIN, i64::MAX, 0, -1, 1]).prop_map(Value::Int),
                 any::<f64>().prop_map(Value::Float),
-                select(vec![1e18, -1e18, 9.9e307, -9.9e307, f64::MAX, f64::MIN, 0.5, -0.5])
-                    .prop_map(Value::Float),
+                select(vec![
+                    1e18,
+                    -1e18,
+                    9.9e307,
+                    -9.9e307,
+                    f64::MAX,
+                    f64::MIN,
+                    0.5,
+                    -0.5
+                ])
+                .prop_map(Value::Float),
                 any::<u64>().prop_map(|n| Value::Decimal(n.into())),
             ]
         }
