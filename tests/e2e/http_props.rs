@@ -310,7 +310,10 @@ const KOA_ANSWERS: &[(u16, &str)] = &[
 ];
 
 /// Sends the request; a 500 or a 4xx outside the envelope (or koa's own answers) fails the case.
-async fn answer(app: &Router, request: Request<Body>) -> Result<(u16, Json), TestCaseError> {
+pub(crate) async fn answer(
+    app: &Router,
+    request: Request<Body>,
+) -> Result<(u16, Json), TestCaseError> {
     let what = format!("{} {}", request.method(), request.uri());
     let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status().as_u16();
@@ -355,7 +358,7 @@ async fn answer(app: &Router, request: Request<Body>) -> Result<(u16, Json), Tes
     Ok((status, body))
 }
 
-fn request(method: &str, uri: &str, body: Option<Vec<u8>>) -> Request<Body> {
+pub(crate) fn request(method: &str, uri: &str, body: Option<Vec<u8>>) -> Request<Body> {
     let builder = Request::builder()
         .method(method)
         .uri(uri)
@@ -370,7 +373,7 @@ fn request(method: &str, uri: &str, body: Option<Vec<u8>>) -> Request<Body> {
 }
 
 /// Runs `property` on every generated value with a fresh library on `backend`.
-fn run<S: Strategy>(
+pub(crate) fn run<S: Strategy>(
     backend: Backend,
     strategy: S,
     property: impl Fn(&tokio::runtime::Runtime, &Router, S::Value) -> Result<(), TestCaseError>,

@@ -367,7 +367,8 @@ async fn collection_rights_follow_the_role(store: Backend, data: Backend) {
             Some(selection("countries", &["1"], false)),
         ),
         ("DELETE", format!("/forest/countries/2?{TZ}"), None),
-        // related routes ask the foreign collection: export and edit on customers
+        // related routes ask the foreign collection (export on customers); the links ask edit on
+        // the parent (countries) and, for this one-to-many, on customers too
         (
             "GET",
             format!(

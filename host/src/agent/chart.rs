@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 
 use super::{Error, Result, wire};
-use crate::datasource::query::equivalence::start_of_day;
+use crate::datasource::query::equivalence::{days_before, start_of_day};
 use crate::datasource::schema::Wire;
 use crate::datasource::{
     AggregateResult, Aggregation, AggregationOperation, Caller, CollectionSchema, ConditionTree,
@@ -260,6 +260,7 @@ struct RawChart {
     label_field_name: Option<String>,
     relationship_field_name: Option<String>,
     limit: Option<Json>,
+    objective: Option<Json>,
     filter: Option<Json>,
 }
 
@@ -330,6 +331,22 @@ impl ChartRequest {
             Some(other) => return Err(Error::validation(format!("Invalid limit {other}"))),
             None => None,
         };
+        // The objective is the frontend's (the agent reads none of it), but a body that names one
+        // must name a number, so that a malformed chart is refused rather than saved and shown.
+        if chart_type == ChartType::Objective {
+            match text(&raw.objective)? {
+                None | Some(Json::Number(_)) => {}
+                Some(Json::String(s)) if s.trim().is_empty() => {}
+                Some(Json::String(s)) => {
+                    parse_number(&s, "objective")?;
+                }
+                Some(other) => {
+                    return Err(Error::validation(format!(
+                        "Invalid objective {other}: expected a number"
+                    )));
+                }
+            }
+        }
         let filter = match raw.filter {
             None | Some(Json::Null) => None,
             // Older frontends send the tree as a JSON string.
@@ -581,11 +598,13 @@ fn previous_leaf(
         let current = period_start(today, unit);
         interval(day(shift(current, unit, -2)), day(shift(current, unit, -1)))
     };
-    let days = || -> crate::datasource::Result<i64> {
+    // A whole number of days, as the user gave it (`1e18` included): the dates below saturate at
+    // the filter path's bounds instead of overflowing.
+    let days = || -> crate::datasource::Result<f64> {
         leaf.value
             .as_f64()
             .filter(|f| f.is_finite())
-            .map(|f| f.trunc() as i64)
+            .map(f64::trunc)
             .ok_or_else(|| {
                 crate::datasource::Error::validation(format!(
                     "Wrong type for \"{}\": {}. Expects Number",
@@ -606,25 +625,26 @@ fn previous_leaf(
         PreviousYearToDate => same(PreviousYear),
         PreviousXDays => {
             let n = days()?;
-            interval(
-                day(today - Duration::days(2 * n)),
-                day(today - Duration::days(n)),
-            )
+            interval(day(days_before(today, 2.0 * n)), day(days_before(today, n)))
         }
         PreviousXDaysToDate => {
             let n = days()?;
-            // "Now" n days ago, on the caller's calendar (same local time of day).
-            let local = now.with_timezone(&tz).naive_local() - Duration::days(n);
-            let end = local
+            // "Now" n days ago, on the caller's calendar (same local time of day); the day
+            // saturates as above, and a local time that does not exist that day (a DST gap)
+            // falls back to the day's start.
+            let local_now = now.with_timezone(&tz).naive_local();
+            let end_day = days_before(local_now.date(), n);
+            let end = end_day
+                .and_time(local_now.time())
                 .and_local_timezone(tz)
                 .earliest()
-                .map_or(now - Duration::days(n), |t| t.with_timezone(&Utc));
+                .map_or_else(|| start_of_day(end_day, tz), |t| t.with_timezone(&Utc));
             let end = if dateonly {
-                Value::Dateonly(end.with_timezone(&tz).date_naive())
+                Value::Dateonly(end_day)
             } else {
                 Value::Date(end)
             };
-            interval(day(today - Duration::days(2 * n)), end)
+            interval(day(days_before(today, 2.0 * n)), end)
         }
         _ => ConditionTree::Leaf(leaf.clone()),
     })
@@ -635,9 +655,12 @@ pub fn period_start(date: NaiveDate, unit: DateOperation) -> NaiveDate {
     let first_of = |month: u32| NaiveDate::from_ymd_opt(date.year(), month, 1).unwrap_or(date);
     match unit {
         DateOperation::Day => date,
-        DateOperation::Week => {
-            date - Duration::days(i64::from(date.weekday().num_days_from_monday()))
-        }
+        // Checked: a date at the start of chrono's range has no Monday before it.
+        DateOperation::Week => date
+            .checked_sub_signed(Duration::days(i64::from(
+                date.weekday().num_days_from_monday(),
+            )))
+            .unwrap_or(date),
         DateOperation::Month => first_of(date.month()),
         DateOperation::Quarter => first_of((date.month() - 1) / 3 * 3 + 1),
         DateOperation::Year => first_of(1),
@@ -645,18 +668,25 @@ pub fn period_start(date: NaiveDate, unit: DateOperation) -> NaiveDate {
 }
 
 /// `date` moved by `n` periods (months keep the day when it exists, else the month's last day).
+/// At the ends of chrono's range (dates a plugin or the database hands back) the date stays
+/// where it is, which ends the line chart's walk instead of overflowing.
 pub fn shift(date: NaiveDate, unit: DateOperation, n: i32) -> NaiveDate {
-    let months = |m: i32| {
+    let months = |m: i64| {
+        let Ok(count) = u32::try_from(m.unsigned_abs()) else {
+            return date;
+        };
         let result = if m >= 0 {
-            date.checked_add_months(Months::new(m.unsigned_abs()))
+            date.checked_add_months(Months::new(count))
         } else {
-            date.checked_sub_months(Months::new(m.unsigned_abs()))
+            date.checked_sub_months(Months::new(count))
         };
         result.unwrap_or(date)
     };
+    let days = |d: i64| date.checked_add_signed(Duration::days(d)).unwrap_or(date);
+    let n = i64::from(n);
     match unit {
-        DateOperation::Day => date + Duration::days(i64::from(n)),
-        DateOperation::Week => date + Duration::days(7 * i64::from(n)),
+        DateOperation::Day => days(n),
+        DateOperation::Week => days(7 * n),
         DateOperation::Month => months(n),
         DateOperation::Quarter => months(3 * n),
         DateOperation::Year => months(12 * n),
@@ -1203,11 +1233,14 @@ mod tests {
                 ),
             ]))
         );
-        // The objective is not read (the agent ignores it): neither missing nor odd ones fail.
+        // The objective is not read, but must be a number when given (see `parse_with`).
         for objective in [
             json!({"type": "Objective", "aggregator": "Count"}),
+            json!({"type": "Objective", "aggregator": "Count", "objective": null}),
+            json!({"type": "Objective", "aggregator": "Count", "objective": 120.5}),
             json!({"type": "Objective", "aggregator": "Count", "objective": "{{goal}}",
-                "contextVariables": {"goal": "a lot"}}),
+                "contextVariables": {"goal": 40}}),
+            json!({"type": "Objective", "aggregator": "Count", "objective": " 12 "}),
         ] {
             let request =
                 ChartRequest::parse(&objective, &schema(), "orders", &caller()).expect("objective");
@@ -1267,6 +1300,68 @@ mod tests {
             (
                 json!({"type": "Value", "aggregator": "Count", "filter": {"field": "nope",
                 "operator": "equal", "value": 1}}),
+                "",
+            ),
+            // Each field with a value of the wrong type.
+            (
+                json!({"type": "Objective", "aggregator": "Count", "objective": {"a": 1}}),
+                "Invalid objective {\"a\":1}: expected a number",
+            ),
+            (
+                json!({"type": "Objective", "aggregator": "Count", "objective": [10]}),
+                "Invalid objective [10]: expected a number",
+            ),
+            (
+                json!({"type": "Objective", "aggregator": "Count", "objective": true}),
+                "Invalid objective true: expected a number",
+            ),
+            (
+                json!({"type": "Objective", "aggregator": "Count", "objective": "a lot"}),
+                "Invalid objective \"a lot\": expected a number",
+            ),
+            (
+                json!({"type": "Objective", "aggregator": "Count", "objective": "{{goal}}",
+                "contextVariables": {"goal": "a lot"}}),
+                "Invalid objective \"a lot\": expected a number",
+            ),
+            (json!({"type": {"x": 1}, "aggregator": "Count"}), ""),
+            (
+                json!({"type": "Value", "aggregator": ["Count"]}),
+                "Invalid aggregator [\"Count\"]",
+            ),
+            (
+                json!({"type": "Value", "aggregator": "Sum", "aggregateFieldName": {"f": 1}}),
+                "",
+            ),
+            (
+                json!({"type": "Pie", "aggregator": "Count", "groupByFieldName": 3}),
+                "",
+            ),
+            (
+                json!({"type": "Line", "aggregator": "Count", "groupByFieldName": "placed_at",
+                "timeRange": 7}),
+                "Invalid time range 7",
+            ),
+            (
+                json!({"type": "Leaderboard", "aggregator": "Count", "relationshipFieldName": "r",
+                "labelFieldName": "l", "limit": {"n": 5}}),
+                "Invalid limit {\"n\":5}",
+            ),
+            (
+                json!({"type": "Leaderboard", "aggregator": "Count", "relationshipFieldName": "r",
+                "labelFieldName": "l", "limit": 2.5}),
+                "Invalid limit 2.5: expected a positive integer",
+            ),
+            (
+                json!({"type": "Value", "aggregator": "Count", "filter": 5}),
+                "",
+            ),
+            (
+                json!({"type": "Value", "aggregator": "Count", "filter": [1]}),
+                "",
+            ),
+            (
+                json!({"type": "Value", "aggregator": "Count", "filter": "{"}),
                 "",
             ),
         ];
@@ -1523,5 +1618,177 @@ mod tests {
             key_values(&rows[..1], "file:body", Wire::Hex),
             json!([{"key": "25504446", "value": 2}])
         );
+    }
+
+    #[test]
+    fn huge_previous_periods_saturate_at_the_filter_bounds() {
+        let now = "2024-05-20T12:34:56.789Z";
+        let earliest_day = date("0001-01-02");
+        let latest_day = date("9999-12-30");
+        // The issue's value, i64's bounds and near f64::MAX, both ways (was a panic:
+        // `NaiveDate - TimeDelta overflowed`).
+        for huge in [1e18, i64::MAX as f64, 9.9e307] {
+            assert_eq!(
+                previous(Operator::PreviousXDays, Value::Float(huge), "day", now),
+                range(
+                    "day",
+                    Value::Dateonly(earliest_day),
+                    Value::Dateonly(earliest_day)
+                )
+            );
+            assert_eq!(
+                previous(Operator::PreviousXDays, Value::Float(-huge), "day", now),
+                range(
+                    "day",
+                    Value::Dateonly(latest_day),
+                    Value::Dateonly(latest_day)
+                )
+            );
+            assert_eq!(
+                previous(
+                    Operator::PreviousXDaysToDate,
+                    Value::Float(huge),
+                    "day",
+                    now
+                ),
+                range(
+                    "day",
+                    Value::Dateonly(earliest_day),
+                    Value::Dateonly(earliest_day)
+                )
+            );
+            let ConditionTree::Branch { conditions, .. } = previous(
+                Operator::PreviousXDaysToDate,
+                Value::Float(huge),
+                "placed_at",
+                now,
+            ) else {
+                panic!("a range");
+            };
+            assert!(
+                conditions.iter().all(
+                    |c| matches!(c, ConditionTree::Leaf(Leaf { value: Value::Date(t), .. })
+                        if t.date_naive() <= earliest_day)
+                ),
+                "{conditions:?}"
+            );
+        }
+        // Ordinary counts are unchanged: the 3 days before the last 3 (Paris).
+        assert_eq!(
+            previous(Operator::PreviousXDays, Value::Int(3), "day", now),
+            range(
+                "day",
+                Value::Dateonly(date("2024-05-14")),
+                Value::Dateonly(date("2024-05-17"))
+            )
+        );
+    }
+
+    #[test]
+    fn periods_and_shifts_at_the_ends_of_chrono_stay_in_range() {
+        for unit in [
+            DateOperation::Day,
+            DateOperation::Week,
+            DateOperation::Month,
+            DateOperation::Quarter,
+            DateOperation::Year,
+        ] {
+            assert_eq!(shift(NaiveDate::MAX, unit, 1), NaiveDate::MAX);
+            assert_eq!(shift(NaiveDate::MIN, unit, -1), NaiveDate::MIN);
+            assert_eq!(shift(NaiveDate::MIN, unit, i32::MIN), NaiveDate::MIN);
+            assert_eq!(shift(NaiveDate::MAX, unit, i32::MAX), NaiveDate::MAX);
+            assert!(period_start(NaiveDate::MIN, unit) >= NaiveDate::MIN);
+            let _ = period_label(period_start(NaiveDate::MAX, unit), unit);
+        }
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+        use proptest::sample::select;
+
+        use super::*;
+
+        const INTERVALS: &[Operator] = &[
+            Operator::Today,
+            Operator::Yesterday,
+            Operator::PreviousWeek,
+            Operator::PreviousMonth,
+            Operator::PreviousQuarter,
+            Operator::PreviousYear,
+            Operator::PreviousWeekToDate,
+            Operator::PreviousMonthToDate,
+            Operator::PreviousQuarterToDate,
+            Operator::PreviousYearToDate,
+            Operator::PreviousXDays,
+            Operator::PreviousXDaysToDate,
+        ];
+
+        /// Timezones with odd offsets, DST gaps at midnight and a skipped day.
+        const ZONES: &[Tz] = &[
+            chrono_tz::UTC,
+            chrono_tz::Pacific::Kiritimati,
+            chrono_tz::Pacific::Apia,
+            chrono_tz::Etc::GMTPlus12,
+            chrono_tz::Asia::Kathmandu,
+            chrono_tz::America::Sao_Paulo,
+            chrono_tz::Australia::Lord_Howe,
+        ];
+
+        fn number() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                any::<i64>().prop_map(Value::Int),
+                select(vec![i64::MIN, i64::MAX, 0, -1, 1]).prop_map(Value::Int),
+                any::<f64>().prop_map(Value::Float),
+                select(vec![
+                    1e18,
+                    -1e18,
+                    9.9e307,
+                    -9.9e307,
+                    f64::MAX,
+                    f64::MIN,
+                    0.5,
+                    -0.5
+                ])
+                .prop_map(Value::Float),
+                any::<u64>().prop_map(|n| Value::Decimal(n.into())),
+            ]
+        }
+
+        proptest! {
+            /// Any count, timezone and "now" within the databases' years: the previous period
+            /// is computed or refused, never a panic.
+            #[test]
+            fn previous_periods_never_panic(
+                operator in select(INTERVALS),
+                value in number(),
+                tz in select(ZONES),
+                field in select(vec!["placed_at", "day"]),
+                seconds in -62_000_000_000_i64..253_000_000_000,
+            ) {
+                let schema = schema();
+                let now = DateTime::from_timestamp(seconds, 0).expect("in range");
+                let tree = ConditionTree::leaf(field, operator, value);
+                let _ = previous_period(
+                    &tree,
+                    schema.collection("orders").expect("orders"),
+                    &schema,
+                    tz,
+                    now,
+                );
+            }
+
+            /// Any date chrono holds, moved by any count of any unit, labelled.
+            #[test]
+            fn shifts_and_periods_never_panic(
+                days in (NaiveDate::MIN.num_days_from_ce())..=(NaiveDate::MAX.num_days_from_ce()),
+                n in any::<i32>(),
+                unit in select(vec![DateOperation::Day, DateOperation::Week,
+                    DateOperation::Month, DateOperation::Quarter, DateOperation::Year]),
+            ) {
+                let date = NaiveDate::from_num_days_from_ce_opt(days).expect("in range");
+                let start = period_start(date, unit);
+                let _ = period_label(shift(start, unit, n), unit);
+            }
+        }
     }
 }

@@ -280,14 +280,16 @@ pub fn parse_page(params: &Params<'_>) -> Result<Page> {
 }
 
 /// `sort`: comma list, `-` for descending, first `.` → `:`; each field must be a sortable
-/// column. Any failure → `Invalid sort: <the sort parameter as given>`.
+/// column. Any failure → `Invalid sort: <the sort parameter as given>`. Without one, the
+/// primary keys ascending, as the agent's `parseSort` does, so that pages are stable; a given
+/// sort is kept as is (the agent appends no key to it).
 pub fn parse_sort(
     params: &Params<'_>,
     schema: &DataSourceSchema,
     collection: &CollectionSchema,
 ) -> Result<Sort> {
     let Some(text) = params.text("sort").filter(|s| !s.is_empty()) else {
-        return Ok(Sort::default());
+        return Ok(Sort::by_primary_keys(collection));
     };
     let sort = Sort::parse(&text);
     sort.validate(collection, schema)
@@ -1011,8 +1013,10 @@ mod tests {
         let s = schema();
         let books = coll(&s, "books");
         let sort = |raw: &str| parse_sort(&Params::new(&qs(raw)), &s, books);
-        assert_eq!(sort("").ok(), Some(Sort::default()));
-        assert_eq!(sort("sort=").ok(), Some(Sort::default()));
+        // No sort: the primary keys ascending, as the agent's `SortFactory.byPrimaryKeys`.
+        assert_eq!(sort("").ok(), Some(Sort::by_primary_keys(books)));
+        assert_eq!(sort("sort=").ok(), Some(Sort::by_primary_keys(books)));
+        assert!(!Sort::by_primary_keys(books).is_empty());
         let parsed = sort("sort=-title,author.name").expect("sort");
         let clauses: Vec<(&str, bool)> = parsed
             .0

@@ -452,7 +452,8 @@ fn parse_boundary(raw: &str, tz: Tz, bound: Bound) -> Option<DateTime<Utc>> {
     let naive = NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M").ok()?;
     match bound {
         Bound::Start => local(naive),
-        Bound::End => local(naive + chrono::Duration::milliseconds(59_999)),
+        // Checked: the last minute of chrono's range has no 59.999 s after it.
+        Bound::End => local(naive.checked_add_signed(chrono::Duration::milliseconds(59_999))?),
     }
 }
 

@@ -25,7 +25,7 @@ use crate::agent::{self, serialize};
 use crate::auth::CollectionRight;
 use crate::datasource::{
     Aggregation, Caller, Collection, CollectionSchema, ConditionTree, DataSourceSchema, Filter,
-    Operator, Page, Projection, Sort, Value, unpack_id,
+    Operator, Page, Projection, Value, unpack_id,
 };
 use crate::platform::activity::Action;
 
@@ -394,17 +394,9 @@ pub(super) async fn csv(
         // records.
         .and(restrict);
     filter = scoped(state, &context.caller, collection_schema, filter).await?;
+    // Without `sort`, the primary keys (`parse_sort`), so that the pages of the stream follow
+    // one order.
     filter.sort = sort;
-    if filter.sort.is_empty() {
-        // Stable pages: the agent sorts by primary keys when the request gives no sort.
-        filter.sort = Sort(
-            collection_schema
-                .primary_keys()
-                .into_iter()
-                .flat_map(|pk| Sort::asc(pk).0)
-                .collect(),
-        );
-    }
     let params = parse_csv_params(&context.query);
     let collection = state.datasource.collection(name)?;
     let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;

@@ -6,8 +6,10 @@
 //! them: `OneToMany` by the foreign `originKey`, `ManyToMany` by reading the through rows first
 //! and then matching the foreign `foreignKeyTarget` with `In`.
 //!
-//! Rights and scopes are the foreign collection's (§1.3), except a ManyToOne link, which edits
-//! the parent; the parent itself is read without its scope, as the agent reads it.
+//! Rights and scopes are the foreign collection's (§1.3), except the links: associating and
+//! unlinking need `edit` on the parent (and on the foreign collection too for a one-to-many, whose
+//! foreign keys are written; see `link_rights`), and a ManyToOne link edits the parent. The parent
+//! itself is read without its scope, as the agent reads it.
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -358,6 +360,34 @@ async fn count_related(
     Ok(super::json(&serialize::count_body(count)))
 }
 
+/// The rights to link or unlink records of a to-many relation of `parent`: `edit` on the parent,
+/// whose relation changes (the agent 1.78's associate, so that a user who may edit products can
+/// tag them without editing tags). A one-to-many link is written in the foreign records (their
+/// foreign key moves, possibly away from another parent), so it needs `edit` on the foreign
+/// collection as well, as the current agent requires (forestadmin/agent-nodejs#1820). A
+/// many-to-many link only writes the through collection.
+async fn link_rights(
+    state: &SharedState,
+    caller: &Caller,
+    parent: &str,
+    relation: &RelationSchema,
+) -> ApiResult<()> {
+    state
+        .permissions
+        .can(caller, parent, CollectionRight::Edit)
+        .await?;
+    if let RelationSchema::OneToMany {
+        foreign_collection, ..
+    } = relation
+    {
+        state
+            .permissions
+            .can(caller, foreign_collection, CollectionRight::Edit)
+            .await?;
+    }
+    Ok(())
+}
+
 /// `POST /{c}/{id}/relationships/{r}` (associate): links the first record of the body. 204.
 async fn associate(
     State(state): State<SharedState>,
@@ -374,10 +404,7 @@ async fn associate(
     activity.label(format!("associated to {relation_name}"));
     let foreign_name = relation.foreign_collection();
     let foreign = schema.collection(foreign_name)?;
-    state
-        .permissions
-        .can(&context.caller, foreign_name, CollectionRight::Edit)
-        .await?;
+    link_rights(&state, &context.caller, &name, relation).await?;
     let target = parse_associate(&body, foreign)?;
     let parent_id = unpack_id(parent, &id)?;
     let caller = &context.caller;
@@ -484,15 +511,15 @@ async fn dissociate(
         updated.label(format!("dissociated from {relation_name}"));
         updated
     };
-    let right = if delete {
-        CollectionRight::Delete
+    if delete {
+        // Deleting the related records is a delete on their collection, as in the agent.
+        state
+            .permissions
+            .can(&context.caller, foreign_name, CollectionRight::Delete)
+            .await?;
     } else {
-        CollectionRight::Edit
-    };
-    state
-        .permissions
-        .can(&context.caller, foreign_name, right)
-        .await?;
+        link_rights(&state, &context.caller, &name, relation).await?;
+    }
     let selection = parse_selection(&body, foreign)?;
     selection.ensure_not_empty()?;
     if delete && !selection.all_records {

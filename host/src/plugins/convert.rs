@@ -448,6 +448,11 @@ pub async fn host_list(
             .collect(),
     );
     f.page = page.map(|(skip, limit)| Page::new(u64::from(skip), u64::from(limit)));
+    // A plugin paging without a sort gets the list route's default (primary keys), so that its
+    // pages neither repeat nor skip records whatever plan the database picks.
+    if f.page.is_some() && f.sort.is_empty() {
+        f.sort = Sort::by_primary_keys(collection.schema());
+    }
     let f = scoped_read(reads, scope, collection.schema(), f).await?;
     let records = collection
         .list(

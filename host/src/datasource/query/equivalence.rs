@@ -189,10 +189,12 @@ pub fn start_of_day(date: NaiveDate, tz: Tz) -> DateTime<Utc> {
         LocalResult::Ambiguous(earliest, _) => earliest.with_timezone(&Utc),
         LocalResult::None => {
             // Gaps are whole minutes in the tz database and at most a day long (Samoa, 2011).
+            // Checked: at the ends of chrono's range (a date the user typed) the next minutes may
+            // not exist.
             for minutes in 1..=25 * 60 {
-                if let Some(t) = tz
-                    .from_local_datetime(&(midnight + Duration::minutes(minutes)))
-                    .earliest()
+                if let Some(t) = midnight
+                    .checked_add_signed(Duration::minutes(minutes))
+                    .and_then(|local| tz.from_local_datetime(&local).earliest())
                 {
                     return t.with_timezone(&Utc);
                 }
@@ -209,7 +211,11 @@ fn period_start(date: NaiveDate, unit: Unit) -> NaiveDate {
         |month: u32| NaiveDate::from_ymd_opt(date.year(), month, 1).unwrap_or(date);
     match unit {
         Unit::Day => date,
-        Unit::Week => date - Duration::days(i64::from(date.weekday().num_days_from_monday())),
+        Unit::Week => date
+            .checked_sub_signed(Duration::days(i64::from(
+                date.weekday().num_days_from_monday(),
+            )))
+            .unwrap_or(date),
         Unit::Month => first_of_month(date.month()),
         Unit::Quarter => first_of_month((date.month() - 1) / 3 * 3 + 1),
         Unit::Year => first_of_month(1),
@@ -266,7 +272,17 @@ fn days_ago(clock: &Clock, days: f64) -> NaiveDate {
     let whole = days.trunc();
     let fraction = days - whole;
     let shifted = saturated_instant(clock.now.timestamp_millis() as f64 - fraction * 86_400_000.0);
-    let date = shifted.with_timezone(&clock.tz).date_naive();
+    days_before(shifted.with_timezone(&clock.tz).date_naive(), whole)
+}
+
+/// `date` moved `days` whole calendar days back (forward when negative), saturated at
+/// [`EARLIEST_DAY`] and [`LATEST_DAY`]: a count of days is the user's (`1e18`, `-9.9e307`,
+/// infinite once doubled), so that no relative bound overflows chrono.
+pub fn days_before(date: NaiveDate, days: f64) -> NaiveDate {
+    let whole = days.trunc();
+    if whole.is_nan() {
+        return date;
+    }
     if whole >= (date - EARLIEST_DAY).num_days() as f64 {
         EARLIEST_DAY
     } else if -whole >= (LATEST_DAY - date).num_days() as f64 {
@@ -377,7 +393,7 @@ fn lower_time_leaf(leaf: &Leaf, column_type: &ColumnType, clock: &Clock) -> Resu
         ),
         Today => interval(
             Bound::Day(clock.today),
-            Bound::Day(clock.today + Duration::days(1)),
+            Bound::Day(clock.today.succ_opt().unwrap_or(clock.today)),
         ),
         Yesterday => previous(Unit::Day),
         PreviousWeek => previous(Unit::Week),

@@ -488,7 +488,11 @@ pub fn date_group(value: &Value, operation: DateOperation, tz: Tz) -> Value {
     Value::Dateonly(match operation {
         DateOperation::Day => date,
         DateOperation::Week => {
-            date - Duration::days(i64::from(date.weekday().num_days_from_monday()))
+            // Checked: a date at the start of chrono's range has no Monday before it.
+            date.checked_sub_signed(Duration::days(i64::from(
+                date.weekday().num_days_from_monday(),
+            )))
+            .unwrap_or(date)
         }
         DateOperation::Month => first_of_month(date.month()),
         DateOperation::Quarter => first_of_month((date.month() - 1) / 3 * 3 + 1),

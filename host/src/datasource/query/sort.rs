@@ -33,6 +33,23 @@ impl Sort {
         self.0.is_empty()
     }
 
+    /// Every sortable primary key, ascending, in schema order: the agent's default
+    /// (`SortFactory.byPrimaryKeys`), so that pages of a list without `sort` follow one order
+    /// whatever plan the database picks.
+    pub fn by_primary_keys(collection: &CollectionSchema) -> Self {
+        Self(
+            collection
+                .primary_keys()
+                .into_iter()
+                .filter(|pk| collection.column(pk).is_some_and(|c| c.is_sortable))
+                .map(|pk| SortClause {
+                    field: pk.to_owned(),
+                    ascending: true,
+                })
+                .collect(),
+        )
+    }
+
     /// Parses the agent's `sort` query value: comma list, `-` for descending, first `.` → `:`.
     pub fn parse(s: &str) -> Self {
         Self(

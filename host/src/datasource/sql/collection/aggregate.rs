@@ -112,7 +112,11 @@ pub(crate) fn period_start(date: NaiveDate, period: DateOperation) -> NaiveDate 
     match period {
         DateOperation::Day => date,
         DateOperation::Week => {
-            date - Duration::days(i64::from(date.weekday().num_days_from_monday()))
+            // Checked: a date at the start of chrono's range has no Monday before it.
+            date.checked_sub_signed(Duration::days(i64::from(
+                date.weekday().num_days_from_monday(),
+            )))
+            .unwrap_or(date)
         }
         DateOperation::Month => first(date.year(), date.month()),
         DateOperation::Quarter => first(date.year(), (date.month0() / 3) * 3 + 1),
