@@ -24,6 +24,7 @@ mod customizer;
 mod customizer_emulation;
 mod customizer_fields;
 mod customizer_relations;
+mod declared_checks;
 mod flattener;
 mod harness;
 mod hostile;
