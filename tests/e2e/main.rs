@@ -53,6 +53,7 @@ mod plugins;
 mod plugins_customizer;
 mod plugins_http;
 mod properties;
+mod reconnect;
 mod safety;
 mod snapshots;
 mod tokens;
