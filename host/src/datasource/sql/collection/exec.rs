@@ -116,7 +116,7 @@ pub(crate) async fn read<'q, DB, A>(
     retries: &AtomicU64,
 ) -> Result<Vec<DB::Row>>
 where
-    DB: Database,
+    DB: Database + sqlx::database::HasStatementCache,
     A: IntoArguments<'q, DB> + 'q,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
 {
