@@ -23,6 +23,7 @@ pub mod types;
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use indexmap::IndexMap;
@@ -167,6 +168,8 @@ pub(crate) struct Shared {
     pub schema: DataSourceSchema,
     /// Served collection name → its table.
     pub tables: HashMap<String, Arc<Table>>,
+    /// Reads run a second time because their connection was lost (`collection::exec::read`).
+    pub retried_reads: AtomicU64,
 }
 
 impl Shared {
@@ -195,6 +198,12 @@ impl std::fmt::Debug for SqlDataSource {
 }
 
 impl SqlDataSource {
+    /// How many reads ran a second time because the server cut their connection. Writes are
+    /// never run again, so they never count.
+    pub fn retried_reads(&self) -> u64 {
+        self.shared.retried_reads.load(Ordering::Relaxed)
+    }
+
     /// Connects, introspects and builds the collections.
     pub async fn connect(url: &str, options: Options) -> Result<Self> {
         let pool = Pool::connect(url, 10).await?;
@@ -212,6 +221,7 @@ impl SqlDataSource {
             dialect,
             schema,
             tables,
+            retried_reads: AtomicU64::new(0),
         });
         let collections = shared
             .schema

@@ -133,29 +133,22 @@ impl SqlCollection {
         // Off unless asked for (`canopy::sql=trace`): the binds are the caller's filter values.
         // `bench/load.sh` reads these lines to replay each scenario's SQL with pgbench.
         tracing::trace!(target: "canopy::sql", sql = %sql, binds = ?binds, "read");
+        // Each attempt builds its own arguments: a retried read binds the same values again.
+        let retries = &self.shared.retried_reads;
         match &self.shared.pool {
             Pool::Postgres(pool) => {
-                let rows = sqlx::query_with(&sql, pg_args(binds)?)
-                    .persistent(!inlined)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(|e| db_error(e, Operation::Read))?;
+                let rows =
+                    exec::read(pool, &sql, || pg_args(binds.clone()), !inlined, retries).await?;
                 decode::pg_each(&rows, expects, needs, each)
             }
             Pool::MySql(pool) => {
-                let rows = sqlx::query_with(&sql, mysql_args(binds)?)
-                    .persistent(!inlined)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(|e| db_error(e, Operation::Read))?;
+                let rows =
+                    exec::read(pool, &sql, || mysql_args(binds.clone()), !inlined, retries).await?;
                 decode::mysql_each(&rows, expects, needs, each)
             }
             Pool::Sqlite(pool) => {
-                let rows = sqlx::query_with(&sql, sqlite_args(binds)?)
-                    .persistent(!inlined)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(|e| db_error(e, Operation::Read))?;
+                let rows = exec::read(pool, &sql, || sqlite_args(binds.clone()), !inlined, retries)
+                    .await?;
                 decode::sqlite_each(&rows, expects, needs, each)
             }
         }

@@ -5,6 +5,7 @@
 //! Catalog queries bind every value (schema names…); identifiers read from the catalog are data
 //! and are only ever written into SQL later, quoted, by the query builder.
 
+mod checks;
 mod mysql;
 mod postgres;
 mod sqlite;

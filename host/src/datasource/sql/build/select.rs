@@ -198,7 +198,14 @@ fn write_order(w: &mut Writer, joins: &Joins<'_>, sort: &Sort) -> Result<()> {
     for (i, clause) in sort.0.iter().enumerate() {
         w.push(if i == 0 { " ORDER BY " } else { ", " });
         let column = joins.lookup(&clause.field)?;
-        column.write_compared(w);
+        if w.dialect == Dialect::Sqlite
+            && column.column.kind == SqlKind::Enum
+            && !column.column.enum_values.is_empty()
+        {
+            write_enum_position(w, &column);
+        } else {
+            column.write_compared(w);
+        }
         w.push(if clause.ascending { " ASC" } else { " DESC" });
         // A column read through a LEFT JOIN is NULL whenever its relation is.
         let nullable = column.column.nullable || column.alias != Some(joins.root().alias.as_str());
@@ -211,6 +218,21 @@ fn write_order(w: &mut Writer, joins: &Joins<'_>, sort: &Sort) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A SQLite enum (a text column with `CHECK (col IN (…))`) sorts in declaration order, as
+/// PostgreSQL and MySQL enum types do: by the position of its value in the list. A value outside
+/// it (the check was added after the row) sorts with NULL.
+fn write_enum_position(w: &mut Writer, column: &ColumnRef<'_>) {
+    w.push("CASE ");
+    column.write_raw(w);
+    for (position, value) in column.column.enum_values.iter().enumerate() {
+        w.push(" WHEN ");
+        w.bind(Bind::Text(value.clone()));
+        w.push(" THEN ");
+        w.push(&position.to_string());
+    }
+    w.push(" END");
 }
 
 /// `LIMIT n OFFSET m`, bound like every value (the same text serves every page).

@@ -10,6 +10,7 @@ use sqlx::mysql::MySqlPool;
 use super::super::dialect::Dialect;
 use super::super::model::{Column, ForeignKey, Table};
 use super::super::types;
+use super::checks::{self, Declared};
 use super::{RawDefault, is_number, sort_by_column_order, type_default, unquote};
 use crate::datasource::Result;
 
@@ -54,6 +55,14 @@ FROM INFORMATION_SCHEMA.KEY_COLUMN_USAGE
 WHERE TABLE_SCHEMA = ? AND REFERENCED_TABLE_NAME IS NOT NULL
 ORDER BY TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION";
 
+/// MariaDB only: MySQL's table has no `TABLE_NAME` (and MySQL has a real JSON type).
+const CHECKS: &str = "
+SELECT CAST(TABLE_NAME AS CHAR) AS table_name,
+       CAST(CHECK_CLAUSE AS CHAR) AS check_clause
+FROM INFORMATION_SCHEMA.CHECK_CONSTRAINTS
+WHERE CONSTRAINT_SCHEMA = ?
+ORDER BY TABLE_NAME, CONSTRAINT_NAME";
+
 pub(super) async fn introspect(pool: &MySqlPool) -> Result<Vec<Table>> {
     let (database, version): (Option<String>, String) =
         sqlx::query_as("SELECT CAST(DATABASE() AS CHAR), CAST(VERSION() AS CHAR)")
@@ -89,6 +98,36 @@ pub(super) async fn introspect(pool: &MySqlPool) -> Result<Vec<Table>> {
         .map(|(i, t)| (t.name.clone(), i))
         .collect();
 
+    // MariaDB's `JSON` is `LONGTEXT` with `CHECK (json_valid(col))`: served as Json.
+    let mut declared: Vec<HashMap<String, Declared>> = vec![HashMap::new(); tables.len()];
+    if mariadb {
+        let mut per_table: Vec<Vec<Declared>> = vec![Vec::new(); tables.len()];
+        // `CHECK_CONSTRAINTS` exists since MariaDB 10.2.22: without it, JSON stays a String.
+        let rows = match sqlx::query(CHECKS).bind(&database).fetch_all(pool).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(
+                    "Cannot read CHECK constraints ({e}): JSON columns are served as strings"
+                );
+                Vec::new()
+            }
+        };
+        for row in rows {
+            let table_name: String = row.try_get("table_name")?;
+            let clause: String = row.try_get("check_clause")?;
+            let Some(&i) = index.get(&table_name) else {
+                continue;
+            };
+            // Only the JSON shape: MariaDB has a real ENUM type.
+            if let Some(json @ Declared::Json { .. }) = checks::recognise(Dialect::MySql, &clause) {
+                per_table[i].push(json);
+            }
+        }
+        for (i, found) in per_table.into_iter().enumerate() {
+            declared[i] = checks::by_column(found);
+        }
+    }
+
     let mut extras: HashMap<(usize, String), String> = HashMap::new();
     for row in sqlx::query(COLUMNS).bind(&database).fetch_all(pool).await? {
         let table_name: String = row.try_get("table_name")?;
@@ -119,6 +158,8 @@ pub(super) async fn introspect(pool: &MySqlPool) -> Result<Vec<Table>> {
                 continue;
             }
         };
+        let ((kind, forest_type), _) =
+            checks::apply(declared[i].get(&name.to_lowercase()), (kind, forest_type));
         let raw_default = if mariadb {
             parse_mariadb_default(default.as_deref())
         } else {

@@ -7,6 +7,7 @@ use sqlx::sqlite::SqlitePool;
 use super::super::dialect::Dialect;
 use super::super::model::{Column, ForeignKey, Table};
 use super::super::types;
+use super::checks;
 use super::{RawDefault, is_number, sort_by_column_order, type_default, unquote};
 use crate::datasource::Result;
 
@@ -75,34 +76,42 @@ async fn table(pool: &SqlitePool, name: String, is_view: bool, sql: &str) -> Res
     .bind(&table.name)
     .fetch_all(pool)
     .await?;
+    // Enums (`CHECK (status IN ('a', 'b'))`) and JSON text (`CHECK (json_valid(data))`).
+    let declared = checks::by_column(
+        checks::sqlite_check_bodies(sql)
+            .into_iter()
+            .filter_map(|body| checks::recognise(Dialect::Sqlite, body)),
+    );
     let mut keyed: Vec<(i64, String)> = Vec::new();
     for row in rows {
         let column_name: String = row.try_get("name")?;
-        let declared: String = row.try_get("type")?;
+        let declared_type: String = row.try_get("type")?;
         let not_null: bool = row.try_get("not_null")?;
         let pk: i64 = row.try_get("pk")?;
         let dflt: Option<String> = row.try_get("dflt_value")?;
-        let (kind, column_type) = match types::scalar(Dialect::Sqlite, &declared) {
+        let converted = match types::scalar(Dialect::Sqlite, &declared_type) {
             Ok(converted) => converted,
             Err(skip) => {
-                types::warn_skipped(&table.name, &column_name, &declared, skip);
+                types::warn_skipped(&table.name, &column_name, &declared_type, skip);
                 continue;
             }
         };
+        let ((kind, column_type), enum_values) =
+            checks::apply(declared.get(&column_name.to_lowercase()), converted);
         if pk > 0 {
             keyed.push((pk, column_name.clone()));
         }
         table.columns.push(Column {
             name: column_name,
-            wire: types::wire(types::Server::Sqlite, &kind, &declared),
-            raw_type: declared,
+            wire: types::wire(types::Server::Sqlite, &kind, &declared_type),
+            raw_type: declared_type,
             kind,
             default: type_default(dflt.as_deref().and_then(parse_default), &column_type),
             column_type,
             nullable: !not_null && pk == 0,
             auto_increment: pk > 0 && autoincrement,
             is_primary_key: false,
-            enum_values: Vec::new(),
+            enum_values,
             pg_cast: None,
         });
     }
