@@ -123,14 +123,20 @@ async fn seed_books(path: &Path) -> String {
     url
 }
 
-/// Starts `canopy serve` with these arguments; returns once it announced its address, or the
-/// exit status and logs of a start that failed.
+/// Starts `canopy serve` with these arguments (on a free port unless they name a `--listen`);
+/// returns once it announced its address, or the exit status and logs of a start that failed.
 fn serve(args: &[&str], dir: &Path, name: &str) -> Result<Process, (i32, String)> {
+    let listen: &[&str] = if args.contains(&"--listen") {
+        &[]
+    } else {
+        &["--listen", "127.0.0.1:0"]
+    };
     let mut child = Command::new(BIN)
         .arg("serve")
         .args(args)
         .args(["--auth-secret", AUTH_SECRET])
-        .args(["--listen", "127.0.0.1:0", "--log-level", "info"])
+        .args(listen)
+        .args(["--log-level", "info"])
         .arg("--schema-path")
         .arg(dir.join(format!("{name}-schema.json")))
         .env("CANOPY_ADMIN_PASSWORD", "first-admin-password")
@@ -906,7 +912,10 @@ async fn a_node_agents_own_actions_are_covered_by_the_wildcard_and_can_be_named(
     let (status, body) = mark_as_read(&agent, &reader_token, "1").await;
     assert_eq!(status, 403, "{body}");
 
-    // A permissions file naming the agent's action: the restarted server applies it.
+    // A permissions file naming the agent's action: the restarted server applies it. It listens
+    // where the agent's event stream reconnects (a server moves only with the agent's settings),
+    // and the agent reloads everything once its stream is open again.
+    let address = server.address.clone();
     let exit = server.stop(Duration::from_secs(10)).await;
     assert!(exit.success(), "{exit:?}");
     let file = dir.0.join("permissions.toml");
@@ -918,7 +927,16 @@ async fn a_node_agents_own_actions_are_covered_by_the_wildcard_and_can_be_named(
          \"Mark as read\" = true\n",
     )
     .unwrap();
-    let with_file = [&args[..], &["--permissions-file", file.to_str().unwrap()]].concat();
+    let with_file = [
+        &args[..],
+        &[
+            "--permissions-file",
+            file.to_str().unwrap(),
+            "--listen",
+            &address,
+        ],
+    ]
+    .concat();
     let mut server = serve(&with_file, &dir.0, "server")
         .unwrap_or_else(|(code, logs)| panic!("server exited {code}:\n{logs}"));
     let deadline = Instant::now() + Duration::from_secs(30);

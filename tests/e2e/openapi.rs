@@ -59,15 +59,10 @@ async fn the_document_and_reference_page_are_served_without_a_token(backend: Bac
     assert!(document.get("servers").is_none(), "{}", document["servers"]);
     assert!(document["paths"]["/v1/project/{project}/users"]["get"].is_object());
 
-    // `/v1/docs` sends the browser to the page's folder, whose files are relative to it.
-    let (status, headers, _) = get_raw(&env.router, "/v1/docs").await;
-    assert_eq!(status, StatusCode::PERMANENT_REDIRECT);
-    assert_eq!(headers[header::LOCATION], "docs/");
-    assert_eq!(headers[header::CONTENT_SECURITY_POLICY], REFERENCE_CSP);
-
-    // The page, and every file it references, are Canopy's own, each with the strict policy.
-    let (status, headers, html) = get_raw(&env.router, "/v1/docs/").await;
-    assert_eq!(status, StatusCode::OK);
+    // The page is at `/v1/docs`, with or without the trailing slash a browser may add (the
+    // router drops it): no redirect, the same page, the strict policy.
+    let (status, headers, html) = get_raw(&env.router, "/v1/docs").await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&html));
     assert!(
         headers[header::CONTENT_TYPE]
             .to_str()
@@ -76,12 +71,19 @@ async fn the_document_and_reference_page_are_served_without_a_token(backend: Bac
         "{headers:?}"
     );
     assert_eq!(headers[header::CONTENT_SECURITY_POLICY], REFERENCE_CSP);
+    for alias in ["/v1/docs/", "/v1/docs/index.html"] {
+        let (status, headers, same) = get_raw(&env.router, alias).await;
+        assert_eq!(status, StatusCode::OK, "{alias}");
+        assert_eq!(headers[header::CONTENT_SECURITY_POLICY], REFERENCE_CSP);
+        assert_eq!(same, html, "{alias}");
+    }
     let html = String::from_utf8(html).unwrap();
     assert!(
         !REFERENCE_CSP.contains("unsafe-inline")
             && REFERENCE_CSP.starts_with("default-src 'self';")
     );
-    // Every reference is a path on this server: no scheme, no other host.
+    // Every reference is an absolute path on this server under the page's own folder (so that it
+    // resolves the same from `/v1/docs` and `/v1/docs/`): no scheme, no other host.
     let attributes = regex::Regex::new(r#"(?:src|href)="([^"]*)""#).unwrap();
     let referenced: Vec<String> = attributes
         .captures_iter(&html)
@@ -89,8 +91,10 @@ async fn the_document_and_reference_page_are_served_without_a_token(backend: Bac
         .collect();
     for reference in &referenced {
         assert!(
-            !reference.contains("//") && !reference.contains(':'),
-            "the page references another host: {reference}"
+            reference.starts_with("/v1/docs/")
+                && !reference.contains("//")
+                && !reference.contains(':'),
+            "the page references another place: {reference}"
         );
     }
     assert!(
@@ -103,17 +107,19 @@ async fn the_document_and_reference_page_are_served_without_a_token(backend: Bac
         assert!(script[1].contains("src="), "inline script: {}", &script[0]);
         assert!(script[2].trim().is_empty(), "inline script: {}", &script[0]);
     }
-    let referenced: Vec<String> = referenced
-        .iter()
-        .map(|r| r.trim_start_matches("./").to_owned())
-        .collect();
     assert!(
-        referenced.iter().any(|r| r == "swagger-ui-bundle.js")
-            && referenced.iter().any(|r| r == "swagger-initializer.js"),
+        referenced
+            .iter()
+            .any(|r| r == "/v1/docs/swagger-ui-bundle.js")
+            && referenced
+                .iter()
+                .any(|r| r == "/v1/docs/swagger-initializer.js")
+            && referenced.iter().any(|r| r == "/v1/docs/swagger-ui.css"),
         "{referenced:?}"
     );
+    // Each of them is served, each with the strict policy.
     for file in &referenced {
-        let (status, headers, body) = get_raw(&env.router, &format!("/v1/docs/{file}")).await;
+        let (status, headers, body) = get_raw(&env.router, file).await;
         assert_eq!(status, StatusCode::OK, "{file}");
         assert_eq!(
             headers[header::CONTENT_SECURITY_POLICY],
@@ -122,10 +128,13 @@ async fn the_document_and_reference_page_are_served_without_a_token(backend: Bac
         );
         assert!(!body.is_empty(), "{file}");
     }
-    // The initializer loads the document from this server, relative to the page.
+    // The initializer loads the document from this server, by its path from the root.
     let (_, _, initializer) = get_raw(&env.router, "/v1/docs/swagger-initializer.js").await;
     let initializer = String::from_utf8(initializer).unwrap();
-    assert!(initializer.contains("\"../openapi.json\""), "{initializer}");
+    assert!(
+        initializer.contains("\"/v1/openapi.json\""),
+        "{initializer}"
+    );
     assert!(!initializer.contains("https://"), "{initializer}");
     let (status, _, _) = get_raw(&env.router, "/v1/docs/no-such-file.js").await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -1,6 +1,6 @@
 //! The OpenAPI 3.1 document of the public API `/v1`, generated from the handlers that serve it,
 //! served at `/{prefix}/v1/openapi.json`, with a reference page (Swagger UI, served from the
-//! binary under a strict Content-Security-Policy) at `/{prefix}/v1/docs/`.
+//! binary under a strict Content-Security-Policy) at `/{prefix}/v1/docs`.
 //!
 //! # How a `/v1` module registers its routes
 //!
@@ -271,12 +271,16 @@ pub fn router(state: SharedState, base_path: &str) -> Router {
     let mut json = to_json(&document);
     served_names(&mut json, state.datasource.schema());
     let json = json.to_string();
-    // Relative to the page (`…/v1/docs/`), so that it holds under any prefix.
+    // The page is served at `…/v1/docs`, which a browser may also ask for as `…/v1/docs/` (the
+    // router drops the slash, the browser does not): only absolute paths resolve the same from
+    // both, so the document and the page's files are named from the root, prefix included.
+    let assets = format!("{base_path}{REFERENCE_PATH}");
     let config = Arc::new(
-        utoipa_swagger_ui::Config::new(["../openapi.json"])
+        utoipa_swagger_ui::Config::new([format!("{base_path}{DOCUMENT_PATH}")])
             // Swagger UI would otherwise send the document to its public validator.
             .validator_url("none"),
     );
+    let page = reference_page(&assets, Arc::clone(&config));
     routes
         .route(
             DOCUMENT_PATH,
@@ -285,29 +289,22 @@ pub fn router(state: SharedState, base_path: &str) -> Router {
                 async move { typed(super::JSON_CONTENT_TYPE, json) }
             }),
         )
-        // The page's assets are relative to its folder: `docs` → `docs/`.
         .route(
             REFERENCE_PATH,
-            get(|| async {
-                reference_headers(
-                    (
-                        StatusCode::PERMANENT_REDIRECT,
-                        [(header::LOCATION, "docs/")],
-                    )
-                        .into_response(),
-                )
-            }),
-        )
-        .route(
-            &format!("{REFERENCE_PATH}/"),
             get({
-                let config = Arc::clone(&config);
-                move || reference_file(String::new(), Arc::clone(&config))
+                let page = page.clone();
+                move || reference_index(page.clone())
             }),
         )
         .route(
             &format!("{REFERENCE_PATH}/{{*file}}"),
-            get(move |Path(file): Path<String>| reference_file(file, Arc::clone(&config))),
+            get(move |Path(file): Path<String>| async move {
+                if file == "index.html" {
+                    reference_index(page).await
+                } else {
+                    reference_file(file, config).await
+                }
+            }),
         )
         .fallback(platform::not_found)
         .method_not_allowed_fallback(platform::method_not_allowed)
@@ -340,6 +337,49 @@ fn served_names(document: &mut serde_json::Value, schema: &crate::datasource::Da
 /// `swagger-initializer.js` file).
 pub const REFERENCE_CSP: &str = "default-src 'self'; img-src 'self' data:; object-src 'none'; \
      frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/// Swagger UI's `index.html` with each file it references (all relative to its folder in the
+/// dist) named from the root, under `assets`; `None` if the dist has no page.
+fn reference_page(
+    assets: &str,
+    config: Arc<utoipa_swagger_ui::Config<'static>>,
+) -> Option<Arc<str>> {
+    let found = utoipa_swagger_ui::serve("index.html", config).ok()??;
+    let html = String::from_utf8(found.bytes.into_owned()).ok()?;
+    let attribute = regex::Regex::new(r#"(src|href)="(?:\./)?([^"/:][^"]*)""#).ok()?;
+    let html = attribute.replace_all(&html, |found: &regex::Captures<'_>| {
+        format!(r#"{}="{assets}/{}""#, &found[1], &found[2])
+    });
+    Some(
+        html.replace(
+            "<title>Swagger UI</title>",
+            "<title>Canopy public API</title>",
+        )
+        .into(),
+    )
+}
+
+/// The reference page itself, at `…/v1/docs` (and `…/v1/docs/index.html`).
+async fn reference_index(page: Option<Arc<str>>) -> Response {
+    let Some(page) = page else {
+        tracing::error!("the reference page is missing from Swagger UI's files");
+        return reference_headers(StatusCode::INTERNAL_SERVER_ERROR.into_response());
+    };
+    reference_headers(
+        (
+            StatusCode::OK,
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/html; charset=utf-8"),
+                ),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            ],
+            page.to_string(),
+        )
+            .into_response(),
+    )
+}
 
 /// One file of the reference page (Swagger UI's dist, embedded in the binary at build time by
 /// `utoipa-swagger-ui`'s `vendored` feature): `""` is its `index.html`.

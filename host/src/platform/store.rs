@@ -779,7 +779,7 @@ impl Store {
         .await
         .map_err(|e| Error::from_insert(e, || format!("a team named {trimmed:?} already exists")))?
         .try_get(0)?;
-        add_rendering(&mut *tx, &self.project, &self.environment, id).await?;
+        add_rendering(&mut tx, &self.project, &self.environment, id).await?;
         tx.commit().await?;
         self.admin_log(
             actor,
@@ -1021,7 +1021,7 @@ impl Store {
             return Ok(row.try_get(0)?);
         }
         let mut conn = self.pool.acquire().await?;
-        add_rendering(&mut *conn, &self.project, &self.environment, team_id).await?;
+        add_rendering(&mut conn, &self.project, &self.environment, team_id).await?;
         Ok(find().fetch_one(&mut *conn).await?.try_get(0)?)
     }
 

@@ -419,8 +419,7 @@ impl Run<'_, '_> {
                 .await?
                 .try_get(0)?;
                 if table == "teams" {
-                    super::super::store::add_rendering(&mut **self.tx, &project, &environment, id)
-                        .await?;
+                    super::super::store::add_rendering(self.tx, &project, &environment, id).await?;
                 }
                 ids.insert(name.clone(), id);
                 self.log(
