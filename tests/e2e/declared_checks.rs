@@ -69,11 +69,19 @@ async fn answers(backend: Backend) -> Json {
 
     let list = get_ok(
         &router,
-        "/forest/notes?fields%5Bnotes%5D=id,title,mood,size,meta,extra&sort=id",
+        "/forest/notes?fields%5Bnotes%5D=id,title,mood,size,meta,extra&sort=id&timezone=UTC",
     )
     .await;
-    let by_mood = get_ok(&router, "/forest/notes?fields%5Bnotes%5D=id&sort=mood").await;
-    let by_mood_desc = get_ok(&router, "/forest/notes?fields%5Bnotes%5D=id&sort=-size").await;
+    let by_mood = get_ok(
+        &router,
+        "/forest/notes?fields%5Bnotes%5D=id&sort=mood&timezone=UTC",
+    )
+    .await;
+    let by_mood_desc = get_ok(
+        &router,
+        "/forest/notes?fields%5Bnotes%5D=id&sort=-size&timezone=UTC",
+    )
+    .await;
     let tree = json!({"aggregator": "And", "conditions": [
         {"field": "mood", "operator": "in", "value": ["ok", "happy"]},
         {"field": "meta", "operator": "present", "value": null},
@@ -81,7 +89,7 @@ async fn answers(backend: Backend) -> Json {
     let filtered = get_ok(
         &router,
         &format!(
-            "/forest/notes?fields%5Bnotes%5D=id&sort=id&filters={}",
+            "/forest/notes?fields%5Bnotes%5D=id&sort=id&filters={}&timezone=UTC",
             filters(&tree)
         ),
     )
@@ -90,17 +98,17 @@ async fn answers(backend: Backend) -> Json {
     // enum value, as a PostgreSQL enum is searched.
     let findme = get_ok(
         &router,
-        "/forest/notes?fields%5Bnotes%5D=id&sort=id&search=findme",
+        "/forest/notes?fields%5Bnotes%5D=id&sort=id&search=findme&timezone=UTC",
     )
     .await;
     let happy = get_ok(
         &router,
-        "/forest/notes?fields%5Bnotes%5D=id&sort=id&search=happy",
+        "/forest/notes?fields%5Bnotes%5D=id&sort=id&search=happy&timezone=UTC",
     )
     .await;
     let (status, _, csv) = send(
         &router,
-        get("/forest/notes.csv?fields%5Bnotes%5D=id,mood,size,meta,extra&header=id,mood,size,meta,extra&sort=id"),
+        get("/forest/notes.csv?fields%5Bnotes%5D=id,mood,size,meta,extra&header=id,mood,size,meta,extra&sort=id&timezone=UTC"),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{backend:?} CSV: {csv}");
@@ -109,13 +117,13 @@ async fn answers(backend: Backend) -> Json {
         "id": 10, "title": "new", "mood": "happy", "size": "M",
         "meta": [1, {"k": "v"}], "extra": {"list": [1, 2]},
     }}});
-    let (status, _, created) = send(&router, post("/forest/notes", &create)).await;
+    let (status, _, created) = send(&router, post("/forest/notes?timezone=UTC", &create)).await;
     assert_eq!(status, StatusCode::OK, "{backend:?} create: {created}");
-    let read_back = get_ok(&router, "/forest/notes/10").await;
+    let read_back = get_ok(&router, "/forest/notes/10?timezone=UTC").await;
     let bad = json!({"data": {"type": "notes", "attributes": {
         "id": 11, "title": "bad", "mood": "angry",
     }}});
-    let (bad_status, _, _) = send(&router, post("/forest/notes", &bad)).await;
+    let (bad_status, _, _) = send(&router, post("/forest/notes?timezone=UTC", &bad)).await;
 
     json!({
         "fields": fields,
