@@ -471,11 +471,21 @@ async fn event_stream_sends_heartbeats_and_refreshes_on_store_changes(backend: B
     let other = Store::open(server.store_url(), "acme", "production")
         .await
         .unwrap();
-    other.create_team(&Actor::System, "Sales").await.unwrap();
+    let sales = other.create_team(&Actor::System, "Sales").await.unwrap();
     next_event(&mut body, "refresh-users", Duration::from_secs(10)).await;
     next_event(&mut body, "refresh-roles", Duration::from_secs(1)).await;
     let renderings = next_event(&mut body, "refresh-renderings", Duration::from_secs(1)).await;
-    assert_eq!(renderings, json!({"renderingIds": [model.rendering_id]}));
+    // The new team's rendering is created with it, so the event names it already.
+    let sales_rendering = *other
+        .rendering_ids_by_team()
+        .await
+        .unwrap()
+        .get(&sales.id)
+        .expect("a team's rendering is created with the team");
+    assert_eq!(
+        renderings,
+        json!({"renderingIds": [model.rendering_id, sales_rendering]})
+    );
 
     // The server stopping ends the stream (the graceful shutdown does not wait for it).
     server.liana.close_event_streams();

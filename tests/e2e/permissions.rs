@@ -570,16 +570,25 @@ async fn scopes_restrict_every_read_and_write(store: Backend, data: Backend) {
     )
     .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    // Dissociating customer 2's order 3 (outside the scope) changes nothing either.
-    let (status, _) = call(
-        &w.app,
-        sam,
-        "DELETE",
-        &format!("/forest/customers/2/relationships/orders?{TZ}"),
-        Some(&selection("orders", &["3"], false)),
-    )
-    .await;
-    assert_eq!(status, StatusCode::NO_CONTENT);
+    // Dissociating customer 2's order 3 (outside the scope) changes nothing either. Unlinking
+    // needs edit on the parent (customers), which Support lacks: refused first, then granted so
+    // that the scope is what keeps order 3 linked.
+    let unlink_uri = format!("/forest/customers/2/relationships/orders?{TZ}");
+    let order_3 = selection("orders", &["3"], false);
+    let unlink = || call(&w.app, sam, "DELETE", &unlink_uri, Some(&order_3));
+    let (status, _) = unlink().await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let mut document = environment(w.admin_role, w.support_role);
+    document["collections"]["customers"]["collection"]["editEnabled"] =
+        json!({"roles": [w.admin_role, w.support_role]});
+    let granted: EnvironmentPermissions = serde_json::from_value(document).unwrap();
+    w.store
+        .set_environment_document(&Actor::System, &granted)
+        .await
+        .unwrap();
+    w.permissions.invalidate_all();
+    let (status, body) = unlink().await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     let (_, order) = get(
         admin,
         format!("/forest/orders/3?{TZ}&fields[orders]=id,note,customer&fields[customer]=id"),

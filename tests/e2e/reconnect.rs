@@ -115,7 +115,7 @@ async fn reads_survive_cut_connections_and_writes_are_not_retried(backend: Backe
     );
     let stack: Arc<dyn DataSource> = datasource.clone();
     let router = serve(stack);
-    let list = "/forest/items?fields%5Bitems%5D=id&sort=id";
+    let list = "/forest/items?fields%5Bitems%5D=id&sort=id&timezone=UTC";
 
     warm(&pool).await;
     assert_eq!(cut_every_connection(&db).await, CONNECTIONS as usize);
@@ -131,7 +131,7 @@ async fn reads_survive_cut_connections_and_writes_are_not_retried(backend: Backe
     warm(&pool).await;
     assert_eq!(cut_every_connection(&db).await, CONNECTIONS as usize);
     let create = json!({"data": {"type": "items", "attributes": {"id": 3, "name": "c"}}});
-    let (status, _, body) = send(&router, post("/forest/items", &create)).await;
+    let (status, _, body) = send(&router, post("/forest/items?timezone=UTC", &create)).await;
     assert_eq!(
         datasource.retried_reads(),
         retried,
