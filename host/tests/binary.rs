@@ -728,6 +728,9 @@ async fn a_plugin_failing_at_start_exits_without_claiming_to_serve() {
         .arg(dir.0.join(".forestadmin-schema.json"))
         .arg("--plugins")
         .arg(&plugin_dir)
+        // The store in the test's folder, not in the working directory of the test run.
+        .arg("--data-dir")
+        .arg(dir.0.join(".canopy"))
         .env("RUST_BACKTRACE", "1")
         .output()
         .unwrap();
