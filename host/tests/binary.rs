@@ -356,7 +356,13 @@ async fn start(database_url: &str, dir: &Path, extra: &[&std::ffi::OsStr]) -> (S
 /// server started in `dir` (`start`'s `dir/.canopy`).
 fn token(dir: &Path) -> String {
     let minted = Command::new(BIN)
-        .args(["token", "--email", ADMIN_EMAIL, "--auth-secret", AUTH_SECRET])
+        .args([
+            "token",
+            "--email",
+            ADMIN_EMAIL,
+            "--auth-secret",
+            AUTH_SECRET,
+        ])
         .arg("--data-dir")
         .arg(dir.join(".canopy"))
         .output()
@@ -568,7 +574,8 @@ async fn typings_are_written_by_canopy_schema_but_not_by_a_production_start() {
         ],
     )
     .await;
-    let (status, _) = request(&address, "/forest/books?timezone=UTC", Some(&token(&dir.0))).unwrap();
+    let (status, _) =
+        request(&address, "/forest/books?timezone=UTC", Some(&token(&dir.0))).unwrap();
     assert_eq!(status, 200);
     assert!(!typings.exists(), "a production start wrote the typings");
     server.0.kill().unwrap();
@@ -1058,7 +1065,12 @@ fn canopy_users_add_set_list_and_remove() {
 
     ok(&["users", "remove", "ann@x.io"], "");
     let json: Json = serde_json::from_str(&ok(&["users", "list", "--json"], "")).unwrap();
-    let left: Vec<&Json> = json.as_array().unwrap().iter().map(|u| &u["email"]).collect();
+    let left: Vec<&Json> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| &u["email"])
+        .collect();
     assert_eq!(left, ["root@x.io"], "only ann was removed");
 }
 
@@ -1080,7 +1092,12 @@ fn canopy_teams_show_their_rendering_and_grants_take_the_wildcard() {
     let added = ok(&["teams", "add", "Sales"]);
     assert!(added.contains("rendering"), "{added}");
     let listed: Json = serde_json::from_str(&ok(&["teams", "list", "--json"])).unwrap();
-    let names: Vec<&Json> = listed.as_array().unwrap().iter().map(|t| &t["name"]).collect();
+    let names: Vec<&Json> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["name"])
+        .collect();
     assert_eq!(names, ["Operations", "Ops", "Sales"], "{listed}");
     assert!(listed[0]["renderingId"].as_i64().unwrap() < rendering);
     assert_eq!(listed[1]["renderingId"], rendering);

@@ -181,7 +181,10 @@ fn cli_mistakes_are_one_sentence_and_every_subcommand_has_help() {
         error.contains("no Canopy store at") && error.contains("`canopy init` creates one"),
         "{error}"
     );
-    assert!(!dir.0.join("state").exists(), "a refused command made a store");
+    assert!(
+        !dir.0.join("state").exists(),
+        "a refused command made a store"
+    );
     ok(&dir.0, &["init"]);
     std::fs::write(dir.0.join(".forestadmin-schema.json"), SCHEMA).unwrap();
     std::fs::write(
