@@ -24,6 +24,9 @@ use support::{Server, TempDir};
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "binary-test-auth-secret";
 const ENV_SECRET: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+/// The first admin that the first `canopy serve` of a test creates in its store
+/// (`CANOPY_ADMIN_EMAIL`): the user `canopy token` mints the tests' tokens for.
+const ADMIN_EMAIL: &str = "ann@x.io";
 
 async fn seed(path: &Path) -> String {
     let url = format!("sqlite:{}?mode=rwc", path.display());
@@ -79,6 +82,9 @@ async fn serve_answers_over_tcp_and_stops_cleanly_on_sigterm() {
         .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
         .arg("--schema-path")
         .arg(dir.0.join(".forestadmin-schema.json"))
+        .arg("--data-dir")
+        .arg(dir.0.join(".canopy"))
+        .env("CANOPY_ADMIN_EMAIL", ADMIN_EMAIL)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -105,12 +111,8 @@ async fn serve_answers_over_tcp_and_stops_cleanly_on_sigterm() {
         serde_json::json!({ "error": null, "message": "Agent is running" })
     );
 
-    let minted = Command::new(BIN)
-        .args(["token", "--email", "ann@x.io", "--auth-secret", AUTH_SECRET])
-        .output()
-        .unwrap();
-    assert!(minted.status.success(), "{minted:?}");
-    let token = String::from_utf8(minted.stdout).unwrap().trim().to_owned();
+    // A token of the admin the first start created, minted on the server's store.
+    let token = token(&dir.0);
 
     let (status, body) = request(
         &address,
@@ -325,6 +327,10 @@ async fn start(database_url: &str, dir: &Path, extra: &[&std::ffi::OsStr]) -> (S
         .args(extra)
         // Compiled plugins are cached here rather than in the user's cache directory.
         .env("CANOPY_PLUGIN_CACHE_DIR", dir.join("cache"))
+        // The store in the test's folder (unless `extra` names another), its first admin the
+        // user `token` mints for.
+        .env("CANOPY_DATA_DIR", dir.join(".canopy"))
+        .env("CANOPY_ADMIN_EMAIL", ADMIN_EMAIL)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -346,9 +352,19 @@ async fn start(database_url: &str, dir: &Path, extra: &[&std::ffi::OsStr]) -> (S
     (server, address)
 }
 
-fn token() -> String {
+/// A session token of the store's first admin, minted by `canopy token` on the store of the
+/// server started in `dir` (`start`'s `dir/.canopy`).
+fn token(dir: &Path) -> String {
     let minted = Command::new(BIN)
-        .args(["token", "--email", "ann@x.io", "--auth-secret", AUTH_SECRET])
+        .args([
+            "token",
+            "--email",
+            ADMIN_EMAIL,
+            "--auth-secret",
+            AUTH_SECRET,
+        ])
+        .arg("--data-dir")
+        .arg(dir.join(".canopy"))
         .output()
         .unwrap();
     assert!(minted.status.success(), "{minted:?}");
@@ -401,7 +417,7 @@ async fn sighup_and_canopy_reload_both_serve_a_swapped_plugin() {
         ],
     )
     .await;
-    let token = token();
+    let token = token(&dir.0);
     assert_eq!(greeting(&address, &token), "Hello from alpha, Dune");
     let generated = std::fs::read_to_string(&typings).unwrap();
     assert!(
@@ -558,7 +574,8 @@ async fn typings_are_written_by_canopy_schema_but_not_by_a_production_start() {
         ],
     )
     .await;
-    let (status, _) = request(&address, "/forest/books?timezone=UTC", Some(&token())).unwrap();
+    let (status, _) =
+        request(&address, "/forest/books?timezone=UTC", Some(&token(&dir.0))).unwrap();
     assert_eq!(status, 200);
     assert!(!typings.exists(), "a production start wrote the typings");
     server.0.kill().unwrap();
@@ -579,7 +596,7 @@ async fn hostile_requests_get_an_answer_and_the_server_keeps_serving() {
         &["--headers-timeout-in-seconds".as_ref(), "1".as_ref()],
     )
     .await;
-    let token = token();
+    let token = token(&dir.0);
     // Parentheses need no escape in a query string: 6 KB, as the probe sent it.
     let search = format!("{}a{}", "(".repeat(3000), ")".repeat(3000));
     let (status, body) = request(
@@ -656,7 +673,10 @@ async fn serve_accepts_connections_only_once_its_plugins_are_loaded() {
         .arg(dir.0.join(".forestadmin-schema.json"))
         .arg("--plugins")
         .arg(&plugin_dir)
+        .arg("--data-dir")
+        .arg(dir.0.join(".canopy"))
         .env("CANOPY_PLUGIN_CACHE_DIR", dir.0.join("cache"))
+        .env("CANOPY_ADMIN_EMAIL", ADMIN_EMAIL)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -695,7 +715,7 @@ async fn serve_accepts_connections_only_once_its_plugins_are_loaded() {
     // and the stack built, already holds the plugin's field.
     let schema = std::fs::read_to_string(dir.0.join(".forestadmin-schema.json")).unwrap();
     assert!(schema.contains("\"greeting\""), "{schema}");
-    assert_eq!(greeting(&address, &token()), "Hello from alpha, Dune");
+    assert_eq!(greeting(&address, &token(&dir.0)), "Hello from alpha, Dune");
 }
 
 /// A plugin that fails to load stops the start before anything is announced: exit code 1, the
@@ -715,6 +735,9 @@ async fn a_plugin_failing_at_start_exits_without_claiming_to_serve() {
         .arg(dir.0.join(".forestadmin-schema.json"))
         .arg("--plugins")
         .arg(&plugin_dir)
+        // The store in the test's folder, not in the working directory of the test run.
+        .arg("--data-dir")
+        .arg(dir.0.join(".canopy"))
         .env("RUST_BACKTRACE", "1")
         .output()
         .unwrap();
@@ -875,6 +898,16 @@ fn canopy_users_add_set_list_and_remove() {
         assert_eq!(result.0, Some(0), "{args:?}: {result:?}");
         result.1
     };
+    // The store first, as a user starts: user 1 is its first admin (role Admin, id 1).
+    ok(
+        &[
+            "init",
+            "--admin-email",
+            "root@x.io",
+            "--admin-password-stdin",
+        ],
+        "root-password\n",
+    );
     ok(&["roles", "add", "Support"], "");
     ok(&["teams", "add", "Ops"], "");
     let added = ok(
@@ -909,11 +942,13 @@ fn canopy_users_add_set_list_and_remove() {
             "ID", "EMAIL", "NAME", "LEVEL", "ROLE", "TEAMS", "TAGS", "STATUS", "PASSWORD"
         ]
     );
+    let first: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(first[..2], ["1", "root@x.io"], "{table}");
     let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(
         row,
         [
-            "1",
+            "2",
             "ann@x.io",
             "Ann",
             "editor",
@@ -968,12 +1003,13 @@ fn canopy_users_add_set_list_and_remove() {
     let json: Json = serde_json::from_str(&ok(&["users", "list", "--json"], "")).unwrap();
     assert_eq!(
         json.as_array().unwrap().len(),
-        1,
-        "the refused commands added nobody"
+        2,
+        "the refused commands added nobody (the admin and ann)"
     );
-    assert_eq!(json[0]["permissionLevel"], "user");
-    assert_eq!(json[0]["disabled"], true);
-    assert_eq!(json[0]["tags"], serde_json::json!({}));
+    assert_eq!(json[1]["email"], "ann@x.io");
+    assert_eq!(json[1]["permissionLevel"], "user");
+    assert_eq!(json[1]["disabled"], true);
+    assert_eq!(json[1]["tags"], serde_json::json!({}));
 
     ok(
         &[
@@ -999,14 +1035,18 @@ fn canopy_users_add_set_list_and_remove() {
         "",
     );
     let shown: Json = serde_json::from_str(&ok(&["permissions", "show", "--json"], "")).unwrap();
+    // Support is role 2, after the first admin's Admin.
     assert_eq!(
         shown["permissions"]["collections"]["orders"]["collection"]["readEnabled"],
-        serde_json::json!({"roles": [1]})
+        serde_json::json!({"roles": [2]})
     );
-    assert_eq!(
-        shown["renderings"][0]["collections"]["orders"]["scope"]["field"],
-        "region"
-    );
+    let ops = shown["renderings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["team"]["name"] == "Ops")
+        .unwrap_or_else(|| panic!("no rendering of Ops: {shown}"));
+    assert_eq!(ops["collections"]["orders"]["scope"]["field"], "region");
     refused(
         &admin(
             &dir.0,
@@ -1025,7 +1065,13 @@ fn canopy_users_add_set_list_and_remove() {
 
     ok(&["users", "remove", "ann@x.io"], "");
     let json: Json = serde_json::from_str(&ok(&["users", "list", "--json"], "")).unwrap();
-    assert_eq!(json, serde_json::json!([]));
+    let left: Vec<&Json> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| &u["email"])
+        .collect();
+    assert_eq!(left, ["root@x.io"], "only ann was removed");
 }
 
 /// Issue 21: `canopy teams add|list` show each team's rendering id (made with the team, before
@@ -1039,18 +1085,28 @@ fn canopy_teams_show_their_rendering_and_grants_take_the_wildcard() {
         assert_eq!(result.0, Some(0), "{args:?}: {result:?}");
         result.1
     };
+    // The store first: `canopy init` makes its first admin, in team Operations with role Admin.
+    ok(&["init"]);
     let added: Json = serde_json::from_str(&ok(&["teams", "add", "Ops", "--json"])).unwrap();
     let rendering = added["renderingId"].as_i64().expect("a rendering id");
     let added = ok(&["teams", "add", "Sales"]);
     assert!(added.contains("rendering"), "{added}");
     let listed: Json = serde_json::from_str(&ok(&["teams", "list", "--json"])).unwrap();
-    assert_eq!(listed[0]["name"], "Ops");
-    assert_eq!(listed[0]["renderingId"], rendering);
-    assert!(listed[1]["renderingId"].as_i64().unwrap() > rendering);
+    let names: Vec<&Json> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["name"])
+        .collect();
+    assert_eq!(names, ["Operations", "Ops", "Sales"], "{listed}");
+    assert!(listed[0]["renderingId"].as_i64().unwrap() < rendering);
+    assert_eq!(listed[1]["renderingId"], rendering);
+    assert!(listed[2]["renderingId"].as_i64().unwrap() > rendering);
     let table = ok(&["teams", "list"]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["ID", "NAME", "RENDERING", "MEMBERS"]);
-    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    let row: Vec<&str> = table.lines().nth(2).unwrap().split_whitespace().collect();
+    assert_eq!(row[1], "Ops", "{table}");
     assert_eq!(row[2], rendering.to_string());
 
     ok(&["roles", "add", "Support"]);
@@ -1101,18 +1157,19 @@ fn canopy_teams_show_their_rendering_and_grants_take_the_wildcard() {
         "only takes --action '*'",
     );
     let shown: Json = serde_json::from_str(&ok(&["permissions", "show", "--json"])).unwrap();
+    // Support is role 2, after the first admin's Admin.
     let collections = &shown["permissions"]["collections"];
     assert_eq!(
         collections["*"]["collection"]["readEnabled"],
-        serde_json::json!({"roles": [1]})
+        serde_json::json!({"roles": [2]})
     );
     assert_eq!(
         collections["*"]["actions"]["*"]["triggerEnabled"],
-        serde_json::json!({"roles": [1]})
+        serde_json::json!({"roles": [2]})
     );
     assert_eq!(
         collections["orders"]["actions"]["*"]["userApprovalEnabled"],
-        serde_json::json!({"roles": [1]})
+        serde_json::json!({"roles": [2]})
     );
 }
 
@@ -1128,6 +1185,9 @@ fn canopy_permissions_apply_manages_the_store() {
          [[users]]\nemail = \"ann@x.io\"\nlevel = \"admin\"\nrole = \"Support\"\n",
     )
     .unwrap();
+    // The store first, as a user starts.
+    let (code, _, stderr) = admin(&dir.0, &["init"], "");
+    assert_eq!(code, Some(0), "{stderr}");
     let (code, stdout, stderr) = admin(&dir.0, &["permissions", "apply", "permissions.toml"], "");
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
@@ -1160,7 +1220,13 @@ fn canopy_permissions_apply_manages_the_store() {
     );
     let (_, stdout, _) = admin(&dir.0, &["users", "list", "--json"], "");
     let users: Json = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(users[0]["permissionLevel"], "admin", "nothing was applied");
+    let ann = users
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["email"] == "ann@x.io")
+        .unwrap_or_else(|| panic!("ann is gone: {users}"));
+    assert_eq!(ann["permissionLevel"], "admin", "nothing was applied");
 }
 
 /// Every management command answers `--help` with its usage.

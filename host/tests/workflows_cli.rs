@@ -86,6 +86,8 @@ type = "end"
 #[test]
 fn definition_files_are_applied_listed_shown_and_switched() {
     let dir = TempDir::new("workflows");
+    // The store first, as a user starts: the other commands refuse a store that does not exist.
+    ok(&dir.0, &["init"]);
     std::fs::write(dir.0.join(".forestadmin-schema.json"), SCHEMA).unwrap();
     std::fs::write(dir.0.join("review.toml"), REVIEW).unwrap();
 
@@ -173,6 +175,17 @@ fn definition_files_are_applied_listed_shown_and_switched() {
 #[test]
 fn cli_mistakes_are_one_sentence_and_every_subcommand_has_help() {
     let dir = TempDir::new("workflows");
+    // Before `canopy init`, there is no store to read, and the command says how to make one.
+    let error = fails(&dir.0, &["workflows", "list"]);
+    assert!(
+        error.contains("no Canopy store at") && error.contains("`canopy init` creates one"),
+        "{error}"
+    );
+    assert!(
+        !dir.0.join("state").exists(),
+        "a refused command made a store"
+    );
+    ok(&dir.0, &["init"]);
     std::fs::write(dir.0.join(".forestadmin-schema.json"), SCHEMA).unwrap();
     std::fs::write(
         dir.0.join("bad.toml"),
