@@ -34,7 +34,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use canopy::app::Served;
-use canopy::auth::SessionKey;
+use canopy::auth::{PermissionLevel, SessionClaims, SessionKey};
 use canopy::config::{Config, ServeArgs};
 use canopy::customizer::{Batch, Column, ComputeHandler, Context, Kind, build_stack};
 use canopy::datasource::{
@@ -177,7 +177,7 @@ async fn computed_field(url: &str, runtime: &Runtime, plugin_dir: &Path) -> Resu
         SessionKey::new(AUTH_SECRET),
         &http,
     )));
-    let token = canopy::app::token(AUTH_SECRET, "bench@canopy.local", "1h")?;
+    let token = bench_token()?;
     let uri = |fields: &str| {
         format!(
             "/forest/customers?timezone=UTC&sort=id&page[number]=2&page[size]=100&fields[customers]={fields}"
@@ -447,7 +447,7 @@ async fn serve_plugins(
     let base: Arc<dyn DataSource> = Arc::new(canopy::app::connect(&config).await?);
     let served = Arc::new(Served::start(config, base).await?);
     let app: Router = served.router();
-    let token = canopy::app::token(AUTH_SECRET, "bench@canopy.local", "1h")?;
+    let token = bench_token()?;
     Ok((served, app, token))
 }
 
@@ -678,4 +678,25 @@ fn main() -> Result<(), BoxError> {
 /// Permissions that enforce nothing: the plugins' reads here have no caller scope to apply.
 fn allow_all() -> std::sync::Arc<canopy::auth::Permissions> {
     std::sync::Arc::new(canopy::auth::Permissions::allow_all())
+}
+
+/// An admin's session token for the bench's in-process server, which has no store: the
+/// permission checks are the route's own, so the claims only need to name an admin.
+fn bench_token() -> Result<String, BoxError> {
+    let claims = SessionClaims {
+        id: 1,
+        email: "bench@canopy.local".to_owned(),
+        first_name: "bench".to_owned(),
+        last_name: String::new(),
+        team: "Operations".to_owned(),
+        team_id: None,
+        role: "Admin".to_owned(),
+        role_id: None,
+        permission_level: PermissionLevel::Admin,
+        rendering_id: 1,
+        tags: Default::default(),
+        iat: 0,
+        exp: 0,
+    };
+    Ok(SessionKey::new(AUTH_SECRET).mint(claims, Duration::from_secs(3600))?)
 }

@@ -365,7 +365,9 @@ async fn entries_written_before_the_compact_schema_are_kept(backend: Backend) {
         ..Default::default()
     };
     let rows = store.activity_logs(&filter(None)).await.unwrap();
-    let served: Vec<(&str, i64, &str, &str, Option<&str>, Vec<String>)> = rows
+    // id, user id, action, collection, record id, record ids
+    type Row<'a> = (&'a str, i64, &'a str, &'a str, Option<&'a str>, Vec<String>);
+    let served: Vec<Row> = rows
         .iter()
         .map(|r| {
             (

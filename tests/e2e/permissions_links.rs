@@ -38,11 +38,14 @@ struct World {
     _state: TestDb,
 }
 
+/// A role: its id, the collections it may edit, the collections it may delete from.
+type RoleRights<'a> = (i64, &'a [&'a str], &'a [&'a str]);
+
 /// The rights of each role: browse and read everywhere; `edit` and `delete` as named.
-fn environment(roles: &[(i64, &[&str], &[&str])]) -> Json {
+fn environment(roles: &[RoleRights]) -> Json {
     let mut collections = serde_json::Map::new();
     for collection in ["products", "tags", "product_tags", "reviews"] {
-        let with = |pick: &dyn Fn(&(i64, &[&str], &[&str])) -> bool| json!({"roles": roles.iter().filter(|r| pick(r)).map(|r| r.0).collect::<Vec<_>>()});
+        let with = |pick: &dyn Fn(&RoleRights) -> bool| json!({"roles": roles.iter().filter(|r| pick(r)).map(|r| r.0).collect::<Vec<_>>()});
         let every = with(&|_| true);
         collections.insert(
             collection.to_owned(),
