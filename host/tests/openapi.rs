@@ -194,10 +194,16 @@ fn schemathesis_finds_no_failure_in_the_v1_api() {
     let (status, body) = get(&address, "/v1/openapi.json");
     assert_eq!(status, 200, "{body}");
 
-    // `canopy token` mints user 1: the first admin, made by `canopy init`.
+    // `canopy token` looks the user up in the served store: the first admin, made by `canopy init`.
     let minted = Command::new(BIN)
         .args(["token", "--email", "ann@x.io", "--expires", "1h"])
         .args(["--auth-secret", AUTH_SECRET])
+        .arg("--data-dir")
+        .arg(&state)
+        .current_dir(&dir.0)
+        .env_remove("CANOPY_STATE_URL")
+        .env_remove("CANOPY_DATA_DIR")
+        .env_remove("CANOPY_CONFIG")
         .output()
         .unwrap();
     assert!(minted.status.success(), "{minted:?}");
