@@ -34,7 +34,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 mod support;
-use support::{Server, TempDir};
+use support::{Server, TempDir, demo_started, free_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 
@@ -178,15 +178,6 @@ fn the_matcher_understands_ellipses() {
     assert!(!line_matches("a", "ab"));
 }
 
-/// A free port on the loopback (taken back right away: the demo binds it next).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The environment of the README's commands: the user's, without any Canopy setting that would
 /// change what the commands act on, with this build's `canopy` first on the `PATH`.
 fn command_env(command: &mut Command, scratch: &Path) {
@@ -233,31 +224,13 @@ fn start_demo(block: &Block, work: &Path, scratch: &Path, port: u16) -> (Server,
     let mut child = demo.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let server = Server(child);
-    let (lines, receive) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            // Once the test stopped listening, keep draining: the demo never blocks on a
-            // full pipe.
-            let _ = lines.send(line);
-        }
-    });
-    let mut printed = String::new();
-    loop {
-        match receive.recv_timeout(BLOCK_TIMEOUT) {
-            Ok(line) => {
-                printed.push_str(&line);
-                printed.push('\n');
-                if line.starts_with("Press Ctrl-C") {
-                    return (server, printed);
-                }
-            }
-            Err(_) => panic!(
-                "README.md:{}: `canopy demo` did not start:\n{printed}\n{}",
-                block.line,
-                std::fs::read_to_string(scratch.join("demo.err")).unwrap_or_default()
-            ),
-        }
+    match demo_started(stdout, BLOCK_TIMEOUT) {
+        Ok(printed) => (server, printed),
+        Err(printed) => panic!(
+            "README.md:{}: `canopy demo` did not start:\n{printed}\n{}",
+            block.line,
+            std::fs::read_to_string(scratch.join("demo.err")).unwrap_or_default()
+        ),
     }
 }
 

@@ -75,3 +75,41 @@ pub async fn drop_postgres(url: &str) {
             .await;
     }
 }
+
+/// A free port on the loopback (taken back right away: the demo binds it next).
+#[allow(dead_code, reason = "only the tests that start `canopy demo` use it")]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Reads a starting `canopy demo`'s stdout until it says it serves (`Press Ctrl-C…`), waiting at
+/// most `timeout` for each line: `Ok` with everything it printed, or `Err` with what it printed
+/// before it stopped or went quiet. The lines are read on a thread that keeps draining the pipe
+/// afterwards, so the demo never blocks on a full one.
+#[allow(dead_code, reason = "only the tests that start `canopy demo` use it")]
+pub fn demo_started(
+    stdout: std::process::ChildStdout,
+    timeout: std::time::Duration,
+) -> Result<String, String> {
+    use std::io::BufRead as _;
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = send.send(line);
+        }
+    });
+    let mut printed = String::new();
+    while let Ok(line) = lines.recv_timeout(timeout) {
+        printed.push_str(&line);
+        printed.push('\n');
+        if line.starts_with("Press Ctrl-C") {
+            return Ok(printed);
+        }
+    }
+    Err(printed)
+}
