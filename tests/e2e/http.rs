@@ -384,4 +384,63 @@ async fn csv_export_and_deletes(backend: Backend) {
     );
 }
 
+/// A cross-site form can post to this host with the browser's session cookie (`SameSite=Lax`
+/// does not stop another port or subdomain of the same site), but only as a form, `text/plain`
+/// or no body: a POST signed in by the cookie must be JSON, and a refused one changes nothing.
+#[tokio::test]
+async fn cookie_signed_posts_that_a_cross_site_form_could_send_are_refused() {
+    let (_db, app) = app(Backend::Sqlite).await;
+    let body = json!({"data":{"type":"countries","attributes":{"name":"Spain"}}}).to_string();
+    let post = |content_type: Option<&str>, cookie: bool| {
+        let mut request = Request::post("/forest/countries?timezone=UTC");
+        if let Some(content_type) = content_type {
+            request = request.header(header::CONTENT_TYPE, content_type);
+        }
+        request = if cookie {
+            request.header(header::COOKIE, format!("forest_session_token={}", token()))
+        } else {
+            request.header(header::AUTHORIZATION, format!("Bearer {}", token()))
+        };
+        request.body(Body::from(body.clone())).unwrap()
+    };
+    let refused = envelope(
+        "ForbiddenError",
+        "A request signed in by the session cookie must send its body as JSON \
+         (Content-Type: application/json)",
+        403,
+    );
+    for content_type in [
+        Some("text/plain"),
+        Some("text/plain;charset=UTF-8"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        None,
+    ] {
+        let (status, _, answer) = send(&app, post(content_type, true)).await;
+        assert_eq!(
+            (status, answer),
+            (StatusCode::FORBIDDEN, refused.clone()),
+            "{content_type:?}"
+        );
+    }
+    let count = || async {
+        send(&app, get("/forest/countries/count?timezone=UTC"))
+            .await
+            .2
+    };
+    assert_eq!(count().await, json!({ "count": 2 }), "a refused post wrote");
+    // JSON with the cookie (a same-origin script), and any body with the header, are served.
+    assert_eq!(
+        send(&app, post(Some("application/json; charset=utf-8"), true))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&app, post(Some("text/plain"), false)).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(count().await, json!({ "count": 4 }));
+}
+
 on_all_backends!(list_count_and_get, csv_export_and_deletes);

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use canopy::datasource::DataSource;
 use canopy::datasource::sql::{Options, Pool, SqlDataSource};
+use canopy::datasource::{Caller, DataSource};
 use canopy_e2e::{Backend, TestDb};
+use indexmap::IndexMap;
 use serde_json::json;
 use sqlx::{Connection, Row};
 
@@ -108,8 +109,12 @@ async fn reads_survive_cut_connections_and_writes_are_not_retried(backend: Backe
     )
     .await;
     let pool = Pool::connect(&db.url, CONNECTIONS).await.unwrap();
+    let options = Options {
+        connection_name: Some("main".to_owned()),
+        ..Options::default()
+    };
     let datasource = Arc::new(
-        SqlDataSource::from_pool(pool.clone(), Options::default())
+        SqlDataSource::from_pool(pool.clone(), options)
             .await
             .unwrap(),
     );
@@ -125,6 +130,28 @@ async fn reads_survive_cut_connections_and_writes_are_not_retried(backend: Backe
     }
     let retried = datasource.retried_reads();
     assert!(retried >= 1, "no read was retried");
+
+    // A native query (charts and segments written in SQL) is read-only too: retried once.
+    warm(&pool).await;
+    assert_eq!(cut_every_connection(&db).await, CONNECTIONS as usize);
+    let caller = Caller::system(chrono_tz::UTC);
+    for _ in 0..CONNECTIONS {
+        let rows = datasource
+            .native_query(
+                &caller,
+                "main",
+                "SELECT name FROM items ORDER BY id",
+                &IndexMap::new(),
+            )
+            .await
+            .expect("a native query on a cut connection failed");
+        assert_eq!(rows.len(), 2);
+    }
+    assert!(
+        datasource.retried_reads() > retried,
+        "no native query was retried"
+    );
+    let retried = datasource.retried_reads();
 
     // A write on a dead connection is never run again: whether it failed (500, nothing
     // written) or reached a live connection first (200, written once), no retry happened.

@@ -240,7 +240,7 @@ pub fn resolve_token<'a>(
 
 /// The first `forest_session_token` pair of a `Cookie` header, if non-empty. Pairs the cookie
 /// crate cannot read are skipped, as browsers and the `cookies` npm module do.
-fn session_cookie(header: &str) -> Option<&str> {
+pub fn session_cookie(header: &str) -> Option<&str> {
     cookie::Cookie::split_parse(header)
         .filter_map(std::result::Result::ok)
         .find(|pair| pair.name() == COOKIE_NAME)

@@ -4,7 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use serde_json::Value as Json;
 use uuid::Uuid;
 
@@ -12,6 +12,7 @@ use super::SharedState;
 use super::error::ApiError;
 use super::middleware::RequestId;
 use crate::agent::query_string::{QueryString, parse_timezone};
+use crate::auth::session::session_cookie;
 use crate::auth::{self, SessionClaims};
 use crate::datasource::Caller;
 
@@ -75,6 +76,9 @@ impl FromRequestParts<SharedState> for Authenticated {
             return Ok(Self(claims));
         }
         let cookie = cookie_header(&parts.headers);
+        if cookie.as_deref().and_then(session_cookie).is_some() {
+            refuse_cross_site_post(parts)?;
+        }
         let authorization = match parts.headers.get(header::AUTHORIZATION) {
             None => None,
             Some(value) => Some(
@@ -87,6 +91,36 @@ impl FromRequestParts<SharedState> for Authenticated {
             .session
             .authenticate(cookie.as_deref(), authorization)?;
         Ok(Self(claims))
+    }
+}
+
+/// A browser sends the session cookie with any request to this host, a form posted from another
+/// site on the same domain (another port, a sibling subdomain: `SameSite` does not stop those)
+/// included. Such a "simple" request can only be a POST with a form or `text/plain` body, or no
+/// body; every other method and content type needs a CORS preflight this server never grants.
+/// So a POST signed in by the cookie must say its body is JSON, which no cross-site form can.
+/// The agent parses no `text/plain` body and so acts on `{}`; Canopy refuses it
+/// (docs/compatibility.md).
+fn refuse_cross_site_post(parts: &Parts) -> Result<(), ApiError> {
+    if parts.method != Method::POST {
+        return Ok(());
+    }
+    let json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .map(|essence| essence.trim().to_ascii_lowercase())
+        .is_some_and(|essence| essence == "application/json" || essence.ends_with("+json"));
+    if json {
+        Ok(())
+    } else {
+        Err(auth::Error::Forbidden(
+            "A request signed in by the session cookie must send its body as JSON \
+             (Content-Type: application/json)"
+                .to_owned(),
+        )
+        .into())
     }
 }
 

@@ -18,7 +18,9 @@ use crate::datasource::{
     AggregateResult, Aggregation, Caller, Collection, CollectionSchema, ConditionTree, Error,
     Filter, Operator, Projection, Record, Result, Sort, Value,
 };
-pub(crate) use exec::{Operation, db_error, mysql_args, pg_args, sqlite_args};
+pub(crate) use exec::{
+    Operation, connection_lost, db_error, live_connection, mysql_args, pg_args, sqlite_args,
+};
 
 /// Keys per statement when MySQL writes through relations by primary key.
 const KEY_CHUNK: usize = 500;

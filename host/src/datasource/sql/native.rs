@@ -25,7 +25,9 @@ use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect, SQLiteDialect};
 use sqlparser::parser::{Parser, ParserError};
 
 use super::build::{Bind, Writer};
-use super::collection::{Operation, db_error, mysql_args, pg_args, sqlite_args};
+use super::collection::{
+    Operation, connection_lost, db_error, live_connection, mysql_args, pg_args, sqlite_args,
+};
 use super::decode;
 use super::dialect::Dialect;
 use super::{Pool, Shared};
@@ -522,9 +524,36 @@ fn query_error(error: sqlx::Error, timeout: Duration) -> Error {
     Error::Unprocessable(format!("The query failed: {}", db.message()))
 }
 
+/// Why one run of a native query failed: its connection was lost (the server restarted or failed
+/// over, an administrator ended the session), which a second run on a live connection may
+/// survive, or anything else, already in its public form.
+enum Failure {
+    Lost(sqlx::Error),
+    Other(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Self::Other(error)
+    }
+}
+
+/// Sorts a driver error of one run: a lost connection is kept for the retry.
+fn failure(error: sqlx::Error, timeout: Duration) -> Failure {
+    if connection_lost(&error).is_some() {
+        Failure::Lost(error)
+    } else {
+        Failure::Other(query_error(error, timeout))
+    }
+}
+
 /// Runs a native query: checked (one read-only SELECT, no function that waits, locks or reaches
 /// outside the query), in a read-only transaction, under the statement timeout. The connection
 /// goes back to the pool with its session state reset, or is closed when the reset fails.
+///
+/// A run whose connection was lost runs once more, on a connection that answers a ping, as the
+/// collections' reads do (`collection::exec::read`): a native query is read-only, so a second
+/// run cannot apply anything twice.
 pub(crate) async fn run(
     shared: &Shared,
     settings: &Settings,
@@ -533,10 +562,43 @@ pub(crate) async fn run(
 ) -> Result<Vec<Record>> {
     let Prepared { sql, binds } = prepare(shared.dialect, query, variables)?;
     let timeout = settings.timeout;
+    let error = match run_once(shared, settings, &sql, binds.clone(), false).await {
+        Ok(records) => return Ok(records),
+        Err(Failure::Other(error)) => return Err(error),
+        Err(Failure::Lost(error)) => error,
+    };
+    shared
+        .retried_reads
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cause = connection_lost(&error).unwrap_or_default();
+    // The cause only (an error code): never the statement or its values.
+    tracing::warn!(%cause, "A native query lost its database connection; running it once more on a fresh connection");
+    match run_once(shared, settings, &sql, binds, true).await {
+        Ok(records) => Ok(records),
+        Err(Failure::Other(error)) => Err(error),
+        Err(Failure::Lost(error)) => Err(query_error(error, timeout)),
+    }
+}
+
+/// One run of a prepared native query on a pooled connection (`live`: one that answered a ping).
+async fn run_once(
+    shared: &Shared,
+    settings: &Settings,
+    sql: &str,
+    binds: Vec<Bind>,
+    live: bool,
+) -> std::result::Result<Vec<Record>, Failure> {
+    let timeout = settings.timeout;
+    let failed = |e| failure(e, timeout);
     match &shared.pool {
         Pool::Postgres(pool) => {
-            let mut conn = pool.acquire().await.map_err(|e| query_error(e, timeout))?;
-            let result = run_postgres(&mut conn, &sql, binds, timeout).await;
+            let acquired = if live {
+                live_connection(pool).await
+            } else {
+                pool.acquire().await
+            };
+            let mut conn = acquired.map_err(failed)?;
+            let result = run_postgres(&mut conn, sql, binds, timeout).await;
             // A read-only transaction still lets functions change the session: advisory locks
             // (session-scoped, kept after the rollback) and settings (`set_config(…, false)`).
             // `RESET ALL` keeps the connection's startup settings (its UTC timezone).
@@ -550,20 +612,25 @@ pub(crate) async fn run(
             result
         }
         Pool::MySql(pool) => {
-            let mut conn = pool.acquire().await.map_err(|e| query_error(e, timeout))?;
+            let acquired = if live {
+                live_connection(pool).await
+            } else {
+                pool.acquire().await
+            };
+            let mut conn = acquired.map_err(failed)?;
             let mariadb = match settings.mariadb.get() {
                 Some(known) => *known,
                 None => {
                     let version: String = sqlx::query_scalar("SELECT VERSION()")
                         .fetch_one(&mut *conn)
                         .await
-                        .map_err(|e| query_error(e, timeout))?;
+                        .map_err(failed)?;
                     *settings
                         .mariadb
                         .get_or_init(|| version.to_ascii_lowercase().contains("mariadb"))
                 }
             };
-            let result = run_mysql(&mut conn, mariadb, &sql, binds, timeout).await;
+            let result = run_mysql(&mut conn, mariadb, sql, binds, timeout).await;
             // Named locks (`GET_LOCK`) live as long as the session.
             let unset = if mariadb {
                 "SET SESSION max_statement_time = DEFAULT; DO RELEASE_ALL_LOCKS()"
@@ -576,8 +643,14 @@ pub(crate) async fn run(
             result
         }
         Pool::Sqlite(pool) => {
-            let mut conn = pool.acquire().await.map_err(|e| query_error(e, timeout))?;
-            let result = run_sqlite(&mut conn, &sql, binds, timeout).await;
+            // An embedded database has no connection to lose: one run.
+            let mut conn = pool
+                .acquire()
+                .await
+                .map_err(|e| Failure::Other(query_error(e, timeout)))?;
+            let result = run_sqlite(&mut conn, sql, binds, timeout)
+                .await
+                .map_err(Failure::Other);
             let unhooked = match conn.lock_handle().await {
                 Ok(mut handle) => {
                     handle.remove_progress_handler();
@@ -613,8 +686,8 @@ async fn run_postgres(
     sql: &str,
     binds: Vec<Bind>,
     timeout: Duration,
-) -> Result<Vec<Record>> {
-    let failed = |e| query_error(e, timeout);
+) -> std::result::Result<Vec<Record>, Failure> {
+    let failed = |e| failure(e, timeout);
     let mut tx = sqlx::Connection::begin_with(conn, "BEGIN READ ONLY")
         .await
         .map_err(failed)?;
@@ -629,7 +702,7 @@ async fn run_postgres(
         .await
         .map_err(failed)?;
     tx.rollback().await.map_err(failed)?;
-    decode::pg_generic(&rows)
+    Ok(decode::pg_generic(&rows)?)
 }
 
 async fn run_mysql(
@@ -638,8 +711,8 @@ async fn run_mysql(
     sql: &str,
     binds: Vec<Bind>,
     timeout: Duration,
-) -> Result<Vec<Record>> {
-    let failed = |e| query_error(e, timeout);
+) -> std::result::Result<Vec<Record>, Failure> {
+    let failed = |e| failure(e, timeout);
     // MariaDB counts seconds for any statement, MySQL milliseconds for SELECTs.
     let millis = millis(timeout);
     let set = if mariadb {
@@ -663,7 +736,7 @@ async fn run_mysql(
         .await
         .map_err(failed)?;
     tx.rollback().await.map_err(failed)?;
-    decode::mysql_generic(&rows)
+    Ok(decode::mysql_generic(&rows)?)
 }
 
 async fn run_sqlite(

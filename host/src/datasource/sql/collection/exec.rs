@@ -147,7 +147,7 @@ where
 /// A pooled connection that answers a ping. The server that cut one connection has often cut
 /// every idle one (a restart, a failover, `pg_terminate_backend` on each): each dead one leaves
 /// the pool now (so that a replacement can be opened) rather than failing the next request.
-async fn live_connection<DB: Database>(
+pub(crate) async fn live_connection<DB: Database>(
     pool: &sqlx::Pool<DB>,
 ) -> std::result::Result<PoolConnection<DB>, sqlx::Error> {
     for _ in 0..pool.options().get_max_connections() {
