@@ -886,6 +886,7 @@ fn inputs(
                 _ => original,
             };
             let hint = match &kind {
+                _ if !editable => String::new(),
                 InputKind::DateTime => format!("Date and time in {}", tz.name()),
                 InputKind::Json => "JSON".to_owned(),
                 InputKind::Number => "A number".to_owned(),

@@ -250,7 +250,16 @@ fn render_sign_in(
     notice: Option<&str>,
 ) -> Response {
     let base = super::base_path(&state.mount_path);
-    let nonce = random_token(24);
+    // Kept when the browser has one: two sign-in tabs (or a reload) share it, so the first
+    // form stays valid.
+    let nonce = cookie(headers, SIGN_IN_COOKIE)
+        .filter(|value| {
+            value.len() == 32
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .unwrap_or_else(|| random_token(24));
     let page = SignInPage {
         base: &base,
         assets: super::assets::urls(),

@@ -190,7 +190,7 @@ try {
   check((await page.textContent('dt:text-is("price") + dd')).trim() === '19.75', 'refused posts changed nothing');
 
   // ----- delete with a confirmation -------------------------------------------------------------
-  await page.goto(`${origin}/console/c/tags`);
+  await page.goto(`${origin}/console/c/product_tags`);
   await Promise.all([page.waitForNavigation(), page.click('table tbody tr:first-child td.actions a:text-is("Open")')]);
   const tagUrl = page.url();
   await Promise.all([page.waitForNavigation(), page.click('a.button:text-is("Delete")')]);
