@@ -438,3 +438,63 @@ pub async fn sign_out(
     );
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn the_csrf_token_is_bound_to_the_session() {
+        assert_eq!(csrf_of("a.b.c"), csrf_of("a.b.c"));
+        assert_ne!(csrf_of("a.b.c"), csrf_of("a.b.d"));
+        assert_eq!(csrf_of("a.b.c").len(), 64);
+    }
+
+    #[test]
+    fn only_url_encoded_same_site_posts_are_read() {
+        let form = headers(&[("content-type", "application/x-www-form-urlencoded")]);
+        assert!(form_content_type(&form).is_ok());
+        for kind in [
+            "text/plain",
+            "application/json",
+            "multipart/form-data; boundary=x",
+        ] {
+            let other = headers(&[("content-type", kind)]);
+            assert!(form_content_type(&other).is_err(), "{kind}");
+        }
+        assert!(form_content_type(&HeaderMap::new()).is_err());
+        assert!(same_site(&headers(&[("sec-fetch-site", "same-origin")])).is_ok());
+        assert!(same_site(&headers(&[("sec-fetch-site", "cross-site")])).is_err());
+        assert!(same_site(&headers(&[("sec-fetch-site", "same-site")])).is_err());
+    }
+
+    #[test]
+    fn sign_in_only_returns_to_console_paths() {
+        assert_eq!(
+            safe_next("/console", Some("/console/c/orders")),
+            Some("/console/c/orders")
+        );
+        assert_eq!(safe_next("/console", Some("https://evil.example/")), None);
+        assert_eq!(safe_next("/console", Some("//evil.example/console/")), None);
+        assert_eq!(safe_next("/console", Some("/forest/orders")), None);
+    }
+
+    #[test]
+    fn cookies_are_http_only_same_site_and_secure_behind_tls() {
+        let cookie = set_cookie(SESSION_COOKIE, "t", "/console", Some(60), true);
+        let text = cookie.to_str().unwrap_or_default();
+        assert!(
+            text.contains("HttpOnly") && text.contains("SameSite=Lax") && text.contains("Secure")
+        );
+        assert!(over_tls(&headers(&[("x-forwarded-proto", "https")]), None));
+        assert!(!over_tls(&HeaderMap::new(), None));
+    }
+}

@@ -201,3 +201,73 @@ pub fn parse_input(
 pub fn operator_label(snake: &str) -> String {
     snake.replace('_', " ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datasource::schema::ColumnSchema;
+
+    fn column(ty: PrimitiveType) -> ColumnSchema {
+        ColumnSchema::new(ty)
+    }
+
+    #[test]
+    fn numbers_keep_integers_as_strings_and_refuse_words() {
+        let number = column(PrimitiveType::Number);
+        let parse = |text| parse_input(text, &InputKind::Number, &number, Tz::UTC);
+        assert_eq!(
+            parse("9007199254740993"),
+            Ok(Json::String("9007199254740993".into()))
+        );
+        assert_eq!(parse("12.5"), Ok(serde_json::json!(12.5)));
+        assert_eq!(parse(""), Ok(Json::Null));
+        assert!(parse("abc").unwrap_err().starts_with("Enter a number"));
+    }
+
+    #[test]
+    fn date_times_are_read_in_the_users_timezone_and_shown_back_in_it() {
+        let date = column(PrimitiveType::Date);
+        let paris: Tz = "Europe/Paris".parse().unwrap_or(Tz::UTC);
+        let parsed = parse_input("2024-07-01T10:30", &InputKind::DateTime, &date, paris);
+        assert_eq!(parsed, Ok(Json::String("2024-07-01T08:30:00.000Z".into())));
+        let value = Value::Date(
+            crate::datasource::parse_datetime("2024-07-01T08:30:00Z").unwrap_or_default(),
+        );
+        assert_eq!(
+            input_text(&value, &InputKind::DateTime, paris),
+            "2024-07-01T10:30:00"
+        );
+        assert_eq!(display(&value, paris), "2024-07-01 10:30:00");
+        // A local time skipped by a clock change is refused, not shifted.
+        let gap = parse_input("2024-03-31T02:30", &InputKind::DateTime, &date, paris);
+        assert!(gap.unwrap_err().contains("does not exist"));
+    }
+
+    #[test]
+    fn enums_booleans_and_json_are_checked() {
+        let mut status = column(PrimitiveType::Enum);
+        status.enum_values = vec!["paid".into(), "shipped".into()];
+        let kind = input_kind(&status);
+        assert_eq!(
+            parse_input("paid", &kind, &status, Tz::UTC),
+            Ok(Json::String("paid".into()))
+        );
+        assert!(parse_input("lost", &kind, &status, Tz::UTC).is_err());
+        let flag = column(PrimitiveType::Boolean);
+        assert_eq!(
+            parse_input("true", &InputKind::Boolean, &flag, Tz::UTC),
+            Ok(Json::Bool(true))
+        );
+        assert!(parse_input("maybe", &InputKind::Boolean, &flag, Tz::UTC).is_err());
+        let json = column(PrimitiveType::Json);
+        assert_eq!(
+            parse_input("{\"a\": 1}", &InputKind::Json, &json, Tz::UTC),
+            Ok(serde_json::json!({"a": 1}))
+        );
+        assert!(
+            parse_input("{a", &InputKind::Json, &json, Tz::UTC)
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+    }
+}
