@@ -2,7 +2,8 @@
 //! logins) driven by headless Chromium (Debian's `chromium`, through `playwright-core` from
 //! tests/clients/console) running `browser.mjs`: sign-in with a wrong password first, a table
 //! with a filter, a sort and a segment, a record with its relation tabs, an edit refused twice
-//! (a type error, the datasource's validation) then saved, a delete after its confirmation,
+//! (a type error, the datasource's validation) then saved, a create refused (empty, duplicate,
+//! the shop's hook) then made, a delete after its confirmation,
 //! CSRF-less, wrong-token, `text/plain` and cross-site posts refused without effect, a phone-width
 //! screen, and the editor who sees only their collections and buttons and cannot reach an order
 //! outside their scope by URL. axe-core runs on every main page (no serious or critical
@@ -131,6 +132,7 @@ fn console_in_headless_chromium_on_the_demo() {
         "table",
         "record",
         "edit-error",
+        "create",
         "delete",
         "record-phone",
         "editor-table",

@@ -37,6 +37,7 @@ pub struct Data<'a> {
 pub struct Rights {
     pub browse: bool,
     pub edit: bool,
+    pub add: bool,
     pub delete: bool,
 }
 
@@ -129,6 +130,7 @@ impl<'a> Data<'a> {
         Ok(Rights {
             browse: has(CollectionRight::Browse).await?,
             edit: !read_only && has(CollectionRight::Edit).await?,
+            add: !read_only && has(CollectionRight::Add).await?,
             delete: !read_only && has(CollectionRight::Delete).await?,
         })
     }
@@ -253,6 +255,39 @@ impl<'a> Data<'a> {
             .await?;
         activity.done();
         Ok(())
+    }
+
+    /// Creates a record from a write body's attributes, as `POST /forest/{c}` does (add right,
+    /// the body's own casting, activity entry `create`); the new record's packed id.
+    pub async fn create(
+        &self,
+        collection: &str,
+        attributes: serde_json::Map<String, serde_json::Value>,
+    ) -> ApiResult<String> {
+        let schema = self.schema();
+        let collection_schema = served(schema, collection)?;
+        let mut activity = Recorded::start(self.state, Action::Create, self.caller, collection);
+        self.state
+            .permissions
+            .can(self.caller, collection, CollectionRight::Add)
+            .await?;
+        let body = serde_json::json!({"data": {"attributes": attributes}});
+        let plan = crate::agent::body::parse_create(&body, schema, collection_schema)?;
+        let created = self
+            .state
+            .datasource
+            .collection(collection)?
+            .create(self.caller, vec![plan.record])
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                crate::datasource::Error::Internal("create returned no record".to_owned())
+            })?;
+        let id = crate::datasource::pack_id(collection_schema, &created)?;
+        activity.records([id.as_str()]);
+        activity.done();
+        Ok(id)
     }
 
     /// Deletes the record `id`, as `DELETE /forest/{c}/{id}` does (delete right, scope,

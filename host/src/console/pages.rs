@@ -275,6 +275,7 @@ struct SegmentLink {
 struct TablePage {
     layout: Layout,
     collection: String,
+    add_href: Option<String>,
     columns: Vec<Column>,
     choices: Vec<Choice>,
     rows: Vec<Row>,
@@ -638,6 +639,7 @@ pub async fn table(
     let template = TablePage {
         layout,
         collection: name.clone(),
+        add_href: rights.add.then(|| format!("{base}/c/{}/new", enc(&name))),
         columns,
         choices,
         rows,
@@ -795,7 +797,9 @@ pub async fn record(
         related_prev = (related_page > 1).then(|| tab(related_page - 1));
         related_next = (related_rows.len() as u64 == RELATED_PAGE).then(|| tab(related_page + 1));
     }
-    let notice = first(&pairs, "saved").map(|_| "Saved.".to_owned());
+    let notice = first(&pairs, "saved")
+        .map(|_| "Saved.".to_owned())
+        .or_else(|| first(&pairs, "created").map(|_| "Created.".to_owned()));
     let label = view::label(collection, &record, tz);
     let layout = Layout::new(&session, &data, &name, format!("{name} {label}")).await?;
     let template = RecordPage {
@@ -836,6 +840,8 @@ struct EditPage {
     layout: Layout,
     collection: String,
     label: String,
+    heading: String,
+    submit: &'static str,
     action: String,
     cancel_href: String,
     inputs: Vec<InputView>,
@@ -864,13 +870,24 @@ fn editable(collection: &CollectionSchema, name: &str, column: &ColumnSchema) ->
         && view::input_kind(column) != InputKind::ReadOnly
 }
 
-/// The form's inputs for `record`; `typed` holds what the user typed (kept after an error).
+/// Whether a column can be given in a create form: keys too (a composite key is typed in; an
+/// auto-increment one is left empty).
+fn creatable(collection: &CollectionSchema, name: &str, column: &ColumnSchema) -> bool {
+    view::input_kind(column) != InputKind::ReadOnly
+        && (!column.is_read_only
+            || column.is_primary_key
+            || collection.primary_keys().contains(&name))
+}
+
+/// The form's inputs for `record` (empty when creating); `typed` holds what the user typed
+/// (kept after an error).
 fn inputs(
     collection: &CollectionSchema,
     record: &Record,
     typed: Option<&[(String, String)]>,
     errors: &[(String, String)],
     tz: Tz,
+    creating: bool,
 ) -> Vec<InputView> {
     collection
         .columns()
@@ -880,7 +897,11 @@ fn inputs(
                 .get(name)
                 .map(|v| view::input_text(v, &kind, tz))
                 .unwrap_or_default();
-            let editable = editable(collection, name, column);
+            let editable = if creating {
+                creatable(collection, name, column)
+            } else {
+                editable(collection, name, column)
+            };
             let value = match typed.and_then(|t| first(t, &format!("field:{name}"))) {
                 Some(text) if editable => text.to_owned(),
                 _ => original,
@@ -977,10 +998,12 @@ async fn render_edit(
     let template = EditPage {
         layout,
         collection: collection.name.clone(),
+        heading: format!("Edit {label}"),
         label,
+        submit: "Save",
         action: format!("{here}/edit"),
         cancel_href: here,
-        inputs: inputs(collection, record, typed, errors, tz),
+        inputs: inputs(collection, record, typed, errors, tz, false),
         error,
     };
     page(status, &template)
@@ -1097,6 +1120,152 @@ pub async fn edit_save(
                     StatusCode::UNPROCESSABLE_ENTITY,
                 )
                 .await
+            } else {
+                Err(failure)
+            }
+        }
+    }
+}
+
+// ----- create ------------------------------------------------------------------------------
+
+async fn render_create(
+    session: &Session,
+    data: &Data<'_>,
+    collection: &CollectionSchema,
+    typed: Option<&[(String, String)]>,
+    errors: &[(String, String)],
+    error: Option<String>,
+    status: StatusCode,
+) -> Result<Response> {
+    let name = &collection.name;
+    let table = format!("{}/c/{}", session.base, enc(name));
+    let layout = Layout::new(session, data, name, format!("New record in {name}")).await?;
+    let template = EditPage {
+        layout,
+        collection: name.clone(),
+        label: String::new(),
+        heading: format!("New record in {name}"),
+        submit: "Create",
+        action: format!("{table}/new"),
+        cancel_href: table,
+        inputs: inputs(
+            collection,
+            &Record::new(),
+            typed,
+            errors,
+            session.caller.timezone,
+            true,
+        ),
+        error,
+    };
+    page(status, &template)
+}
+
+/// `GET /console/c/{collection}/new`: an empty form, for users with the add right.
+pub async fn new_form(
+    State(state): State<SharedState>,
+    session: Session,
+    Path(name): Path<String>,
+) -> Result<Response> {
+    let data = Data::new(&state, &session.caller);
+    let collection = data
+        .schema()
+        .collection(&name)
+        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
+    if !data.rights(&name).await?.add {
+        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
+    }
+    render_create(&session, &data, collection, None, &[], None, StatusCode::OK).await
+}
+
+/// `POST /console/c/{collection}/new`: the fields given (empty ones are left to the database),
+/// each checked, then one create.
+pub async fn create(
+    State(state): State<SharedState>,
+    session: Session,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response> {
+    same_site(&headers)?;
+    form_content_type(&headers)?;
+    let pairs = form_pairs(&body);
+    session.check_csrf(first(&pairs, "csrf").unwrap_or(""))?;
+    let data = Data::new(&state, &session.caller);
+    let collection = data
+        .schema()
+        .collection(&name)
+        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
+    if !data.rights(&name).await?.add {
+        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
+    }
+    let tz = session.caller.timezone;
+    let mut errors: Vec<(String, String)> = Vec::new();
+    let mut attributes = serde_json::Map::new();
+    for (field, column) in collection.columns() {
+        if !creatable(collection, field, column) {
+            continue;
+        }
+        let Some(text) = first(&pairs, &format!("field:{field}")) else {
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        match view::parse_input(text, &view::input_kind(column), column, tz) {
+            Ok(attribute) => {
+                attributes.insert(field.clone(), attribute);
+            }
+            Err(message) => errors.push((field.clone(), message)),
+        }
+    }
+    let failed = |errors: Vec<(String, String)>, message: String| {
+        let pairs = pairs.clone();
+        let data = &data;
+        let session = &session;
+        async move {
+            render_create(
+                session,
+                data,
+                collection,
+                Some(pairs.as_slice()),
+                &errors,
+                Some(message),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await
+        }
+    };
+    if !errors.is_empty() {
+        let count = errors.len();
+        return failed(
+            errors,
+            format!("{count} field(s) need a correction; nothing was created."),
+        )
+        .await;
+    }
+    if attributes.is_empty() {
+        return failed(Vec::new(), "Fill in at least one field.".to_owned()).await;
+    }
+    let given: Vec<String> = attributes.keys().cloned().collect();
+    match data.create(&name, attributes).await {
+        Ok(id) => Ok(Redirect::to(&format!(
+            "{}?created=1",
+            record_href(&session.base, &name, &id)
+        ))
+        .into_response()),
+        Err(failure) => {
+            let failure = Error::from(failure);
+            let status = failure.status();
+            if status.is_client_error() && status != StatusCode::FORBIDDEN {
+                let message = failure.message();
+                let errors = given
+                    .iter()
+                    .filter(|field| message.contains(field.as_str()))
+                    .map(|field| (field.clone(), message.clone()))
+                    .collect();
+                failed(errors, format!("Nothing was created: {message}")).await
             } else {
                 Err(failure)
             }
