@@ -165,6 +165,14 @@ fn over_tls(headers: &HeaderMap, public_url: Option<&str>) -> bool {
         || public_url.is_some_and(|url| url.starts_with("https://"))
 }
 
+/// Whether this answer's cookies are `Secure`: over TLS, or when `publicUrl` is `https://`.
+fn secure_cookies(state: &SharedState, headers: &HeaderMap) -> bool {
+    over_tls(
+        headers,
+        state.login.as_ref().map(|login| login.base_url("")),
+    )
+}
+
 /// A `Set-Cookie` value for the console's path.
 fn set_cookie(
     name: &str,
@@ -273,7 +281,7 @@ fn render_sign_in(
         Ok(body) => (status, html(body)).into_response(),
         Err(error) => return super::Error::Render(error).into_response(),
     };
-    let secure = over_tls(headers, None);
+    let secure = secure_cookies(state, headers);
     response.headers_mut().append(
         header::SET_COOKIE,
         set_cookie(SIGN_IN_COOKIE, &nonce, &base, Some(600), secure),
@@ -389,7 +397,7 @@ pub async fn sign_in(
     let timezone = first(&pairs, "timezone")
         .filter(|tz| tz.parse::<Tz>().is_ok())
         .unwrap_or("UTC");
-    let secure = over_tls(&headers, None);
+    let secure = secure_cookies(&state, &headers);
     let target = if next.is_empty() {
         format!("{base}/")
     } else {
@@ -425,7 +433,7 @@ pub async fn sign_out(
     let pairs = form_pairs(&body);
     session.check_csrf(first(&pairs, "csrf").unwrap_or(""))?;
     let base = super::base_path(&state.mount_path);
-    let secure = over_tls(&headers, None);
+    let secure = secure_cookies(&state, &headers);
     let mut response = Redirect::to(&format!("{base}/sign-in?signed-out=1")).into_response();
     let out = response.headers_mut();
     out.append(
