@@ -48,6 +48,7 @@ pub fn router(state: &SharedState) -> Router {
         .route("/sign-out", axum::routing::post(session::sign_out))
         .route("/assets/{name}", get(assets::serve))
         .route("/c/{collection}", get(pages::table))
+        .route("/c/{collection}/export", get(pages::export))
         .route(
             "/c/{collection}/new",
             get(pages::new_form).post(pages::create),

@@ -21,7 +21,7 @@ use crate::datasource::{
     RelationSchema, unpack_id,
 };
 use crate::http::activity::Recorded;
-use crate::http::collection::{list_records, resolve, served};
+use crate::http::collection::{csv, list_records, resolve, served};
 use crate::http::permission::{self, IncludedScopes, browse, scoped};
 use crate::http::{ApiError, ApiResult, CallerContext, SharedState};
 use crate::platform::activity::Action;
@@ -39,6 +39,7 @@ pub struct Rights {
     pub edit: bool,
     pub add: bool,
     pub delete: bool,
+    pub export: bool,
 }
 
 /// One page of a table, in the agent's query-string terms (what `GET /forest/{c}` takes).
@@ -131,6 +132,7 @@ impl<'a> Data<'a> {
             browse: has(CollectionRight::Browse).await?,
             edit: !read_only && has(CollectionRight::Edit).await?,
             add: !read_only && has(CollectionRight::Add).await?,
+            export: has(CollectionRight::Export).await?,
             delete: !read_only && has(CollectionRight::Delete).await?,
         })
     }
@@ -142,6 +144,34 @@ impl<'a> Data<'a> {
         let listed = list_records(self.state, &context, collection, None).await?;
         listed.activity.done();
         Ok(listed.records)
+    }
+
+    /// The records of a list as a streamed CSV download: `GET /forest/{collection}.csv` itself
+    /// (browse and export rights, scope, `limitExportSize`, activity entry `export`) with the
+    /// table's filter, search, segment, sort and columns; `header` is the header row.
+    pub async fn export(
+        &self,
+        collection: &str,
+        query: &ListQuery,
+        header: &str,
+        filename: &str,
+    ) -> ApiResult<axum::response::Response> {
+        let mut pairs = query.pairs(false);
+        if let Some(sort) = &query.sort {
+            pairs.push(("sort".to_owned(), sort.clone()));
+        }
+        pairs.extend(query.fields.iter().cloned());
+        pairs.push(("header".to_owned(), header.to_owned()));
+        pairs.push(("filename".to_owned(), filename.to_owned()));
+        let context = self.context(pairs);
+        csv(
+            self.state,
+            collection,
+            &context,
+            &axum::http::HeaderMap::new(),
+            None,
+        )
+        .await
     }
 
     /// The number of records of a list, as `GET /forest/{collection}/count`; `None` where the

@@ -219,6 +219,15 @@ impl TableState {
         out
     }
 
+    /// The CSV export of exactly this table (filter, search, segment, sort, columns).
+    fn export_href(&self, base: &str, collection: &str) -> String {
+        let href = self.href(base, collection);
+        match href.split_once('?') {
+            Some((path, query)) => format!("{path}/export?{query}"),
+            None => format!("{href}/export"),
+        }
+    }
+
     fn with(&self, change: impl FnOnce(&mut Self)) -> Self {
         let mut next = self.clone();
         change(&mut next);
@@ -276,6 +285,7 @@ struct TablePage {
     layout: Layout,
     collection: String,
     add_href: Option<String>,
+    export_href: Option<String>,
     columns: Vec<Column>,
     choices: Vec<Choice>,
     rows: Vec<Row>,
@@ -640,6 +650,7 @@ pub async fn table(
         layout,
         collection: name.clone(),
         add_href: rights.add.then(|| format!("{base}/c/{}/new", enc(&name))),
+        export_href: rights.export.then(|| table.export_href(&base, &name)),
         columns,
         choices,
         rows,
@@ -668,6 +679,45 @@ pub async fn table(
         notice,
     };
     page(status, &template)
+}
+
+/// `GET /console/c/{collection}/export?…`: the table's records as CSV, streamed (the browser
+/// shows the download's progress).
+pub async fn export(
+    State(state): State<SharedState>,
+    session: Session,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let data = Data::new(&state, &session.caller);
+    let collection = data
+        .schema()
+        .collections
+        .get(&name)
+        .ok_or_else(|| Error::NotFound(format!("There is no collection \"{name}\".")))?;
+    let table = TableState::parse(query.as_deref().unwrap_or(""));
+    let shown: Vec<String> = if table.columns.is_empty() {
+        default_columns(collection)
+    } else {
+        table
+            .columns
+            .iter()
+            .filter(|c| collection.fields.contains_key(c.as_str()))
+            .cloned()
+            .collect()
+    };
+    let filters = filter_tree(&data, collection, &table.filters)
+        .map_err(|message| Error::from(crate::agent::Error::Validation(message)))?;
+    let list = ListQuery {
+        sort: Some(table.sort.clone()).filter(|s| !s.is_empty()),
+        search: Some(table.search.clone()).filter(|s| !s.trim().is_empty()),
+        search_extended: table.extended,
+        segment: Some(table.segment.clone()).filter(|s| !s.is_empty()),
+        filters,
+        fields: fields_pairs(&data, collection, &shown),
+        ..ListQuery::default()
+    };
+    Ok(data.export(&name, &list, &shown.join(","), &name).await?)
 }
 
 // ----- record ----------------------------------------------------------------------------

@@ -352,7 +352,7 @@ async fn bulk_delete(
 /// the download headers (the agent sets them only once every parameter is parsed, so that a
 /// browser shows the error instead of saving it); a page that fails later ends the stream (the
 /// status is already sent), and is logged.
-pub(super) async fn csv(
+pub(crate) async fn csv(
     state: &SharedState,
     name: &str,
     context: &CallerContext,

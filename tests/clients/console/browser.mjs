@@ -12,6 +12,7 @@
 // with the reason on stderr. Prints one JSON line of what it saw.
 import { chromium } from 'playwright-core';
 import axe from 'axe-core';
+import { readFile } from 'node:fs/promises';
 
 const [origin, shots] = process.argv.slice(2);
 if (!origin || !shots) throw new Error('usage: node browser.mjs <origin> <screenshotDir>');
@@ -67,7 +68,7 @@ const browser = await chromium.launch({
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage'],
 });
 try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'Europe/Paris' });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'Europe/Paris', acceptDownloads: true });
   const page = await context.newPage();
   const cspErrors = [];
   page.on('console', (message) => {
@@ -129,6 +130,14 @@ try {
   check(segmentCount > 0 && segmentCount < Number(paidCount.split(' ')[0]), `segment narrows: ${segmentCount} < ${paidCount}`);
   await audit(page, 'table');
   await shot(page, 'console-table');
+  // CSV export of exactly this table: the same filter and segment, the shown columns.
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('a:text-is("Export CSV")')]);
+  const csv = (await readFile(await download.path(), 'utf8')).trim().split('\n');
+  const head = csv[0].split(',');
+  check(head.includes('status') && head.includes('total'), `CSV header: ${csv[0]}`);
+  check(csv.length - 1 === segmentCount, `CSV rows ${csv.length - 1} = the table's count ${segmentCount}`);
+  const statusAt = head.indexOf('status');
+  check(csv.slice(1).every((line) => line.split(',')[statusAt] === 'paid'), 'CSV keeps the filter');
   // An operator the field does not support is refused with a message, nothing listed.
   await page.goto(`${origin}/console/c/orders?ff=total&fo=contains&fv=1`);
   check(/cannot be filtered/.test(await page.textContent('[role=alert]')), 'bad operator message');
