@@ -50,6 +50,10 @@ pub fn router(state: &SharedState) -> Router {
         .route("/c/{collection}", get(pages::table))
         .route("/c/{collection}/export", get(pages::export))
         .route(
+            "/c/{collection}/bulk-delete",
+            axum::routing::post(pages::bulk_delete),
+        )
+        .route(
             "/c/{collection}/new",
             get(pages::new_form).post(pages::create),
         )

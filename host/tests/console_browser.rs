@@ -3,7 +3,8 @@
 //! tests/clients/console) running `browser.mjs`: sign-in with a wrong password first, a table
 //! with a filter, a sort and a segment, a record with its relation tabs, an edit refused twice
 //! (a type error, the datasource's validation) then saved, a create refused (empty, duplicate,
-//! the shop's hook) then made, a delete after its confirmation,
+//! the shop's hook) then made, a delete and a bulk delete after their confirmation, a CSV export
+//! of the filtered table,
 //! CSRF-less, wrong-token, `text/plain` and cross-site posts refused without effect, a phone-width
 //! screen, and the editor who sees only their collections and buttons and cannot reach an order
 //! outside their scope by URL. axe-core runs on every main page (no serious or critical
@@ -134,6 +135,7 @@ fn console_in_headless_chromium_on_the_demo() {
         "edit-error",
         "create",
         "delete",
+        "bulk-delete",
         "record-phone",
         "editor-table",
     ] {

@@ -343,6 +343,39 @@ impl<'a> Data<'a> {
         Ok(())
     }
 
+    /// Deletes the records `ids`, as `DELETE /forest/{c}` with a selection does (delete right,
+    /// scope, one activity entry `delete` naming them); how many were within the scope.
+    pub async fn delete_many(&self, collection: &str, ids: &[String]) -> ApiResult<usize> {
+        let collection_schema = served(self.schema(), collection)?;
+        let mut activity = Recorded::start(self.state, Action::Delete, self.caller, collection);
+        activity.records(ids.iter().map(String::as_str));
+        self.state
+            .permissions
+            .can(self.caller, collection, CollectionRight::Delete)
+            .await?;
+        let unpacked = ids
+            .iter()
+            .map(|id| unpack_id(collection_schema, id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let filter = Filter::new(Some(match_ids(collection_schema, &unpacked)?));
+        let filter = scoped(self.state, self.caller, collection_schema, filter).await?;
+        let keys = Projection::new(collection_schema.primary_keys());
+        let found = self
+            .state
+            .datasource
+            .collection(collection)?
+            .list(self.caller, &filter, &keys)
+            .await?
+            .len();
+        self.state
+            .datasource
+            .collection(collection)?
+            .delete(self.caller, &filter)
+            .await?;
+        activity.done();
+        Ok(found)
+    }
+
     /// A page of the records of a to-many relation of the record `id`, as
     /// `GET /forest/{c}/{id}/relationships/{r}` (browse on the foreign collection, its scope,
     /// activity entry `listRelatedData`).

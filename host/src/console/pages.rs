@@ -262,6 +262,8 @@ struct Cell {
 }
 
 struct Row {
+    /// The packed id (the bulk selection's value).
+    id: String,
     href: String,
     edit_href: Option<String>,
     label: String,
@@ -286,6 +288,8 @@ struct TablePage {
     collection: String,
     add_href: Option<String>,
     export_href: Option<String>,
+    /// Where the selection of rows is posted, for users who may delete.
+    bulk_action: Option<String>,
     columns: Vec<Column>,
     choices: Vec<Choice>,
     rows: Vec<Row>,
@@ -558,6 +562,7 @@ pub async fn table(
         .map(|record| {
             let id = pack_id(collection, record).unwrap_or_default();
             Row {
+                id: id.clone(),
                 href: record_href(&base, &name, &id),
                 edit_href: rights
                     .edit
@@ -644,13 +649,19 @@ pub async fn table(
         .collect();
     operators.dedup();
     let query_pairs = form_pairs(query.as_deref().unwrap_or("").as_bytes());
-    let notice = first(&query_pairs, "deleted").map(|_| "The record was deleted.".to_owned());
+    let notice = first(&query_pairs, "deleted").map(|n| match n.parse::<u64>() {
+        Ok(count) if count != 1 => format!("{count} records were deleted."),
+        _ => "The record was deleted.".to_owned(),
+    });
     let layout = Layout::new(&session, &data, &name, name.clone()).await?;
     let template = TablePage {
         layout,
         collection: name.clone(),
         add_href: rights.add.then(|| format!("{base}/c/{}/new", enc(&name))),
         export_href: rights.export.then(|| table.export_href(&base, &name)),
+        bulk_action: rights
+            .delete
+            .then(|| format!("{base}/c/{}/bulk-delete", enc(&name))),
         columns,
         choices,
         rows,
@@ -836,6 +847,7 @@ pub async fn record(
             .map(|r| {
                 let rid = pack_id(foreign, r).unwrap_or_default();
                 Row {
+                    id: rid.clone(),
                     href: record_href(&base, foreign_name, &rid),
                     edit_href: None,
                     label: view::label(foreign, r, tz),
@@ -1382,4 +1394,70 @@ pub async fn delete(
     let data = Data::new(&state, &session.caller);
     data.delete(&name, &id).await?;
     Ok(Redirect::to(&format!("{}/c/{}?deleted=1", session.base, enc(&name))).into_response())
+}
+
+// ----- bulk delete -----------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "bulk_delete.html")]
+struct BulkDeletePage {
+    layout: Layout,
+    collection: String,
+    ids: Vec<String>,
+    action: String,
+    cancel_href: String,
+}
+
+/// `POST /console/c/{collection}/bulk-delete`: the selected rows. Without `confirm`, a page
+/// listing what will be deleted; with it, one delete of those records within the caller's scope.
+pub async fn bulk_delete(
+    State(state): State<SharedState>,
+    session: Session,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response> {
+    same_site(&headers)?;
+    form_content_type(&headers)?;
+    let pairs = form_pairs(&body);
+    session.check_csrf(first(&pairs, "csrf").unwrap_or(""))?;
+    let data = Data::new(&state, &session.caller);
+    data.schema()
+        .collection(&name)
+        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
+    if !data.rights(&name).await?.delete {
+        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
+    }
+    let ids: Vec<String> = pairs
+        .iter()
+        .filter(|(k, v)| k == "id" && !v.is_empty())
+        .map(|(_, v)| v.clone())
+        .collect();
+    let table = format!("{}/c/{}", session.base, enc(&name));
+    if ids.is_empty() {
+        return Err(Error::from(crate::agent::Error::Validation(
+            "Select at least one record to delete.".to_owned(),
+        )));
+    }
+    if first(&pairs, "confirm") != Some("1") {
+        let layout = Layout::new(
+            &session,
+            &data,
+            &name,
+            format!("Delete {} records", ids.len()),
+        )
+        .await?;
+        return page(
+            StatusCode::OK,
+            &BulkDeletePage {
+                layout,
+                collection: name.clone(),
+                ids,
+                action: format!("{table}/bulk-delete"),
+                cancel_href: table,
+            },
+        );
+    }
+    let deleted = data.delete_many(&name, &ids).await?;
+    Ok(Redirect::to(&format!("{table}?deleted={deleted}")).into_response())
 }

@@ -228,6 +228,21 @@ try {
   const gone = await page.goto(tagUrl);
   check(gone.status() === 404, `the deleted record is gone: ${gone.status()}`);
 
+  // Bulk delete: two selected rows, a confirmation listing them, then both gone.
+  await page.goto(`${origin}/console/c/product_tags`);
+  const before = Number((await page.textContent('#count')).split(' ')[0]);
+  const boxes = await page.$$('#bulk input[type=checkbox][name=id]');
+  check(boxes.length >= 2, 'rows can be selected');
+  await boxes[0].check();
+  await boxes[1].check();
+  await Promise.all([page.waitForNavigation(), page.click('button:text-is("Delete selected")')]);
+  check((await page.$$('ul.ids li')).length === 2, 'the confirmation lists the two records');
+  await audit(page, 'bulk-delete');
+  await Promise.all([page.waitForNavigation(), page.click('button:text-is("Delete these 2 records")')]);
+  check(/2 records were deleted/.test(await page.textContent('[role=status]')), 'bulk deleted notice');
+  const after = Number((await page.textContent('#count')).split(' ')[0]);
+  check(after === before - 2, `count after a bulk delete: ${before} -> ${after}`);
+
   // An order outside the editor's scope (status pending), found as the admin.
   await page.goto(`${origin}/console/c/orders?ff=status&fo=equal&fv=pending`);
   const pendingHref = await page.getAttribute('table tbody tr:first-child td.actions a:text-is("Open")', 'href');
@@ -275,6 +290,7 @@ try {
   const noDelete = await page.goto(`${origin}${pendingHref}/delete`);
   check(noDelete.status() === 403, `delete without the right: ${noDelete.status()}`);
   check((await page.$$('a.button:text-is("Add a record")')).length === 0, 'editor: no Add on orders');
+  check((await page.$$('button:text-is("Delete selected")')).length === 0, 'editor: no bulk delete on orders');
   // The editor may add customers; the shop's hook refuses an email without "@", nothing is created.
   await page.goto(`${origin}/console/c/customers/new`);
   await page.fill('label:text-is("first_name") + input', 'Nora');
