@@ -75,3 +75,48 @@ pub async fn serve(Path(name): Path<String>, headers: HeaderMap) -> Response {
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn assets_are_served_by_hashed_name_with_an_etag_and_a_304() {
+        let urls = urls();
+        assert_ne!(urls.css, urls.js);
+        let answer = serve(Path(urls.css.clone()), HeaderMap::new()).await;
+        assert_eq!(answer.status(), StatusCode::OK);
+        let etag = answer.headers()[header::ETAG].clone();
+        assert!(
+            answer.headers()[header::CACHE_CONTROL]
+                .to_str()
+                .is_ok_and(|v| v.contains("immutable"))
+        );
+        assert!(
+            answer.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .is_ok_and(|v| v.starts_with("text/css"))
+        );
+        let mut again = HeaderMap::new();
+        again.insert(header::IF_NONE_MATCH, etag);
+        let cached = serve(Path(urls.css.clone()), again).await;
+        assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
+        // An old or unknown name is not served (a page always links the current hash).
+        let stale = serve(
+            Path("console-0000000000000000.css".to_owned()),
+            HeaderMap::new(),
+        )
+        .await;
+        assert_eq!(stale.status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn the_consoles_own_css_and_js_stay_small() {
+        // Issue 22: a page's own JavaScript and CSS weigh at most 100 KB uncompressed.
+        assert!(
+            CSS.len() + JS.len() < 100 * 1024,
+            "{} bytes",
+            CSS.len() + JS.len()
+        );
+    }
+}

@@ -289,7 +289,7 @@ fn render_sign_in(
     response
 }
 
-/// `GET /console/sign-in`.
+/// `GET /console/sign-in` (also to switch user: a new sign-in replaces the session).
 pub async fn sign_in_page(
     State(state): State<SharedState>,
     headers: HeaderMap,
