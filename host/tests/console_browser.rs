@@ -1,6 +1,6 @@
 //! The console in a real browser: `canopy demo` (the real binary, the shop data, its three
 //! logins) driven by headless Chromium (Debian's `chromium`, through `playwright-core` from
-//! tests/clients/console) running `browser.mjs`: sign-in with a wrong password first, a table
+//! tests/clients/console) running `browser.mjs`: sign-in with a wrong password first, a search, a table
 //! with a filter, a sort and a segment, a record with its relation tabs, an edit refused twice
 //! (a type error, the datasource's validation) then saved, a create refused (empty, duplicate,
 //! the shop's hook) then made, a delete and a bulk delete after their confirmation, a CSV export

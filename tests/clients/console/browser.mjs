@@ -146,6 +146,13 @@ try {
   await page.goto(`${origin}/console/c/order_items`);
   check(/Count disabled/.test(await page.textContent('#count')), 'order_items has no count');
 
+  // Search (the shop searches customers by email and names).
+  await page.goto(`${origin}/console/c/customers`);
+  await page.fill('#q', 'customer12@example.com');
+  await Promise.all([page.waitForNavigation(), page.click('#table-form button[type=submit]')]);
+  check((await page.textContent('#count')).trim() === '1 record', `search count: ${await page.textContent('#count')}`);
+  check((await column(page, 'email'))[0] === 'customer12@example.com', 'the customer found');
+
   // ----- record page ----------------------------------------------------------------------
   await page.goto(`${origin}/console/c/customers`);
   await Promise.all([page.waitForNavigation(), page.click('table tbody tr:first-child td.actions a:text-is("Open")')]);
