@@ -105,7 +105,7 @@ pub(super) fn pack(id: &CompositeId) -> String {
 }
 
 /// What a list request is: a search (`search=`), a filtered list (`filters=`), else an index.
-pub(crate) fn list_action(query: &QueryString) -> Action {
+pub(super) fn list_action(query: &QueryString) -> Action {
     let given = |key: &str| query.get(key).is_some_and(|v| !v.trim().is_empty());
     if given("search") {
         Action::Search

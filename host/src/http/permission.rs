@@ -49,7 +49,7 @@ pub(crate) async fn browse(
 }
 
 /// The caller's scope on `collection`.
-pub(crate) async fn scope(
+pub(super) async fn scope(
     state: &SharedState,
     caller: &Caller,
     collection: &CollectionSchema,
