@@ -7,14 +7,14 @@
 //! serves that with `server::serve` (request head size, header read and keep-alive timeouts).
 
 pub(crate) mod action;
-mod activity;
+pub(crate) mod activity;
 mod api_chart;
 pub mod approvals;
 mod audit;
 mod authentication;
 mod caller;
 mod capabilities;
-mod collection;
+pub(crate) mod collection;
 pub mod error;
 pub mod executor;
 mod healthcheck;
@@ -23,12 +23,12 @@ pub mod mcp;
 mod middleware;
 mod modification;
 pub mod openapi;
-mod permission;
+pub(crate) mod permission;
 mod platform;
 pub mod ratelimit;
 pub(crate) mod related;
 pub mod reload;
-mod security;
+pub(crate) mod security;
 pub mod server;
 mod stats;
 pub mod workflows;
@@ -298,6 +298,8 @@ pub fn router(state: SharedState) -> Router {
         mcp::only(&state, dispatch)
     } else {
         data.merge(mcp::router(&state, dispatch))
+            // The browser console (`/{prefix}/console`, and `/` redirecting there).
+            .merge(crate::console::router(&state))
             .fallback(error::not_found)
     };
     let routes = liana::around(&state, routes);

@@ -10,6 +10,8 @@
 //!   code that writes SQL for user data).
 //! - `http`: the axum router of every route family, the shared middleware, and the one place
 //!   errors become responses.
+//! - `console`: the browser console served at `/{prefix}/console` (sign-in, tables, records,
+//!   edit forms), over the same permission checks as the routes.
 //! - `logging`: text or JSON log lines on stderr, written by a background thread.
 //! - `customizer`: the decorator stack of customizations, in the Node agent's order.
 //! - `plugins`: WebAssembly components loaded from the plugin directory, implementing the
@@ -46,6 +48,7 @@ pub mod agent;
 pub mod app;
 pub mod auth;
 pub mod config;
+pub mod console;
 pub mod customizer;
 pub mod datasource;
 pub mod http;

@@ -358,7 +358,8 @@ async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()>
     let settings_file = write_demo_settings(&settings, bound)?;
     let base = format!("{origin}{mount_path}");
     canopy::outln!("\nCanopy is serving the shop demo on {base}");
-    canopy::outln!("\nSign in at {base} as:");
+    let console = canopy::console::base_path(&mount_path);
+    canopy::outln!("\nOpen the console at {origin}{console} and sign in as:");
     for login in &canopy::app::admin::DEMO_LOGINS {
         canopy::outln!(
             "  {:<22} {:<20} {}",

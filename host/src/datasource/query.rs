@@ -15,7 +15,7 @@ mod sort;
 pub use aggregation::{AggregateResult, Aggregation, AggregationOperation, DateOperation, Group};
 pub use condition_tree::{Aggregator, ConditionTree, Leaf};
 pub use filter::Filter;
-pub use operator::Operator;
+pub use operator::{Operator, ValueKind};
 pub use page::Page;
 pub use projection::Projection;
 pub use sort::{Sort, SortClause};

@@ -19,7 +19,7 @@ use crate::platform::activity::{Action, Entry};
 use super::AppState;
 
 /// One operation's entry, recorded when dropped.
-pub(super) struct Recorded {
+pub(crate) struct Recorded {
     log: ActivityLog,
     /// `None` when activity logging is off: nothing is built.
     entry: Option<Entry>,
@@ -28,7 +28,7 @@ pub(super) struct Recorded {
 
 impl Recorded {
     /// Starts the entry of `action` by `caller` on `collection`, origin `ui`.
-    pub(super) fn start(
+    pub(crate) fn start(
         state: &AppState,
         action: Action,
         caller: &Caller,
@@ -57,7 +57,7 @@ impl Recorded {
     }
 
     /// Adds packed record ids.
-    pub(super) fn records<I, S>(&mut self, ids: I)
+    pub(crate) fn records<I, S>(&mut self, ids: I)
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -74,14 +74,14 @@ impl Recorded {
         }
     }
 
-    pub(super) fn label(&mut self, label: impl Into<String>) {
+    pub(crate) fn label(&mut self, label: impl Into<String>) {
         if let Some(entry) = &mut self.entry {
             entry.label = Some(label.into());
         }
     }
 
     /// The operation succeeded: the entry is recorded as completed.
-    pub(super) fn done(mut self) {
+    pub(crate) fn done(mut self) {
         self.completed = true;
     }
 }

@@ -44,7 +44,7 @@ pub fn router() -> Router<SharedState> {
 
 /// The schema of a served collection; an unknown name is a path without a route (404), as the
 /// agent registers routes per collection.
-pub(super) fn served<'a>(
+pub(crate) fn served<'a>(
     schema: &'a DataSourceSchema,
     name: &str,
 ) -> ApiResult<&'a CollectionSchema> {
@@ -55,7 +55,7 @@ pub(super) fn served<'a>(
 /// connection (`{{var}}` placeholders bound, never spliced) and the first primary key of its rows
 /// restricts the filter with an `In` leaf (§8.5). Any failure is a 422 `BusinessError`, as the
 /// agent wraps it (its cause logged, not sent).
-pub(super) async fn resolve(
+pub(crate) async fn resolve(
     state: &SharedState,
     caller: &Caller,
     collection: &CollectionSchema,
@@ -139,7 +139,7 @@ async fn list(
 /// A page of records, as `GET /{c}` reads it: browse right, filters, projection, relation reads,
 /// segment and scope. The activity entry is started and handed back, to be marked done once the
 /// answer is written.
-pub(super) struct Listed {
+pub(crate) struct Listed {
     pub records: Vec<crate::datasource::Record>,
     pub search: Option<String>,
     pub activity: Recorded,
@@ -147,7 +147,7 @@ pub(super) struct Listed {
 
 /// The records of a list request on `name` (`GET /{c}`, and the MCP `list` tool, which calls it
 /// in process so that both read through the same checks).
-pub(super) async fn list_records(
+pub(crate) async fn list_records(
     state: &SharedState,
     context: &CallerContext,
     name: &str,
@@ -352,7 +352,7 @@ async fn bulk_delete(
 /// the download headers (the agent sets them only once every parameter is parsed, so that a
 /// browser shows the error instead of saving it); a page that fails later ends the stream (the
 /// status is already sent), and is logged.
-pub(super) async fn csv(
+pub(crate) async fn csv(
     state: &SharedState,
     name: &str,
     context: &CallerContext,

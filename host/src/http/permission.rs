@@ -24,7 +24,7 @@ use crate::datasource::{
 
 /// `assertCanBrowse` on `collection`: browse, and the live-query segment of the query string
 /// (`segmentQuery`, `connectionName`) when there is one.
-pub(super) async fn browse(
+pub(crate) async fn browse(
     state: &SharedState,
     context: &CallerContext,
     collection: &str,
@@ -61,7 +61,7 @@ pub(super) async fn scope(
 }
 
 /// `filter` restricted to the caller's scope on `collection`.
-pub(super) async fn scoped(
+pub(crate) async fn scoped(
     state: &SharedState,
     caller: &Caller,
     collection: &CollectionSchema,
@@ -76,7 +76,7 @@ pub(super) async fn scoped(
 /// `included` (a CSV export writes its columns empty). The agent applies a scope to the route's
 /// collection only (docs/compatibility.md). Built once per request from its projection, then
 /// applied to each page of records.
-pub(super) struct IncludedScopes {
+pub(crate) struct IncludedScopes {
     relations: Vec<Included>,
 }
 
@@ -96,7 +96,7 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = ApiResult<T>> + Send + 'a>>;
 impl IncludedScopes {
     /// The scopes of the to-one relations `projection` includes from `collection`; nothing to do
     /// with `strictScopes = false`, when permissions are not enforced, or when no scope applies.
-    pub(super) async fn new(
+    pub(crate) async fn new(
         state: &SharedState,
         caller: &Caller,
         collection: &CollectionSchema,
@@ -142,7 +142,7 @@ impl IncludedScopes {
 
     /// Leaves out of `records` the included records outside the caller's scopes: one query per
     /// restricted relation and page, for the related keys of that page only.
-    pub(super) fn apply<'a>(
+    pub(crate) fn apply<'a>(
         &'a self,
         caller: &'a Caller,
         records: &'a mut [Record],
@@ -239,7 +239,7 @@ fn explicit_projection(query: &QueryString, headers: &HeaderMap, collection: &st
 /// that the filter's leaves, its sort and its extended search reach through relations, and on
 /// those the fields the client asked for reach (403 when one is denied). Fields of the default
 /// projection that the caller may not read are left out instead of refusing the request.
-pub(super) async fn relation_reads(
+pub(crate) async fn relation_reads(
     state: &SharedState,
     context: &CallerContext,
     headers: Option<&HeaderMap>,

@@ -66,7 +66,7 @@ pub async fn private_routes(
 
 /// What every private route checks of a signed-in user: the IP whitelist (§5.7), then that the
 /// user is enabled. Shared with the MCP tools that read the datasource in process.
-pub(super) async fn private_checks(
+pub(crate) async fn private_checks(
     state: &SharedState,
     user_id: i64,
     headers: &axum::http::HeaderMap,

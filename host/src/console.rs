@@ -1,0 +1,217 @@
+//! The console: the browser UI people sign in to, served by the binary at `/{prefix}/console`.
+//!
+//! Server-rendered HTML (askama templates, checked by the compiler, escaped by default) with one
+//! small stylesheet and one small script of our own, embedded in the binary (`assets`). Pages
+//! are plain forms and links: every page works without the script, which only refines the filter
+//! builder and reads the browser's timezone. Why this shape: docs/architecture.md "The console".
+//!
+//! - `session`: sign-in against the built-in users, the session cookie (the same session JWT as
+//!   the agent's, under a cookie of its own), CSRF tokens, sign-out.
+//! - `data`: every data call the console makes, through the same permission checks, scopes and
+//!   activity entries as the `/forest` routes (the one file to swap for the operations layer).
+//! - `pages`: the collection table, the record page, the edit form and the delete confirmation.
+//! - `view`: values as text and as form inputs, in the user's timezone; form values back to
+//!   typed values.
+
+mod assets;
+mod data;
+mod pages;
+mod session;
+mod view;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+
+use crate::http::{ApiError, SharedState};
+
+/// The console's path for a mount path `/{prefix}/forest`: `/{prefix}/console`.
+pub fn base_path(mount_path: &str) -> String {
+    format!(
+        "{}/console",
+        mount_path.strip_suffix("/forest").unwrap_or("")
+    )
+}
+
+/// The console's pages under [`base_path`], and `/` redirecting there.
+pub fn router(state: &SharedState) -> Router {
+    let base = base_path(&state.mount_path);
+    let pages = Router::new()
+        .route("/", get(pages::home))
+        .route(
+            "/sign-in",
+            get(session::sign_in_page).post(session::sign_in),
+        )
+        .route("/sign-out", axum::routing::post(session::sign_out))
+        .route("/assets/{name}", get(assets::serve))
+        .route("/c/{collection}", get(pages::table))
+        .route("/c/{collection}/export", get(pages::export))
+        .route(
+            "/c/{collection}/bulk-delete",
+            axum::routing::post(pages::bulk_delete),
+        )
+        .route(
+            "/c/{collection}/new",
+            get(pages::new_form).post(pages::create),
+        )
+        .route("/c/{collection}/r/{id}", get(pages::record))
+        .route(
+            "/c/{collection}/r/{id}/edit",
+            get(pages::edit_form).post(pages::edit_save),
+        )
+        .route(
+            "/c/{collection}/r/{id}/delete",
+            get(pages::delete_confirm).post(pages::delete),
+        )
+        .layer(axum::middleware::from_fn(security_headers))
+        .with_state(std::sync::Arc::clone(state));
+    let target = format!("{base}/");
+    Router::new()
+        .route(
+            "/",
+            get(move || {
+                let target = target.clone();
+                async move { Redirect::to(&target) }
+            }),
+        )
+        .nest(&base, pages)
+}
+
+/// The Content-Security-Policy of every console answer: nothing but our own script, stylesheet
+/// and forms; no inline script or style, no framing, no other host.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'";
+
+/// Security headers on every console answer; pages (not the hashed assets) are never cached,
+/// since they show one user's data.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let out = response.headers_mut();
+    out.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    out.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    out.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    out.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    if !out.contains_key(header::CACHE_CONTROL) {
+        out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+/// Why a console page could not be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// What the data routes refuse or fail with (permissions, scopes, bad parameters).
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// No such collection, record or relation (or out of the caller's scope).
+    #[error("{0}")]
+    NotFound(String),
+    /// The form's CSRF token is missing or wrong, or the request came from another site.
+    #[error(
+        "This form has expired or did not come from this console. Reload the page and try again."
+    )]
+    Csrf,
+    /// A page failed to render.
+    #[error("the page could not be rendered")]
+    Render(#[from] askama::Error),
+}
+
+impl Error {
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::Api(error) => api_status(error),
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Csrf => StatusCode::FORBIDDEN,
+            Self::Render(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The message shown to the user: the cause of a refusal, never the detail of an
+    /// unexpected failure (logged instead).
+    fn message(&self) -> String {
+        match self {
+            Self::Api(ApiError::RouteNotFound) => "There is no such page.".to_owned(),
+            Self::Api(error) => {
+                let status = api_status(error);
+                if status == StatusCode::FORBIDDEN {
+                    "You do not have the right to see or do this. Ask an administrator if you need it."
+                        .to_owned()
+                } else if status.is_client_error() {
+                    error.to_string()
+                } else {
+                    "Unexpected error: the server could not answer. Try again later.".to_owned()
+                }
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The status the `/forest` routes would answer `error` with (the one error table of `http`).
+fn api_status(error: &ApiError) -> StatusCode {
+    match error {
+        ApiError::RouteNotFound => StatusCode::NOT_FOUND,
+        ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+        ApiError::Agent(crate::agent::Error::NotFound(_)) => StatusCode::NOT_FOUND,
+        ApiError::Auth(e) if e.is_unauthorized() => StatusCode::UNAUTHORIZED,
+        ApiError::Auth(crate::auth::Error::Forbidden(_) | crate::auth::Error::InvalidScope(_))
+        | ApiError::Datasource(crate::datasource::Error::Forbidden(_)) => StatusCode::FORBIDDEN,
+        ApiError::Agent(
+            crate::agent::Error::Validation(_)
+            | crate::agent::Error::Unprocessable(_)
+            | crate::agent::Error::Business(_),
+        )
+        | ApiError::Datasource(
+            crate::datasource::Error::Validation(_)
+            | crate::datasource::Error::Constraint(_)
+            | crate::datasource::Error::MissingField(_)
+            | crate::datasource::Error::MissingRelation(_)
+            | crate::datasource::Error::Unprocessable(_),
+        ) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl From<crate::auth::Error> for Error {
+    fn from(error: crate::auth::Error) -> Self {
+        Self::Api(error.into())
+    }
+}
+
+impl From<crate::datasource::Error> for Error {
+    fn from(error: crate::datasource::Error) -> Self {
+        Self::Api(error.into())
+    }
+}
+
+impl From<crate::agent::Error> for Error {
+    fn from(error: crate::agent::Error) -> Self {
+        Self::Api(error.into())
+    }
+}
+
+/// Result alias of the console's handlers.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(error = %self, "console page failed");
+        }
+        pages::error_page(status, &self.message())
+    }
+}

@@ -1,0 +1,273 @@
+//! Values as the console shows them (text in the user's timezone) and as form inputs, and form
+//! text back to the JSON attribute a write body carries, with a message per field when it does
+//! not read.
+
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone as _};
+use chrono_tz::Tz;
+use serde_json::Value as Json;
+
+use crate::datasource::schema::{ColumnSchema, ColumnType, PrimitiveType};
+use crate::datasource::{CollectionSchema, Record, Value};
+
+/// A value as text, dates in `tz`.
+pub fn display(value: &Value, tz: Tz) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::Bool(true) => "Yes".to_owned(),
+        Value::Bool(false) => "No".to_owned(),
+        Value::Date(date) => date
+            .with_timezone(&tz)
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string(),
+        Value::Binary(bytes) => format!("({} bytes)", bytes.len()),
+        Value::Point(x, y) => format!("({x}, {y})"),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| display(item, tz))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Record(_) => String::new(),
+        other => other.to_id_string(),
+    }
+}
+
+/// Column names a person recognises a record by, in order of preference.
+const LABELS: [&str; 8] = [
+    "name",
+    "full_name",
+    "fullName",
+    "title",
+    "label",
+    "email",
+    "reference",
+    "code",
+];
+
+/// The column a record is named by in links: a name-like column, else the first key.
+pub fn label_column(collection: &CollectionSchema) -> Option<&str> {
+    LABELS
+        .iter()
+        .find(|name| collection.column(name).is_some())
+        .copied()
+        .or_else(|| collection.primary_keys().first().copied())
+}
+
+/// The text of a link to `record` of `collection`.
+pub fn label(collection: &CollectionSchema, record: &Record, tz: Tz) -> String {
+    let text = label_column(collection)
+        .and_then(|column| record.get(column))
+        .map(|value| display(value, tz))
+        .unwrap_or_default();
+    if text.is_empty() {
+        crate::datasource::pack_id(collection, record).unwrap_or_default()
+    } else {
+        text
+    }
+}
+
+/// How a column is edited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputKind {
+    Text,
+    Number,
+    /// Yes / No (and empty when nullable).
+    Boolean,
+    /// One of the enum's values.
+    Select(Vec<String>),
+    /// `datetime-local`, in the user's timezone.
+    DateTime,
+    Date,
+    Time,
+    /// A textarea of JSON (JSON columns, arrays, composites).
+    Json,
+    /// Not editable here (binary, points): shown, never sent.
+    ReadOnly,
+}
+
+pub fn input_kind(column: &ColumnSchema) -> InputKind {
+    match &column.column_type {
+        ColumnType::Primitive(p) => match p {
+            PrimitiveType::String | PrimitiveType::Uuid => InputKind::Text,
+            PrimitiveType::Number => InputKind::Number,
+            PrimitiveType::Boolean => InputKind::Boolean,
+            PrimitiveType::Enum => InputKind::Select(column.enum_values.clone()),
+            PrimitiveType::Date => InputKind::DateTime,
+            PrimitiveType::Dateonly => InputKind::Date,
+            PrimitiveType::Time => InputKind::Time,
+            PrimitiveType::Json => InputKind::Json,
+            PrimitiveType::Point | PrimitiveType::Binary => InputKind::ReadOnly,
+        },
+        ColumnType::Array(inner)
+            if matches!(**inner, ColumnType::Primitive(PrimitiveType::Binary)) =>
+        {
+            InputKind::ReadOnly
+        }
+        ColumnType::Array(_) | ColumnType::Composite(_) => InputKind::Json,
+    }
+}
+
+/// A value as its form input's text.
+pub fn input_text(value: &Value, kind: &InputKind, tz: Tz) -> String {
+    match (kind, value) {
+        (_, Value::Null) => String::new(),
+        (InputKind::Boolean, Value::Bool(b)) => b.to_string(),
+        (InputKind::DateTime, Value::Date(date)) => date
+            .with_timezone(&tz)
+            .format("%Y-%m-%dT%H:%M:%S")
+            .to_string(),
+        (InputKind::Time, Value::Time(time)) => time.format("%H:%M:%S").to_string(),
+        (InputKind::Json, Value::Json(json)) => {
+            serde_json::to_string_pretty(json).unwrap_or_default()
+        }
+        (InputKind::Json, other) => serde_json::to_string_pretty(other).unwrap_or_default(),
+        (_, other) => display(other, tz),
+    }
+}
+
+/// Form text back to a write body's JSON attribute, or the message shown next to the field.
+/// An empty input is `null` (the datasource says so when the column needs a value).
+pub fn parse_input(
+    text: &str,
+    kind: &InputKind,
+    column: &ColumnSchema,
+    tz: Tz,
+) -> Result<Json, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() && !matches!(kind, InputKind::Text) {
+        return Ok(Json::Null);
+    }
+    match kind {
+        InputKind::Text => {
+            if text.is_empty() && column.allow_null {
+                Ok(Json::Null)
+            } else {
+                Ok(Json::String(text.to_owned()))
+            }
+        }
+        InputKind::Number => {
+            // Integers as strings keep every digit (bigint columns); others as JSON numbers.
+            let digits = trimmed.strip_prefix('-').unwrap_or(trimmed);
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Ok(Json::String(trimmed.to_owned()));
+            }
+            match serde_json::from_str::<Json>(trimmed) {
+                Ok(number @ Json::Number(_)) => Ok(number),
+                _ => Err(format!(
+                    "Enter a number (for example 42 or 12.5), not \"{trimmed}\"."
+                )),
+            }
+        }
+        InputKind::Boolean => match trimmed {
+            "true" => Ok(Json::Bool(true)),
+            "false" => Ok(Json::Bool(false)),
+            _ => Err("Choose Yes or No.".to_owned()),
+        },
+        InputKind::Select(values) => {
+            if values.iter().any(|v| v == trimmed) {
+                Ok(Json::String(trimmed.to_owned()))
+            } else {
+                Err(format!("Choose one of: {}.", values.join(", ")))
+            }
+        }
+        InputKind::DateTime => {
+            let local = NaiveDateTime::parse_from_str(trimmed, "%Y-%m-%dT%H:%M:%S")
+                .or_else(|_| NaiveDateTime::parse_from_str(trimmed, "%Y-%m-%dT%H:%M"))
+                .map_err(|_| {
+                    format!("Enter a date and time (YYYY-MM-DD HH:MM), not \"{trimmed}\".")
+                })?;
+            let date = tz
+                .from_local_datetime(&local)
+                .earliest()
+                .ok_or_else(|| format!("{trimmed} does not exist in {tz} (a clock change)."))?;
+            Ok(Json::String(crate::datasource::format_datetime(
+                &date.with_timezone(&chrono::Utc),
+            )))
+        }
+        InputKind::Date => NaiveDate::parse_from_str(trimmed, "%Y-%m-%d")
+            .map(|d| Json::String(d.format("%Y-%m-%d").to_string()))
+            .map_err(|_| format!("Enter a date (YYYY-MM-DD), not \"{trimmed}\".")),
+        InputKind::Time => NaiveTime::parse_from_str(trimmed, "%H:%M:%S")
+            .or_else(|_| NaiveTime::parse_from_str(trimmed, "%H:%M"))
+            .map(|t| Json::String(t.format("%H:%M:%S").to_string()))
+            .map_err(|_| format!("Enter a time (HH:MM), not \"{trimmed}\".")),
+        InputKind::Json => {
+            serde_json::from_str(trimmed).map_err(|e| format!("This is not valid JSON: {e}."))
+        }
+        InputKind::ReadOnly => Err("This field cannot be edited here.".to_owned()),
+    }
+}
+
+/// The operators of a filter builder's list, with a label each.
+pub fn operator_label(snake: &str) -> String {
+    snake.replace('_', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datasource::schema::ColumnSchema;
+
+    fn column(ty: PrimitiveType) -> ColumnSchema {
+        ColumnSchema::new(ty)
+    }
+
+    #[test]
+    fn numbers_keep_integers_as_strings_and_refuse_words() {
+        let number = column(PrimitiveType::Number);
+        let parse = |text| parse_input(text, &InputKind::Number, &number, Tz::UTC);
+        assert_eq!(
+            parse("9007199254740993"),
+            Ok(Json::String("9007199254740993".into()))
+        );
+        assert_eq!(parse("12.5"), Ok(serde_json::json!(12.5)));
+        assert_eq!(parse(""), Ok(Json::Null));
+        assert!(parse("abc").unwrap_err().starts_with("Enter a number"));
+    }
+
+    #[test]
+    fn date_times_are_read_in_the_users_timezone_and_shown_back_in_it() {
+        let date = column(PrimitiveType::Date);
+        let paris: Tz = "Europe/Paris".parse().unwrap_or(Tz::UTC);
+        let parsed = parse_input("2024-07-01T10:30", &InputKind::DateTime, &date, paris);
+        assert_eq!(parsed, Ok(Json::String("2024-07-01T08:30:00.000Z".into())));
+        let value = Value::Date(
+            crate::datasource::parse_datetime("2024-07-01T08:30:00Z").unwrap_or_default(),
+        );
+        assert_eq!(
+            input_text(&value, &InputKind::DateTime, paris),
+            "2024-07-01T10:30:00"
+        );
+        assert_eq!(display(&value, paris), "2024-07-01 10:30:00");
+        // A local time skipped by a clock change is refused, not shifted.
+        let gap = parse_input("2024-03-31T02:30", &InputKind::DateTime, &date, paris);
+        assert!(gap.unwrap_err().contains("does not exist"));
+    }
+
+    #[test]
+    fn enums_booleans_and_json_are_checked() {
+        let mut status = column(PrimitiveType::Enum);
+        status.enum_values = vec!["paid".into(), "shipped".into()];
+        let kind = input_kind(&status);
+        assert_eq!(
+            parse_input("paid", &kind, &status, Tz::UTC),
+            Ok(Json::String("paid".into()))
+        );
+        assert!(parse_input("lost", &kind, &status, Tz::UTC).is_err());
+        let flag = column(PrimitiveType::Boolean);
+        assert_eq!(
+            parse_input("true", &InputKind::Boolean, &flag, Tz::UTC),
+            Ok(Json::Bool(true))
+        );
+        assert!(parse_input("maybe", &InputKind::Boolean, &flag, Tz::UTC).is_err());
+        let json = column(PrimitiveType::Json);
+        assert_eq!(
+            parse_input("{\"a\": 1}", &InputKind::Json, &json, Tz::UTC),
+            Ok(serde_json::json!({"a": 1}))
+        );
+        assert!(
+            parse_input("{a", &InputKind::Json, &json, Tz::UTC)
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+    }
+}
