@@ -51,6 +51,7 @@ pub mod datasource;
 pub mod http;
 pub mod logging;
 pub mod mcp;
+pub mod ops;
 pub mod platform;
 pub mod plugins;
 pub mod scaffold;

@@ -369,16 +369,16 @@ async fn list_at(call: &Call<'_>, schema: &CollectionSchema, path: &str) -> Outc
     Ok(out)
 }
 
-/// `list` reads through the list route's own function (`collection::list_records`: rights,
-/// scope, segment, relation reads, activity) and writes the records as plain JSON in one pass;
-/// through the router it would be written as JSON:API, read back and written again.
+/// `list` calls the operations directly (`ops::records::list` and `count`: rights, scope,
+/// segment, relation reads, activity) and writes the records as plain JSON in one pass; through
+/// the router they would be written as JSON:API, read back and written again.
 async fn list(call: &Call<'_>) -> Text {
     let schema = call.collection()?;
     let query = list_query(call, schema, false)?;
-    let caller = call.caller.claims.user.clone();
+    let claims = call.caller.claims.user.clone();
     if let Err(error) = super::super::security::private_checks(
         call.state,
-        caller.id,
+        claims.id,
         &axum::http::HeaderMap::new(),
         call.peer.map(|p| p.ip()),
     )
@@ -386,40 +386,49 @@ async fn list(call: &Call<'_>) -> Text {
     {
         return Err(error_text(error, schema).await);
     }
-    let context = super::super::CallerContext {
-        caller: caller.into_caller(chrono_tz::UTC, uuid::Uuid::new_v4()),
-        query: crate::agent::query_string::QueryString::parse(&query),
+    let caller = claims.into_caller(chrono_tz::UTC, uuid::Uuid::new_v4());
+    let query = crate::agent::query_string::QueryString::parse(&query);
+    let ops: &crate::ops::Ops = call.state;
+    let listed = match crate::ops::records::ListRequest::parse(ops, &schema.name, &query, None) {
+        Ok(request) => crate::ops::records::list(ops, &caller, request).await,
+        Err(error) => Err(error),
     };
-    let listed = match super::super::collection::list_records(
-        call.state,
-        &context,
-        &schema.name,
-        None,
-    )
-    .await
-    {
+    let listed = match listed {
         Ok(listed) => listed,
-        Err(error) => return Err(error_text(error, schema).await),
+        Err(error) => return Err(error_text(error.into(), schema).await),
     };
     let records = crate::agent::serialize::PlainRecords {
-        schema: call.state.datasource.schema(),
+        schema: ops.schema(),
         collection: schema,
         records: &listed.records,
     };
     let records = serde_json::to_string(&records).map_err(|e| e.to_string())?;
-    listed.activity.done();
     if !call.bool("enableCount")? {
         return Ok(format!(r#"{{"records":{records}}}"#));
     }
-    let path = format!("{}/{}", call.forest(), segment(&schema.name));
-    let count_query = list_query(call, schema, true)?;
-    let count = call
-        .send(Method::GET, &format!("{path}/count?{count_query}"), None)
-        .await;
-    if !count.ok() {
-        return Err(list_error(&count, schema));
-    }
-    let total = count.body.get("count").cloned().unwrap_or(Json::Null);
+    let count_query =
+        crate::agent::query_string::QueryString::parse(&list_query(call, schema, true)?);
+    let counted = match crate::agent::query_string::parse_filter(
+        &crate::agent::query_string::Params::new(&count_query),
+        ops.schema(),
+        schema,
+    ) {
+        Ok(filter) => {
+            let request = crate::ops::records::FilterRequest {
+                collection: schema.name.clone(),
+                filter,
+                segment_query: None,
+            };
+            crate::ops::records::count(ops, &caller, request).await
+        }
+        Err(error) => Err(error.into()),
+    };
+    let total = match counted {
+        Ok(crate::ops::records::Counted::Count(count)) => json!(count),
+        // The deactivated body has no top-level `count`.
+        Ok(crate::ops::records::Counted::Deactivated) => Json::Null,
+        Err(error) => return Err(error_text(error.into(), schema).await),
+    };
     Ok(format!(r#"{{"records":{records},"totalCount":{total}}}"#))
 }
 
@@ -434,6 +443,37 @@ async fn error_text(error: crate::http::ApiError, schema: &CollectionSchema) -> 
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or(Json::Null);
     list_error(&Answer { status, body }, schema)
+}
+
+/// The MCP user as a caller of the operations, once the private-routes checks passed (the IP
+/// whitelist and an enabled user), as the router runs them before a route.
+async fn direct(call: &Call<'_>) -> Result<super::super::CallerContext, crate::http::ApiError> {
+    let claims = call.caller.claims.user.clone();
+    super::super::security::private_checks(
+        call.state,
+        claims.id,
+        &axum::http::HeaderMap::new(),
+        call.peer.map(|p| p.ip()),
+    )
+    .await?;
+    Ok(super::super::CallerContext {
+        caller: claims.into_caller(chrono_tz::UTC, uuid::Uuid::new_v4()),
+        query: crate::agent::query_string::QueryString::parse("timezone=UTC"),
+    })
+}
+
+/// An error of an operation called directly, as the sentence a model reads (what the route
+/// would have answered).
+async fn failure(error: crate::http::ApiError) -> String {
+    use axum::response::IntoResponse as _;
+    let response = error.into_response();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or(Json::Null);
+    Answer { status, body }.error_text()
 }
 
 fn to_many_relations(schema: &CollectionSchema) -> Vec<&str> {
@@ -534,66 +574,117 @@ fn selection(collection: &str, ids: &[String]) -> Json {
     }, "type": "action-requests"}})
 }
 
+/// `delete` deletes the selection through `ops::records::delete_selection`, parsed as the
+/// bulk-delete route parses its body.
 async fn delete(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let ids = ids(call.arg("recordIds"), "recordIds")?;
-    let path = format!("{}/{}?timezone=UTC", call.forest(), segment(&schema.name));
-    let answer = call
-        .send(Method::DELETE, &path, Some(&selection(&schema.name, &ids)))
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let deleted = async {
+        let context = direct(call).await?;
+        let body = selection(&schema.name, &ids);
+        let request =
+            super::super::collection::selection_request(call.state, &context, schema, &body);
+        let request = super::super::collection::parsed(
+            call.state,
+            Action::Delete,
+            &context,
+            &schema.name,
+            request,
+        )?;
+        crate::ops::records::delete_selection(call.state, &context.caller, request).await?;
+        Ok::<_, crate::http::ApiError>(())
+    }
+    .await;
+    if let Err(error) = deleted {
+        return Err(failure(error).await);
     }
     Ok(json!({"deletedCount": ids.len()}))
 }
 
+/// The relation of one parent record the tool names.
+fn parent(
+    call: &Call<'_>,
+    schema: &CollectionSchema,
+    name: String,
+) -> Result<crate::ops::relations::Parent, String> {
+    Ok(crate::ops::relations::Parent {
+        collection: schema.name.clone(),
+        packed_id: call.id("parentRecordId")?,
+        relation: name,
+    })
+}
+
+/// `associate` links through `ops::relations::associate`.
 async fn associate(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let (name, relation) = relation(call, schema)?;
-    let parent = call.id("parentRecordId")?;
+    let parent = parent(call, schema, name)?;
     let target = call.id("targetRecordId")?;
-    let path = format!(
-        "{}/{}/{}/relationships/{}?timezone=UTC",
-        call.forest(),
-        segment(&schema.name),
-        segment(&parent),
-        segment(&name)
-    );
-    let body = json!({"data": [{"id": target, "type": relation.foreign_collection()}]});
-    let answer = call.send(Method::POST, &path, Some(&body)).await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let linked = async {
+        let context = direct(call).await?;
+        let ops: &crate::ops::Ops = call.state;
+        let foreign = ops.collection(relation.foreign_collection())?;
+        let body = json!({"data": [{"id": target, "type": foreign.name}]});
+        let id = crate::agent::body::parse_associate(&body, foreign);
+        let id = super::super::collection::parsed_on(
+            call.state,
+            Action::Update,
+            &context,
+            &parent.collection,
+            Some(parent.packed_id.as_str()),
+            id,
+        )?;
+        crate::ops::relations::associate(ops, &context.caller, &parent, id).await?;
+        Ok::<_, crate::http::ApiError>(())
     }
-    Ok(
-        json!({"success": true, "message": format!("{target} is now linked to {parent} through {name}")}),
-    )
+    .await;
+    if let Err(error) = linked {
+        return Err(failure(error).await);
+    }
+    Ok(json!({"success": true, "message": format!(
+        "{target} is now linked to {} through {}",
+        parent.packed_id, parent.relation
+    )}))
 }
 
+/// `dissociate` unlinks through `ops::relations::dissociate`.
 async fn dissociate(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let (name, relation) = relation(call, schema)?;
-    let parent = call.id("parentRecordId")?;
+    let parent = parent(call, schema, name)?;
     let targets = ids(call.arg("targetRecordIds"), "targetRecordIds")?;
-    let path = format!(
-        "{}/{}/{}/relationships/{}?timezone=UTC",
-        call.forest(),
-        segment(&schema.name),
-        segment(&parent),
-        segment(&name)
-    );
-    let answer = call
-        .send(
-            Method::DELETE,
-            &path,
-            Some(&selection(relation.foreign_collection(), &targets)),
-        )
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let unlinked = async {
+        let context = direct(call).await?;
+        let ops: &crate::ops::Ops = call.state;
+        let foreign = ops.collection(relation.foreign_collection())?;
+        let body = selection(&foreign.name, &targets);
+        let request =
+            super::super::collection::selection_request(call.state, &context, foreign, &body);
+        let request = super::super::collection::parsed_on(
+            call.state,
+            Action::Update,
+            &context,
+            &parent.collection,
+            Some(parent.packed_id.as_str()),
+            request,
+        )?;
+        let request = crate::ops::relations::DissociateRequest {
+            delete: false,
+            selection: request,
+        };
+        crate::ops::relations::dissociate(ops, &context.caller, &parent, request).await?;
+        Ok::<_, crate::http::ApiError>(())
     }
-    Ok(
-        json!({"success": true, "message": format!("{} record(s) unlinked from {parent} through {name}", targets.len())}),
-    )
+    .await;
+    if let Err(error) = unlinked {
+        return Err(failure(error).await);
+    }
+    Ok(json!({"success": true, "message": format!(
+        "{} record(s) unlinked from {} through {}",
+        targets.len(),
+        parent.packed_id,
+        parent.relation
+    )}))
 }
 
 // ----- workflows -------------------------------------------------------------------------------
