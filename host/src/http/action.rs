@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::Value as Json;
 
-use super::collection::{parsed, served};
+use super::collection::{parsed_labelled, served};
 use super::error::{ApiError, ApiResult};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::action::{
@@ -75,7 +75,15 @@ async fn execute(
             values: parse_values(&body)?,
         })
     });
-    let request = parsed(&state, Action::Action, &context, &schema.name, request)?;
+    let request = parsed_labelled(
+        &state,
+        Action::Action,
+        &context,
+        &schema.name,
+        None,
+        Some(name.clone()),
+        request,
+    )?;
     let result = actions::execute(&state, &context.caller, request).await?;
     respond(result)
 }

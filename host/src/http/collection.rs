@@ -70,9 +70,25 @@ pub(super) fn parsed_on<T>(
     record: Option<&str>,
     request: Result<T, impl Into<ApiError>>,
 ) -> ApiResult<T> {
+    parsed_labelled(state, action, context, collection, record, None, request)
+}
+
+/// [`parsed_on`] with the label the operation would have given its entry.
+pub(super) fn parsed_labelled<T>(
+    state: &SharedState,
+    action: Action,
+    context: &CallerContext,
+    collection: &str,
+    record: Option<&str>,
+    label: Option<String>,
+    request: Result<T, impl Into<ApiError>>,
+) -> ApiResult<T> {
     request.map_err(|error| {
         let mut entry = activity::Recorded::start(state, action, &context.caller, collection);
         entry.records(record);
+        if let Some(label) = label {
+            entry.label(label);
+        }
         error.into()
     })
 }

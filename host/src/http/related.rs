@@ -10,8 +10,8 @@ use axum::response::Response;
 use axum::routing::{get, put};
 
 use super::collection::{
-    count_response, csv, filter_request, parsed, parsed_on, projection_header, selection_request,
-    served,
+    count_response, csv, filter_request, parsed_labelled, parsed_on, projection_header,
+    selection_request, served,
 };
 use super::error::ApiResult;
 use super::{CallerContext, JsonBody, SharedState};
@@ -80,12 +80,13 @@ async fn list_related(
         &context.query,
         projection_header(&headers),
     );
-    let request = parsed_on(
+    let request = parsed_labelled(
         &state,
         Action::ListRelatedData,
         &context,
         &parent.collection,
         Some(parent.packed_id.as_str()),
+        Some(parent.relation.clone()),
         request,
     )?;
     let listed = relations::list_related(&state, &context.caller, &parent, request).await?;
@@ -129,12 +130,13 @@ async fn associate(
     };
     let (_, _, foreign) = relations::locate(&state, &parent, false)?;
     let target = parse_associate(&body, foreign);
-    let target = parsed_on(
+    let target = parsed_labelled(
         &state,
         Action::Update,
         &context,
         &parent.collection,
         Some(parent.packed_id.as_str()),
+        Some(format!("associated to {}", parent.relation)),
         target,
     )?;
     relations::associate(&state, &context.caller, &parent, target).await?;
@@ -163,14 +165,27 @@ async fn dissociate(
         Ok(selection)
     });
     let selection = if delete {
-        parsed(&state, Action::Delete, &context, &foreign.name, selection)?
+        let label = format!(
+            "deleted from {} of {} {}",
+            parent.relation, parent.collection, parent.packed_id
+        );
+        parsed_labelled(
+            &state,
+            Action::Delete,
+            &context,
+            &foreign.name,
+            None,
+            Some(label),
+            selection,
+        )?
     } else {
-        parsed_on(
+        parsed_labelled(
             &state,
             Action::Update,
             &context,
             &parent.collection,
             Some(parent.packed_id.as_str()),
+            Some(format!("dissociated from {}", parent.relation)),
             selection,
         )?
     };
@@ -194,12 +209,13 @@ async fn update_to_one(
     };
     let (_, _, foreign) = relations::locate(&state, &parent, true)?;
     let target = parse_update_to_one(&body, foreign);
-    let target = parsed_on(
+    let target = parsed_labelled(
         &state,
         Action::Update,
         &context,
         &parent.collection,
         Some(parent.packed_id.as_str()),
+        Some(format!("changed {}", parent.relation)),
         target,
     )?;
     relations::update_to_one(&state, &context.caller, &parent, target).await?;

@@ -626,12 +626,13 @@ async fn associate(call: &Call<'_>) -> Outcome {
         let foreign = ops.collection(relation.foreign_collection())?;
         let body = json!({"data": [{"id": target, "type": foreign.name}]});
         let id = crate::agent::body::parse_associate(&body, foreign);
-        let id = super::super::collection::parsed_on(
+        let id = super::super::collection::parsed_labelled(
             call.state,
             Action::Update,
             &context,
             &parent.collection,
             Some(parent.packed_id.as_str()),
+            Some(format!("associated to {}", parent.relation)),
             id,
         )?;
         crate::ops::relations::associate(ops, &context.caller, &parent, id).await?;
@@ -660,12 +661,13 @@ async fn dissociate(call: &Call<'_>) -> Outcome {
         let body = selection(&foreign.name, &targets);
         let request =
             super::super::collection::selection_request(call.state, &context, foreign, &body);
-        let request = super::super::collection::parsed_on(
+        let request = super::super::collection::parsed_labelled(
             call.state,
             Action::Update,
             &context,
             &parent.collection,
             Some(parent.packed_id.as_str()),
+            Some(format!("dissociated from {}", parent.relation)),
             request,
         )?;
         let request = crate::ops::relations::DissociateRequest {
