@@ -375,28 +375,23 @@ async fn list_at(call: &Call<'_>, schema: &CollectionSchema, path: &str) -> Outc
 async fn list(call: &Call<'_>) -> Text {
     let schema = call.collection()?;
     let query = list_query(call, schema, false)?;
-    let claims = call.caller.claims.user.clone();
-    if let Err(error) = super::super::security::private_checks(
-        call.state,
-        claims.id,
-        &axum::http::HeaderMap::new(),
-        call.peer.map(|p| p.ip()),
-    )
-    .await
-    {
-        return Err(error_text(error, schema).await);
+    let listed = async {
+        let mut context = direct(call).await?;
+        context.query = crate::agent::query_string::QueryString::parse(&query);
+        let request =
+            crate::ops::records::ListRequest::parse(call.state, &schema.name, &context.query, None);
+        let kind = crate::ops::records::list_kind(&context.query);
+        let request =
+            super::super::collection::parsed(call.state, kind, &context, &schema.name, request)?;
+        let listed = crate::ops::records::list(call.state, &context.caller, request).await?;
+        Ok::<_, crate::http::ApiError>((context.caller, listed))
     }
-    let caller = claims.into_caller(chrono_tz::UTC, uuid::Uuid::new_v4());
-    let query = crate::agent::query_string::QueryString::parse(&query);
-    let ops: &crate::ops::Ops = call.state;
-    let listed = match crate::ops::records::ListRequest::parse(ops, &schema.name, &query, None) {
-        Ok(request) => crate::ops::records::list(ops, &caller, request).await,
-        Err(error) => Err(error),
-    };
-    let listed = match listed {
+    .await;
+    let (caller, listed) = match listed {
         Ok(listed) => listed,
-        Err(error) => return Err(error_text(error.into(), schema).await),
+        Err(error) => return Err(error_text(error, schema).await),
     };
+    let ops: &crate::ops::Ops = call.state;
     let records = crate::agent::serialize::PlainRecords {
         schema: ops.schema(),
         collection: schema,
