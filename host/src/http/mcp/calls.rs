@@ -1,5 +1,9 @@
 //! The tools: each checks its arguments (a mistake is a tool error a model can read and fix),
-//! then calls the `/forest` or `/v1` route a person's UI would, as the MCP user (`dispatch`).
+//! then acts as the MCP user. `list` (and its count), `delete`, `associate` and `dissociate`
+//! call the operations layer directly (`ops`, after the private-routes checks); the others still
+//! call the `/forest` or `/v1` route a person's UI would, in process (`dispatch`): their answers
+//! are the routes' JSON:API documents flattened, which the operations' records do not give byte
+//! for byte yet.
 
 use std::net::SocketAddr;
 
