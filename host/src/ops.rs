@@ -20,6 +20,8 @@ mod error;
 pub mod permission;
 pub mod records;
 pub mod relations;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
