@@ -1,9 +1,10 @@
 //! The tools: each checks its arguments (a mistake is a tool error a model can read and fix),
-//! then acts as the MCP user. `list` (and its count), `delete`, `associate` and `dissociate`
-//! call the operations layer directly (`ops`, after the private-routes checks); the others still
-//! call the `/forest` or `/v1` route a person's UI would, in process (`dispatch`): their answers
-//! are the routes' JSON:API documents flattened, which the operations' records do not give byte
-//! for byte yet.
+//! then acts as the MCP user. `list` (and its count), `delete`, `associate`, `dissociate`,
+//! `getActionForm` and `executeAction` call the operations layer directly (`ops`, after the
+//! private-routes checks); `listRelated`, `create` and `update` still call the `/forest` route in
+//! process (`dispatch`), as their answers are the routes' JSON:API documents flattened (an `id`
+//! added, relations after attributes), which the operations' plain records do not give byte for
+//! byte yet; the workflow tools and the approval filing call the `/v1` routes the same way.
 
 use std::net::SocketAddr;
 
@@ -446,7 +447,9 @@ async fn error_text(error: crate::http::ApiError, schema: &CollectionSchema) -> 
 
 /// The MCP user as a caller of the operations, once the private-routes checks passed (the IP
 /// whitelist and an enabled user), as the router runs them before a route.
-async fn direct(call: &Call<'_>) -> Result<super::super::CallerContext, crate::http::ApiError> {
+pub(super) async fn direct(
+    call: &Call<'_>,
+) -> Result<super::super::CallerContext, crate::http::ApiError> {
     let claims = call.caller.claims.user.clone();
     super::super::security::private_checks(
         call.state,
@@ -463,7 +466,7 @@ async fn direct(call: &Call<'_>) -> Result<super::super::CallerContext, crate::h
 
 /// An error of an operation called directly, as the sentence a model reads (what the route
 /// would have answered).
-async fn failure(error: crate::http::ApiError) -> String {
+pub(super) async fn failure(error: crate::http::ApiError) -> String {
     use axum::response::IntoResponse as _;
     let response = error.into_response();
     let status = response.status();
