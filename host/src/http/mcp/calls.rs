@@ -352,28 +352,6 @@ fn list_error(answer: &Answer, schema: &CollectionSchema) -> String {
     text
 }
 
-async fn list_at(call: &Call<'_>, schema: &CollectionSchema, path: &str) -> Outcome {
-    let query = list_query(call, schema, false)?;
-    let answer = call
-        .send(Method::GET, &format!("{path}?{query}"), None)
-        .await;
-    if !answer.ok() {
-        return Err(list_error(&answer, schema));
-    }
-    let mut out = json!({"records": records(&answer.body)});
-    if call.bool("enableCount")? {
-        let query = list_query(call, schema, true)?;
-        let count = call
-            .send(Method::GET, &format!("{path}/count?{query}"), None)
-            .await;
-        if !count.ok() {
-            return Err(list_error(&count, schema));
-        }
-        out["totalCount"] = count.body.get("count").cloned().unwrap_or(Json::Null);
-    }
-    Ok(out)
-}
-
 /// `list` calls the operations directly (`ops::records::list` and `count`: rights, scope,
 /// segment, relation reads, activity) and writes the records as plain JSON in one pass; through
 /// the router they would be written as JSON:API, read back and written again.
@@ -503,10 +481,23 @@ fn relation<'a>(
     }
 }
 
+/// The records of a JSON:API document as the tools answer them (`dispatch::records`): the
+/// document a route would have written, flattened, so that a tool answers what it answered when
+/// it called the route.
+fn flattened(
+    document: &crate::agent::serialize::Document<'_>,
+) -> Result<Vec<Json>, crate::http::ApiError> {
+    let bytes = document.to_bytes()?;
+    let document: Json = serde_json::from_slice(&bytes)
+        .map_err(|e| crate::datasource::Error::Internal(format!("a document was not JSON: {e}")))?;
+    Ok(records(&document))
+}
+
+/// `listRelated` lists through `ops::relations::list_related` (and `count_related`).
 async fn list_related(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let (name, relation) = relation(call, schema)?;
-    let parent = call.id("parentRecordId")?;
+    let parent = parent(call, schema, name)?;
     let target = call
         .state
         .datasource
@@ -514,37 +505,92 @@ async fn list_related(call: &Call<'_>) -> Outcome {
         .collections
         .get(relation.foreign_collection())
         .ok_or("the relation's collection is not served")?;
-    let path = format!(
-        "{}/{}/{}/relationships/{}",
-        call.forest(),
-        segment(&schema.name),
-        segment(&parent),
-        segment(&name)
-    );
-    list_at(call, target, &path).await
+    let query = list_query(call, target, false)?;
+    let listed = async {
+        let mut context = direct(call).await?;
+        context.query = crate::agent::query_string::QueryString::parse(&query);
+        let ops: &crate::ops::Ops = call.state;
+        let request =
+            crate::ops::records::ListRequest::parse(ops, &target.name, &context.query, None);
+        let request = super::super::collection::parsed_labelled(
+            call.state,
+            Action::ListRelatedData,
+            &context,
+            &parent.collection,
+            Some(parent.packed_id.as_str()),
+            Some(parent.relation.clone()),
+            request,
+        )?;
+        let listed =
+            crate::ops::relations::list_related(ops, &context.caller, &parent, request).await?;
+        let document = crate::agent::serialize::serialize_list(
+            ops.schema(),
+            &target.name,
+            &listed.records,
+            listed.search.as_deref(),
+        )?;
+        Ok::<_, crate::http::ApiError>((context, flattened(&document)?))
+    }
+    .await;
+    let (mut context, records) = match listed {
+        Ok(listed) => listed,
+        Err(error) => return Err(error_text(error, target).await),
+    };
+    let mut out = json!({"records": records});
+    if call.bool("enableCount")? {
+        context.query =
+            crate::agent::query_string::QueryString::parse(&list_query(call, target, true)?);
+        let counted = async {
+            let request = super::super::collection::filter_request(call.state, &context, target)?;
+            Ok::<_, crate::http::ApiError>(
+                crate::ops::relations::count_related(call.state, &context.caller, &parent, request)
+                    .await?,
+            )
+        }
+        .await;
+        out["totalCount"] = match counted {
+            Ok(crate::ops::records::Counted::Count(count)) => json!(count),
+            // The deactivated body has no top-level `count`.
+            Ok(crate::ops::records::Counted::Deactivated) => Json::Null,
+            Err(error) => return Err(error_text(error, target).await),
+        };
+    }
+    Ok(out)
 }
 
 // ----- writes ----------------------------------------------------------------------------------
 
+/// `create` creates through `ops::records::create`, the body parsed as the route parses it.
 async fn create(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let attributes = call
         .object("attributes")?
         .ok_or("attributes is required (an object of field values)")?;
     let body = json!({"data": {"type": schema.name, "attributes": attributes}});
-    let answer = call
-        .send(
-            Method::POST,
-            &format!("{}/{}?timezone=UTC", call.forest(), segment(&schema.name)),
-            Some(&body),
-        )
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let created = async {
+        let context = direct(call).await?;
+        let ops: &crate::ops::Ops = call.state;
+        let plan = crate::agent::body::parse_create(&body, ops.schema(), schema);
+        let plan = super::super::collection::parsed(
+            call.state,
+            Action::Create,
+            &context,
+            &schema.name,
+            plan,
+        )?;
+        let created = crate::ops::records::create(ops, &context.caller, &schema.name, plan).await?;
+        let document =
+            crate::agent::serialize::serialize_one(ops.schema(), &schema.name, &created)?;
+        flattened(&document)
     }
-    Ok(json!({"record": records(&answer.body).into_iter().next()}))
+    .await;
+    match created {
+        Ok(records) => Ok(json!({"record": records.into_iter().next()})),
+        Err(error) => Err(failure(error).await),
+    }
 }
 
+/// `update` patches through `ops::records::update`, the body parsed as the route parses it.
 async fn update(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let id = call.id("recordId")?;
@@ -552,17 +598,33 @@ async fn update(call: &Call<'_>) -> Outcome {
         .object("attributes")?
         .ok_or("attributes is required (an object of field values)")?;
     let body = json!({"data": {"type": schema.name, "id": id, "attributes": attributes}});
-    let path = format!(
-        "{}/{}/{}?timezone=UTC",
-        call.forest(),
-        segment(&schema.name),
-        segment(&id)
-    );
-    let answer = call.send(Method::PUT, &path, Some(&body)).await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let updated = async {
+        let context = direct(call).await?;
+        let ops: &crate::ops::Ops = call.state;
+        let patch = crate::agent::body::parse_update(&body, schema);
+        let patch = super::super::collection::parsed_on(
+            call.state,
+            Action::Update,
+            &context,
+            &schema.name,
+            Some(id.as_str()),
+            patch,
+        )?;
+        let updated =
+            crate::ops::records::update(ops, &context.caller, &schema.name, &id, patch).await?;
+        let document = match &updated {
+            Some(record) => {
+                crate::agent::serialize::serialize_one(ops.schema(), &schema.name, record)?
+            }
+            None => crate::agent::serialize::serialize_none(),
+        };
+        flattened(&document)
     }
-    Ok(json!({"record": records(&answer.body).into_iter().next()}))
+    .await;
+    match updated {
+        Ok(records) => Ok(json!({"record": records.into_iter().next()})),
+        Err(error) => Err(failure(error).await),
+    }
 }
 
 /// An action-request selection of these ids (the body of bulk deletes and dissociations).
