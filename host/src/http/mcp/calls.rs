@@ -1,10 +1,10 @@
 //! The tools: each checks its arguments (a mistake is a tool error a model can read and fix),
-//! then acts as the MCP user. `list` (and its count), `delete`, `associate`, `dissociate`,
-//! `getActionForm` and `executeAction` call the operations layer directly (`ops`, after the
-//! private-routes checks); `listRelated`, `create` and `update` still call the `/forest` route in
-//! process (`dispatch`), as their answers are the routes' JSON:API documents flattened (an `id`
-//! added, relations after attributes), which the operations' plain records do not give byte for
-//! byte yet; the workflow tools and the approval filing call the `/v1` routes the same way.
+//! then acts as the MCP user. The data tools (`list`, `listRelated`, `create`, `update`,
+//! `delete`, `associate`, `dissociate`, `getActionForm`, `executeAction`) call the operations
+//! layer directly (`ops`, after the private-routes checks), with the requests parsed as the
+//! routes parse them; a record answer is the route's JSON:API document flattened, as before.
+//! The workflow tools, and the approval request `executeAction` files, still call the `/v1`
+//! routes in process (`dispatch`).
 
 use std::net::SocketAddr;
 
