@@ -116,18 +116,25 @@ async fn list(
 }
 
 /// The filter request of a query string (count, related count).
+/// A collection whose count is deactivated (`disableCount`) answers so whatever its filters: they
+/// are not read, as the agent does not read them.
 pub(super) fn filter_request(
     state: &SharedState,
     context: &CallerContext,
     collection: &CollectionSchema,
 ) -> ApiResult<FilterRequest> {
-    Ok(FilterRequest {
-        collection: collection.name.clone(),
-        filter: parse_filter(
+    let filter = if collection.countable {
+        parse_filter(
             &Params::new(&context.query),
             state.datasource.schema(),
             collection,
-        )?,
+        )?
+    } else {
+        crate::agent::query_string::RequestFilter::default()
+    };
+    Ok(FilterRequest {
+        collection: collection.name.clone(),
+        filter,
         segment_query: LiveSegmentQuery::of(&context.query),
     })
 }
