@@ -7,7 +7,6 @@
 //! serves that with `server::serve` (request head size, header read and keep-alive timeouts).
 
 pub(crate) mod action;
-pub(crate) mod activity;
 mod api_chart;
 pub mod approvals;
 mod audit;
@@ -23,7 +22,6 @@ pub mod mcp;
 mod middleware;
 mod modification;
 pub mod openapi;
-pub(crate) mod permission;
 mod platform;
 pub mod ratelimit;
 pub(crate) mod related;
@@ -42,59 +40,44 @@ pub use approvals::ApprovalSettings;
 pub use caller::{CallerContext, JsonBody};
 pub use error::{ApiError, ApiResult};
 
+use crate::auth::SessionKey;
 use crate::auth::login::Login;
 use crate::auth::tokens::TokenVerifier;
-use crate::auth::{Permissions, SessionKey};
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
-use crate::platform::{ActivityLog, Store};
+use crate::ops::Ops;
 
-/// What every request handler shares: the served datasource and the settings routes read. One
-/// state is one generation of the served stack: a plugin reload builds a new state (and router)
-/// and swaps it in whole (`reload`), so a handler's `state.datasource` never changes under it.
+/// What every request handler shares: the operations over the served datasource (`ops`, which
+/// `AppState` dereferences to) and the settings routes read. One state is one generation of the
+/// served stack: a plugin reload builds a new state (and router) and swaps it in whole
+/// (`reload`), so a handler's `state.datasource` never changes under it.
 pub struct AppState {
-    /// The customized stack over the composite of every configured datasource.
-    pub datasource: Arc<dyn DataSource>,
+    /// The operations layer of this generation: the served datasource, permissions, activity,
+    /// store and limits. Shared with the workflow engine (`ops::Generations`).
+    pub ops: Arc<Ops>,
     /// Verifies the end users' session tokens.
     pub session: SessionKey,
     /// `/{prefix}/forest`: where every route lives.
     pub mount_path: String,
     /// `bodyParserOptions.jsonLimit` in bytes.
     pub json_limit: usize,
-    /// `limitExportSize`: most records per CSV export.
-    pub limit_export_size: Option<u64>,
     /// `customizeErrorMessage`: the detail of unexpected errors.
     pub customize_error_message: Option<ErrorMessageTemplate>,
     /// `useUnsafeActionEndpoint`: action routes without the `{index}` segment.
     pub use_unsafe_action_endpoint: bool,
-    /// `maxPageSize`: the largest `page[size]` of a list.
-    pub max_page_size: u64,
     /// `corsAllowedOrigins`: origins whose browser requests may carry credentials.
     pub cors_allowed_origins: Vec<String>,
-    /// The permission checks (§5), shared by every generation of the served stack.
-    pub permissions: Arc<Permissions>,
-    /// Canopy's own store; `None` for routers over a bare stack (route tests).
-    pub store: Option<Store>,
     /// The env secret of `signed_approval_request` and `maxRecordsForApproval`.
     pub approvals: ApprovalSettings,
     /// The permission server of other agents (`/liana/…`), when this instance serves its store.
     pub liana: Option<Arc<liana::LianaServer>>,
     /// Sign-in (`/authentication…`), shared by every generation; `None` over a bare stack.
     pub login: Option<Arc<Login>>,
-    /// The activity logger, shared by every generation; disabled over a bare stack.
-    pub activity: ActivityLog,
-    /// The audit trail's store (`auditTrail`); `None` when the trail is off, and then its routes
-    /// are not served.
-    pub audit: Option<Arc<crate::platform::audit::AuditStore>>,
     /// Verifies the public API's application tokens (with its cache), shared by every
     /// generation; `None` over a bare stack (no store, no tokens).
     pub tokens: Option<Arc<TokenVerifier>>,
     /// The public API's rate limits, shared by every generation (a reload keeps the quotas).
     pub rate_limits: Arc<ratelimit::RateLimits>,
-    /// The workflow step handlers this generation's plugins declare, by (plugin, handler name).
-    pub workflow_steps: Arc<WorkflowSteps>,
-    /// The names of this generation's plugins, which workflow plugin steps may name.
-    pub plugin_names: Arc<std::collections::BTreeSet<String>>,
     /// Wakes the workflow engine when runs are queued (shared by every generation; a no-op
     /// without an engine).
     pub workflow_wakeup: crate::workflows::engine::Wakeup,
@@ -111,52 +94,54 @@ pub struct AppState {
 /// Workflow step handlers by (plugin, handler name).
 pub use crate::customizer::WorkflowSteps;
 
+/// Handlers read the operations' services (`state.datasource`, `state.permissions`…) through
+/// the state, as they did before those moved to `ops`.
+impl std::ops::Deref for AppState {
+    type Target = Ops;
+
+    fn deref(&self) -> &Ops {
+        &self.ops
+    }
+}
+
+/// Setting a service while the state is built (`state.permissions = …`): the operations are
+/// not shared yet then, so nothing is cloned.
+impl std::ops::DerefMut for AppState {
+    fn deref_mut(&mut self) -> &mut Ops {
+        Arc::make_mut(&mut self.ops)
+    }
+}
+
+/// The workflow engine loads the served generation's operations at each step.
+impl crate::ops::Generations for arc_swap::ArcSwap<AppState> {
+    fn current(&self) -> Arc<Ops> {
+        Arc::clone(&self.load().ops)
+    }
+}
+
 impl AppState {
     /// The state of a server with these HTTP settings.
     pub fn new(datasource: Arc<dyn DataSource>, session: SessionKey, http: &HttpConfig) -> Self {
+        let mut ops = Ops::new(datasource, http.max_page_size);
+        ops.limit_export_size = http.limit_export_size;
         Self {
-            datasource,
+            ops: Arc::new(ops),
             session,
             mount_path: http.mount_path(),
             // A limit beyond the address space cannot be reached anyway.
             json_limit: usize::try_from(http.json_limit).unwrap_or(usize::MAX),
-            limit_export_size: http.limit_export_size,
             customize_error_message: http.customize_error_message.clone(),
             use_unsafe_action_endpoint: false,
-            max_page_size: http.max_page_size,
             cors_allowed_origins: http.cors_allowed_origins.clone(),
-            permissions: Arc::new(Permissions::allow_all()),
-            store: None,
             approvals: ApprovalSettings::default(),
             liana: None,
             login: None,
-            activity: ActivityLog::disabled(),
-            audit: None,
             tokens: None,
             rate_limits: Arc::new(ratelimit::RateLimits::default()),
-            workflow_steps: Arc::default(),
-            plugin_names: Arc::default(),
             workflow_wakeup: crate::workflows::engine::Wakeup::default(),
             workflow_triggers: None,
             workflow_executor: None,
             mcp: None,
-        }
-    }
-
-    /// Refuses a page larger than `maxPageSize`: a client asking for a billion records at once
-    /// would make the server read and serialize a whole table in one answer.
-    pub fn check_page_size(
-        &self,
-        request: &crate::agent::query_string::RequestFilter,
-    ) -> Result<(), crate::agent::Error> {
-        match &request.filter.page {
-            Some(page) if page.limit > self.max_page_size => {
-                Err(crate::agent::Error::validation(format!(
-                    "Invalid pagination: page[size] {} is above the maximum of {} (maxPageSize)",
-                    page.limit, self.max_page_size
-                )))
-            }
-            _ => Ok(()),
         }
     }
 

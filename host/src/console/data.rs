@@ -1,30 +1,25 @@
-//! Every data call the console makes, in one place: list, count, get, update, delete, related
-//! records, and the rights that decide which links and buttons a page shows.
+//! Every data call the console makes, in one place: list, count, get, create, update, delete,
+//! related records, and the rights that decide which links and buttons a page shows.
 //!
-//! Each call goes through the same internal steps as its `/forest` route, in the same order:
-//! the collection right (`auth::Permissions`), the browse check with its segment, the caller's
-//! scope AND-ed into the filter, relation reads, the scopes of included records, and one
-//! activity entry (origin `ui`) completed only when the operation succeeded. A list is the list
-//! route's own function (`http::collection::list_records`) fed with the agent's query string, so
-//! a table page filters, sorts, searches and pages exactly as `GET /forest/{collection}` does.
-//!
-//! This is the one file to point at the operations layer once it exists: pages only call the
-//! methods of [`Data`].
+//! Each call is one operation of the operations layer (`ops`), the same one the `/forest` route
+//! calls: the collection right, the browse check with its segment, the caller's scope AND-ed into
+//! the filter, relation reads, the scopes of included records, and one activity entry. Tables are
+//! described in the agent's query-string terms and parsed by the same parsers as
+//! `GET /forest/{collection}`, so a table page filters, sorts, searches and pages exactly as the
+//! route does. Pages only call the methods of [`Data`].
 
-use crate::agent::query_string::{
-    CompositeId, Params, QueryString, match_ids, parse_filter, parse_paginated_filter,
-    parse_projection,
-};
+use crate::agent::query_string::{Params, QueryString, match_ids, parse_filter, parse_projection};
 use crate::auth::CollectionRight;
+use crate::datasource::Caller;
 use crate::datasource::{
-    Aggregation, Caller, CollectionSchema, DataSourceSchema, Filter, Projection, Record,
-    RelationSchema, unpack_id,
+    CollectionSchema, DataSourceSchema, Filter, Projection, Record, RelationSchema, pack_id,
+    unpack_id,
 };
-use crate::http::activity::Recorded;
-use crate::http::collection::{csv, list_records, resolve, served};
-use crate::http::permission::{self, IncludedScopes, browse, scoped};
 use crate::http::{ApiError, ApiResult, CallerContext, SharedState};
-use crate::platform::activity::Action;
+use crate::ops::permission::{LiveSegmentQuery, scoped};
+use crate::ops::records::{self, Counted, FilterRequest, GetRequest, ListRequest};
+use crate::ops::relations::{self, Parent};
+use crate::ops::{Ops, served};
 
 /// The data the console reads and writes, as one signed-in user.
 pub struct Data<'a> {
@@ -91,17 +86,14 @@ impl<'a> Data<'a> {
         Self { state, caller }
     }
 
-    /// The served schema.
-    pub fn schema(&self) -> &DataSourceSchema {
-        self.state.datasource.schema()
+    /// The operations of the served generation.
+    fn ops(&self) -> &'a Ops {
+        self.state
     }
 
-    /// The request context the `/forest` steps take: this caller and a query string.
-    fn context(&self, pairs: Vec<(String, String)>) -> CallerContext {
-        CallerContext {
-            caller: self.caller.clone(),
-            query: QueryString::from_pairs(pairs),
-        }
+    /// The served schema.
+    pub fn schema(&self) -> &DataSourceSchema {
+        self.ops().schema()
     }
 
     /// The collections the user may browse, in schema order.
@@ -109,7 +101,7 @@ impl<'a> Data<'a> {
         let mut names = Vec::new();
         for name in self.schema().collections.keys() {
             if self
-                .state
+                .ops()
                 .permissions
                 .has(self.caller, name, CollectionRight::Browse)
                 .await?
@@ -122,7 +114,7 @@ impl<'a> Data<'a> {
 
     /// The user's rights on `collection`.
     pub async fn rights(&self, collection: &str) -> ApiResult<Rights> {
-        let has = |right| self.state.permissions.has(self.caller, collection, right);
+        let has = |right| self.ops().permissions.has(self.caller, collection, right);
         let read_only = self
             .schema()
             .collections
@@ -137,13 +129,13 @@ impl<'a> Data<'a> {
         })
     }
 
-    /// A page of records: `GET /forest/{collection}` itself (browse, segment, filters, search,
-    /// sort, relation reads, scope, included scopes, activity entry).
+    /// A page of records: the operation behind `GET /forest/{collection}`.
     pub async fn list(&self, collection: &str, query: &ListQuery) -> ApiResult<Vec<Record>> {
-        let context = self.context(query.pairs(true));
-        let listed = list_records(self.state, &context, collection, None).await?;
-        listed.activity.done();
-        Ok(listed.records)
+        let query = QueryString::from_pairs(query.pairs(true));
+        let request = ListRequest::parse(self.ops(), collection, &query, None)?;
+        Ok(records::list(self.ops(), self.caller, request)
+            .await?
+            .records)
     }
 
     /// The records of a list as a streamed CSV download: `GET /forest/{collection}.csv` itself
@@ -163,8 +155,11 @@ impl<'a> Data<'a> {
         pairs.extend(query.fields.iter().cloned());
         pairs.push(("header".to_owned(), header.to_owned()));
         pairs.push(("filename".to_owned(), filename.to_owned()));
-        let context = self.context(pairs);
-        csv(
+        let context = CallerContext {
+            caller: self.caller.clone(),
+            query: QueryString::from_pairs(pairs),
+        };
+        crate::http::collection::csv(
             self.state,
             collection,
             &context,
@@ -179,35 +174,18 @@ impl<'a> Data<'a> {
     pub async fn count(&self, collection: &str, query: &ListQuery) -> ApiResult<Option<u64>> {
         let schema = self.schema();
         let collection_schema = served(schema, collection)?;
-        let context = self.context(query.pairs(false));
-        browse(self.state, &context, collection).await?;
-        if !collection_schema.countable {
-            return Ok(None);
-        }
-        let request = parse_filter(&Params::new(&context.query), schema, collection_schema)?;
-        permission::relation_reads(
-            self.state,
-            &context,
-            None,
-            collection_schema,
-            &request.filter,
-            None,
+        let query = QueryString::from_pairs(query.pairs(false));
+        let request = FilterRequest {
+            collection: collection.to_owned(),
+            filter: parse_filter(&Params::new(&query), schema, collection_schema)?,
+            segment_query: LiveSegmentQuery::of(&query),
+        };
+        Ok(
+            match records::count(self.ops(), self.caller, request).await? {
+                Counted::Count(count) => Some(count),
+                Counted::Deactivated => None,
+            },
         )
-        .await?;
-        let filter = resolve(self.state, self.caller, collection_schema, request).await?;
-        let filter = scoped(self.state, self.caller, collection_schema, filter).await?;
-        let rows = self
-            .state
-            .datasource
-            .collection(collection)?
-            .aggregate(self.caller, &filter, &Aggregation::count(), None)
-            .await?;
-        // A count is a non-negative integer; `as` saturates, and no row means 0.
-        Ok(Some(
-            rows.first()
-                .and_then(|row| row.value.as_f64())
-                .map_or(0, |n| n as u64),
-        ))
     }
 
     /// One record with every column and its to-one relations, as `GET /forest/{c}/{id}`:
@@ -215,80 +193,49 @@ impl<'a> Data<'a> {
     pub async fn get(&self, collection: &str, id: &str) -> ApiResult<Option<Record>> {
         let schema = self.schema();
         let collection_schema = served(schema, collection)?;
-        let mut activity = Recorded::start(self.state, Action::Read, self.caller, collection);
-        activity.records([id]);
-        self.state
-            .permissions
-            .can(self.caller, collection, CollectionRight::Read)
-            .await?;
-        let filter = self.by_id(collection_schema, id).await?;
-        let context = self.context(vec![]);
-        let mut projection = parse_projection(&context.query, None, schema, collection_schema)?;
-        permission::relation_reads(
-            self.state,
-            &context,
-            None,
-            collection_schema,
-            &Filter::default(),
-            Some(&mut projection),
-        )
-        .await?;
-        let included =
-            IncludedScopes::new(self.state, self.caller, collection_schema, &projection).await?;
-        let mut records = self
-            .state
-            .datasource
-            .collection(collection)?
-            .list(self.caller, &filter, &projection)
-            .await?;
-        included.apply(self.caller, &mut records).await?;
-        activity.done();
-        Ok(records.into_iter().next())
-    }
-
-    /// The filter of the record `id` within the caller's scope.
-    async fn by_id(&self, collection: &CollectionSchema, id: &str) -> ApiResult<Filter> {
-        let filter = Filter::new(Some(match_ids(collection, &[unpack_id(collection, id)?])?));
-        scoped(self.state, self.caller, collection, filter).await
+        let projection =
+            parse_projection(&QueryString::default(), None, schema, collection_schema)?;
+        let request = GetRequest {
+            collection: collection.to_owned(),
+            packed_id: id.to_owned(),
+            projection,
+            explicit_projection: false,
+        };
+        match records::get(self.ops(), self.caller, request).await {
+            Ok(record) => Ok(Some(record)),
+            Err(crate::ops::Error::Agent(crate::agent::Error::NotFound(_))) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// Whether the record `id` exists within the caller's scope (read with its keys only).
-    async fn exists(&self, collection: &CollectionSchema, filter: &Filter) -> ApiResult<bool> {
+    async fn exists(&self, collection: &CollectionSchema, id: &str) -> ApiResult<bool> {
+        let filter = Filter::new(Some(match_ids(collection, &[unpack_id(collection, id)?])?));
+        let filter = scoped(self.ops(), self.caller, collection, filter).await?;
         let keys = Projection::new(collection.primary_keys());
         Ok(!self
-            .state
+            .ops()
             .datasource
             .collection(&collection.name)?
-            .list(self.caller, filter, &keys)
+            .list(self.caller, &filter, &keys)
             .await?
             .is_empty())
     }
 
-    /// Patches the record `id` with typed values, as `PUT /forest/{c}/{id}` does (edit right,
-    /// scope, activity entry `update`). A record outside the scope is not found.
+    /// Patches the record `id` with typed values: the operation behind `PUT /forest/{c}/{id}`
+    /// (edit right, scope, activity entry `update`). A record outside the scope is not found.
     pub async fn update(&self, collection: &str, id: &str, patch: &Record) -> ApiResult<()> {
         let collection_schema = served(self.schema(), collection)?;
-        let mut activity = Recorded::start(self.state, Action::Update, self.caller, collection);
-        activity.records([id]);
-        self.state
-            .permissions
-            .can(self.caller, collection, CollectionRight::Edit)
-            .await?;
-        let filter = self.by_id(collection_schema, id).await?;
-        if !self.exists(collection_schema, &filter).await? {
+        if !self.exists(collection_schema, id).await? {
             return Err(not_found());
         }
-        self.state
-            .datasource
-            .collection(collection)?
-            .update(self.caller, &filter, patch)
-            .await?;
-        activity.done();
+        records::update(self.ops(), self.caller, collection, id, patch.clone()).await?;
         Ok(())
     }
 
-    /// Creates a record from a write body's attributes, as `POST /forest/{c}` does (add right,
-    /// the body's own casting, activity entry `create`); the new record's packed id.
+    /// Creates a record from a write body's attributes: the body's own casting, then the
+    /// operation behind `POST /forest/{c}` (add right, activity entry `create`); the new
+    /// record's packed id.
     pub async fn create(
         &self,
         collection: &str,
@@ -296,87 +243,56 @@ impl<'a> Data<'a> {
     ) -> ApiResult<String> {
         let schema = self.schema();
         let collection_schema = served(schema, collection)?;
-        let mut activity = Recorded::start(self.state, Action::Create, self.caller, collection);
-        self.state
-            .permissions
-            .can(self.caller, collection, CollectionRight::Add)
-            .await?;
         let body = serde_json::json!({"data": {"attributes": attributes}});
         let plan = crate::agent::body::parse_create(&body, schema, collection_schema)?;
-        let created = self
-            .state
-            .datasource
-            .collection(collection)?
-            .create(self.caller, vec![plan.record])
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| {
-                crate::datasource::Error::Internal("create returned no record".to_owned())
-            })?;
-        let id = crate::datasource::pack_id(collection_schema, &created)?;
-        activity.records([id.as_str()]);
-        activity.done();
-        Ok(id)
+        let created = records::create(self.ops(), self.caller, collection, plan).await?;
+        Ok(pack_id(collection_schema, &created)?)
     }
 
-    /// Deletes the record `id`, as `DELETE /forest/{c}/{id}` does (delete right, scope,
-    /// activity entry `delete`). A record outside the scope is not found.
+    /// Deletes the record `id`: the operation behind `DELETE /forest/{c}/{id}` (delete right,
+    /// scope, activity entry `delete`). A record outside the scope is not found.
     pub async fn delete(&self, collection: &str, id: &str) -> ApiResult<()> {
         let collection_schema = served(self.schema(), collection)?;
-        let mut activity = Recorded::start(self.state, Action::Delete, self.caller, collection);
-        activity.records([id]);
-        self.state
-            .permissions
-            .can(self.caller, collection, CollectionRight::Delete)
-            .await?;
-        let filter = self.by_id(collection_schema, id).await?;
-        if !self.exists(collection_schema, &filter).await? {
+        if !self.exists(collection_schema, id).await? {
             return Err(not_found());
         }
-        self.state
-            .datasource
-            .collection(collection)?
-            .delete(self.caller, &filter)
-            .await?;
-        activity.done();
+        records::delete_one(self.ops(), self.caller, collection, id).await?;
         Ok(())
     }
 
-    /// Deletes the records `ids`, as `DELETE /forest/{c}` with a selection does (delete right,
-    /// scope, one activity entry `delete` naming them); how many were within the scope.
+    /// Deletes the records `ids`: the operation behind `DELETE /forest/{c}` with a selection
+    /// (delete right, scope, one activity entry `delete` naming them); how many were within the
+    /// scope.
     pub async fn delete_many(&self, collection: &str, ids: &[String]) -> ApiResult<usize> {
         let collection_schema = served(self.schema(), collection)?;
-        let mut activity = Recorded::start(self.state, Action::Delete, self.caller, collection);
-        activity.records(ids.iter().map(String::as_str));
-        self.state
-            .permissions
-            .can(self.caller, collection, CollectionRight::Delete)
-            .await?;
         let unpacked = ids
             .iter()
             .map(|id| unpack_id(collection_schema, id))
             .collect::<Result<Vec<_>, _>>()?;
         let filter = Filter::new(Some(match_ids(collection_schema, &unpacked)?));
-        let filter = scoped(self.state, self.caller, collection_schema, filter).await?;
+        let within = scoped(self.ops(), self.caller, collection_schema, filter.clone()).await?;
         let keys = Projection::new(collection_schema.primary_keys());
         let found = self
-            .state
+            .ops()
             .datasource
             .collection(collection)?
-            .list(self.caller, &filter, &keys)
+            .list(self.caller, &within, &keys)
             .await?
             .len();
-        self.state
-            .datasource
-            .collection(collection)?
-            .delete(self.caller, &filter)
-            .await?;
-        activity.done();
+        let request = records::SelectionRequest {
+            collection: collection.to_owned(),
+            all_records: false,
+            ids: unpacked,
+            filter: crate::agent::query_string::RequestFilter {
+                filter,
+                live_query_segment: None,
+            },
+        };
+        records::delete_selection(self.ops(), self.caller, request).await?;
         Ok(found)
     }
 
-    /// A page of the records of a to-many relation of the record `id`, as
+    /// A page of the records of a to-many relation of the record `id`: the operation behind
     /// `GET /forest/{c}/{id}/relationships/{r}` (browse on the foreign collection, its scope,
     /// activity entry `listRelatedData`).
     pub async fn related(
@@ -392,49 +308,18 @@ impl<'a> Data<'a> {
             .relation(relation_name)
             .filter(|r| !r.is_to_one())
             .ok_or(ApiError::RouteNotFound)?;
-        let mut activity =
-            Recorded::start(self.state, Action::ListRelatedData, self.caller, collection);
-        activity.records([id]);
-        activity.label(relation_name);
-        let foreign_name = relation.foreign_collection();
-        let foreign = schema.collection(foreign_name)?;
-        let context = self.context(query.pairs(true));
-        browse(self.state, &context, foreign_name).await?;
-        let params = Params::new(&context.query);
-        let request = parse_paginated_filter(&params, schema, foreign)?;
-        self.state.check_page_size(&request)?;
-        let mut projection = parse_projection(&context.query, None, schema, foreign)?;
-        permission::relation_reads(
-            self.state,
-            &context,
-            None,
-            foreign,
-            &request.filter,
-            Some(&mut projection),
+        let query = QueryString::from_pairs(query.pairs(true));
+        let request = ListRequest::parse(self.ops(), relation.foreign_collection(), &query, None)?;
+        let parent = Parent {
+            collection: collection.to_owned(),
+            packed_id: id.to_owned(),
+            relation: relation_name.to_owned(),
+        };
+        Ok(
+            relations::list_related(self.ops(), self.caller, &parent, request)
+                .await?
+                .records,
         )
-        .await?;
-        let filter = resolve(self.state, self.caller, foreign, request).await?;
-        let filter = scoped(self.state, self.caller, foreign, filter).await?;
-        let parent_id: CompositeId = unpack_id(parent, id)?;
-        let tree = crate::http::related::related_tree(
-            self.state,
-            self.caller,
-            parent,
-            &parent_id,
-            relation,
-        )
-        .await?;
-        let filter = filter.and(Some(tree));
-        let included = IncludedScopes::new(self.state, self.caller, foreign, &projection).await?;
-        let mut records = self
-            .state
-            .datasource
-            .collection(foreign_name)?
-            .list(self.caller, &filter, &projection)
-            .await?;
-        included.apply(self.caller, &mut records).await?;
-        activity.done();
-        Ok(records)
     }
 
     /// The to-many relations of `collection` whose foreign collection the user may browse.
@@ -449,7 +334,7 @@ impl<'a> Data<'a> {
             }
             let foreign = relation.foreign_collection();
             if self
-                .state
+                .ops()
                 .permissions
                 .has(self.caller, foreign, CollectionRight::Browse)
                 .await?

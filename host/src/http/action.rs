@@ -2,15 +2,11 @@
 //! `…/hooks/load|change|search` compute the form; with `useUnsafeActionEndpoint` the `{index}`
 //! segment is left out. Also the spec's `POST /actions/{action}/values` (the form's values).
 //!
-//! Permissions (§5.4, `auth::permissions::actions`): an execution is checked on its selection
-//! with the caller's scope (and without it for `roleIdsAllowedToApprove`): trigger and approval
-//! required, or, when the body is a `signed_approval_request` naming a requester, approve or
-//! self-approve. The form routes need `trigger` alone. As in the agent, the action routes check
-//! no collection right (browse, read…): the action's own rights are the whole decision.
-//!
-//! The pieces (`selection`, `check`, `perform`) are shared with `http::approvals`, which runs an
-//! approved request as its approver, and with the workflow engine's trigger-action step
-//! (`workflows::steps`), which runs an action as the run's user.
+//! The routes read the wire (a `signed_approval_request` checked with the environment secret
+//! replaces the body; `requester_id`, ids, values, the selection) into the typed requests of
+//! `ops::actions`, which holds the permissions (§5.4) and runs the action; the result is written
+//! back here (JSON, a file, its headers). `selection`, `check` and `perform` at the end wrap
+//! those operations for `http::approvals`, which files and runs approval requests.
 
 use std::collections::HashMap;
 
@@ -21,19 +17,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::Value as Json;
 
-use super::activity::Recorded;
-use super::collection::{resolve, served};
+use super::collection::{parsed_labelled, served};
 use super::error::{ApiError, ApiResult};
-use super::related::related_tree;
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::action::{
-    ResultBody, check_files, content_disposition, find, form_json, parse_hook, parse_values,
-    result_body, slug, values_json,
+    ResultBody, content_disposition, find, form_json, parse_hook, parse_values, result_body, slug,
+    values_json,
 };
-use crate::agent::query_string::{Params, parse_filter, parse_selection};
-use crate::auth::{self, permissions::ActionRequest};
+use crate::auth;
 use crate::datasource::action::{ActionResult, ActionScope, FormPhase};
-use crate::datasource::{Caller, CollectionSchema, Error as DsError, Filter, unpack_id};
+use crate::datasource::{CollectionSchema, Error as DsError};
+use crate::ops::actions::{self, ExecuteRequest, Target};
 use crate::platform::activity::Action;
 
 /// The action routes; the path shape depends on `useUnsafeActionEndpoint` (both cannot be
@@ -63,86 +57,6 @@ pub(super) fn locate<'a>(
     Ok((schema, name.clone(), action.scope))
 }
 
-/// The records an action targets, as the agent's `getRecordSelection` builds them twice: with
-/// the caller's scope (what the action runs on and what trigger/approve conditions count) and
-/// without it (what `roleIdsAllowedToApprove` counts).
-pub(crate) struct Selection {
-    pub for_caller: Filter,
-    pub for_all: Filter,
-}
-
-/// The selection of an action body: the selection's ids (all but the excluded ones with
-/// `all_records`) ∧ the subset query's filters, search and segment, restricted to the parent's
-/// relation when launched from related data. Global actions ignore ids; a hook body without ids
-/// restricts nothing.
-pub(crate) async fn selection(
-    state: &SharedState,
-    context: &CallerContext,
-    collection: &CollectionSchema,
-    scope: ActionScope,
-    body: &Json,
-) -> ApiResult<Selection> {
-    let schema = state.datasource.schema();
-    let attributes = body.pointer("/data/attributes");
-    let has_ids = attributes.is_some_and(|a| {
-        a.get("ids").is_some_and(|ids| !ids.is_null())
-            || a.get("all_records").is_some_and(|v| v == true)
-    }) || body.get("data").is_some_and(Json::is_array);
-    let request = if scope == ActionScope::Global || !has_ids {
-        let subset = attributes
-            .and_then(|a| a.get("all_records_subset_query"))
-            .and_then(Json::as_object);
-        parse_filter(
-            &Params::with_subset_query(&context.query, subset),
-            schema,
-            collection,
-        )?
-    } else {
-        parse_selection(body, collection)?.filter(&context.query, schema, collection)?
-    };
-    let filter = resolve(state, &context.caller, collection, request).await?;
-    let for_all = restrict_to_parent(state, context, attributes, filter).await?;
-    let scope_tree = super::permission::scope(state, &context.caller, collection).await?;
-    Ok(Selection {
-        for_caller: for_all.clone().and(scope_tree),
-        for_all,
-    })
-}
-
-/// An action launched from a record's related data runs on the selection restricted to that
-/// parent's relation (`parent_collection_name`, `parent_collection_id`,
-/// `parent_association_name`).
-async fn restrict_to_parent(
-    state: &SharedState,
-    context: &CallerContext,
-    attributes: Option<&Json>,
-    filter: Filter,
-) -> ApiResult<Filter> {
-    let text = |key: &str| {
-        attributes
-            .and_then(|a| a.get(key))
-            .and_then(Json::as_str)
-            .filter(|s| !s.is_empty())
-    };
-    let (Some(parent), Some(parent_id), Some(relation)) = (
-        text("parent_collection_name"),
-        text("parent_collection_id"),
-        text("parent_association_name"),
-    ) else {
-        return Ok(filter);
-    };
-    let parent = served(state.datasource.schema(), parent)?;
-    let parent_id = unpack_id(parent, parent_id)?;
-    let relation = parent.relation(relation).ok_or_else(|| {
-        DsError::validation(format!(
-            "Relation '{relation}' not found on '{}'",
-            parent.name
-        ))
-    })?;
-    let tree = related_tree(state, &context.caller, parent, &parent_id, relation).await?;
-    Ok(filter.and(Some(tree)))
-}
-
 /// `POST /_actions/{c}/{index}/{slug}`: runs the action and answers its result.
 async fn execute(
     State(state): State<SharedState>,
@@ -151,33 +65,27 @@ async fn execute(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
     let (schema, name, scope) = locate(&state, &params)?;
-    let mut activity = Recorded::start(&state, Action::Action, &context.caller, &schema.name);
-    activity.label(name.as_str());
-    let body = approval_request_body(&state, body)?;
-    activity.records(selected_ids(&body));
-    let requester = requester_id(&body)?;
-    let selection = selection(&state, &context, schema, scope, &body).await?;
-    check(
+    let request = approval_request_body(&state, body).and_then(|body| {
+        Ok(ExecuteRequest {
+            collection: schema.name.clone(),
+            action: name.clone(),
+            ids: selected_ids(&body),
+            requester: requester_id(&body)?,
+            target: Target::parse(&state, &context.query, schema, scope, &body)?,
+            values: parse_values(&body)?,
+        })
+    });
+    let request = parsed_labelled(
         &state,
-        &context.caller,
-        schema,
-        &name,
-        &selection,
-        requester,
-    )
-    .await?;
-    let result = perform(
-        &state,
-        &context.caller,
-        schema,
-        &name,
-        &selection.for_caller,
-        &body,
-    )
-    .await?;
-    let response = respond(result)?;
-    activity.done();
-    Ok(response)
+        Action::Action,
+        &context,
+        &schema.name,
+        None,
+        Some(name.clone()),
+        request,
+    )?;
+    let result = actions::execute(&state, &context.caller, request).await?;
+    respond(result)
 }
 
 /// The packed ids an action body selects (`data.attributes.ids`); none for a select-all, whose
@@ -255,63 +163,6 @@ fn truthy(value: &Json) -> bool {
     }
 }
 
-/// The §5.4 decision on one execution: approve (or self-approve) when it carries its
-/// requester, else trigger and approval required.
-pub(crate) async fn check(
-    state: &SharedState,
-    caller: &Caller,
-    schema: &CollectionSchema,
-    name: &str,
-    selection: &Selection,
-    requester: Option<i64>,
-) -> ApiResult<()> {
-    let collection = state.datasource.collection(&schema.name)?;
-    let request = ActionRequest {
-        caller,
-        collection: &*collection,
-        collection_schema: schema,
-        schema: state.datasource.schema(),
-        action: name,
-        filter_for_caller: &selection.for_caller,
-        filter_for_all: &selection.for_all,
-    };
-    match requester {
-        Some(requester) => {
-            state
-                .permissions
-                .assert_can_approve_action(&request, requester)
-                .await?;
-        }
-        None => {
-            state
-                .permissions
-                .assert_can_trigger_action(&request)
-                .await?
-        }
-    }
-    Ok(())
-}
-
-/// Runs an action already allowed on `filter` with the body's form values.
-pub(crate) async fn perform(
-    state: &SharedState,
-    caller: &Caller,
-    schema: &CollectionSchema,
-    name: &str,
-    filter: &Filter,
-    body: &Json,
-) -> ApiResult<ActionResult> {
-    let values = parse_values(body)?;
-    let collection = state.datasource.collection(&schema.name)?;
-    // The form tells how to read the values (files must be data URIs), so it is computed first,
-    // hidden fields included, as the agent does.
-    let form = collection
-        .get_form(caller, name, filter, &values, &FormPhase::Execute)
-        .await?;
-    check_files(&form, &values)?;
-    Ok(collection.execute(caller, name, filter, &values).await?)
-}
-
 /// The response of a result, with the headers it set.
 pub(super) fn respond(result: ActionResult) -> ApiResult<Response> {
     let mut response = match result_body(result.outcome) {
@@ -375,18 +226,17 @@ async fn hook(
         },
         _ => return Err(ApiError::RouteNotFound),
     };
-    state
-        .permissions
-        .assert_can_request_action_parameters(&context.caller, &schema.name, &name)
-        .await?;
-    let filter = selection(&state, &context, schema, scope, &body)
-        .await?
-        .for_caller;
-    let form = state
-        .datasource
-        .collection(&schema.name)?
-        .get_form(&context.caller, &name, &filter, &request.values, &phase)
-        .await?;
+    let target = Target::parse(&state, &context.query, schema, scope, &body)?;
+    let form = actions::form(
+        &state,
+        &context.caller,
+        schema,
+        &name,
+        target,
+        &request.values,
+        &phase,
+    )
+    .await?;
     Ok(super::json(&form_json(state.datasource.schema(), &form)?))
 }
 
@@ -416,24 +266,55 @@ async fn values(
     let Some((collection, name, scope)) = found else {
         return Err(ApiError::RouteNotFound);
     };
-    state
-        .permissions
-        .assert_can_request_action_parameters(&context.caller, &collection.name, &name)
-        .await?;
-    let filter = selection(&state, &context, collection, scope, &body)
-        .await?
-        .for_caller;
+    let target = Target::parse(&state, &context.query, collection, scope, &body)?;
     let request = parse_hook(&body);
-    let form = state
-        .datasource
-        .collection(&collection.name)?
-        .get_form(
-            &context.caller,
-            &name,
-            &filter,
-            &request.values,
-            &FormPhase::Load,
-        )
-        .await?;
+    let form = actions::form(
+        &state,
+        &context.caller,
+        collection,
+        &name,
+        target,
+        &request.values,
+        &FormPhase::Load,
+    )
+    .await?;
     Ok(super::json(&values_json(&form)))
+}
+
+/// The selection of an action body, for the approval routes (which file and run an action body
+/// as the agent's routes do).
+pub(super) async fn selection(
+    state: &SharedState,
+    context: &CallerContext,
+    collection: &CollectionSchema,
+    scope: ActionScope,
+    body: &Json,
+) -> ApiResult<actions::Selection> {
+    let target = Target::parse(state, &context.query, collection, scope, body)?;
+    Ok(actions::selection(state, &context.caller, collection, target).await?)
+}
+
+/// [`actions::check`], answered as the action routes answer it.
+pub(super) async fn check(
+    state: &SharedState,
+    caller: &crate::datasource::Caller,
+    schema: &CollectionSchema,
+    name: &str,
+    selection: &actions::Selection,
+    requester: Option<i64>,
+) -> ApiResult<()> {
+    Ok(actions::check(state, caller, schema, name, selection, requester).await?)
+}
+
+/// [`actions::perform`] with the form values of an action body.
+pub(super) async fn perform(
+    state: &SharedState,
+    caller: &crate::datasource::Caller,
+    schema: &CollectionSchema,
+    name: &str,
+    filter: &crate::datasource::Filter,
+    body: &Json,
+) -> ApiResult<ActionResult> {
+    let values = parse_values(body)?;
+    Ok(actions::perform(state, caller, schema, name, filter, &values).await?)
 }

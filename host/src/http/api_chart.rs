@@ -9,7 +9,6 @@ use axum::response::Response;
 use axum::routing::get;
 use serde_json::Value as Json;
 
-use super::activity::Recorded;
 use super::collection::served;
 use super::error::{ApiError, ApiResult};
 use super::{CallerContext, JsonBody, SharedState};
@@ -17,6 +16,7 @@ use crate::agent::api_chart::{chart_value, parameters};
 use crate::agent::chart::stats_document;
 use crate::datasource::chart::ChartRequest;
 use crate::datasource::{Error as DsError, unpack_id};
+use crate::ops::activity::Recorded;
 use crate::platform::activity::Action;
 
 pub fn router() -> Router<SharedState> {

@@ -40,8 +40,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::action::{self, Selection};
-use super::activity::Recorded;
+use super::action;
 use super::caller::Authenticated;
 use super::collection::served;
 use super::error::ApiError;
@@ -54,6 +53,8 @@ use crate::agent::query_string::QueryString;
 use crate::auth::{self, permissions::ActionRight};
 use crate::datasource::action::{ActionResult, ActionScope};
 use crate::datasource::{Caller, CollectionSchema, PermissionLevel, Projection, pack_id};
+use crate::ops::actions::Selection;
+use crate::ops::activity::Recorded;
 use crate::platform::activity::Action;
 use crate::platform::{Approval, ApprovalStatus, Scope, Store};
 

@@ -32,13 +32,13 @@ use super::caller::Authenticated;
 use super::collection::served;
 use super::error::{ApiError, ApiResult};
 use super::middleware::RequestId;
-use super::permission;
 use super::{JsonBody, SharedState};
 use crate::agent;
 use crate::agent::query_string::{QueryString, match_ids};
 use crate::auth::CollectionRight;
 use crate::customizer::audit::{audited_columns, values_of};
 use crate::datasource::{Caller, CollectionSchema, ConditionTree, Filter, Projection, unpack_id};
+use crate::ops::permission;
 use crate::platform::audit::{AuditRecord, AuditStore, HistoryQuery, Order, revert};
 
 /// `page[size]` when absent or unreadable, and its cap (the agent's).

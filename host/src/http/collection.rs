@@ -1,10 +1,7 @@
 //! Per-collection data routes (protocol §1.2): list, count, CSV export, get one, delete one and
-//! bulk delete. Each handler authenticates (the `CallerContext` extractor), asks its right of
-//! `auth::Permissions` (§1.2: browse, read, delete, browse + export) and AND-s the caller's scope
-//! into its filter (`permission`), parses with `agent::query_string` and answers with
-//! `agent::serialize`.
-
-use std::sync::Arc;
+//! bulk delete. Each handler authenticates (the `CallerContext` extractor), parses the request
+//! with `agent::query_string` into the typed request of `ops::records`, which authorizes and runs
+//! it, and answers with `agent::serialize`.
 
 use axum::Router;
 use axum::body::Body;
@@ -13,27 +10,24 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
 
-use super::activity::{Recorded, list_action};
 use super::error::{ApiError, ApiResult};
-use super::permission::{self, IncludedScopes, browse, scoped};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::query_string::{
-    Params, RequestFilter, match_ids, parse_csv_params, parse_filter, parse_paginated_filter,
-    parse_projection, parse_requested_projection, parse_selection, with_primary_keys,
+    Params, parse_csv_params, parse_filter, parse_projection, parse_requested_projection,
+    parse_selection, parse_sort,
 };
-use crate::agent::{self, serialize};
-use crate::auth::CollectionRight;
-use crate::datasource::{
-    Aggregation, Caller, Collection, CollectionSchema, ConditionTree, DataSourceSchema, Filter,
-    Operator, Page, Projection, Value, unpack_id,
+use crate::agent::serialize;
+use crate::datasource::{CollectionSchema, DataSourceSchema};
+use crate::ops::permission::LiveSegmentQuery;
+use crate::ops::records::{
+    self, Counted, ExportRequest, FilterRequest, GetRequest, ListRequest, SelectionRequest,
+    explicit_projection,
 };
+use crate::ops::{self, activity};
 use crate::platform::activity::Action;
 
 /// The `Forest-Projection` header (overrides `fields[…]` on list, get and CSV).
 const FOREST_PROJECTION: &str = "forest-projection";
-
-/// Records per query of a CSV export, as the agent pages it.
-const CSV_PAGE: u64 = 1000;
 
 pub fn router() -> Router<SharedState> {
     Router::new()
@@ -44,76 +38,59 @@ pub fn router() -> Router<SharedState> {
 
 /// The schema of a served collection; an unknown name is a path without a route (404), as the
 /// agent registers routes per collection.
-pub(crate) fn served<'a>(
+pub(super) fn served<'a>(
     schema: &'a DataSourceSchema,
     name: &str,
 ) -> ApiResult<&'a CollectionSchema> {
     schema.collections.get(name).ok_or(ApiError::RouteNotFound)
 }
 
-/// The filter of a request, with its live-query segment resolved: the native query runs on its
-/// connection (`{{var}}` placeholders bound, never spliced) and the first primary key of its rows
-/// restricts the filter with an `In` leaf (§8.5). Any failure is a 422 `BusinessError`, as the
-/// agent wraps it (its cause logged, not sent).
-pub(crate) async fn resolve(
-    state: &SharedState,
-    caller: &Caller,
-    collection: &CollectionSchema,
-    request: RequestFilter,
-) -> ApiResult<Filter> {
-    let Some(segment) = request.live_query_segment else {
-        return Ok(request.filter);
-    };
-    let failed = |detail: String| {
-        tracing::debug!(%detail, "live-query segment failed");
-        agent::Error::Business(format!(
-            "An error occurred during the execution of the segment query - {detail}"
-        ))
-    };
-    // The agent's datasource names an unknown connection so (the native query route another way).
-    if !state
-        .datasource
-        .native_query_connections()
-        .contains(&segment.connection_name)
-    {
-        return Err(failed(format!(
-            "Unknown connection name '{}'",
-            segment.connection_name
-        ))
-        .into());
-    }
-    // The agent keys the segment on the first primary key only.
-    let pk = *collection
-        .primary_keys()
-        .first()
-        .ok_or(crate::datasource::Error::NoPrimaryKey)?;
-    let variables = permission::context_variables(state, caller, None).await?;
-    let (sql, binds) = variables
-        .bind_sql(&segment.query)
-        .map_err(|e| failed(e.to_string()))?;
-    let rows = state
-        .datasource
-        .native_query(caller, &segment.connection_name, &sql, &binds)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    let ids = rows
-        .iter()
-        .map(|row| {
-            row.get(pk)
-                .cloned()
-                .ok_or_else(|| failed(format!("the query must return the column '{pk}'")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut filter = request.filter;
-    filter.condition_tree = ConditionTree::intersect([
-        filter.condition_tree.take(),
-        Some(ConditionTree::leaf(pk, Operator::In, Value::Array(ids))),
-    ]);
-    Ok(filter)
-}
-
 pub(super) fn projection_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(FOREST_PROJECTION).and_then(|v| v.to_str().ok())
+}
+
+/// A request that could not be parsed is an attempted operation all the same: its activity
+/// entry is recorded as failed, as the operation records a refused one.
+pub(super) fn parsed<T>(
+    state: &SharedState,
+    action: Action,
+    context: &CallerContext,
+    collection: &str,
+    request: Result<T, impl Into<ApiError>>,
+) -> ApiResult<T> {
+    parsed_on(state, action, context, collection, None, request)
+}
+
+/// [`parsed`] of an operation on one record, whose entry names it.
+pub(super) fn parsed_on<T>(
+    state: &SharedState,
+    action: Action,
+    context: &CallerContext,
+    collection: &str,
+    record: Option<&str>,
+    request: Result<T, impl Into<ApiError>>,
+) -> ApiResult<T> {
+    parsed_labelled(state, action, context, collection, record, None, request)
+}
+
+/// [`parsed_on`] with the label the operation would have given its entry.
+pub(super) fn parsed_labelled<T>(
+    state: &SharedState,
+    action: Action,
+    context: &CallerContext,
+    collection: &str,
+    record: Option<&str>,
+    label: Option<String>,
+    request: Result<T, impl Into<ApiError>>,
+) -> ApiResult<T> {
+    request.map_err(|error| {
+        let mut entry = activity::Recorded::start(state, action, &context.caller, collection);
+        entry.records(record);
+        if let Some(label) = label {
+            entry.label(label);
+        }
+        error.into()
+    })
 }
 
 /// `GET /{c}`; also `GET /{c}.csv`, since a path segment cannot be split by the router.
@@ -129,67 +106,45 @@ async fn list(
     {
         return csv(&state, csv_name, &context, &headers, None).await;
     }
-    let listed = list_records(&state, &context, &name, Some(&headers)).await?;
+    served(schema, &name)?;
+    let request = ListRequest::parse(&state, &name, &context.query, projection_header(&headers));
+    let kind = records::list_kind(&context.query);
+    let request = parsed(&state, kind, &context, &name, request)?;
+    let listed = records::list(&state, &context.caller, request).await?;
     let body = serialize::serialize_list(schema, &name, &listed.records, listed.search.as_deref())?;
-    let response = super::json_bytes(body.to_bytes()?);
-    listed.activity.done();
-    Ok(response)
+    Ok(super::json_bytes(body.to_bytes()?))
 }
 
-/// A page of records, as `GET /{c}` reads it: browse right, filters, projection, relation reads,
-/// segment and scope. The activity entry is started and handed back, to be marked done once the
-/// answer is written.
-pub(crate) struct Listed {
-    pub records: Vec<crate::datasource::Record>,
-    pub search: Option<String>,
-    pub activity: Recorded,
-}
-
-/// The records of a list request on `name` (`GET /{c}`, and the MCP `list` tool, which calls it
-/// in process so that both read through the same checks).
-pub(crate) async fn list_records(
+/// The filter request of a query string (count, related count).
+/// A collection whose count is deactivated (`disableCount`) answers so whatever its filters: they
+/// are not read, as the agent does not read them.
+pub(super) fn filter_request(
     state: &SharedState,
     context: &CallerContext,
-    name: &str,
-    headers: Option<&HeaderMap>,
-) -> ApiResult<Listed> {
-    let schema = state.datasource.schema();
-    let collection_schema = served(schema, name)?;
-    let activity = Recorded::start(state, list_action(&context.query), &context.caller, name);
-    browse(state, context, name).await?;
-    let params = Params::new(&context.query);
-    let request = parse_paginated_filter(&params, schema, collection_schema)?;
-    state.check_page_size(&request)?;
-    let mut projection = parse_projection(
-        &context.query,
-        headers.and_then(projection_header),
-        schema,
-        collection_schema,
-    )?;
-    permission::relation_reads(
-        state,
-        context,
-        headers,
-        collection_schema,
-        &request.filter,
-        Some(&mut projection),
-    )
-    .await?;
-    let filter = resolve(state, &context.caller, collection_schema, request).await?;
-    let filter = scoped(state, &context.caller, collection_schema, filter).await?;
-    let included =
-        IncludedScopes::new(state, &context.caller, collection_schema, &projection).await?;
-    let mut records = state
-        .datasource
-        .collection(name)?
-        .list(&context.caller, &filter, &projection)
-        .await?;
-    included.apply(&context.caller, &mut records).await?;
-    Ok(Listed {
-        records,
-        search: filter.search,
-        activity,
+    collection: &CollectionSchema,
+) -> ApiResult<FilterRequest> {
+    let filter = if collection.countable {
+        parse_filter(
+            &Params::new(&context.query),
+            state.datasource.schema(),
+            collection,
+        )?
+    } else {
+        crate::agent::query_string::RequestFilter::default()
+    };
+    Ok(FilterRequest {
+        collection: collection.name.clone(),
+        filter,
+        segment_query: LiveSegmentQuery::of(&context.query),
     })
+}
+
+/// The body of a count.
+pub(super) fn count_response(counted: Counted) -> Response {
+    match counted {
+        Counted::Count(count) => super::json(&serialize::count_body(count)),
+        Counted::Deactivated => super::json(&serialize::count_deactivated_body()),
+    }
 }
 
 /// `GET /{c}/count`: `{"count": n}`, or the deactivated body without querying.
@@ -198,35 +153,10 @@ async fn count(
     Path(name): Path<String>,
     context: CallerContext,
 ) -> ApiResult<Response> {
-    let schema = state.datasource.schema();
-    let collection_schema = served(schema, &name)?;
-    browse(&state, &context, &name).await?;
-    if !collection_schema.countable {
-        return Ok(super::json(&serialize::count_deactivated_body()));
-    }
-    let request = parse_filter(&Params::new(&context.query), schema, collection_schema)?;
-    permission::relation_reads(
-        &state,
-        &context,
-        None,
-        collection_schema,
-        &request.filter,
-        None,
-    )
-    .await?;
-    let filter = resolve(&state, &context.caller, collection_schema, request).await?;
-    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
-    let rows = state
-        .datasource
-        .collection(&name)?
-        .aggregate(&context.caller, &filter, &Aggregation::count(), None)
-        .await?;
-    // A count is a non-negative integer; `as` saturates, and no row means 0.
-    let count = rows
-        .first()
-        .and_then(|row| row.value.as_f64())
-        .map_or(0, |n| n as u64);
-    Ok(super::json(&serialize::count_body(count)))
+    let collection_schema = served(state.datasource.schema(), &name)?;
+    let request = filter_request(&state, &context, collection_schema)?;
+    let counted = records::count(&state, &context.caller, request).await?;
+    Ok(count_response(counted))
 }
 
 /// `GET /{c}/{id}`: one record, 404 `Record does not exists` when none.
@@ -238,47 +168,25 @@ async fn get_one(
 ) -> ApiResult<Response> {
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
-    let mut activity = Recorded::start(&state, Action::Read, &context.caller, &name);
-    activity.records([id.as_str()]);
-    state
-        .permissions
-        .can(&context.caller, &name, CollectionRight::Read)
-        .await?;
-    let filter = Filter::new(Some(match_ids(
-        collection_schema,
-        &[unpack_id(collection_schema, &id)?],
-    )?));
-    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
-    let mut projection = parse_projection(
-        &context.query,
-        projection_header(&headers),
-        schema,
-        collection_schema,
-    )?;
-    permission::relation_reads(
+    let header = projection_header(&headers);
+    let projection = parse_projection(&context.query, header, schema, collection_schema);
+    let projection = parsed_on(
         &state,
+        Action::Read,
         &context,
-        Some(&headers),
-        collection_schema,
-        &Filter::default(),
-        Some(&mut projection),
-    )
-    .await?;
-    let included =
-        IncludedScopes::new(&state, &context.caller, collection_schema, &projection).await?;
-    let mut records = state
-        .datasource
-        .collection(&name)?
-        .list(&context.caller, &filter, &projection)
-        .await?;
-    included.apply(&context.caller, &mut records).await?;
-    let record = records
-        .first()
-        .ok_or_else(|| agent::Error::NotFound("Record does not exists".to_owned()))?;
-    let body = serialize::serialize_one(schema, &name, record)?;
-    let response = super::json_bytes(body.to_bytes()?);
-    activity.done();
-    Ok(response)
+        &name,
+        Some(id.as_str()),
+        projection,
+    )?;
+    let request = GetRequest {
+        collection: name.clone(),
+        packed_id: id,
+        projection,
+        explicit_projection: explicit_projection(&context.query, header, &name),
+    };
+    let record = records::get(&state, &context.caller, request).await?;
+    let body = serialize::serialize_one(schema, &name, &record)?;
+    Ok(super::json_bytes(body.to_bytes()?))
 }
 
 /// `DELETE /{c}/{id}`: 204.
@@ -287,25 +195,26 @@ async fn delete_one(
     Path((name, id)): Path<(String, String)>,
     context: CallerContext,
 ) -> ApiResult<StatusCode> {
-    let collection_schema = served(state.datasource.schema(), &name)?;
-    let mut activity = Recorded::start(&state, Action::Delete, &context.caller, &name);
-    activity.records([id.as_str()]);
-    state
-        .permissions
-        .can(&context.caller, &name, CollectionRight::Delete)
-        .await?;
-    let filter = Filter::new(Some(match_ids(
-        collection_schema,
-        &[unpack_id(collection_schema, &id)?],
-    )?));
-    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
-    state
-        .datasource
-        .collection(&name)?
-        .delete(&context.caller, &filter)
-        .await?;
-    activity.done();
+    served(state.datasource.schema(), &name)?;
+    records::delete_one(&state, &context.caller, &name, &id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The selection of a bulk body (§2.6) on `collection`, with the query's filters.
+pub(super) fn selection_request(
+    state: &SharedState,
+    context: &CallerContext,
+    collection: &CollectionSchema,
+    body: &serde_json::Value,
+) -> ApiResult<SelectionRequest> {
+    let selection = parse_selection(body, collection)?;
+    let filter = selection.filter(&context.query, state.datasource.schema(), collection)?;
+    Ok(SelectionRequest {
+        collection: collection.name.clone(),
+        all_records: selection.all_records,
+        ids: selection.ids,
+        filter,
+    })
 }
 
 /// `DELETE /{c}` with a selection body (§2.6): 204.
@@ -315,36 +224,34 @@ async fn bulk_delete(
     context: CallerContext,
     JsonBody(body): JsonBody,
 ) -> ApiResult<StatusCode> {
-    let schema = state.datasource.schema();
-    let collection_schema = served(schema, &name)?;
-    let mut activity = Recorded::start(&state, Action::Delete, &context.caller, &name);
-    state
-        .permissions
-        .can(&context.caller, &name, CollectionRight::Delete)
-        .await?;
-    let selection = parse_selection(&body, collection_schema)?;
-    if selection.all_records {
-        // Every record matching the query but the excluded ones: the ids are not known
-        // without reading them.
-        activity.label("deleted all records of the selection");
-    } else {
-        activity.ids(&selection.ids);
-    }
-    let filter = resolve(
-        &state,
-        &context.caller,
-        collection_schema,
-        selection.filter(&context.query, schema, collection_schema)?,
-    )
-    .await?;
-    let filter = scoped(&state, &context.caller, collection_schema, filter).await?;
-    state
-        .datasource
-        .collection(&name)?
-        .delete(&context.caller, &filter)
-        .await?;
-    activity.done();
+    let collection_schema = served(state.datasource.schema(), &name)?;
+    let request = selection_request(&state, &context, collection_schema, &body);
+    let request = parsed(&state, Action::Delete, &context, &name, request)?;
+    records::delete_selection(&state, &context.caller, request).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The export request of a query string (and `Forest-Projection` header) on `collection`.
+pub(super) fn export_request(
+    state: &SharedState,
+    context: &CallerContext,
+    headers: &HeaderMap,
+    collection: &CollectionSchema,
+) -> ApiResult<ExportRequest> {
+    let schema = state.datasource.schema();
+    let params = Params::new(&context.query);
+    let mut filter = parse_filter(&params, schema, collection)?;
+    filter.filter.sort = parse_sort(&params, schema, collection)?;
+    let header = projection_header(headers);
+    let columns = parse_requested_projection(&context.query, header, schema, collection)?;
+    Ok(ExportRequest {
+        collection: collection.name.clone(),
+        filter,
+        columns,
+        explicit_projection: explicit_projection(&context.query, header, &collection.name),
+        segment_query: LiveSegmentQuery::of(&context.query),
+        restrict: None,
+    })
 }
 
 /// `GET /{c}.csv`: the header row, then pages of records streamed as they are read, up to
@@ -357,66 +264,19 @@ pub(crate) async fn csv(
     name: &str,
     context: &CallerContext,
     headers: &HeaderMap,
-    restrict: Option<ConditionTree>,
+    parent: Option<&ops::relations::Parent>,
 ) -> ApiResult<Response> {
-    let schema = state.datasource.schema();
-    let collection_schema = served(schema, name)?;
-    // Recorded when the stream starts: a page failing later is logged by the export itself.
-    let activity = Recorded::start(state, Action::Export, &context.caller, name);
-    browse(state, context, name).await?;
-    state
-        .permissions
-        .can(&context.caller, name, CollectionRight::Export)
-        .await?;
-    let params = Params::new(&context.query);
-    let mut request = parse_filter(&params, schema, collection_schema)?;
-    request.filter.sort =
-        crate::agent::query_string::parse_sort(&params, schema, collection_schema)?;
-    let mut columns = parse_requested_projection(
-        &context.query,
-        projection_header(headers),
-        schema,
-        collection_schema,
-    )?;
-    permission::relation_reads(
-        state,
-        context,
-        Some(headers),
-        collection_schema,
-        &request.filter,
-        Some(&mut columns),
-    )
-    .await?;
-    let sort = std::mem::take(&mut request.filter.sort);
-    let mut filter = resolve(state, &context.caller, collection_schema, request)
-        .await?
-        // The related export (`GET /{c}/{id}/relationships/{r}.csv`) keeps to the parent's
-        // records.
-        .and(restrict);
-    filter = scoped(state, &context.caller, collection_schema, filter).await?;
-    // Without `sort`, the primary keys (`parse_sort`), so that the pages of the stream follow
-    // one order.
-    filter.sort = sort;
-    let params = parse_csv_params(&context.query);
-    let collection = state.datasource.collection(name)?;
-    let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;
-    let projection = with_primary_keys(&columns, schema, collection_schema);
-    // An included record outside the caller's scope on its collection is written as a null
-    // relation: its columns are empty, as for an order without a customer.
-    let included =
-        IncludedScopes::new(state, &context.caller, collection_schema, &projection).await?;
-    let export = Export {
-        wires: serialize::csv_wires(schema, collection_schema, &columns.0),
-        collection,
-        caller: context.caller.clone(),
-        filter,
-        projection,
-        included,
-        columns,
-        remaining: state.limit_export_size,
-        skip: 0,
-        done: false,
+    let collection_schema = served(state.datasource.schema(), name)?;
+    let request = export_request(state, context, headers, collection_schema);
+    let request = parsed(state, Action::Export, context, name, request)?;
+    let export = match parent {
+        None => records::export(state, &context.caller, request).await?,
+        Some(parent) => {
+            ops::relations::export_related(state, &context.caller, parent, request).await?
+        }
     };
+    let params = parse_csv_params(&context.query);
+    let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;
     let first = futures::stream::once(async move { Ok::<_, std::io::Error>(head) });
     let pages = futures::stream::unfold(export, |mut export| async move {
         let chunk = export.next_page().await?;
@@ -442,7 +302,6 @@ pub(crate) async fn csv(
     }
     out.insert("x-accel-buffering", HeaderValue::from_static("no"));
     out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    activity.done();
     Ok(response)
 }
 
@@ -451,67 +310,4 @@ fn httpdate_now() -> String {
     chrono::Utc::now()
         .format("%a, %d %b %Y %H:%M:%S GMT")
         .to_string()
-}
-
-/// The state of a streamed CSV export.
-struct Export {
-    collection: Arc<dyn Collection>,
-    caller: Caller,
-    filter: Filter,
-    /// What is fetched: the written columns and the keys ids need.
-    projection: Projection,
-    /// The caller's scopes on the records included through to-one relations (`strictScopes`).
-    included: IncludedScopes,
-    /// What is written, in order: the fields the client asked for.
-    columns: Projection,
-    /// The wire form of each written column.
-    wires: Vec<crate::datasource::schema::Wire>,
-    /// Records still allowed by `limitExportSize`.
-    remaining: Option<u64>,
-    skip: u64,
-    done: bool,
-}
-
-impl Export {
-    /// The next page as CSV rows; `None` once every record (or the limit) is written.
-    async fn next_page(&mut self) -> Option<Vec<u8>> {
-        if self.done {
-            return None;
-        }
-        let limit = self.remaining.map_or(CSV_PAGE, |r| r.min(CSV_PAGE));
-        if limit == 0 {
-            return None;
-        }
-        let filter = self.filter.clone().with_page(Page::new(self.skip, limit));
-        let mut records = match self
-            .collection
-            .list(&self.caller, &filter, &self.projection)
-            .await
-        {
-            Ok(records) => records,
-            Err(error) => {
-                tracing::error!(%error, "CSV export stopped");
-                return None;
-            }
-        };
-        if let Err(error) = self.included.apply(&self.caller, &mut records).await {
-            tracing::error!(%error, "CSV export stopped");
-            return None;
-        }
-        let read = records.len() as u64;
-        self.skip += read;
-        self.remaining = self.remaining.map(|r| r.saturating_sub(read));
-        self.done = read < limit;
-        if read == 0 {
-            return None;
-        }
-        let mut out = Vec::new();
-        if let Err(error) =
-            serialize::write_csv_batch(&mut out, &self.columns.0, &self.wires, &records)
-        {
-            tracing::error!(%error, "CSV export stopped");
-            return None;
-        }
-        Some(out)
-    }
 }

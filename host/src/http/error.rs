@@ -45,6 +45,19 @@ pub enum ApiError {
 /// Result alias of route handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// The operations layer's errors, each as the route answered it before that layer existed.
+impl From<crate::ops::Error> for ApiError {
+    fn from(error: crate::ops::Error) -> Self {
+        use crate::ops::Error as E;
+        match error {
+            E::Agent(e) => Self::Agent(e),
+            E::Datasource(e) => Self::Datasource(e),
+            E::Auth(e) => Self::Auth(e),
+            E::NotFound => Self::RouteNotFound,
+        }
+    }
+}
+
 /// How an error kind is answered: its status, its public name, and whether its message is safe
 /// to show (business errors) or must be hidden and logged (unexpected errors).
 struct Public {

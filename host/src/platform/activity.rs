@@ -169,7 +169,8 @@ pub enum Origin {
 
 tokio::task_local! {
     /// Who dispatched the request being served, when it is not its HTTP client: the MCP server
-    /// runs each tool call through the `/forest` routes themselves, which then log `mcp`. A
+    /// runs each tool call under it (the operations it calls, or a `/v1` route in process), whose
+    /// entries then log `mcp`. A
     /// task-local rather than a header, so that no client can claim another origin.
     static DISPATCHED_BY: Origin;
 }

@@ -14,10 +14,10 @@
 //! - [`Engine::stop`] is graceful: each worker finishes its current step, gives its run back to
 //!   the queue, and ends.
 //!
-//! Each step loads the served generation (`app::Served::state`, an `ArcSwap<AppState>`) as a
-//! request does at its arrival, and acts as the run's user through the permission layer
-//! (`crate::workflows::steps`). The engine uses `http`'s action and relation helpers (see
-//! docs/architecture.md).
+//! Each step loads the served generation's operations (`ops::Generations`, which `http`
+//! implements over its swapped state) as a request does at its arrival, and acts as the run's
+//! user through the operations layer (`crate::workflows::steps` calls `ops::actions` and
+//! `ops::relations`; it never names `http`, see docs/architecture.md).
 
 pub mod control;
 mod execute;
@@ -27,7 +27,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use sqlx::Row as _;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -38,7 +37,7 @@ pub use store::{Reaped, Run, RunFilter, StepRow, StepStatus, Viewer, WaitingReas
 
 use super::{Definition, Error, Result};
 use crate::config::EngineConfig;
-use crate::http::AppState;
+use crate::ops::Generations;
 use crate::platform::Store;
 use crate::platform::store::Dialect;
 
@@ -172,7 +171,7 @@ pub(crate) struct Loaded {
 /// What every worker shares.
 pub(crate) struct Shared {
     pub store: Store,
-    pub state: Arc<ArcSwap<AppState>>,
+    pub state: Arc<dyn Generations>,
     pub wakeup: Wakeup,
     pub settings: EngineSettings,
     /// Versions never change once written: each is parsed once.
@@ -240,14 +239,15 @@ impl Engine {
     /// Starts `settings.workers` workers over `store`, each step using the generation current
     /// in `state`, woken by `wakeup` (give the one every generation's `AppState` holds). The
     /// reaper runs beside them, and on PostgreSQL a listener for other instances' `NOTIFY`.
-    pub fn start(
+    pub fn start<G: Generations>(
         store: Store,
-        state: Arc<ArcSwap<AppState>>,
+        state: Arc<G>,
         wakeup: Wakeup,
         settings: EngineSettings,
     ) -> Self {
         let instance = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         let (shutdown, _) = watch::channel(false);
+        let state: Arc<dyn Generations> = state;
         let shared = Arc::new(Shared {
             store,
             state,

@@ -28,7 +28,7 @@ use super::engine::Loaded;
 use super::engine::store::{Run, StepRow, StepWait, WaitingReason};
 use super::runs::TriggerKind;
 use crate::datasource::{Caller, CollectionSchema};
-use crate::http::SharedState;
+use crate::ops::Ops;
 use crate::platform::Store;
 use crate::platform::activity::{Action, Actor, Entry, Origin, Status};
 
@@ -37,7 +37,7 @@ pub use template::resolve;
 /// Everything a step works with.
 pub(crate) struct StepCtx<'a> {
     /// The served generation, loaded for this step.
-    pub state: &'a SharedState,
+    pub state: &'a Ops,
     pub store: &'a Store,
     pub run: &'a Run,
     pub row: &'a StepRow,
@@ -187,15 +187,14 @@ impl From<crate::auth::Error> for StepError {
     }
 }
 
-impl From<crate::http::ApiError> for StepError {
-    fn from(error: crate::http::ApiError) -> Self {
-        use crate::http::ApiError as E;
+impl From<crate::ops::Error> for StepError {
+    fn from(error: crate::ops::Error) -> Self {
+        use crate::ops::Error as E;
         match error {
             E::Datasource(e) => e.into(),
             E::Auth(e) => e.into(),
             E::Agent(e) => Self::refused(e.to_string()),
-            E::RouteNotFound => Self::definition("not found in the served schema"),
-            other => Self::refused(other.to_string()),
+            E::NotFound => Self::definition("not found in the served schema"),
         }
     }
 }

@@ -1,15 +1,19 @@
 //! The action tools: `getActionForm` (the form loaded, then each given value applied with its
 //! change hook, as the UI does), `executeAction` (uploaded files resolved, an approval filed when
-//! the action needs one) and `requestActionFileUpload`.
+//! the action needs one) and `requestActionFileUpload`. The form and the execution call
+//! `ops::actions` directly, with the body the UI would send; filing an approval request still
+//! goes through the `/v1` route in process.
 
-use axum::http::Method;
+use axum::http::{Method, StatusCode};
 use serde_json::{Map, Value as Json, json};
 
-use super::calls::{Call, Outcome, ids};
-use super::dispatch::segment;
-use crate::agent::action::route_path;
-use crate::datasource::action::ActionScope;
+use super::calls::{Call, Outcome, direct, failure, ids};
+use super::dispatch::{Answer, segment};
+use crate::agent::action::{ResultBody, form_json, parse_hook, parse_values, result_body};
+use crate::datasource::action::{ActionScope, FormPhase};
+use crate::http::ApiError;
 use crate::mcp::uploads::HANDLE_PREFIX;
+use crate::ops::{self, actions};
 
 /// An action's form, as the agent's hooks answered it, with the values a model gave.
 pub(super) struct Form {
@@ -76,10 +80,11 @@ impl Form {
     }
 }
 
-/// The action named by `actionName` and its route; ids by `recordIds`.
+/// The action named by `actionName`; ids by `recordIds`.
 struct Target {
     collection: String,
-    route: String,
+    /// The action's name.
+    action: String,
     ids: Vec<String>,
     download: bool,
 }
@@ -87,19 +92,17 @@ struct Target {
 fn target(call: &Call<'_>) -> Result<Target, String> {
     let schema = call.collection()?;
     let name = call.required_text("actionName")?;
-    let Some((index, action_name, action)) = schema
-        .actions
-        .iter()
-        .enumerate()
-        .find(|(_, (n, _))| **n == name)
-        .or_else(|| {
-            schema
-                .actions
-                .iter()
-                .enumerate()
-                .find(|(_, (n, _))| n.eq_ignore_ascii_case(&name))
-        })
-        .map(|(i, (n, a))| (i, n, a))
+    let Some((action_name, action)) =
+        schema
+            .actions
+            .iter()
+            .find(|(n, _)| **n == name)
+            .or_else(|| {
+                schema
+                    .actions
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(&name))
+            })
     else {
         let names: Vec<&str> = schema.actions.keys().map(String::as_str).collect();
         return Err(format!(
@@ -123,20 +126,103 @@ fn target(call: &Call<'_>) -> Result<Target, String> {
         return Err(format!("{action_name:?} runs on one record at a time"));
     }
     Ok(Target {
-        route: format!(
-            "{}/_actions/{}",
-            call.forest(),
-            route_path(
-                &segment(&schema.name),
-                index,
-                action_name,
-                call.state.use_unsafe_action_endpoint
-            )
-        ),
         collection: schema.name.clone(),
+        action: action_name.clone(),
         ids,
         download: action.generate_file,
     })
+}
+
+/// The form of the action for the body's values, as the hook route computes it (`load`, or
+/// `change` of the body's `changed_field`): `{fields, layout}`.
+async fn hook(call: &Call<'_>, target: &Target, body: &Json, change: bool) -> Result<Json, String> {
+    let form = async {
+        let context = direct(call).await?;
+        let ops: &ops::Ops = call.state;
+        let schema = ops.collection(&target.collection)?;
+        let scope = schema
+            .actions
+            .get(&target.action)
+            .map(|a| a.scope)
+            .ok_or(ops::Error::NotFound)?;
+        let request = parse_hook(body);
+        let phase = if change {
+            FormPhase::Change {
+                changed_field: request.changed_field.clone().unwrap_or_default(),
+            }
+        } else {
+            FormPhase::Load
+        };
+        let selected = actions::Target::parse(ops, &context.query, schema, scope, body)?;
+        let form = actions::form(
+            ops,
+            &context.caller,
+            schema,
+            &target.action,
+            selected,
+            &request.values,
+            &phase,
+        )
+        .await?;
+        Ok::<_, ApiError>(form_json(ops.schema(), &form)?)
+    }
+    .await;
+    match form {
+        Ok(form) => Ok(form),
+        Err(error) => Err(failure(error).await),
+    }
+}
+
+/// Runs the action with the body's values, as the execute route does: `Ok` with the result's
+/// body when it succeeded, the route's answer otherwise (its error name tells an action that
+/// needs an approval).
+async fn execute(call: &Call<'_>, target: &Target, body: &Json) -> Result<Json, Answer> {
+    let result = async {
+        let context = direct(call).await?;
+        let ops: &ops::Ops = call.state;
+        let schema = ops.collection(&target.collection)?;
+        let scope = schema
+            .actions
+            .get(&target.action)
+            .map(|a| a.scope)
+            .ok_or(ops::Error::NotFound)?;
+        let request = actions::ExecuteRequest {
+            collection: schema.name.clone(),
+            action: target.action.clone(),
+            ids: target.ids.clone(),
+            requester: None,
+            target: actions::Target::parse(ops, &context.query, schema, scope, body)?,
+            values: parse_values(body)?,
+        };
+        Ok::<_, ApiError>(actions::execute(ops, &context.caller, request).await?)
+    }
+    .await;
+    match result {
+        Ok(result) => match result_body(result.outcome) {
+            ResultBody::Json { status, body } => {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                let answer = Answer { status, body };
+                if answer.ok() {
+                    Ok(answer.body)
+                } else {
+                    Err(answer)
+                }
+            }
+            // `target.download` refuses these before running.
+            ResultBody::File { .. } => Ok(Json::Null),
+        },
+        Err(error) => {
+            use axum::response::IntoResponse as _;
+            let response = error.into_response();
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                .unwrap_or(Json::Null);
+            Err(Answer { status, body })
+        }
+    }
 }
 
 fn action_body(target: &Target, extra: Map<String, Json>) -> Json {
@@ -163,18 +249,8 @@ fn is_handle(value: &Json) -> bool {
 pub(super) async fn action_form(call: &Call<'_>) -> Result<Form, String> {
     let target = target(call)?;
     let given = call.object("values")?.unwrap_or_default();
-    let answer = call
-        .send(
-            Method::POST,
-            &format!("{}/hooks/load?timezone=UTC", target.route),
-            Some(&action_body(&target, Map::new())),
-        )
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
-    }
-    let mut fields: Vec<Json> = answer
-        .body
+    let loaded = hook(call, &target, &action_body(&target, Map::new()), false).await?;
+    let mut fields: Vec<Json> = loaded
         .get("fields")
         .and_then(Json::as_array)
         .cloned()
@@ -198,17 +274,8 @@ pub(super) async fn action_form(call: &Call<'_>) -> Result<Form, String> {
             let mut extra = Map::new();
             extra.insert("fields".to_owned(), json!(fields));
             extra.insert("changed_field".to_owned(), json!(name));
-            let changed = call
-                .send(
-                    Method::POST,
-                    &format!("{}/hooks/change?timezone=UTC", target.route),
-                    Some(&action_body(&target, extra)),
-                )
-                .await;
-            if !changed.ok() {
-                return Err(changed.error_text());
-            }
-            if let Some(new_fields) = changed.body.get("fields").and_then(Json::as_array) {
+            let changed = hook(call, &target, &action_body(&target, extra), true).await?;
+            if let Some(new_fields) = changed.get("fields").and_then(Json::as_array) {
                 fields = new_fields.clone();
             }
         }
@@ -270,16 +337,10 @@ pub(super) async fn execute_action(call: &Call<'_>) -> Outcome {
     let mut extra = Map::new();
     extra.insert("values".to_owned(), Json::Object(values));
     let body = action_body(&target, extra);
-    let answer = call
-        .send(
-            Method::POST,
-            &format!("{}?timezone=UTC", target.route),
-            Some(&body),
-        )
-        .await;
-    if answer.ok() {
-        return Ok(answer.body);
-    }
+    let answer = match execute(call, &target, &body).await {
+        Ok(done) => return Ok(done),
+        Err(answer) => answer,
+    };
     if answer.error_name() != Some("CustomActionRequiresApprovalError") {
         return Err(answer.error_text());
     }

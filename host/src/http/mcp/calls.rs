@@ -1,5 +1,10 @@
 //! The tools: each checks its arguments (a mistake is a tool error a model can read and fix),
-//! then calls the `/forest` or `/v1` route a person's UI would, as the MCP user (`dispatch`).
+//! then acts as the MCP user. The data tools (`list`, `listRelated`, `create`, `update`,
+//! `delete`, `associate`, `dissociate`, `getActionForm`, `executeAction`) call the operations
+//! layer directly (`ops`, after the private-routes checks), with the requests parsed as the
+//! routes parse them; a record answer is the route's JSON:API document flattened, as before.
+//! The workflow tools, and the approval request `executeAction` files, still call the `/v1`
+//! routes in process (`dispatch`).
 
 use std::net::SocketAddr;
 
@@ -347,79 +352,61 @@ fn list_error(answer: &Answer, schema: &CollectionSchema) -> String {
     text
 }
 
-async fn list_at(call: &Call<'_>, schema: &CollectionSchema, path: &str) -> Outcome {
-    let query = list_query(call, schema, false)?;
-    let answer = call
-        .send(Method::GET, &format!("{path}?{query}"), None)
-        .await;
-    if !answer.ok() {
-        return Err(list_error(&answer, schema));
-    }
-    let mut out = json!({"records": records(&answer.body)});
-    if call.bool("enableCount")? {
-        let query = list_query(call, schema, true)?;
-        let count = call
-            .send(Method::GET, &format!("{path}/count?{query}"), None)
-            .await;
-        if !count.ok() {
-            return Err(list_error(&count, schema));
-        }
-        out["totalCount"] = count.body.get("count").cloned().unwrap_or(Json::Null);
-    }
-    Ok(out)
-}
-
-/// `list` reads through the list route's own function (`collection::list_records`: rights,
-/// scope, segment, relation reads, activity) and writes the records as plain JSON in one pass;
-/// through the router it would be written as JSON:API, read back and written again.
+/// `list` calls the operations directly (`ops::records::list` and `count`: rights, scope,
+/// segment, relation reads, activity) and writes the records as plain JSON in one pass; through
+/// the router they would be written as JSON:API, read back and written again.
 async fn list(call: &Call<'_>) -> Text {
     let schema = call.collection()?;
     let query = list_query(call, schema, false)?;
-    let caller = call.caller.claims.user.clone();
-    if let Err(error) = super::super::security::private_checks(
-        call.state,
-        caller.id,
-        &axum::http::HeaderMap::new(),
-        call.peer.map(|p| p.ip()),
-    )
-    .await
-    {
-        return Err(error_text(error, schema).await);
+    let listed = async {
+        let mut context = direct(call).await?;
+        context.query = crate::agent::query_string::QueryString::parse(&query);
+        let request =
+            crate::ops::records::ListRequest::parse(call.state, &schema.name, &context.query, None);
+        let kind = crate::ops::records::list_kind(&context.query);
+        let request =
+            super::super::collection::parsed(call.state, kind, &context, &schema.name, request)?;
+        let listed = crate::ops::records::list(call.state, &context.caller, request).await?;
+        Ok::<_, crate::http::ApiError>((context.caller, listed))
     }
-    let context = super::super::CallerContext {
-        caller: caller.into_caller(chrono_tz::UTC, uuid::Uuid::new_v4()),
-        query: crate::agent::query_string::QueryString::parse(&query),
-    };
-    let listed = match super::super::collection::list_records(
-        call.state,
-        &context,
-        &schema.name,
-        None,
-    )
-    .await
-    {
+    .await;
+    let (caller, listed) = match listed {
         Ok(listed) => listed,
         Err(error) => return Err(error_text(error, schema).await),
     };
+    let ops: &crate::ops::Ops = call.state;
     let records = crate::agent::serialize::PlainRecords {
-        schema: call.state.datasource.schema(),
+        schema: ops.schema(),
         collection: schema,
         records: &listed.records,
     };
     let records = serde_json::to_string(&records).map_err(|e| e.to_string())?;
-    listed.activity.done();
     if !call.bool("enableCount")? {
         return Ok(format!(r#"{{"records":{records}}}"#));
     }
-    let path = format!("{}/{}", call.forest(), segment(&schema.name));
-    let count_query = list_query(call, schema, true)?;
-    let count = call
-        .send(Method::GET, &format!("{path}/count?{count_query}"), None)
-        .await;
-    if !count.ok() {
-        return Err(list_error(&count, schema));
-    }
-    let total = count.body.get("count").cloned().unwrap_or(Json::Null);
+    let count_query =
+        crate::agent::query_string::QueryString::parse(&list_query(call, schema, true)?);
+    let counted = match crate::agent::query_string::parse_filter(
+        &crate::agent::query_string::Params::new(&count_query),
+        ops.schema(),
+        schema,
+    ) {
+        Ok(filter) => {
+            let request = crate::ops::records::FilterRequest {
+                collection: schema.name.clone(),
+                filter,
+                segment_query: None,
+            };
+            crate::ops::records::count(ops, &caller, request).await
+        }
+        Err(error) => Err(error.into()),
+    };
+    let total = match counted {
+        Ok(crate::ops::records::Counted::Count(count)) => json!(count),
+        // The deactivated body has no top-level `count`.
+        Ok(crate::ops::records::Counted::Deactivated) => Json::Null,
+        Err(error) => return Err(error_text(error.into(), schema).await),
+    };
     Ok(format!(r#"{{"records":{records},"totalCount":{total}}}"#))
 }
 
@@ -434,6 +421,39 @@ async fn error_text(error: crate::http::ApiError, schema: &CollectionSchema) -> 
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or(Json::Null);
     list_error(&Answer { status, body }, schema)
+}
+
+/// The MCP user as a caller of the operations, once the private-routes checks passed (the IP
+/// whitelist and an enabled user), as the router runs them before a route.
+pub(super) async fn direct(
+    call: &Call<'_>,
+) -> Result<super::super::CallerContext, crate::http::ApiError> {
+    let claims = call.caller.claims.user.clone();
+    super::super::security::private_checks(
+        call.state,
+        claims.id,
+        &axum::http::HeaderMap::new(),
+        call.peer.map(|p| p.ip()),
+    )
+    .await?;
+    Ok(super::super::CallerContext {
+        caller: claims.into_caller(chrono_tz::UTC, uuid::Uuid::new_v4()),
+        query: crate::agent::query_string::QueryString::parse("timezone=UTC"),
+    })
+}
+
+/// An error of an operation called directly, as the sentence a model reads (what the route
+/// would have answered).
+pub(super) async fn failure(error: crate::http::ApiError) -> String {
+    use axum::response::IntoResponse as _;
+    let response = error.into_response();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or(Json::Null);
+    Answer { status, body }.error_text()
 }
 
 fn to_many_relations(schema: &CollectionSchema) -> Vec<&str> {
@@ -461,10 +481,23 @@ fn relation<'a>(
     }
 }
 
+/// The records of a JSON:API document as the tools answer them (`dispatch::records`): the
+/// document a route would have written, flattened, so that a tool answers what it answered when
+/// it called the route.
+fn flattened(
+    document: &crate::agent::serialize::Document<'_>,
+) -> Result<Vec<Json>, crate::http::ApiError> {
+    let bytes = document.to_bytes()?;
+    let document: Json = serde_json::from_slice(&bytes)
+        .map_err(|e| crate::datasource::Error::Internal(format!("a document was not JSON: {e}")))?;
+    Ok(records(&document))
+}
+
+/// `listRelated` lists through `ops::relations::list_related` (and `count_related`).
 async fn list_related(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let (name, relation) = relation(call, schema)?;
-    let parent = call.id("parentRecordId")?;
+    let parent = parent(call, schema, name)?;
     let target = call
         .state
         .datasource
@@ -472,37 +505,92 @@ async fn list_related(call: &Call<'_>) -> Outcome {
         .collections
         .get(relation.foreign_collection())
         .ok_or("the relation's collection is not served")?;
-    let path = format!(
-        "{}/{}/{}/relationships/{}",
-        call.forest(),
-        segment(&schema.name),
-        segment(&parent),
-        segment(&name)
-    );
-    list_at(call, target, &path).await
+    let query = list_query(call, target, false)?;
+    let listed = async {
+        let mut context = direct(call).await?;
+        context.query = crate::agent::query_string::QueryString::parse(&query);
+        let ops: &crate::ops::Ops = call.state;
+        let request =
+            crate::ops::records::ListRequest::parse(ops, &target.name, &context.query, None);
+        let request = super::super::collection::parsed_labelled(
+            call.state,
+            Action::ListRelatedData,
+            &context,
+            &parent.collection,
+            Some(parent.packed_id.as_str()),
+            Some(parent.relation.clone()),
+            request,
+        )?;
+        let listed =
+            crate::ops::relations::list_related(ops, &context.caller, &parent, request).await?;
+        let document = crate::agent::serialize::serialize_list(
+            ops.schema(),
+            &target.name,
+            &listed.records,
+            listed.search.as_deref(),
+        )?;
+        Ok::<_, crate::http::ApiError>((context, flattened(&document)?))
+    }
+    .await;
+    let (mut context, records) = match listed {
+        Ok(listed) => listed,
+        Err(error) => return Err(error_text(error, target).await),
+    };
+    let mut out = json!({"records": records});
+    if call.bool("enableCount")? {
+        context.query =
+            crate::agent::query_string::QueryString::parse(&list_query(call, target, true)?);
+        let counted = async {
+            let request = super::super::collection::filter_request(call.state, &context, target)?;
+            Ok::<_, crate::http::ApiError>(
+                crate::ops::relations::count_related(call.state, &context.caller, &parent, request)
+                    .await?,
+            )
+        }
+        .await;
+        out["totalCount"] = match counted {
+            Ok(crate::ops::records::Counted::Count(count)) => json!(count),
+            // The deactivated body has no top-level `count`.
+            Ok(crate::ops::records::Counted::Deactivated) => Json::Null,
+            Err(error) => return Err(error_text(error, target).await),
+        };
+    }
+    Ok(out)
 }
 
 // ----- writes ----------------------------------------------------------------------------------
 
+/// `create` creates through `ops::records::create`, the body parsed as the route parses it.
 async fn create(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let attributes = call
         .object("attributes")?
         .ok_or("attributes is required (an object of field values)")?;
     let body = json!({"data": {"type": schema.name, "attributes": attributes}});
-    let answer = call
-        .send(
-            Method::POST,
-            &format!("{}/{}?timezone=UTC", call.forest(), segment(&schema.name)),
-            Some(&body),
-        )
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let created = async {
+        let context = direct(call).await?;
+        let ops: &crate::ops::Ops = call.state;
+        let plan = crate::agent::body::parse_create(&body, ops.schema(), schema);
+        let plan = super::super::collection::parsed(
+            call.state,
+            Action::Create,
+            &context,
+            &schema.name,
+            plan,
+        )?;
+        let created = crate::ops::records::create(ops, &context.caller, &schema.name, plan).await?;
+        let document =
+            crate::agent::serialize::serialize_one(ops.schema(), &schema.name, &created)?;
+        flattened(&document)
     }
-    Ok(json!({"record": records(&answer.body).into_iter().next()}))
+    .await;
+    match created {
+        Ok(records) => Ok(json!({"record": records.into_iter().next()})),
+        Err(error) => Err(failure(error).await),
+    }
 }
 
+/// `update` patches through `ops::records::update`, the body parsed as the route parses it.
 async fn update(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let id = call.id("recordId")?;
@@ -510,17 +598,33 @@ async fn update(call: &Call<'_>) -> Outcome {
         .object("attributes")?
         .ok_or("attributes is required (an object of field values)")?;
     let body = json!({"data": {"type": schema.name, "id": id, "attributes": attributes}});
-    let path = format!(
-        "{}/{}/{}?timezone=UTC",
-        call.forest(),
-        segment(&schema.name),
-        segment(&id)
-    );
-    let answer = call.send(Method::PUT, &path, Some(&body)).await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let updated = async {
+        let context = direct(call).await?;
+        let ops: &crate::ops::Ops = call.state;
+        let patch = crate::agent::body::parse_update(&body, schema);
+        let patch = super::super::collection::parsed_on(
+            call.state,
+            Action::Update,
+            &context,
+            &schema.name,
+            Some(id.as_str()),
+            patch,
+        )?;
+        let updated =
+            crate::ops::records::update(ops, &context.caller, &schema.name, &id, patch).await?;
+        let document = match &updated {
+            Some(record) => {
+                crate::agent::serialize::serialize_one(ops.schema(), &schema.name, record)?
+            }
+            None => crate::agent::serialize::serialize_none(),
+        };
+        flattened(&document)
     }
-    Ok(json!({"record": records(&answer.body).into_iter().next()}))
+    .await;
+    match updated {
+        Ok(records) => Ok(json!({"record": records.into_iter().next()})),
+        Err(error) => Err(failure(error).await),
+    }
 }
 
 /// An action-request selection of these ids (the body of bulk deletes and dissociations).
@@ -534,66 +638,119 @@ fn selection(collection: &str, ids: &[String]) -> Json {
     }, "type": "action-requests"}})
 }
 
+/// `delete` deletes the selection through `ops::records::delete_selection`, parsed as the
+/// bulk-delete route parses its body.
 async fn delete(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let ids = ids(call.arg("recordIds"), "recordIds")?;
-    let path = format!("{}/{}?timezone=UTC", call.forest(), segment(&schema.name));
-    let answer = call
-        .send(Method::DELETE, &path, Some(&selection(&schema.name, &ids)))
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let deleted = async {
+        let context = direct(call).await?;
+        let body = selection(&schema.name, &ids);
+        let request =
+            super::super::collection::selection_request(call.state, &context, schema, &body);
+        let request = super::super::collection::parsed(
+            call.state,
+            Action::Delete,
+            &context,
+            &schema.name,
+            request,
+        )?;
+        crate::ops::records::delete_selection(call.state, &context.caller, request).await?;
+        Ok::<_, crate::http::ApiError>(())
+    }
+    .await;
+    if let Err(error) = deleted {
+        return Err(failure(error).await);
     }
     Ok(json!({"deletedCount": ids.len()}))
 }
 
+/// The relation of one parent record the tool names.
+fn parent(
+    call: &Call<'_>,
+    schema: &CollectionSchema,
+    name: String,
+) -> Result<crate::ops::relations::Parent, String> {
+    Ok(crate::ops::relations::Parent {
+        collection: schema.name.clone(),
+        packed_id: call.id("parentRecordId")?,
+        relation: name,
+    })
+}
+
+/// `associate` links through `ops::relations::associate`.
 async fn associate(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let (name, relation) = relation(call, schema)?;
-    let parent = call.id("parentRecordId")?;
+    let parent = parent(call, schema, name)?;
     let target = call.id("targetRecordId")?;
-    let path = format!(
-        "{}/{}/{}/relationships/{}?timezone=UTC",
-        call.forest(),
-        segment(&schema.name),
-        segment(&parent),
-        segment(&name)
-    );
-    let body = json!({"data": [{"id": target, "type": relation.foreign_collection()}]});
-    let answer = call.send(Method::POST, &path, Some(&body)).await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let linked = async {
+        let context = direct(call).await?;
+        let ops: &crate::ops::Ops = call.state;
+        let foreign = ops.collection(relation.foreign_collection())?;
+        let body = json!({"data": [{"id": target, "type": foreign.name}]});
+        let id = crate::agent::body::parse_associate(&body, foreign);
+        let id = super::super::collection::parsed_labelled(
+            call.state,
+            Action::Update,
+            &context,
+            &parent.collection,
+            Some(parent.packed_id.as_str()),
+            Some(format!("associated to {}", parent.relation)),
+            id,
+        )?;
+        crate::ops::relations::associate(ops, &context.caller, &parent, id).await?;
+        Ok::<_, crate::http::ApiError>(())
     }
-    Ok(
-        json!({"success": true, "message": format!("{target} is now linked to {parent} through {name}")}),
-    )
+    .await;
+    if let Err(error) = linked {
+        return Err(failure(error).await);
+    }
+    Ok(json!({"success": true, "message": format!(
+        "{target} is now linked to {} through {}",
+        parent.packed_id, parent.relation
+    )}))
 }
 
+/// `dissociate` unlinks through `ops::relations::dissociate`.
 async fn dissociate(call: &Call<'_>) -> Outcome {
     let schema = call.collection()?;
     let (name, relation) = relation(call, schema)?;
-    let parent = call.id("parentRecordId")?;
+    let parent = parent(call, schema, name)?;
     let targets = ids(call.arg("targetRecordIds"), "targetRecordIds")?;
-    let path = format!(
-        "{}/{}/{}/relationships/{}?timezone=UTC",
-        call.forest(),
-        segment(&schema.name),
-        segment(&parent),
-        segment(&name)
-    );
-    let answer = call
-        .send(
-            Method::DELETE,
-            &path,
-            Some(&selection(relation.foreign_collection(), &targets)),
-        )
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
+    let unlinked = async {
+        let context = direct(call).await?;
+        let ops: &crate::ops::Ops = call.state;
+        let foreign = ops.collection(relation.foreign_collection())?;
+        let body = selection(&foreign.name, &targets);
+        let request =
+            super::super::collection::selection_request(call.state, &context, foreign, &body);
+        let request = super::super::collection::parsed_labelled(
+            call.state,
+            Action::Update,
+            &context,
+            &parent.collection,
+            Some(parent.packed_id.as_str()),
+            Some(format!("dissociated from {}", parent.relation)),
+            request,
+        )?;
+        let request = crate::ops::relations::DissociateRequest {
+            delete: false,
+            selection: request,
+        };
+        crate::ops::relations::dissociate(ops, &context.caller, &parent, request).await?;
+        Ok::<_, crate::http::ApiError>(())
     }
-    Ok(
-        json!({"success": true, "message": format!("{} record(s) unlinked from {parent} through {name}", targets.len())}),
-    )
+    .await;
+    if let Err(error) = unlinked {
+        return Err(failure(error).await);
+    }
+    Ok(json!({"success": true, "message": format!(
+        "{} record(s) unlinked from {} through {}",
+        targets.len(),
+        parent.packed_id,
+        parent.relation
+    )}))
 }
 
 // ----- workflows -------------------------------------------------------------------------------

@@ -332,7 +332,7 @@ impl Driver<'_> {
             Ok(caller) => caller,
             Err(error) => return self.failed(loaded, step, &row, error).await,
         };
-        let state = self.shared.state.load_full();
+        let state = self.shared.state.current();
         let ctx = StepCtx {
             state: &state,
             store: &self.shared.store,
@@ -647,7 +647,7 @@ impl Driver<'_> {
             } else {
                 Status::Failed
             };
-            let served = self.shared.state.load();
+            let served = self.shared.state.current();
             served.activity.record(steps::entry(
                 &self.run,
                 &loaded.workflow_name,
@@ -666,7 +666,7 @@ impl Driver<'_> {
             return;
         }
         let Some(caller) = &self.caller else { return };
-        let state = self.shared.state.load();
+        let state = self.shared.state.current();
         state.activity.record(steps::entry(
             &self.run,
             &loaded.workflow_name,

@@ -1,5 +1,5 @@
 //! `trigger-action`: runs a collection action on the run's record as the run's user, through the
-//! action route's own pieces (`http::action`: the selection within the user's scope, the §5.4
+//! action operations (`ops::actions`: the selection within the user's scope, the §5.4
 //! checks, the form then the execution). An action that needs an approval files an approval
 //! request, as `POST …/approval-requests` would, and the run waits (reason `approval`) until
 //! the request is decided (`control::approval_decided`).
@@ -14,12 +14,11 @@ use serde_json::{Value as Json, json};
 
 use super::data::{first, record_id, uncertain};
 use super::{Given, Outcome, StepCtx, StepError, StepResult, collection, entry, template};
-use crate::agent::action::{ResultBody, result_body, slug};
+use crate::agent::action::{ResultBody, parse_values, result_body, slug};
 use crate::agent::query_string::QueryString;
 use crate::datasource::Projection;
 use crate::datasource::action::ActionOutcome;
-use crate::http::CallerContext;
-use crate::http::action as route;
+use crate::ops::actions::{self as route, Target};
 use crate::platform::activity::{Action, Status};
 use crate::workflows::engine::WaitingReason;
 use crate::workflows::engine::store::StepWait;
@@ -76,11 +75,9 @@ pub(super) async fn trigger(
         "values": values,
     });
     let body = json!({"data": {"type": "custom-action-requests", "attributes": attributes}});
-    let context = CallerContext {
-        caller: ctx.caller.clone(),
-        query: QueryString::parse("timezone=UTC"),
-    };
-    let selection = route::selection(ctx.state, &context, schema, scope, &body).await?;
+    let query = QueryString::parse("timezone=UTC");
+    let target = Target::parse(ctx.state, &query, schema, scope, &body)?;
+    let selection = route::selection(ctx.state, ctx.caller, schema, target).await?;
     let keys = Projection::new(schema.primary_keys().into_iter().map(str::to_owned));
     if first(ctx, schema, selection.for_caller.clone(), &keys)
         .await?
@@ -93,13 +90,14 @@ pub(super) async fn trigger(
     }
     match route::check(ctx.state, ctx.caller, schema, &name, &selection, None).await {
         Ok(()) => {}
-        Err(crate::http::ApiError::Auth(crate::auth::Error::ActionRequiresApproval {
+        Err(crate::ops::Error::Auth(crate::auth::Error::ActionRequiresApproval {
             role_ids_allowed_to_approve,
         })) => {
             return request_approval(ctx, &name, &attributes, role_ids_allowed_to_approve).await;
         }
         Err(error) => return Err(error.into()),
     }
+    let form_values = parse_values(&body).map_err(crate::ops::Error::from)?;
     let ran = once(ctx, async {
         route::perform(
             ctx.state,
@@ -107,7 +105,7 @@ pub(super) async fn trigger(
             schema,
             &name,
             &selection.for_caller,
-            &body,
+            &form_values,
         )
         .await
         .map_err(StepError::from)

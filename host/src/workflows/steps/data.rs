@@ -244,7 +244,8 @@ pub(super) async fn load_related(
             // The run's record must be visible first; then the relation's condition.
             the_record(ctx, schema, &keys(schema)).await?;
             let id = record_id(ctx, schema)?;
-            crate::http::related::related_tree(ctx.state, ctx.caller, schema, &id, relation).await?
+            crate::ops::relations::related_tree(ctx.state, ctx.caller, schema, &id, relation)
+                .await?
         }
     };
     let condition = match filter {

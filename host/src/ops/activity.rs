@@ -1,4 +1,4 @@
-//! The activity log entry of one `/forest` operation (platform-api.md §1.2): a route starts a
+//! The activity log entry of one operation (platform-api.md §1.2): an operation starts a
 //! [`Recorded`] once it knows the collection and the user, says what it touched, and calls
 //! [`Recorded::done`] once the operation succeeded. Dropping it without `done` (an early `?`
 //! return: a refused permission, a bad parameter, a database error) records the entry as failed,
@@ -16,7 +16,7 @@ use crate::datasource::Caller;
 use crate::platform::ActivityLog;
 use crate::platform::activity::{Action, Entry};
 
-use super::AppState;
+use super::Ops;
 
 /// One operation's entry, recorded when dropped.
 pub(crate) struct Recorded {
@@ -28,29 +28,24 @@ pub(crate) struct Recorded {
 
 impl Recorded {
     /// Starts the entry of `action` by `caller` on `collection`, origin `ui`.
-    pub(crate) fn start(
-        state: &AppState,
-        action: Action,
-        caller: &Caller,
-        collection: &str,
-    ) -> Self {
-        Self::start_on(state, action, caller, Some(collection))
+    pub(crate) fn start(ops: &Ops, action: Action, caller: &Caller, collection: &str) -> Self {
+        Self::start_on(ops, action, caller, Some(collection))
     }
 
     /// [`Recorded::start`] of an operation that may concern no collection (a native query).
-    pub(super) fn start_on(
-        state: &AppState,
+    pub(crate) fn start_on(
+        ops: &Ops,
         action: Action,
         caller: &Caller,
         collection: Option<&str>,
     ) -> Self {
-        let entry = state.activity.is_enabled().then(|| {
+        let entry = ops.activity.is_enabled().then(|| {
             let mut entry = Entry::ui(action, caller, "");
             entry.collection = collection.map(str::to_owned);
             entry
         });
         Self {
-            log: state.activity.clone(),
+            log: ops.activity.clone(),
             entry,
             completed: false,
         }
@@ -68,7 +63,7 @@ impl Recorded {
     }
 
     /// Adds typed record ids, packed as the agent packs them (`1|2`).
-    pub(super) fn ids(&mut self, ids: &[CompositeId]) {
+    pub(crate) fn ids(&mut self, ids: &[CompositeId]) {
         if self.entry.is_some() {
             self.records(ids.iter().map(pack));
         }
@@ -99,13 +94,13 @@ impl Drop for Recorded {
 }
 
 /// A composite id in its packed form.
-pub(super) fn pack(id: &CompositeId) -> String {
+pub(crate) fn pack(id: &CompositeId) -> String {
     let parts: Vec<String> = id.iter().map(|(_, value)| value.to_id_string()).collect();
     parts.join("|")
 }
 
 /// What a list request is: a search (`search=`), a filtered list (`filters=`), else an index.
-pub(super) fn list_action(query: &QueryString) -> Action {
+pub(crate) fn list_action(query: &QueryString) -> Action {
     let given = |key: &str| query.get(key).is_some_and(|v| !v.trim().is_empty());
     if given("search") {
         Action::Search

@@ -1,7 +1,7 @@
-//! The permission steps the data routes share (§5): browse with its live-query segment, the
+//! The permission steps operations share (§5): browse with its live-query segment, the
 //! caller's scope, the scopes of the records included through to-one relations
 //! (`strictScopes`), relation reads (`skipRelationReadPermissions`) and the `currentUser`
-//! context variables. Each route calls these in the agent's order; the decisions themselves are
+//! context variables. Each operation calls these in the agent's order; the decisions themselves are
 //! `auth::Permissions`'.
 
 use std::collections::HashSet;
@@ -9,32 +9,26 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
-
-use super::CallerContext;
-use super::SharedState;
-use super::collection::projection_header;
-use super::error::ApiResult;
+use super::{Ops, Result};
 use crate::agent::chart::ContextVariables;
-use crate::agent::query_string::{CompositeId, QueryString, match_ids};
+use crate::agent::query_string::{CompositeId, match_ids};
 use crate::datasource::{
     Caller, Collection, CollectionSchema, ConditionTree, DataSourceSchema, Filter, Projection,
     Record, Value, pack_id,
 };
 
-/// `assertCanBrowse` on `collection`: browse, and the live-query segment of the query string
+/// `assertCanBrowse` on `collection`: browse, and the live-query segment of the request
 /// (`segmentQuery`, `connectionName`) when there is one.
-pub(crate) async fn browse(
-    state: &SharedState,
-    context: &CallerContext,
+pub async fn browse(
+    ops: &Ops,
+    caller: &Caller,
     collection: &str,
-) -> ApiResult<()> {
-    let query = context.query.get("segmentQuery").filter(|q| !q.is_empty());
-    let connection = context.query.get("connectionName");
-    let segment = query.as_deref().map(|query| (query, connection.as_deref()));
-    match state
+    segment: Option<&LiveSegmentQuery>,
+) -> Result<()> {
+    let segment = segment.map(|s| (s.query.as_str(), s.connection.as_deref()));
+    match ops
         .permissions
-        .can_browse(&context.caller, collection, segment)
+        .can_browse(caller, collection, segment)
         .await
     {
         // Worded as the other failures of a segment query (docs/compatibility.md).
@@ -48,26 +42,45 @@ pub(crate) async fn browse(
     }
 }
 
+/// The live-query segment a request names (`segmentQuery`, `connectionName`), which browsing
+/// checks against the rendering's allowed queries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveSegmentQuery {
+    pub query: String,
+    pub connection: Option<String>,
+}
+
+impl LiveSegmentQuery {
+    /// The segment of a query string, when `segmentQuery` is given and not empty.
+    pub fn of(query: &crate::agent::query_string::QueryString) -> Option<Self> {
+        let text = query.get("segmentQuery").filter(|q| !q.is_empty())?;
+        Some(Self {
+            query: text.to_string(),
+            connection: query.get("connectionName").map(|c| c.to_string()),
+        })
+    }
+}
+
 /// The caller's scope on `collection`.
-pub(super) async fn scope(
-    state: &SharedState,
+pub async fn scope(
+    ops: &Ops,
     caller: &Caller,
     collection: &CollectionSchema,
-) -> ApiResult<Option<ConditionTree>> {
-    Ok(state
+) -> Result<Option<ConditionTree>> {
+    Ok(ops
         .permissions
-        .scope(caller, collection, state.datasource.schema())
+        .scope(caller, collection, ops.datasource.schema())
         .await?)
 }
 
 /// `filter` restricted to the caller's scope on `collection`.
-pub(crate) async fn scoped(
-    state: &SharedState,
+pub async fn scoped(
+    ops: &Ops,
     caller: &Caller,
     collection: &CollectionSchema,
     filter: Filter,
-) -> ApiResult<Filter> {
-    Ok(filter.and(scope(state, caller, collection).await?))
+) -> Result<Filter> {
+    Ok(filter.and(scope(ops, caller, collection).await?))
 }
 
 /// The caller's scopes on the collections whose records an answer includes through to-one
@@ -76,7 +89,7 @@ pub(crate) async fn scoped(
 /// `included` (a CSV export writes its columns empty). The agent applies a scope to the route's
 /// collection only (docs/compatibility.md). Built once per request from its projection, then
 /// applied to each page of records.
-pub(crate) struct IncludedScopes {
+pub struct IncludedScopes {
     relations: Vec<Included>,
 }
 
@@ -91,47 +104,47 @@ struct Included {
     nested: IncludedScopes,
 }
 
-type Boxed<'a, T> = Pin<Box<dyn Future<Output = ApiResult<T>> + Send + 'a>>;
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 
 impl IncludedScopes {
     /// The scopes of the to-one relations `projection` includes from `collection`; nothing to do
     /// with `strictScopes = false`, when permissions are not enforced, or when no scope applies.
-    pub(crate) async fn new(
-        state: &SharedState,
+    pub async fn new(
+        ops: &Ops,
         caller: &Caller,
         collection: &CollectionSchema,
         projection: &Projection,
-    ) -> ApiResult<Self> {
-        if !state.permissions.strict_scopes || !state.permissions.enforced() {
+    ) -> Result<Self> {
+        if !ops.permissions.strict_scopes || !ops.permissions.enforced() {
             return Ok(Self {
                 relations: Vec::new(),
             });
         }
-        Self::build(state, caller, collection, projection.clone()).await
+        Self::build(ops, caller, collection, projection.clone()).await
     }
 
     fn build<'a>(
-        state: &'a SharedState,
+        ops: &'a Ops,
         caller: &'a Caller,
         collection: &'a CollectionSchema,
         projection: Projection,
     ) -> Boxed<'a, Self> {
         Box::pin(async move {
-            let schema = state.datasource.schema();
+            let schema = ops.datasource.schema();
             let mut relations = Vec::new();
             for name in projection.relations() {
                 let Some(relation) = collection.relation(name).filter(|r| r.is_to_one()) else {
                     continue;
                 };
                 let foreign = schema.collection(relation.foreign_collection())?;
-                let tree = scope(state, caller, foreign).await?;
-                let nested = Self::build(state, caller, foreign, projection.under(name)).await?;
+                let tree = scope(ops, caller, foreign).await?;
+                let nested = Self::build(ops, caller, foreign, projection.under(name)).await?;
                 if tree.is_none() && nested.relations.is_empty() {
                     continue;
                 }
                 relations.push(Included {
                     relation: name.to_owned(),
-                    collection: state.datasource.collection(&foreign.name)?,
+                    collection: ops.datasource.collection(&foreign.name)?,
                     tree,
                     nested,
                 });
@@ -142,11 +155,7 @@ impl IncludedScopes {
 
     /// Leaves out of `records` the included records outside the caller's scopes: one query per
     /// restricted relation and page, for the related keys of that page only.
-    pub(crate) fn apply<'a>(
-        &'a self,
-        caller: &'a Caller,
-        records: &'a mut [Record],
-    ) -> Boxed<'a, ()> {
+    pub fn apply<'a>(&'a self, caller: &'a Caller, records: &'a mut [Record]) -> Boxed<'a, ()> {
         Box::pin(async move {
             for included in &self.relations {
                 // The related records, taken out of their parents (left `Null` until put back).
@@ -195,7 +204,7 @@ impl Included {
         caller: &Caller,
         tree: &ConditionTree,
         related: &[Record],
-    ) -> ApiResult<HashSet<String>> {
+    ) -> Result<HashSet<String>> {
         let schema = self.collection.schema();
         let keys = schema.primary_keys();
         let mut seen = HashSet::new();
@@ -226,33 +235,25 @@ impl Included {
     }
 }
 
-/// Whether the client chose the fields (`Forest-Projection` or `fields[c]`), rather than
-/// getting the default projection.
-fn explicit_projection(query: &QueryString, headers: &HeaderMap, collection: &str) -> bool {
-    projection_header(headers).is_some_and(|h| !h.trim().is_empty())
-        || query
-            .get(&format!("fields[{collection}]"))
-            .is_some_and(|f| !f.is_empty())
-}
-
 /// Relation reads of a request (`skipRelationReadPermissions` off): `read` on every collection
 /// that the filter's leaves, its sort and its extended search reach through relations, and on
 /// those the fields the client asked for reach (403 when one is denied). Fields of the default
 /// projection that the caller may not read are left out instead of refusing the request.
-pub(crate) async fn relation_reads(
-    state: &SharedState,
-    context: &CallerContext,
-    headers: Option<&HeaderMap>,
+/// `explicit` says whether the client chose the fields (`Forest-Projection` or `fields[c]`)
+/// rather than getting the default projection.
+pub async fn relation_reads(
+    ops: &Ops,
+    caller: &Caller,
     collection: &CollectionSchema,
     filter: &Filter,
     projection: Option<&mut Projection>,
-) -> ApiResult<()> {
-    let permissions = &state.permissions;
+    explicit: bool,
+) -> Result<()> {
+    let permissions = &ops.permissions;
     if !permissions.checks_relation_reads() {
         return Ok(());
     }
-    let schema = state.datasource.schema();
-    let caller = &context.caller;
+    let schema = ops.datasource.schema();
     let mut paths: Vec<&str> = Vec::new();
     if let Some(tree) = &filter.condition_tree {
         for leaf in tree.leaves() {
@@ -280,27 +281,25 @@ pub(crate) async fn relation_reads(
     let Some(projection) = projection else {
         return Ok(());
     };
-    let explicit =
-        headers.is_some_and(|h| explicit_projection(&context.query, h, &collection.name));
     if explicit {
         let paths: Vec<&str> = projection.iter().collect();
         permissions
             .can_read_through(caller, schema, collection, paths)
             .await?;
     } else {
-        prune(state, caller, schema, collection, projection).await?;
+        prune(ops, caller, schema, collection, projection).await?;
     }
     Ok(())
 }
 
 /// Leaves out of a default projection the paths the caller may not read.
 async fn prune(
-    state: &SharedState,
+    ops: &Ops,
     caller: &Caller,
     schema: &DataSourceSchema,
     collection: &CollectionSchema,
     projection: &mut Projection,
-) -> ApiResult<()> {
+) -> Result<()> {
     let mut denied: Vec<String> = Vec::new();
     for path in projection.iter() {
         let Some((relation, _)) = path.split_once(':') else {
@@ -309,7 +308,7 @@ async fn prune(
         if denied.iter().any(|d| d == relation) {
             continue;
         }
-        if !state
+        if !ops
             .permissions
             .can_read_path(caller, schema, collection, path)
             .await?
@@ -329,13 +328,13 @@ async fn prune(
 /// The context variables of a chart or SQL query: `currentUser.*` from the users document and
 /// the rendering's team when permissions are enforced (the token's claims otherwise), plus the
 /// request's `contextVariables`.
-pub(super) async fn context_variables(
-    state: &SharedState,
+pub async fn context_variables(
+    ops: &Ops,
     caller: &Caller,
     request: Option<&serde_json::Map<String, serde_json::Value>>,
-) -> ApiResult<ContextVariables> {
+) -> Result<ContextVariables> {
     let mut variables = ContextVariables::new(caller, request);
-    if let Some(user) = state.permissions.current_user(caller).await? {
+    if let Some(user) = ops.permissions.current_user(caller).await? {
         variables.set_user(user.properties());
     }
     Ok(variables)

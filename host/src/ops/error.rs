@@ -1,0 +1,25 @@
+//! The one error enum of the operations layer. Each surface maps it once: `http` to its
+//! `ApiError` (and so to the agent's envelope), the workflow engine to a step failure, MCP to a
+//! tool error.
+
+use crate::{agent, auth, datasource};
+
+/// Every way an operation can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request that the wire protocol refuses (bad parameter, business rule, missing record).
+    #[error(transparent)]
+    Agent(#[from] agent::Error),
+    /// The datasource refused or failed.
+    #[error(transparent)]
+    Datasource(#[from] datasource::Error),
+    /// Authentication or a permission check refused.
+    #[error(transparent)]
+    Auth(#[from] auth::Error),
+    /// No such collection, relation or action is served (on `/forest`, a path without a route).
+    #[error("Not Found")]
+    NotFound,
+}
+
+/// Result alias of the operations.
+pub type Result<T> = std::result::Result<T, Error>;
