@@ -17,26 +17,16 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
 mod support;
-use support::{Server, TempDir};
+use support::{Server, TempDir, demo_started, free_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// `canopy demo` in `dir` on `port`; returns once it serves, with what it printed.
 fn start_demo(dir: &Path, port: u16) -> (Server, String) {
@@ -55,22 +45,10 @@ fn start_demo(dir: &Path, port: u16) -> (Server, String) {
     let mut child = command.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let server = Server(child);
-    let (send, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let _ = send.send(line);
-        }
-    });
-    let mut printed = String::new();
-    while let Ok(line) = lines.recv_timeout(Duration::from_secs(600)) {
-        printed.push_str(&line);
-        printed.push('\n');
-        if line.starts_with("Press Ctrl-C") {
-            return (server, printed);
-        }
+    match demo_started(stdout, Duration::from_secs(600)) {
+        Ok(printed) => (server, printed),
+        Err(printed) => panic!("the demo did not start:\n{printed}"),
     }
-    panic!("the demo did not start:\n{printed}")
 }
 
 #[test]

@@ -13,7 +13,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value as Json, json};
 
 use super::assets::{Urls, urls};
-use super::data::{Data, ListQuery, to_one_target};
+use super::data::{Data, ListQuery, Rights, to_one_target};
 use super::session::{Session, first, form_content_type, form_pairs, same_site};
 use super::view::{self, InputKind};
 use super::{Error, Result};
@@ -998,6 +998,24 @@ fn inputs(
         .collect()
 }
 
+/// The collection `name` if the user holds the right `allowed` picks on it: an unknown
+/// collection is a 404, a missing right a 403 (pages hide what a user cannot use, so only a
+/// typed URL or a stale page gets here).
+async fn guarded<'d>(
+    data: &'d Data<'_>,
+    name: &str,
+    allowed: fn(&Rights) -> bool,
+) -> Result<&'d CollectionSchema> {
+    let collection = data
+        .schema()
+        .collection(name)
+        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
+    if !allowed(&data.rights(name).await?) {
+        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
+    }
+    Ok(collection)
+}
+
 async fn load(data: &Data<'_>, name: &str, id: &str) -> Result<Record> {
     data.get(name, id).await?.ok_or_else(|| {
         Error::NotFound(format!(
@@ -1013,13 +1031,7 @@ pub async fn edit_form(
     Path((name, id)): Path<(String, String)>,
 ) -> Result<Response> {
     let data = Data::new(&state, &session.caller);
-    let collection = data
-        .schema()
-        .collection(&name)
-        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
-    if !data.rights(&name).await?.edit {
-        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
-    }
+    let collection = guarded(&data, &name, |rights| rights.edit).await?;
     let record = load(&data, &name, &id).await?;
     render_edit(
         &session,
@@ -1085,13 +1097,7 @@ pub async fn edit_save(
     let pairs = form_pairs(&body);
     session.check_csrf(first(&pairs, "csrf").unwrap_or(""))?;
     let data = Data::new(&state, &session.caller);
-    let collection = data
-        .schema()
-        .collection(&name)
-        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
-    if !data.rights(&name).await?.edit {
-        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
-    }
+    let collection = guarded(&data, &name, |rights| rights.edit).await?;
     let record = load(&data, &name, &id).await?;
     let tz = session.caller.timezone;
     let mut errors: Vec<(String, String)> = Vec::new();
@@ -1231,13 +1237,7 @@ pub async fn new_form(
     Path(name): Path<String>,
 ) -> Result<Response> {
     let data = Data::new(&state, &session.caller);
-    let collection = data
-        .schema()
-        .collection(&name)
-        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
-    if !data.rights(&name).await?.add {
-        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
-    }
+    let collection = guarded(&data, &name, |rights| rights.add).await?;
     render_create(&session, &data, collection, None, &[], None, StatusCode::OK).await
 }
 
@@ -1255,13 +1255,7 @@ pub async fn create(
     let pairs = form_pairs(&body);
     session.check_csrf(first(&pairs, "csrf").unwrap_or(""))?;
     let data = Data::new(&state, &session.caller);
-    let collection = data
-        .schema()
-        .collection(&name)
-        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
-    if !data.rights(&name).await?.add {
-        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
-    }
+    let collection = guarded(&data, &name, |rights| rights.add).await?;
     let tz = session.caller.timezone;
     let mut errors: Vec<(String, String)> = Vec::new();
     let mut attributes = serde_json::Map::new();
@@ -1355,13 +1349,7 @@ pub async fn delete_confirm(
     Path((name, id)): Path<(String, String)>,
 ) -> Result<Response> {
     let data = Data::new(&state, &session.caller);
-    let collection = data
-        .schema()
-        .collection(&name)
-        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
-    if !data.rights(&name).await?.delete {
-        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
-    }
+    let collection = guarded(&data, &name, |rights| rights.delete).await?;
     let record = load(&data, &name, &id).await?;
     let label = view::label(collection, &record, session.caller.timezone);
     let here = record_href(&session.base, &name, &id);
@@ -1422,12 +1410,7 @@ pub async fn bulk_delete(
     let pairs = form_pairs(&body);
     session.check_csrf(first(&pairs, "csrf").unwrap_or(""))?;
     let data = Data::new(&state, &session.caller);
-    data.schema()
-        .collection(&name)
-        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
-    if !data.rights(&name).await?.delete {
-        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
-    }
+    guarded(&data, &name, |rights| rights.delete).await?;
     let ids: Vec<String> = pairs
         .iter()
         .filter(|(k, v)| k == "id" && !v.is_empty())
