@@ -141,6 +141,11 @@ pub fn batch_writer<S: Write + Send + 'static>(
                 // Nowhere to report a failing stderr; the next flush tries again.
                 let _ = for_thread.flush();
             }
+            drop(stop);
+            // The guard may stop the thread before it first waits (a loaded machine schedules
+            // it late): the loop then never ran, and this flush is the one that writes the
+            // lines logged so far.
+            let _ = for_thread.flush();
         })?;
     let for_guard = Arc::clone(&shared);
     let stop = move || {
