@@ -401,6 +401,57 @@ async fn collection_rights_follow_the_role(store: Backend, data: Backend) {
             "sam {method} {uri}"
         );
     }
+    // Malformed as well as refused: the refusal, as the agent checks the right before it reads
+    // the request (a parse error would tell which field names exist).
+    let malformed = [
+        (
+            "GET",
+            format!("/forest/countries?{TZ}&sort=no_such_field"),
+            None,
+        ),
+        (
+            "GET",
+            format!("/forest/countries?{TZ}&filters=not-json"),
+            None,
+        ),
+        (
+            "GET",
+            format!(
+                "/forest/countries/count?{TZ}&filters=%7B%22field%22%3A%22no_such_field%22%2C%22operator%22%3A%22equal%22%2C%22value%22%3A1%7D"
+            ),
+            None,
+        ),
+        (
+            "GET",
+            format!("/forest/customers.csv?{TZ}&fields[customers]=no_such_field&header=x"),
+            None,
+        ),
+        (
+            "PUT",
+            format!("/forest/customers/1?{TZ}"),
+            Some(
+                json!({"data": {"id": "1", "type": "customers", "attributes": {"no_such_field": "X"}}}),
+            ),
+        ),
+        (
+            "POST",
+            format!("/forest/orders?{TZ}"),
+            Some(json!({"data": {"type": "orders", "attributes": {"no_such_field": 1}}})),
+        ),
+        (
+            "DELETE",
+            format!("/forest/countries?{TZ}"),
+            Some(json!({"data": "not a selection"})),
+        ),
+    ];
+    for (method, uri, body) in &malformed {
+        let (status, answer) = call(&w.app, sam, method, uri, body.as_ref()).await;
+        assert_eq!(
+            (status, &answer),
+            (StatusCode::FORBIDDEN, &forbidden()),
+            "sam, malformed {method} {uri}"
+        );
+    }
     // Nothing was written by a refused request.
     let (_, customer) = call(
         &w.app,
@@ -429,6 +480,16 @@ async fn collection_rights_follow_the_role(store: Backend, data: Backend) {
         let (status, answer) = call(&w.app, admin, method, uri, body.as_ref()).await;
         assert_eq!(status, StatusCode::OK, "admin {method} {uri}: {answer}");
     }
+    // With the right, the same kind of malformed request answers its parse error.
+    let (status, answer) = call(
+        &w.app,
+        sam,
+        "GET",
+        &format!("/forest/orders?{TZ}&sort=no_such_field"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     // Delete with the right: 204 (an order without lines).
     let (status, _) = call(
         &w.app,

@@ -83,7 +83,8 @@ async fn execute(
         None,
         Some(name.clone()),
         request,
-    )?;
+    )
+    .await?;
     let result = actions::execute(&state, &context.caller, request).await?;
     respond(result)
 }

@@ -17,6 +17,7 @@ use crate::agent::query_string::{
     parse_selection, parse_sort,
 };
 use crate::agent::serialize;
+use crate::auth::CollectionRight;
 use crate::datasource::{CollectionSchema, DataSourceSchema};
 use crate::ops::permission::LiveSegmentQuery;
 use crate::ops::records::{
@@ -51,18 +52,18 @@ pub(super) fn projection_header(headers: &HeaderMap) -> Option<&str> {
 
 /// A request that could not be parsed is an attempted operation all the same: its activity
 /// entry is recorded as failed, as the operation records a refused one.
-pub(super) fn parsed<T>(
+pub(super) async fn parsed<T>(
     state: &SharedState,
     action: Action,
     context: &CallerContext,
     collection: &str,
     request: Result<T, impl Into<ApiError>>,
 ) -> ApiResult<T> {
-    parsed_on(state, action, context, collection, None, request)
+    parsed_on(state, action, context, collection, None, request).await
 }
 
 /// [`parsed`] of an operation on one record, whose entry names it.
-pub(super) fn parsed_on<T>(
+pub(super) async fn parsed_on<T>(
     state: &SharedState,
     action: Action,
     context: &CallerContext,
@@ -70,11 +71,18 @@ pub(super) fn parsed_on<T>(
     record: Option<&str>,
     request: Result<T, impl Into<ApiError>>,
 ) -> ApiResult<T> {
-    parsed_labelled(state, action, context, collection, record, None, request)
+    parsed_labelled(state, action, context, collection, record, None, request).await
 }
 
 /// [`parsed_on`] with the label the operation would have given its entry.
-pub(super) fn parsed_labelled<T>(
+///
+/// The agent checks the collection right before it reads the request, so a request both
+/// malformed and refused is answered the refusal, and a user without the right cannot tell a
+/// field name the collection has from one it lacks. `ops` authorizes once, after parsing; so on
+/// the parse error path only (nothing is added to a well-formed request), the right of the
+/// operation on `collection` is checked first. Relation and action routes (`label`) answer the
+/// parse error: their rights involve other collections, which `ops` checks.
+pub(super) async fn parsed_labelled<T>(
     state: &SharedState,
     action: Action,
     context: &CallerContext,
@@ -83,14 +91,38 @@ pub(super) fn parsed_labelled<T>(
     label: Option<String>,
     request: Result<T, impl Into<ApiError>>,
 ) -> ApiResult<T> {
-    request.map_err(|error| {
-        let mut entry = activity::Recorded::start(state, action, &context.caller, collection);
-        entry.records(record);
-        if let Some(label) = label {
-            entry.label(label);
+    let error = match request {
+        Ok(request) => return Ok(request),
+        Err(error) => error.into(),
+    };
+    let mut entry = activity::Recorded::start(state, action, &context.caller, collection);
+    entry.records(record);
+    if let Some(label) = &label {
+        entry.label(label.clone());
+    }
+    if label.is_none() {
+        for right in rights_checked_first(action) {
+            state
+                .permissions
+                .can(&context.caller, collection, *right)
+                .await?;
         }
-        error.into()
-    })
+    }
+    Err(error)
+}
+
+/// The collection rights the agent checks before reading a request of this kind.
+fn rights_checked_first(action: Action) -> &'static [CollectionRight] {
+    use CollectionRight as R;
+    match action {
+        Action::Index | Action::Search | Action::Filter => &[R::Browse],
+        Action::Export => &[R::Browse, R::Export],
+        Action::Read => &[R::Read],
+        Action::Create => &[R::Add],
+        Action::Update => &[R::Edit],
+        Action::Delete => &[R::Delete],
+        _ => &[],
+    }
 }
 
 /// `GET /{c}`; also `GET /{c}.csv`, since a path segment cannot be split by the router.
@@ -109,7 +141,7 @@ async fn list(
     served(schema, &name)?;
     let request = ListRequest::parse(&state, &name, &context.query, projection_header(&headers));
     let kind = records::list_kind(&context.query);
-    let request = parsed(&state, kind, &context, &name, request)?;
+    let request = parsed(&state, kind, &context, &name, request).await?;
     let listed = records::list(&state, &context.caller, request).await?;
     let body = serialize::serialize_list(schema, &name, &listed.records, listed.search.as_deref())?;
     Ok(super::json_bytes(body.to_bytes()?))
@@ -154,7 +186,17 @@ async fn count(
     context: CallerContext,
 ) -> ApiResult<Response> {
     let collection_schema = served(state.datasource.schema(), &name)?;
-    let request = filter_request(&state, &context, collection_schema)?;
+    let request = match filter_request(&state, &context, collection_schema) {
+        Ok(request) => request,
+        Err(error) => {
+            // The right first, as in `parsed_labelled` (a count records no activity entry).
+            state
+                .permissions
+                .can(&context.caller, &name, CollectionRight::Browse)
+                .await?;
+            return Err(error);
+        }
+    };
     let counted = records::count(&state, &context.caller, request).await?;
     Ok(count_response(counted))
 }
@@ -177,7 +219,8 @@ async fn get_one(
         &name,
         Some(id.as_str()),
         projection,
-    )?;
+    )
+    .await?;
     let request = GetRequest {
         collection: name.clone(),
         packed_id: id,
@@ -226,7 +269,7 @@ async fn bulk_delete(
 ) -> ApiResult<StatusCode> {
     let collection_schema = served(state.datasource.schema(), &name)?;
     let request = selection_request(&state, &context, collection_schema, &body);
-    let request = parsed(&state, Action::Delete, &context, &name, request)?;
+    let request = parsed(&state, Action::Delete, &context, &name, request).await?;
     records::delete_selection(&state, &context.caller, request).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -268,7 +311,7 @@ pub(crate) async fn csv(
 ) -> ApiResult<Response> {
     let collection_schema = served(state.datasource.schema(), name)?;
     let request = export_request(state, context, headers, collection_schema);
-    let request = parsed(state, Action::Export, context, name, request)?;
+    let request = parsed(state, Action::Export, context, name, request).await?;
     let export = match parent {
         None => records::export(state, &context.caller, request).await?,
         Some(parent) => {

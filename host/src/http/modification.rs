@@ -32,7 +32,7 @@ async fn create(
     let schema = state.datasource.schema();
     let collection_schema = served(schema, &name)?;
     let plan = parse_create(&body, schema, collection_schema);
-    let plan = parsed(&state, Action::Create, &context, &name, plan)?;
+    let plan = parsed(&state, Action::Create, &context, &name, plan).await?;
     let created = records::create(&state, &context.caller, &name, plan).await?;
     let body = serialize::serialize_one(schema, &name, &created)?;
     Ok(super::json_bytes(body.to_bytes()?))
@@ -56,7 +56,8 @@ async fn update(
         &name,
         Some(id.as_str()),
         patch,
-    )?;
+    )
+    .await?;
     let updated = records::update(&state, &context.caller, &name, &id, patch).await?;
     // A record the filter does not find (there was none, or the patch moved it out of sight):
     // `data: null`, as the agent serializes the missing row it re-reads.

@@ -13,11 +13,12 @@ use super::collection::{
     count_response, csv, filter_request, parsed_labelled, parsed_on, projection_header,
     selection_request, served,
 };
-use super::error::ApiResult;
+use super::error::{ApiError, ApiResult};
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::body::{parse_associate, parse_update_field, parse_update_to_one};
 use crate::agent::query_string::parse_delete_flag;
 use crate::agent::serialize;
+use crate::auth::CollectionRight;
 use crate::ops::records::ListRequest;
 use crate::ops::relations::{self, DissociateRequest, Parent};
 use crate::platform::activity::Action;
@@ -80,6 +81,7 @@ async fn list_related(
         &context.query,
         projection_header(&headers),
     );
+    let request = browse_refusal_first(&state, &context, &foreign.name, request).await;
     let request = parsed_labelled(
         &state,
         Action::ListRelatedData,
@@ -88,7 +90,8 @@ async fn list_related(
         Some(parent.packed_id.as_str()),
         Some(parent.relation.clone()),
         request,
-    )?;
+    )
+    .await?;
     let listed = relations::list_related(&state, &context.caller, &parent, request).await?;
     let body = serialize::serialize_list(
         schema,
@@ -97,6 +100,28 @@ async fn list_related(
         listed.search.as_deref(),
     )?;
     Ok(super::json_bytes(body.to_bytes()?))
+}
+
+/// A related list whose query cannot be parsed: the browse right on the foreign collection is
+/// checked first, as the agent checks it before reading the query (see
+/// `collection::parsed_labelled`), so that a parse error never tells a user without the right
+/// which fields the collection has.
+async fn browse_refusal_first<T>(
+    state: &SharedState,
+    context: &CallerContext,
+    foreign: &str,
+    request: Result<T, impl Into<ApiError>>,
+) -> ApiResult<T> {
+    match request {
+        Ok(request) => Ok(request),
+        Err(error) => {
+            state
+                .permissions
+                .can(&context.caller, foreign, CollectionRight::Browse)
+                .await?;
+            Err(error.into())
+        }
+    }
 }
 
 /// `GET /{c}/{id}/relationships/{r}/count`: `{"count": n}`, or the deactivated body.
@@ -111,7 +136,8 @@ async fn count_related(
         relation: relation_name,
     };
     let (_, _, foreign) = relations::locate(&state, &parent, false)?;
-    let request = filter_request(&state, &context, foreign)?;
+    let request = filter_request(&state, &context, foreign);
+    let request = browse_refusal_first(&state, &context, &foreign.name, request).await?;
     let counted = relations::count_related(&state, &context.caller, &parent, request).await?;
     Ok(count_response(counted))
 }
@@ -138,7 +164,8 @@ async fn associate(
         Some(parent.packed_id.as_str()),
         Some(format!("associated to {}", parent.relation)),
         target,
-    )?;
+    )
+    .await?;
     relations::associate(&state, &context.caller, &parent, target).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -177,7 +204,8 @@ async fn dissociate(
             None,
             Some(label),
             selection,
-        )?
+        )
+        .await?
     } else {
         parsed_labelled(
             &state,
@@ -187,7 +215,8 @@ async fn dissociate(
             Some(parent.packed_id.as_str()),
             Some(format!("dissociated from {}", parent.relation)),
             selection,
-        )?
+        )
+        .await?
     };
     let request = DissociateRequest { delete, selection };
     relations::dissociate(&state, &context.caller, &parent, request).await?;
@@ -217,7 +246,8 @@ async fn update_to_one(
         Some(parent.packed_id.as_str()),
         Some(format!("changed {}", parent.relation)),
         target,
-    )?;
+    )
+    .await?;
     relations::update_to_one(&state, &context.caller, &parent, target).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -239,7 +269,8 @@ async fn update_field(
         &name,
         Some(id.as_str()),
         update,
-    )?;
+    )
+    .await?;
     relations::update_field(&state, &context.caller, &name, &id, &field, update).await?;
     Ok(StatusCode::NO_CONTENT)
 }

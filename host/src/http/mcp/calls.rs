@@ -365,7 +365,8 @@ async fn list(call: &Call<'_>) -> Text {
             crate::ops::records::ListRequest::parse(call.state, &schema.name, &context.query, None);
         let kind = crate::ops::records::list_kind(&context.query);
         let request =
-            super::super::collection::parsed(call.state, kind, &context, &schema.name, request)?;
+            super::super::collection::parsed(call.state, kind, &context, &schema.name, request)
+                .await?;
         let listed = crate::ops::records::list(call.state, &context.caller, request).await?;
         Ok::<_, crate::http::ApiError>((context.caller, listed))
     }
@@ -520,7 +521,8 @@ async fn list_related(call: &Call<'_>) -> Outcome {
             Some(parent.packed_id.as_str()),
             Some(parent.relation.clone()),
             request,
-        )?;
+        )
+        .await?;
         let listed =
             crate::ops::relations::list_related(ops, &context.caller, &parent, request).await?;
         let document = crate::agent::serialize::serialize_list(
@@ -577,7 +579,8 @@ async fn create(call: &Call<'_>) -> Outcome {
             &context,
             &schema.name,
             plan,
-        )?;
+        )
+        .await?;
         let created = crate::ops::records::create(ops, &context.caller, &schema.name, plan).await?;
         let document =
             crate::agent::serialize::serialize_one(ops.schema(), &schema.name, &created)?;
@@ -609,7 +612,8 @@ async fn update(call: &Call<'_>) -> Outcome {
             &schema.name,
             Some(id.as_str()),
             patch,
-        )?;
+        )
+        .await?;
         let updated =
             crate::ops::records::update(ops, &context.caller, &schema.name, &id, patch).await?;
         let document = match &updated {
@@ -654,7 +658,8 @@ async fn delete(call: &Call<'_>) -> Outcome {
             &context,
             &schema.name,
             request,
-        )?;
+        )
+        .await?;
         crate::ops::records::delete_selection(call.state, &context.caller, request).await?;
         Ok::<_, crate::http::ApiError>(())
     }
@@ -698,7 +703,8 @@ async fn associate(call: &Call<'_>) -> Outcome {
             Some(parent.packed_id.as_str()),
             Some(format!("associated to {}", parent.relation)),
             id,
-        )?;
+        )
+        .await?;
         crate::ops::relations::associate(ops, &context.caller, &parent, id).await?;
         Ok::<_, crate::http::ApiError>(())
     }
@@ -733,7 +739,8 @@ async fn dissociate(call: &Call<'_>) -> Outcome {
             Some(parent.packed_id.as_str()),
             Some(format!("dissociated from {}", parent.relation)),
             request,
-        )?;
+        )
+        .await?;
         let request = crate::ops::relations::DissociateRequest {
             delete: false,
             selection: request,
