@@ -18,38 +18,12 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use serde_json::Value as Json;
 
 mod support;
-use support::{Server, TempDir, demo_started, free_port};
-
-const BIN: &str = env!("CARGO_BIN_EXE_canopy");
-
-/// `canopy demo` in `dir` on `port`; returns once it serves, with what it printed.
-fn start_demo(dir: &Path, port: u16) -> (Server, String) {
-    let mut command = Command::new(BIN);
-    command
-        .args(["demo", "--listen", &format!("127.0.0.1:{port}")])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("CANOPY_") {
-            command.env_remove(name);
-        }
-    }
-    let mut child = command.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    match demo_started(stdout, Duration::from_secs(600)) {
-        Ok(printed) => (server, printed),
-        Err(printed) => panic!("the demo did not start:\n{printed}"),
-    }
-}
+use support::{TempDir, free_port, start_demo};
 
 #[test]
 fn console_in_headless_chromium_on_the_demo() {
@@ -72,7 +46,7 @@ fn console_in_headless_chromium_on_the_demo() {
     }
     let dir = TempDir::new("console-browser");
     let port = free_port();
-    let (_server, printed) = start_demo(&dir.0, port);
+    let (_server, printed) = start_demo(&dir.0, port, &[]);
     let origin = format!("http://127.0.0.1:{port}");
     // The demo says where the console is and who may sign in.
     assert!(

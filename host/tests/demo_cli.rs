@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 mod support;
-use support::{Server, TempDir, demo_started, free_port};
+use support::{TempDir, free_port, start_demo};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 
@@ -57,31 +57,6 @@ fn refused(dir: &Path, args: &[&str], expected: &str) {
         error.len() == 1 && error[0].contains(expected),
         "{args:?}: {expected:?} in {stderr}"
     );
-}
-
-/// `canopy demo` in `dir` on `port` with `extra` settings; returns once it serves, with what it
-/// printed.
-fn start_demo(dir: &Path, port: u16, extra: &[&str]) -> (Server, String) {
-    let mut command = Command::new(BIN);
-    command
-        .args(["demo", "--listen", &format!("127.0.0.1:{port}")])
-        .args(extra)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("CANOPY_") {
-            command.env_remove(name);
-        }
-    }
-    let mut child = command.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    match demo_started(stdout, Duration::from_secs(600)) {
-        Ok(printed) => (server, printed),
-        Err(printed) => panic!("the demo did not start:\n{printed}"),
-    }
 }
 
 /// One HTTP/1.1 request: status, head and body.

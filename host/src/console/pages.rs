@@ -494,11 +494,7 @@ pub async fn table(
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
     let data = Data::new(&state, &session.caller);
-    let collection = data
-        .schema()
-        .collections
-        .get(&name)
-        .ok_or_else(|| Error::NotFound(format!("There is no collection \"{name}\".")))?;
+    let collection = named(&data, &name)?;
     let rights = data.rights(&name).await?;
     if !rights.browse {
         return Err(ApiError::from(crate::auth::Error::forbidden()).into());
@@ -701,11 +697,7 @@ pub async fn export(
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
     let data = Data::new(&state, &session.caller);
-    let collection = data
-        .schema()
-        .collections
-        .get(&name)
-        .ok_or_else(|| Error::NotFound(format!("There is no collection \"{name}\".")))?;
+    let collection = named(&data, &name)?;
     let table = TableState::parse(query.as_deref().unwrap_or(""));
     let shown: Vec<String> = if table.columns.is_empty() {
         default_columns(collection)
@@ -776,11 +768,7 @@ pub async fn record(
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
     let data = Data::new(&state, &session.caller);
-    let collection = data
-        .schema()
-        .collections
-        .get(&name)
-        .ok_or_else(|| Error::NotFound(format!("There is no collection \"{name}\".")))?;
+    let collection = named(&data, &name)?;
     let record = data.get(&name, &id).await?.ok_or_else(|| {
         Error::NotFound(format!(
             "There is no record {id} in {name} that you may see."
@@ -998,6 +986,14 @@ fn inputs(
         .collect()
 }
 
+/// The served collection `name`; an unknown one is a 404 page.
+fn named<'d>(data: &'d Data<'_>, name: &str) -> Result<&'d CollectionSchema> {
+    data.schema()
+        .collections
+        .get(name)
+        .ok_or_else(|| Error::NotFound(format!("There is no collection \"{name}\".")))
+}
+
 /// The collection `name` if the user holds the right `allowed` picks on it: an unknown
 /// collection is a 404, a missing right a 403 (pages hide what a user cannot use, so only a
 /// typed URL or a stale page gets here).
@@ -1006,10 +1002,7 @@ async fn guarded<'d>(
     name: &str,
     allowed: fn(&Rights) -> bool,
 ) -> Result<&'d CollectionSchema> {
-    let collection = data
-        .schema()
-        .collection(name)
-        .map_err(|_| Error::NotFound(format!("There is no collection \"{name}\".")))?;
+    let collection = named(data, name)?;
     if !allowed(&data.rights(name).await?) {
         return Err(ApiError::from(crate::auth::Error::forbidden()).into());
     }

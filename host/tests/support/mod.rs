@@ -113,3 +113,31 @@ pub fn demo_started(
     }
     Err(printed)
 }
+
+/// `canopy demo` in `dir` on `port` with `extra` settings and no `CANOPY_*` setting from the
+/// environment; returns once it serves (at most 10 minutes, a cold demo builds its plugins),
+/// with what it printed.
+#[allow(dead_code, reason = "only the tests that start `canopy demo` use it")]
+pub fn start_demo(dir: &std::path::Path, port: u16, extra: &[&str]) -> (Server, String) {
+    use std::process::{Command, Stdio};
+    let mut command = Command::new(env!("CARGO_BIN_EXE_canopy"));
+    command
+        .args(["demo", "--listen", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("CANOPY_") {
+            command.env_remove(name);
+        }
+    }
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let server = Server(child);
+    match demo_started(stdout, std::time::Duration::from_secs(600)) {
+        Ok(printed) => (server, printed),
+        Err(printed) => panic!("the demo did not start:\n{printed}"),
+    }
+}
