@@ -210,8 +210,7 @@ impl<'a> Data<'a> {
 
     /// Whether the record `id` exists within the caller's scope (read with its keys only).
     async fn exists(&self, collection: &CollectionSchema, id: &str) -> ApiResult<bool> {
-        let filter = Filter::new(Some(match_ids(collection, &[unpack_id(collection, id)?])?));
-        let filter = scoped(self.ops(), self.caller, collection, filter).await?;
+        let filter = records::one_in_scope(self.ops(), self.caller, collection, id).await?;
         let keys = Projection::new(collection.primary_keys());
         Ok(!self
             .ops()

@@ -236,6 +236,20 @@ pub async fn count(ops: &Ops, caller: &Caller, request: FilterRequest) -> Result
     ))
 }
 
+/// The filter of the record `packed_id` (as the client packed it) within the caller's scope.
+pub async fn one_in_scope(
+    ops: &Ops,
+    caller: &Caller,
+    collection: &CollectionSchema,
+    packed_id: &str,
+) -> Result<Filter> {
+    let filter = Filter::new(Some(match_ids(
+        collection,
+        &[unpack_id(collection, packed_id)?],
+    )?));
+    scoped(ops, caller, collection, filter).await
+}
+
 /// One record by its id.
 #[derive(Debug, Clone)]
 pub struct GetRequest {
@@ -254,11 +268,7 @@ pub async fn get(ops: &Ops, caller: &Caller, request: GetRequest) -> Result<Reco
     ops.permissions
         .can(caller, &request.collection, CollectionRight::Read)
         .await?;
-    let filter = Filter::new(Some(match_ids(
-        collection_schema,
-        &[unpack_id(collection_schema, &request.packed_id)?],
-    )?));
-    let filter = scoped(ops, caller, collection_schema, filter).await?;
+    let filter = one_in_scope(ops, caller, collection_schema, &request.packed_id).await?;
     let mut projection = request.projection;
     permission::relation_reads(
         ops,
@@ -297,11 +307,7 @@ pub async fn delete_one(
     ops.permissions
         .can(caller, collection, CollectionRight::Delete)
         .await?;
-    let filter = Filter::new(Some(match_ids(
-        collection_schema,
-        &[unpack_id(collection_schema, packed_id)?],
-    )?));
-    let filter = scoped(ops, caller, collection_schema, filter).await?;
+    let filter = one_in_scope(ops, caller, collection_schema, packed_id).await?;
     ops.datasource
         .collection(collection)?
         .delete(caller, &filter)
