@@ -39,33 +39,11 @@ pub fn base_path(mount_path: &str) -> String {
 /// The console's pages under [`base_path`], and `/` redirecting there.
 pub fn router(state: &SharedState) -> Router {
     let base = base_path(&state.mount_path);
+    // Each part of the console is a module with its own routes.
     let pages = Router::new()
-        .route("/", get(pages::home))
-        .route(
-            "/sign-in",
-            get(session::sign_in_page).post(session::sign_in),
-        )
-        .route("/sign-out", axum::routing::post(session::sign_out))
         .route("/assets/{name}", get(assets::serve))
-        .route("/c/{collection}", get(pages::table))
-        .route("/c/{collection}/export", get(pages::export))
-        .route(
-            "/c/{collection}/bulk-delete",
-            axum::routing::post(pages::bulk_delete),
-        )
-        .route(
-            "/c/{collection}/new",
-            get(pages::new_form).post(pages::create),
-        )
-        .route("/c/{collection}/r/{id}", get(pages::record))
-        .route(
-            "/c/{collection}/r/{id}/edit",
-            get(pages::edit_form).post(pages::edit_save),
-        )
-        .route(
-            "/c/{collection}/r/{id}/delete",
-            get(pages::delete_confirm).post(pages::delete),
-        )
+        .merge(session::routes())
+        .merge(pages::routes())
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(std::sync::Arc::clone(state));
     let target = format!("{base}/");

@@ -25,8 +25,17 @@ use serde_json::Value as Json;
 mod support;
 use support::{TempDir, free_port, start_demo};
 
-#[test]
-fn console_in_headless_chromium_on_the_demo() {
+/// A console browser script (`tests/clients/console/<script>`) run by `node` against a fresh
+/// `canopy demo`: what the demo printed and what the script saw (its last stdout line). The
+/// script's screenshots go to `docs/screenshots`.
+struct Run {
+    printed: String,
+    origin: String,
+    seen: Json,
+    shots: PathBuf,
+}
+
+fn run_script(script: &str) -> Run {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     assert!(
         Path::new(&chromium).exists(),
@@ -44,10 +53,61 @@ fn console_in_headless_chromium_on_the_demo() {
             clients.display()
         );
     }
-    let dir = TempDir::new("console-browser");
+    let dir = TempDir::new(&format!("console-{}", script.trim_end_matches(".mjs")));
     let port = free_port();
     let (_server, printed) = start_demo(&dir.0, port, &[]);
     let origin = format!("http://127.0.0.1:{port}");
+    let shots = root.join("docs/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let output = Command::new("node")
+        .arg(script)
+        .args([origin.as_str(), shots.to_str().unwrap()])
+        .current_dir(&clients)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("node is required by the console test");
+    assert!(
+        output.status.success(),
+        "{script} failed in the browser:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let seen: Json = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    Run {
+        printed,
+        origin,
+        seen,
+        shots,
+    }
+}
+
+impl Run {
+    /// axe-core ran on each of `pages` (the script fails on a serious or critical violation).
+    fn audited(&self, pages: &[&str]) {
+        for page in pages {
+            assert!(
+                self.seen["axe"].get(page).is_some(),
+                "axe ran on {page}: {}",
+                self.seen
+            );
+        }
+    }
+
+    /// Each of the screenshots `names` was written.
+    fn photographed(&self, names: &[&str]) {
+        for name in names {
+            let file = self.shots.join(format!("{name}.png"));
+            let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+            assert!(bytes > 1000, "{} was written", file.display());
+        }
+    }
+}
+
+#[test]
+fn console_in_headless_chromium_on_the_demo() {
+    let run = run_script("browser.mjs");
+    let (printed, origin) = (&run.printed, &run.origin);
     // The demo says where the console is and who may sign in.
     assert!(
         printed.contains(&format!(
@@ -62,24 +122,7 @@ fn console_in_headless_chromium_on_the_demo() {
     ] {
         assert!(printed.contains(login), "{login} in:\n{printed}");
     }
-    let shots = root.join("docs/screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let output = Command::new("node")
-        .arg("browser.mjs")
-        .args([origin.as_str(), shots.to_str().unwrap()])
-        .current_dir(&clients)
-        .env("CHROMIUM", &chromium)
-        .output()
-        .expect("node is required by the console test");
-    assert!(
-        output.status.success(),
-        "the browser failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let seen: Json = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    for page in [
+    run.audited(&[
         "sign-in",
         "home",
         "table",
@@ -90,19 +133,13 @@ fn console_in_headless_chromium_on_the_demo() {
         "bulk-delete",
         "record-phone",
         "editor-table",
-    ] {
-        assert!(seen["axe"].get(page).is_some(), "axe ran on {page}: {seen}");
-    }
-    for name in [
+    ]);
+    run.photographed(&[
         "console-sign-in",
         "console-home",
         "console-table",
         "console-record",
         "console-edit-error",
         "console-phone",
-    ] {
-        let file = shots.join(format!("{name}.png"));
-        let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
-        assert!(bytes > 1000, "{} was written", file.display());
-    }
+    ]);
 }

@@ -55,6 +55,16 @@ impl Session {
         }
     }
 
+    /// The fields of a form posted by this session: a same-site, URL-encoded post carrying the
+    /// session's CSRF token (anything else is refused before the body is read).
+    pub fn form(&self, headers: &HeaderMap, body: &[u8]) -> super::Result<Vec<(String, String)>> {
+        same_site(headers)?;
+        form_content_type(headers)?;
+        let pairs = form_pairs(body);
+        self.check_csrf(first(&pairs, "csrf").unwrap_or(""))?;
+        Ok(pairs)
+    }
+
     /// The user as the header shows them.
     pub fn display_name(&self) -> String {
         let name = format!("{} {}", self.caller.first_name, self.caller.last_name);
@@ -65,6 +75,13 @@ impl Session {
             name.to_owned()
         }
     }
+}
+
+/// Signing in and out, under the console's path.
+pub fn routes() -> axum::Router<SharedState> {
+    axum::Router::new()
+        .route("/sign-in", axum::routing::get(sign_in_page).post(sign_in))
+        .route("/sign-out", axum::routing::post(sign_out))
 }
 
 /// The CSRF token of a session: SHA-256 of its JWT under a label, hex.
@@ -428,10 +445,7 @@ pub async fn sign_out(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> super::Result<Response> {
-    same_site(&headers)?;
-    form_content_type(&headers)?;
-    let pairs = form_pairs(&body);
-    session.check_csrf(first(&pairs, "csrf").unwrap_or(""))?;
+    let pairs = session.form(&headers, &body)?;
     let base = super::base_path(&state.mount_path);
     let secure = secure_cookies(&state, &headers);
     let mut response = Redirect::to(&format!("{base}/sign-in?signed-out=1")).into_response();

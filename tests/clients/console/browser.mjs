@@ -10,63 +10,12 @@
 // URL). axe-core runs on every main page: no serious or critical violation. Screenshots of the
 // main pages go to <screenshotDir>. Any failed expectation throws: the process exits non-zero
 // with the reason on stderr. Prints one JSON line of what it saw.
-import { chromium } from 'playwright-core';
-import axe from 'axe-core';
 import { readFile } from 'node:fs/promises';
+import {
+  origin, seen, check, audit, shot, column, signIn, signOut, launch,
+} from './lib.mjs';
 
-const [origin, shots] = process.argv.slice(2);
-if (!origin || !shots) throw new Error('usage: node browser.mjs <origin> <screenshotDir>');
-const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-const seen = { axe: {}, screenshots: [] };
-
-function check(condition, message) {
-  if (!condition) throw new Error(`expectation failed: ${message}`);
-}
-
-async function audit(page, name) {
-  await page.evaluate(axe.source);
-  const result = await page.evaluate(async () =>
-    // eslint-disable-next-line no-undef
-    await window.axe.run(document, { resultTypes: ['violations'] }));
-  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-  seen.axe[name] = result.violations.map((v) => `${v.id}:${v.impact}`);
-  check(bad.length === 0, `axe on ${name}: ${JSON.stringify(bad.map((v) => ({
-    id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 5),
-  })))}`);
-}
-
-async function shot(page, name) {
-  const path = `${shots}/${name}.png`;
-  await page.screenshot({ path, fullPage: false });
-  seen.screenshots.push(path);
-}
-
-/// Texts of column `name` in the table of the page.
-async function column(page, name) {
-  const headers = await page.$$eval('table thead th', (ths) => ths.map((th) => th.textContent.replace(/[▲▼]/g, '').trim()));
-  const index = headers.indexOf(name);
-  check(index >= 0, `column ${name} in ${headers}`);
-  return page.$$eval(`table tbody tr td:nth-child(${index + 1})`, (tds) => tds.map((td) => td.textContent.trim()));
-}
-
-async function signIn(page, email, password) {
-  await page.goto(`${origin}/`);
-  check(page.url().includes('/console/sign-in'), `/ leads to the sign-in page, got ${page.url()}`);
-  await page.fill('#email', email);
-  await page.fill('#password', password);
-  await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
-}
-
-async function signOut(page) {
-  await Promise.all([page.waitForNavigation(), page.click('form.signout button')]);
-  check(page.url().includes('/console/sign-in'), `signed out to ${page.url()}`);
-}
-
-const browser = await chromium.launch({
-  executablePath,
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage'],
-});
+const browser = await launch();
 try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'Europe/Paris', acceptDownloads: true });
   const page = await context.newPage();

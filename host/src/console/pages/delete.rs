@@ -1,0 +1,72 @@
+//! Deleting one record, after a confirmation page.
+
+use std::fmt::Write as _;
+
+use askama::Template;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono_tz::Tz;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::{Value as Json, json};
+
+use crate::console::data::{Data, ListQuery, Rights, to_one_target};
+use crate::console::session::{Session, first, form_content_type, form_pairs, same_site};
+use crate::console::view::{self, InputKind};
+use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, load, named, page, record_href};
+use crate::console::{Error, Result};
+use crate::datasource::query::ValueKind;
+use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
+use crate::http::{ApiError, SharedState};
+
+// ----- delete ----------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "delete.html")]
+struct DeletePage {
+    layout: Layout,
+    collection: String,
+    label: String,
+    id: String,
+    action: String,
+    cancel_href: String,
+}
+
+/// `GET /console/c/{collection}/r/{id}/delete`: what will be deleted, and a confirmation.
+pub async fn delete_confirm(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Response> {
+    let data = Data::new(&state, &session.caller);
+    let collection = guarded(&data, &name, |rights| rights.delete).await?;
+    let record = load(&data, &name, &id).await?;
+    let label = view::label(collection, &record, session.caller.timezone);
+    let here = record_href(&session.base, &name, &id);
+    let layout = Layout::new(&session, &data, &name, format!("Delete {name} {label}")).await?;
+    page(
+        StatusCode::OK,
+        &DeletePage {
+            layout,
+            collection: name.clone(),
+            label,
+            id: id.clone(),
+            action: format!("{here}/delete"),
+            cancel_href: here,
+        },
+    )
+}
+
+/// `POST /console/c/{collection}/r/{id}/delete`.
+pub async fn delete(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((name, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response> {
+    let pairs = session.form(&headers, &body)?;
+    let data = Data::new(&state, &session.caller);
+    data.delete(&name, &id).await?;
+    Ok(Redirect::to(&format!("{}/c/{}?deleted=1", session.base, enc(&name))).into_response())
+}

@@ -1,0 +1,169 @@
+//! A record's page: every field, to-one links, and a tab per to-many relation.
+
+use std::fmt::Write as _;
+
+use askama::Template;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono_tz::Tz;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::{Value as Json, json};
+
+use crate::console::data::{Data, ListQuery, Rights, to_one_target};
+use crate::console::session::{Session, first, form_content_type, form_pairs, same_site};
+use crate::console::view::{self, InputKind};
+use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, load, named, page, record_href};
+use super::table::{Row, cells};
+use crate::console::{Error, Result};
+use crate::datasource::query::ValueKind;
+use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
+use crate::http::{ApiError, SharedState};
+
+// ----- record ----------------------------------------------------------------------------
+
+struct FieldView {
+    name: String,
+    text: String,
+    href: Option<String>,
+}
+
+struct Tab {
+    name: String,
+    href: String,
+    active: bool,
+}
+
+#[derive(Template)]
+#[template(path = "record.html")]
+struct RecordPage {
+    layout: Layout,
+    collection: String,
+    label: String,
+    table_href: String,
+    edit_href: Option<String>,
+    delete_href: Option<String>,
+    fields: Vec<FieldView>,
+    tabs: Vec<Tab>,
+    related_name: String,
+    related_columns: Vec<String>,
+    related_rows: Vec<Row>,
+    related_prev: Option<String>,
+    related_next: Option<String>,
+    notice: Option<String>,
+}
+
+/// Columns a related list shows: the first few of the foreign collection.
+const RELATED_COLUMNS: usize = 6;
+const RELATED_PAGE: u64 = 10;
+
+/// `GET /console/c/{collection}/r/{id}`: every field, to-one links, a tab per to-many relation.
+pub async fn record(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((name, id)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let data = Data::new(&state, &session.caller);
+    let collection = named(&data, &name)?;
+    let record = data.get(&name, &id).await?.ok_or_else(|| {
+        Error::NotFound(format!(
+            "There is no record {id} in {name} that you may see."
+        ))
+    })?;
+    let rights = data.rights(&name).await?;
+    let base = session.base.clone();
+    let tz = session.caller.timezone;
+    let names: Vec<String> = collection
+        .fields
+        .iter()
+        .filter(|(_, f)| f.as_relation().is_none_or(|r| r.is_to_one()))
+        .map(|(n, _)| n.clone())
+        .collect();
+    let fields = cells(&base, &data, collection, &record, &names, tz)
+        .into_iter()
+        .zip(&names)
+        .map(|(cell, name)| FieldView {
+            name: name.clone(),
+            text: cell.text,
+            href: cell.href,
+        })
+        .collect();
+    let pairs = form_pairs(query.as_deref().unwrap_or("").as_bytes());
+    let relations = data.browsable_relations(collection).await?;
+    let chosen = first(&pairs, "tab")
+        .filter(|t| relations.iter().any(|(r, _)| r == t))
+        .map(str::to_owned)
+        .or_else(|| relations.first().map(|(r, _)| r.clone()))
+        .unwrap_or_default();
+    let related_page: u64 = first(&pairs, "rpage")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let here = record_href(&base, &name, &id);
+    let tabs = relations
+        .iter()
+        .map(|(relation, _)| Tab {
+            name: relation.clone(),
+            href: format!("{here}?tab={}", enc(relation)),
+            active: *relation == chosen,
+        })
+        .collect();
+    let (mut related_columns, mut related_rows, mut related_prev, mut related_next) =
+        (Vec::new(), Vec::new(), None, None);
+    if let Some((relation, foreign_name)) = relations.iter().find(|(r, _)| *r == chosen)
+        && let Ok(foreign) = data.schema().collection(foreign_name)
+    {
+        related_columns = foreign
+            .columns()
+            .filter(|(_, c)| view::input_kind(c) != InputKind::ReadOnly)
+            .map(|(n, _)| n.clone())
+            .take(RELATED_COLUMNS)
+            .collect();
+        let query = ListQuery {
+            page: related_page,
+            size: RELATED_PAGE,
+            fields: vec![(format!("fields[{foreign_name}]"), related_columns.join(","))],
+            ..ListQuery::default()
+        };
+        let records = data.related(&name, &id, relation, &query).await?;
+        related_rows = records
+            .iter()
+            .map(|r| {
+                let rid = pack_id(foreign, r).unwrap_or_default();
+                Row {
+                    id: rid.clone(),
+                    href: record_href(&base, foreign_name, &rid),
+                    edit_href: None,
+                    label: view::label(foreign, r, tz),
+                    cells: cells(&base, &data, foreign, r, &related_columns, tz),
+                }
+            })
+            .collect();
+        let tab = |p: u64| format!("{here}?tab={}&rpage={p}", enc(relation));
+        related_prev = (related_page > 1).then(|| tab(related_page - 1));
+        related_next = (related_rows.len() as u64 == RELATED_PAGE).then(|| tab(related_page + 1));
+    }
+    let notice = first(&pairs, "saved")
+        .map(|_| "Saved.".to_owned())
+        .or_else(|| first(&pairs, "created").map(|_| "Created.".to_owned()));
+    let label = view::label(collection, &record, tz);
+    let layout = Layout::new(&session, &data, &name, format!("{name} {label}")).await?;
+    let template = RecordPage {
+        layout,
+        collection: name.clone(),
+        label,
+        table_href: format!("{base}/c/{}", enc(&name)),
+        edit_href: rights.edit.then(|| format!("{here}/edit")),
+        delete_href: rights.delete.then(|| format!("{here}/delete")),
+        fields,
+        tabs,
+        related_name: chosen,
+        related_columns,
+        related_rows,
+        related_prev,
+        related_next,
+        notice,
+    };
+    page(StatusCode::OK, &template)
+}
