@@ -14,6 +14,7 @@
 //! [`Caller`]: crate::datasource::Caller
 
 pub mod actions;
+pub mod approvals;
 pub(crate) mod activity;
 pub mod charts;
 mod error;

@@ -41,7 +41,7 @@ const SIZES: [u64; 4] = [10, 25, 50, 100];
 /// Characters escaped in a path segment or a query value.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');
 
-fn enc(text: &str) -> String {
+pub(crate) fn enc(text: &str) -> String {
     utf8_percent_encode(text, COMPONENT).to_string()
 }
 
@@ -56,7 +56,7 @@ pub fn html(body: String) -> impl IntoResponse {
     )
 }
 
-fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
+pub(crate) fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
     Ok((status, html(template.render()?)).into_response())
 }
 
@@ -78,7 +78,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    async fn new(session: &Session, data: &Data<'_>, current: &str, title: String) -> Result<Self> {
+    pub(crate) async fn new(session: &Session, data: &Data<'_>, current: &str, title: String) -> Result<Self> {
         Ok(Self {
             base: session.base.clone(),
             assets: urls(),
@@ -154,12 +154,12 @@ pub async fn home(State(state): State<SharedState>, session: Session) -> Result<
 }
 
 
-fn record_href(base: &str, collection: &str, id: &str) -> String {
+pub(crate) fn record_href(base: &str, collection: &str, id: &str) -> String {
     format!("{base}/c/{}/r/{}", enc(collection), enc(id))
 }
 
 /// The served collection `name`; an unknown one is a 404 page.
-fn named<'d>(data: &'d Data<'_>, name: &str) -> Result<&'d CollectionSchema> {
+pub(crate) fn named<'d>(data: &'d Data<'_>, name: &str) -> Result<&'d CollectionSchema> {
     data.schema()
         .collections
         .get(name)
