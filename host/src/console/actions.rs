@@ -61,7 +61,6 @@ pub struct ActionButton {
     pub href: String,
     /// single, bulk or global.
     pub scope: &'static str,
-    pub description: String,
 }
 
 /// The actions of `collection` the caller may trigger (the trigger right; one that needs an
@@ -83,7 +82,6 @@ pub async fn buttons(
                 name: name.clone(),
                 href: action_href(&base, &collection.name, name),
                 scope: action.scope.as_str(),
-                description: action.description.clone().unwrap_or_default(),
             });
         }
     }
@@ -409,11 +407,11 @@ async fn submit(
         )
         .await;
     }
-    errors.extend(
-        fields::missing(&shown, &values)
-            .into_iter()
-            .filter(|(id, _)| !errors.iter().any(|(e, _)| e == id)),
-    );
+    let missing: Vec<_> = fields::missing(&shown, &values)
+        .into_iter()
+        .filter(|(id, _)| !errors.iter().any(|(e, _)| e == id))
+        .collect();
+    errors.extend(missing);
     if !errors.is_empty() {
         return form_page(
             &session,
