@@ -14,8 +14,8 @@
 //! [`Caller`]: crate::datasource::Caller
 
 pub mod actions;
-pub mod approvals;
 pub(crate) mod activity;
+pub mod approvals;
 pub mod charts;
 mod error;
 pub mod permission;

@@ -44,10 +44,7 @@ use crate::ops::actions::{self as ops_actions, ExecuteRequest, Target};
 /// The actions' routes, under the console's path.
 pub fn routes() -> Router<SharedState> {
     Router::new()
-        .route(
-            "/c/{collection}/actions/{action}",
-            get(open).post(submit),
-        )
+        .route("/c/{collection}/actions/{action}", get(open).post(submit))
         .route("/c/{collection}/actions/{action}/form", post(refresh))
         .merge(inbox::routes())
 }
@@ -89,7 +86,11 @@ pub async fn buttons(
 }
 
 fn action_href(base: &str, collection: &str, action: &str) -> String {
-    format!("{base}/c/{}/actions/{}", enc(collection), enc(&slug(action)))
+    format!(
+        "{base}/c/{}/actions/{}",
+        enc(collection),
+        enc(&slug(action))
+    )
 }
 
 // ----- the form page -------------------------------------------------------------------------
@@ -300,9 +301,8 @@ async fn form_page(
     let here = action_href(base, collection, &request.name);
     let title = format!("{} · {collection}", request.name);
     let layout = Layout::new(session, data, collection, title).await?;
-    let error = error.or_else(|| {
-        (!errors.is_empty()).then(|| "Correct the fields marked below.".to_owned())
-    });
+    let error = error
+        .or_else(|| (!errors.is_empty()).then(|| "Correct the fields marked below.".to_owned()));
     page(
         status,
         &FormPage {
@@ -340,7 +340,12 @@ async fn open(
     let data = Data::new(&state, &session.caller);
     let request = Request::new(&data, &collection, &action, &pairs)?;
     let form = request
-        .form(&state, &session.caller, &FormValues::new(), &FormPhase::Load)
+        .form(
+            &state,
+            &session.caller,
+            &FormValues::new(),
+            &FormPhase::Load,
+        )
         .await?;
     form_page(
         &session,
@@ -534,15 +539,25 @@ async fn result_page(
     let mut links: Vec<(String, String)> = request
         .ids
         .iter()
-        .map(|id| (format!("{collection} {id}"), record_href(base, collection, id)))
+        .map(|id| {
+            (
+                format!("{collection} {id}"),
+                record_href(base, collection, id),
+            )
+        })
         .collect();
     links.push((
         format!("All {collection}"),
         format!("{base}/c/{}", enc(collection)),
     ));
     let mut result = ResultPage {
-        layout: Layout::new(session, data, collection, format!("{} · done", request.name))
-            .await?,
+        layout: Layout::new(
+            session,
+            data,
+            collection,
+            format!("{} · done", request.name),
+        )
+        .await?,
         collection: collection.clone(),
         action: request.name.clone(),
         kind: "success",
@@ -595,10 +610,7 @@ async fn result_page(
             result.message = path;
         }
         ActionOutcome::Webhook {
-            url,
-            method,
-            body,
-            ..
+            url, method, body, ..
         } => {
             result.kind = "webhook";
             result.webhook_method = method;

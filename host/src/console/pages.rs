@@ -72,7 +72,12 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub(crate) async fn new(session: &Session, data: &Data<'_>, current: &str, title: String) -> Result<Self> {
+    pub(crate) async fn new(
+        session: &Session,
+        data: &Data<'_>,
+        current: &str,
+        title: String,
+    ) -> Result<Self> {
         Ok(Self {
             base: session.base.clone(),
             assets: urls(),

@@ -22,6 +22,10 @@
 //! Each request keeps who filed it and when, who decided, when, their comment, and the outcome:
 //! the admin-visible record until the activity log serves them.
 //!
+//! Filing, listing, reading and deciding are `ops::approvals` (the console's inbox calls them
+//! too); these routes read the wire, map the operations' refusals to their codes and resume a
+//! workflow run waiting on a decision.
+//!
 //! `ApprovalSettings` also checks the agent route's `signed_approval_request` (a JWT signed with
 //! the environment secret, whose payload replaces the action body).
 

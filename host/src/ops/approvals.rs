@@ -72,12 +72,10 @@ pub async fn file(
     max_records: u64,
 ) -> Result<Filed> {
     let store = store(ops)?;
-    let action_name = body.get("action").and_then(Json::as_str).ok_or_else(|| {
-        refused(
-            Refusal::Invalid,
-            "`action` (the action's name) is required",
-        )
-    })?;
+    let action_name = body
+        .get("action")
+        .and_then(Json::as_str)
+        .ok_or_else(|| refused(Refusal::Invalid, "`action` (the action's name) is required"))?;
     let attributes = body
         .pointer("/data/attributes")
         .and_then(Json::as_object)
@@ -121,7 +119,16 @@ pub async fn file(
         }
         Err(error) => return Err(error),
     };
-    let attributes = frozen(ops, caller, schema, scope, attributes, &selection, max_records).await?;
+    let attributes = frozen(
+        ops,
+        caller,
+        schema,
+        scope,
+        attributes,
+        &selection,
+        max_records,
+    )
+    .await?;
     activity.records(selected_ids(&attributes));
     let approval = store
         .create_approval(

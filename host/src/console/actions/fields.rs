@@ -128,7 +128,12 @@ fn push(
         FormElement::Page { elements, .. } => {
             // One page shows every page of a multi-page form, each under its heading.
             let page = blocks.iter().filter(|b| b.kind == "page").count() + 1;
-            blocks.push(block("page", Vec::new(), String::new(), format!("Step {page}")));
+            blocks.push(block(
+                "page",
+                Vec::new(),
+                String::new(),
+                format!("Step {page}"),
+            ));
             for element in elements {
                 push(element, pairs, errors, tz, n, blocks);
             }
@@ -177,7 +182,13 @@ fn value_text(value: &Json, kind: &str, tz: Tz) -> String {
     }
 }
 
-fn input(field: &FormField, pairs: &Posted, errors: &[(String, String)], tz: Tz, n: usize) -> Input {
+fn input(
+    field: &FormField,
+    pairs: &Posted,
+    errors: &[(String, String)],
+    tz: Tz,
+    n: usize,
+) -> Input {
     let mut input = Input {
         id: field.id.clone(),
         html_id: format!("a-{n}"),
@@ -370,11 +381,16 @@ fn value(field: &FormField, texts: &[&str], tz: Tz) -> Result<Option<Json>, Stri
     );
     if multi {
         // Several choices arrive as several values; lines as one text.
-        let items: Vec<&str> = if texts.len() == 1 && !matches!(field.field_type, FieldType::FileList) {
-            texts[0].lines().map(str::trim).filter(|l| !l.is_empty()).collect()
-        } else {
-            texts.iter().copied().filter(|t| !t.is_empty()).collect()
-        };
+        let items: Vec<&str> =
+            if texts.len() == 1 && !matches!(field.field_type, FieldType::FileList) {
+                texts[0]
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect()
+            } else {
+                texts.iter().copied().filter(|t| !t.is_empty()).collect()
+            };
         if items.is_empty() {
             return Ok(None);
         }
@@ -408,8 +424,9 @@ fn value(field: &FormField, texts: &[&str], tz: Tz) -> Result<Option<Json>, Stri
             "false" => json!(false),
             _ => return Err("Choose yes or no.".to_owned()),
         },
-        FieldType::Json => serde_json::from_str(text)
-            .map_err(|e| format!("This is not valid JSON: {e}."))?,
+        FieldType::Json => {
+            serde_json::from_str(text).map_err(|e| format!("This is not valid JSON: {e}."))?
+        }
         FieldType::Date => {
             let local = NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M")
                 .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S"))
@@ -452,9 +469,9 @@ pub fn missing(shown: &[FormElement], values: &FormValues) -> Vec<(String, Strin
         .into_iter()
         .filter(|f| f.is_required && !f.is_read_only)
         .filter(|f| {
-            values
-                .get(&f.id)
-                .is_none_or(|v| v.is_null() || v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty))
+            values.get(&f.id).is_none_or(|v| {
+                v.is_null() || v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty)
+            })
         })
         .map(|f| (f.id.clone(), format!("{} is required.", f.label)))
         .collect()
@@ -506,7 +523,12 @@ mod tests {
         assert_eq!(values["When"], json!("2026-03-01T09:30:00+00:00"));
         assert_eq!(values["Tags"], json!(["a", "b"]));
         assert_eq!(values["Ok"], json!(true));
-        assert!(values["Doc"].as_str().unwrap().starts_with("data:text/plain"));
+        assert!(
+            values["Doc"]
+                .as_str()
+                .unwrap()
+                .starts_with("data:text/plain")
+        );
     }
 
     #[test]
@@ -517,7 +539,10 @@ mod tests {
         let ids: Vec<&str> = errors.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["Amount", "Doc"]);
         let missing = missing(&form(), &FormValues::new());
-        assert_eq!(missing, [("Amount".to_owned(), "Amount is required.".to_owned())]);
+        assert_eq!(
+            missing,
+            [("Amount".to_owned(), "Amount is required.".to_owned())]
+        );
     }
 
     #[test]

@@ -36,7 +36,9 @@ fn refused(error: crate::ops::Error) -> Error {
         crate::ops::Error::Approval {
             refusal: Refusal::NotFound,
             message,
-        } => Error::NotFound(format!("There is no {message}: it may not be yours to see.")),
+        } => Error::NotFound(format!(
+            "There is no {message}: it may not be yours to see."
+        )),
         other => Error::Api(ApiError::from(other)),
     }
 }
