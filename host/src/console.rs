@@ -10,9 +10,11 @@
 //! - `data`: every data call the console makes, through the same permission checks, scopes and
 //!   activity entries as the `/forest` routes (the one file to swap for the operations layer).
 //! - `pages`: the collection table, the record page, the edit form and the delete confirmation.
+//! - `actions`: the actions' buttons, forms and results, and the inbox of approval requests.
 //! - `view`: values as text and as form inputs, in the user's timezone; form values back to
 //!   typed values.
 
+mod actions;
 mod assets;
 mod data;
 mod pages;
@@ -44,6 +46,7 @@ pub fn router(state: &SharedState) -> Router {
         .route("/assets/{name}", get(assets::serve))
         .merge(session::routes())
         .merge(pages::routes())
+        .merge(actions::routes())
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(std::sync::Arc::clone(state));
     let target = format!("{base}/");

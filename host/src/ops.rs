@@ -15,6 +15,7 @@
 
 pub mod actions;
 pub(crate) mod activity;
+pub mod approvals;
 pub mod charts;
 mod error;
 pub mod permission;

@@ -143,3 +143,29 @@ fn console_in_headless_chromium_on_the_demo() {
         "console-phone",
     ]);
 }
+
+/// Actions and approvals (`actions.mjs`): a dynamic form whose reason field appears as the amount
+/// is typed, a bulk action on selected rows, an action's error with the form kept, a file
+/// download, a file field, an approval filed by the editor and approved by the admin from the
+/// inbox, and the viewer without buttons and refused by URL.
+#[test]
+fn console_actions_in_chromium() {
+    let run = run_script("actions.mjs");
+    assert!(
+        run.seen["coupon"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("Coupon of 75 (Percent) sent to ")),
+        "{}",
+        run.seen
+    );
+    run.audited(&[
+        "action-form",
+        "action-result",
+        "action-form-error",
+        "action-error",
+        "approval-request",
+        "inbox",
+        "approval-decided",
+    ]);
+    run.photographed(&["console-action-form", "console-inbox"]);
+}

@@ -35,7 +35,7 @@ const SIZES: [u64; 4] = [10, 25, 50, 100];
 /// Characters escaped in a path segment or a query value.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');
 
-fn enc(text: &str) -> String {
+pub(crate) fn enc(text: &str) -> String {
     utf8_percent_encode(text, COMPONENT).to_string()
 }
 
@@ -50,7 +50,7 @@ pub fn html(body: String) -> impl IntoResponse {
     )
 }
 
-fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
+pub(crate) fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
     Ok((status, html(template.render()?)).into_response())
 }
 
@@ -72,7 +72,12 @@ pub struct Layout {
 }
 
 impl Layout {
-    async fn new(session: &Session, data: &Data<'_>, current: &str, title: String) -> Result<Self> {
+    pub(crate) async fn new(
+        session: &Session,
+        data: &Data<'_>,
+        current: &str,
+        title: String,
+    ) -> Result<Self> {
         Ok(Self {
             base: session.base.clone(),
             assets: urls(),
@@ -150,12 +155,13 @@ pub async fn home(State(state): State<SharedState>, session: Session) -> Result<
     page(StatusCode::OK, &HomePage { layout })
 }
 
-fn record_href(base: &str, collection: &str, id: &str) -> String {
+/// The console's page of record `id` of `collection`.
+pub(crate) fn record_href(base: &str, collection: &str, id: &str) -> String {
     format!("{base}/c/{}/r/{}", enc(collection), enc(id))
 }
 
 /// The served collection `name`; an unknown one is a 404 page.
-fn named<'d>(data: &'d Data<'_>, name: &str) -> Result<&'d CollectionSchema> {
+pub(crate) fn named<'d>(data: &'d Data<'_>, name: &str) -> Result<&'d CollectionSchema> {
     data.schema()
         .collections
         .get(name)

@@ -5,8 +5,8 @@
 //! The routes read the wire (a `signed_approval_request` checked with the environment secret
 //! replaces the body; `requester_id`, ids, values, the selection) into the typed requests of
 //! `ops::actions`, which holds the permissions (§5.4) and runs the action; the result is written
-//! back here (JSON, a file, its headers). `selection`, `check` and `perform` at the end wrap
-//! those operations for `http::approvals`, which files and runs approval requests.
+//! back here (JSON, a file, its headers). Approval requests are filed and run by
+//! `ops::approvals`.
 
 use std::collections::HashMap;
 
@@ -91,7 +91,7 @@ async fn execute(
 
 /// The packed ids an action body selects (`data.attributes.ids`); none for a select-all, whose
 /// records are not known without reading them.
-pub(super) fn selected_ids(body: &Json) -> Vec<String> {
+fn selected_ids(body: &Json) -> Vec<String> {
     let attributes = body.pointer("/data/attributes");
     if attributes
         .and_then(|a| a.get("all_records"))
@@ -137,7 +137,7 @@ fn approval_request_body(state: &SharedState, body: Json) -> ApiResult<Json> {
 }
 
 /// The requester named by an approval body (`data.attributes.requester_id`), if any.
-pub(super) fn requester_id(body: &Json) -> ApiResult<Option<i64>> {
+fn requester_id(body: &Json) -> ApiResult<Option<i64>> {
     let Some(value) = body
         .pointer("/data/attributes/requester_id")
         .filter(|v| truthy(v))
@@ -280,42 +280,4 @@ async fn values(
     )
     .await?;
     Ok(super::json(&values_json(&form)))
-}
-
-/// The selection of an action body, for the approval routes (which file and run an action body
-/// as the agent's routes do).
-pub(super) async fn selection(
-    state: &SharedState,
-    context: &CallerContext,
-    collection: &CollectionSchema,
-    scope: ActionScope,
-    body: &Json,
-) -> ApiResult<actions::Selection> {
-    let target = Target::parse(state, &context.query, collection, scope, body)?;
-    Ok(actions::selection(state, &context.caller, collection, target).await?)
-}
-
-/// [`actions::check`], answered as the action routes answer it.
-pub(super) async fn check(
-    state: &SharedState,
-    caller: &crate::datasource::Caller,
-    schema: &CollectionSchema,
-    name: &str,
-    selection: &actions::Selection,
-    requester: Option<i64>,
-) -> ApiResult<()> {
-    Ok(actions::check(state, caller, schema, name, selection, requester).await?)
-}
-
-/// [`actions::perform`] with the form values of an action body.
-pub(super) async fn perform(
-    state: &SharedState,
-    caller: &crate::datasource::Caller,
-    schema: &CollectionSchema,
-    name: &str,
-    filter: &crate::datasource::Filter,
-    body: &Json,
-) -> ApiResult<ActionResult> {
-    let values = parse_values(body)?;
-    Ok(actions::perform(state, caller, schema, name, filter, &values).await?)
 }

@@ -22,6 +22,10 @@
 //! Each request keeps who filed it and when, who decided, when, their comment, and the outcome:
 //! the admin-visible record until the activity log serves them.
 //!
+//! Filing, listing, reading and deciding are `ops::approvals` (the console's inbox calls them
+//! too); these routes read the wire, map the operations' refusals to their codes and resume a
+//! workflow run waiting on a decision.
+//!
 //! `ApprovalSettings` also checks the agent route's `signed_approval_request` (a JWT signed with
 //! the environment secret, whose payload replaces the action body).
 
@@ -34,35 +38,26 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::Response;
 use jsonwebtoken::{AlgorithmFamily, DecodingKey, EncodingKey, Header, Validation};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::action;
 use super::caller::Authenticated;
-use super::collection::served;
 use super::error::ApiError;
 use super::middleware::RequestId;
 use super::openapi::ErrorBody;
 use super::platform::Error;
 use super::{CallerContext, JsonBody, SharedState};
-use crate::agent::action::{ResultBody, result_body, slug};
 use crate::agent::query_string::QueryString;
-use crate::auth::{self, permissions::ActionRight};
-use crate::datasource::action::{ActionResult, ActionScope};
-use crate::datasource::{Caller, CollectionSchema, PermissionLevel, Projection, pack_id};
-use crate::ops::actions::Selection;
-use crate::ops::activity::Recorded;
-use crate::platform::activity::Action;
+use crate::auth;
+use crate::datasource::Caller;
+use crate::ops::approvals::{self, MAX_COMMENT_CHARS, Refusal};
 use crate::platform::{Approval, ApprovalStatus, Scope, Store};
 
 /// The platform's cap on select-all approvals (`maxRecordsForApproval` default and maximum).
 pub const MAX_RECORDS_FOR_APPROVAL: u64 = 500;
-
-/// Longest comment kept with a decision.
-const MAX_COMMENT_CHARS: usize = 10_000;
 
 /// What approvals need from the configuration: the environment secret that signs
 /// `signed_approval_request`, and `maxRecordsForApproval`.
@@ -393,121 +388,20 @@ async fn file(
     session: Session,
     body: Result<JsonBody, ApiError>,
 ) -> Answer {
-    let store = store(&state, &project, &environment)?;
+    store(&state, &project, &environment)?;
     let JsonBody(body) = body?;
-    let caller = &session.context.caller;
-    let action_name = body
-        .get("action")
-        .and_then(Json::as_str)
-        .ok_or_else(|| invalid("`action` (the action's name) is required"))?;
-    let attributes = body
-        .pointer("/data/attributes")
-        .and_then(Json::as_object)
-        .ok_or_else(|| invalid("`data.attributes` (the action body) is required"))?;
-    for forbidden in ["requester_id", "signed_approval_request"] {
-        if attributes.contains_key(forbidden) {
-            return Err(invalid(format!(
-                "`{forbidden}` cannot be filed: the requester is the signed-in user"
-            )));
-        }
-    }
-    let collection_name = attributes
-        .get("collection_name")
-        .and_then(Json::as_str)
-        .ok_or_else(|| invalid("`data.attributes.collection_name` is required"))?;
-    let (schema, name, scope) = named_action(&state, collection_name, action_name)?;
-    let mut activity = Recorded::start(&state, Action::CreateApproval, caller, &schema.name);
-    activity.label(name.as_str());
-    let selection = action::selection(&state, &session.context, schema, scope, &body).await?;
-    let roles = match action::check(&state, caller, schema, &name, &selection, None).await {
-        Err(ApiError::Auth(auth::Error::ActionRequiresApproval {
-            role_ids_allowed_to_approve,
-        })) => role_ids_allowed_to_approve,
-        Ok(()) => {
-            return Err(Error::coded(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "approval_not_required",
-                "This action does not require an approval here: run it directly.",
-            ));
-        }
-        Err(error) => return Err(error.into()),
-    };
-    let attributes = frozen(&state, caller, schema, scope, attributes, &selection).await?;
-    activity.records(action::selected_ids(
-        &json!({"data": {"attributes": &attributes}}),
-    ));
-    let approval = store
-        .create_approval(
-            caller.id,
-            &caller.email,
-            &schema.name,
-            &name,
-            &Json::Object(attributes),
-        )
-        .await?;
-    tracing::info!(
-        approval = approval.id,
-        requester = caller.id,
-        collection = schema.name,
-        action = name,
-        "approval request filed"
-    );
-    activity.done();
-    let mut answer = approval_json(&approval);
-    answer["roleIdsAllowedToApprove"] = json!(roles);
+    let filed = approvals::file(
+        &state,
+        &session.context.caller,
+        &session.context.query,
+        &body,
+        state.approvals.max_records_for_approval,
+    )
+    .await
+    .map_err(refusal)?;
+    let mut answer = approval_json(&filed.approval);
+    answer["roleIdsAllowedToApprove"] = json!(filed.role_ids_allowed_to_approve);
     Ok(super::json_with(StatusCode::CREATED, &answer))
-}
-
-/// A select-all selection resolved to the ids it targets now (at most
-/// `maxRecordsForApproval`); other selections are kept as sent.
-async fn frozen(
-    state: &SharedState,
-    caller: &Caller,
-    schema: &CollectionSchema,
-    scope: ActionScope,
-    attributes: &Map<String, Json>,
-    selection: &Selection,
-) -> Result<Map<String, Json>, Error> {
-    let mut attributes = attributes.clone();
-    let all_records = attributes.get("all_records").is_some_and(|v| v == true);
-    if scope == ActionScope::Global || !all_records {
-        return Ok(attributes);
-    }
-    let max = state.approvals.max_records_for_approval;
-    let projection = Projection::new(schema.primary_keys().into_iter().map(str::to_owned));
-    let filter = selection
-        .for_caller
-        .clone()
-        .with_page(crate::datasource::Page {
-            skip: 0,
-            limit: max + 1,
-        });
-    let records = state
-        .datasource
-        .collection(&schema.name)
-        .map_err(ApiError::from)?
-        .list(caller, &filter, &projection)
-        .await
-        .map_err(ApiError::from)?;
-    if records.len() as u64 > max {
-        return Err(Error::coded(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "too_many_records",
-            format!(
-                "A select-all approval may target at most {max} records (maxRecordsForApproval): \
-                 narrow the selection"
-            ),
-        ));
-    }
-    let ids = records
-        .iter()
-        .map(|record| pack_id(schema, record))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(ApiError::from)?;
-    attributes.insert("all_records".to_owned(), Json::Bool(false));
-    attributes.insert("ids".to_owned(), json!(ids));
-    attributes.insert("all_records_ids_excluded".to_owned(), json!([]));
-    Ok(attributes)
 }
 
 /// `GET …/approval-requests?status=`: the requests the caller may see, newest first.
@@ -530,7 +424,7 @@ async fn list(
     Path((project, environment)): Path<(String, String)>,
     session: Session,
 ) -> Answer {
-    let store = store(&state, &project, &environment)?;
+    store(&state, &project, &environment)?;
     let status = session.context.query.get("status");
     let status = match status.as_deref() {
         None | Some("") => None,
@@ -545,12 +439,12 @@ async fn list(
             ));
         }
     };
-    let mut visible = Vec::new();
-    for approval in store.approvals(status).await? {
-        if may_see(&state, &session.context.caller, &approval).await? {
-            visible.push(approval_json(&approval));
-        }
-    }
+    let visible: Vec<Json> = approvals::list(&state, &session.context.caller, status)
+        .await
+        .map_err(refusal)?
+        .iter()
+        .map(approval_json)
+        .collect();
     Ok(super::json(&json!({ "data": visible })))
 }
 
@@ -574,9 +468,11 @@ async fn show(
     Path((project, environment, id)): Path<(String, String, String)>,
     session: Session,
 ) -> Answer {
-    let store = store(&state, &project, &environment)?;
+    store(&state, &project, &environment)?;
     let id = path_id(&id)?;
-    let approval = visible(&state, store, &session.context.caller, id).await?;
+    let approval = approvals::visible(&state, &session.context.caller, id)
+        .await
+        .map_err(refusal)?;
     Ok(super::json(&approval_json(&approval)))
 }
 
@@ -677,96 +573,72 @@ async fn decide(
         }
         Some(_) => return Err(invalid("`comment` must be a string")),
     };
-    let caller = &session.context.caller;
-    let approval = visible(state, store, caller, id).await?;
-    if approval.status != ApprovalStatus::Pending {
-        return Err(Error::coded(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!(
-                "approval request {id} is already {}",
-                approval.status.as_str()
-            ),
-        ));
-    }
-    let (schema, name, scope) =
-        named_action(state, &approval.collection_name, &approval.action_name)?;
-    let logged = if decision == ApprovalStatus::Approved {
-        Action::ApproveApproval
-    } else {
-        Action::RejectApproval
-    };
-    let mut activity = Recorded::start(state, logged, caller, &schema.name);
-    activity.label(format!("{name} (approval request {id})"));
-    activity.records(action::selected_ids(
-        &json!({"data": {"attributes": &approval.attributes}}),
-    ));
-    // The body the agent would receive from a signed approval: the recorded attributes and the
-    // requester.
-    let mut attributes = approval.attributes.as_object().cloned().unwrap_or_default();
-    attributes.insert("requester_id".to_owned(), json!(approval.requester_id));
-    let action_body = json!({"data": {"type": "custom-action-requests", "attributes": attributes}});
-    let selection = action::selection(state, &session.context, schema, scope, &action_body).await?;
-    action::check(
+    let approval = approvals::decide(
         state,
-        caller,
-        schema,
-        &name,
-        &selection,
-        Some(approval.requester_id),
-    )
-    .await?;
-    let decided = store
-        .decide_approval(id, decision, caller.id, &caller.email, comment)
-        .await?;
-    tracing::info!(
-        approval = id,
-        decision = decision.as_str(),
-        approver = caller.id,
-        requester = approval.requester_id,
-        collection = schema.name,
-        action = name,
-        "approval request decided"
-    );
-    if decision != ApprovalStatus::Approved {
-        activity.done();
-        resume_workflow(state, store, id, false, None).await;
-        return Ok(super::json(&approval_json(&decided)));
-    }
-    // Claimed atomically above: no second approver can run it too.
-    let outcome = match action::perform(
-        state,
-        caller,
-        schema,
-        &name,
-        &selection.for_caller,
-        &action_body,
+        &session.context.caller,
+        &session.context.query,
+        approvals::Decision {
+            id,
+            status: decision,
+            comment: comment.map(str::to_owned),
+        },
+        error_outcome,
     )
     .await
-    {
-        Ok(result) => outcome_json(result),
-        Err(error) => {
-            let data = error.data();
-            let (status, name, detail) = error.public_parts();
-            let mut error = json!({"name": name, "detail": detail});
-            if let Some(data) = data {
-                error["data"] = data;
-            }
-            json!({"status": status.as_u16(), "error": error})
-        }
-    };
-    // The decision is made whatever the action answered (its outcome is kept in the request).
-    activity.done();
-    store.set_approval_outcome(id, &outcome).await?;
-    resume_workflow(state, store, id, true, Some(&outcome)).await;
-    let approval = store.approval(id).await?.unwrap_or(decided);
+    .map_err(refusal)?;
+    resume_workflow(
+        state,
+        store,
+        id,
+        decision == ApprovalStatus::Approved,
+        approval.outcome.as_ref(),
+    )
+    .await;
     Ok(super::json(&approval_json(&approval)))
+}
+
+/// A failed run of an approved action, as its outcome is kept: the status, name and detail the
+/// agent's routes would answer (`http::error`'s table).
+pub fn error_outcome(error: crate::ops::Error) -> Json {
+    let error = ApiError::from(error);
+    let data = error.data();
+    let (status, name, detail) = error.public_parts();
+    let mut error = json!({"name": name, "detail": detail});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    json!({"status": status.as_u16(), "error": error})
+}
+
+/// An approval operation's refusal in the public API's shape.
+fn refusal(error: crate::ops::Error) -> Error {
+    use crate::ops::Error as E;
+    match error {
+        E::Approval { refusal, message } => match refusal {
+            Refusal::Invalid => invalid(message),
+            Refusal::NotFound => not_found(message),
+            Refusal::NotRequired => Error::coded(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "approval_not_required",
+                message,
+            ),
+            Refusal::TooManyRecords => Error::coded(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "too_many_records",
+                message,
+            ),
+            Refusal::Conflict => Error::coded(StatusCode::CONFLICT, "conflict", message),
+        },
+        E::Store(error) => error.into(),
+        E::Auth(error) => error.into(),
+        other => ApiError::from(other).into(),
+    }
 }
 
 /// A workflow run whose trigger-action step filed this request resumes with the decision
 /// (`workflows::engine::control::approval_decided`). The decision stands whatever happens
 /// there: a failure is logged, and the run keeps waiting visibly.
-async fn resume_workflow(
+pub async fn resume_workflow(
     state: &SharedState,
     store: &Store,
     id: i64,
@@ -796,78 +668,9 @@ fn path_id(raw: &str) -> Result<i64, Error> {
         .map_err(|_| Error::field("id", format!("{raw:?} is not an id")))
 }
 
-/// The collection and action a request names (the action by name or slug).
-fn named_action<'a>(
-    state: &'a SharedState,
-    collection: &str,
-    action: &str,
-) -> Result<(&'a CollectionSchema, String, ActionScope), Error> {
-    let schema = served(state.datasource.schema(), collection)
-        .map_err(|_| not_found(format!("collection {collection:?} not found")))?;
-    schema
-        .actions
-        .iter()
-        .find(|(name, _)| *name == action || slug(name) == action)
-        .map(|(name, a)| (schema, name.clone(), a.scope))
-        .ok_or_else(|| not_found(format!("action {action:?} of {collection:?} not found")))
-}
-
-/// An approval request the caller may see, or 404 (whether it exists is not told).
-async fn visible(
-    state: &SharedState,
-    store: &Store,
-    caller: &Caller,
-    id: i64,
-) -> Result<Approval, Error> {
-    match store.approval(id).await? {
-        Some(approval) if may_see(state, caller, &approval).await? => Ok(approval),
-        _ => Err(not_found(format!("approval request {id} not found"))),
-    }
-}
-
-/// Admins see every request; others their own, and those of actions their role may approve.
-async fn may_see(state: &SharedState, caller: &Caller, approval: &Approval) -> Result<bool, Error> {
-    let permissions = &state.permissions;
-    if approval.requester_id == caller.id {
-        return Ok(true);
-    }
-    let admin = match permissions.user(caller).await? {
-        Some(user) => user.permission_level == PermissionLevel::Admin,
-        // Not enforced: everyone has every right.
-        None => true,
-    };
-    if admin {
-        return Ok(true);
-    }
-    Ok(permissions
-        .can_on_action(
-            caller,
-            &approval.collection_name,
-            &approval.action_name,
-            ActionRight::Approve,
-        )
-        .await?)
-}
-
 /// An approval request as the API shows it.
 fn approval_json(approval: &Approval) -> Json {
     serde_json::to_value(approval).unwrap_or(Json::Null)
-}
-
-/// What running the approved action answered: the agent's status and body, or a file's name,
-/// type and size (its bytes are not kept).
-fn outcome_json(result: ActionResult) -> Json {
-    match result_body(result.outcome) {
-        ResultBody::Json { status, body } => json!({"status": status, "body": body}),
-        ResultBody::File {
-            name,
-            mime_type,
-            bytes,
-        } => json!({
-            "status": 200,
-            "file": {"name": name, "mimeType": mime_type, "size": bytes.len()},
-        }),
-    }
 }
 
 #[cfg(test)]

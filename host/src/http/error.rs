@@ -54,6 +54,18 @@ impl From<crate::ops::Error> for ApiError {
             E::Datasource(e) => Self::Datasource(e),
             E::Auth(e) => Self::Auth(e),
             E::NotFound => Self::RouteNotFound,
+            // Only the approval routes meet these, and they answer them in their own shape.
+            E::Approval { refusal, message } => {
+                use crate::ops::approvals::Refusal as R;
+                match refusal {
+                    R::NotFound => Self::Agent(agent::Error::NotFound(message)),
+                    R::Invalid | R::Conflict => Self::BadRequest(message),
+                    R::NotRequired | R::TooManyRecords => {
+                        Self::Agent(agent::Error::Unprocessable(message))
+                    }
+                }
+            }
+            E::Store(e) => Self::Datasource(datasource::Error::Internal(e.to_string())),
         }
     }
 }

@@ -19,6 +19,16 @@ pub enum Error {
     /// No such collection, relation or action is served (on `/forest`, a path without a route).
     #[error("Not Found")]
     NotFound,
+    /// An approval request refused by its own rules (`ops::approvals`); the refusal says how
+    /// each surface answers it.
+    #[error("{message}")]
+    Approval {
+        refusal: super::approvals::Refusal,
+        message: String,
+    },
+    /// Canopy's store failed or refused (approval requests).
+    #[error(transparent)]
+    Store(#[from] crate::platform::Error),
 }
 
 /// Result alias of the operations.

@@ -195,6 +195,8 @@ impl From<crate::ops::Error> for StepError {
             E::Auth(e) => e.into(),
             E::Agent(e) => Self::refused(e.to_string()),
             E::NotFound => Self::definition("not found in the served schema"),
+            E::Approval { message, .. } => Self::refused(message),
+            E::Store(e) => e.into(),
         }
     }
 }

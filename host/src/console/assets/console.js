@@ -51,4 +51,98 @@ function filters() {
 document.addEventListener('DOMContentLoaded', () => {
   timezone();
   filters();
+  actionForm();
 });
+
+/* ----- actions ----- */
+// An action's form follows its change hooks as the user types: the form is posted (URL-encoded,
+// with its CSRF token) to the console's `…/form` route, debounced, and the fields the server
+// renders replace these; the focused field keeps its focus and what is being typed. A file is
+// read into a data URI (`data:<mime>;name=<name>;base64,…`) in the hidden input the form posts.
+function actionForm() {
+  const form = document.querySelector('form[data-action-form]');
+  if (!form) return;
+  const fields = form.querySelector('#action-fields');
+  const changed = form.querySelector('[data-changed]');
+  const button = form.querySelector('[data-refresh-button]');
+  if (button) button.hidden = true;
+  let timer = null;
+  let sequence = 0;
+  let last = '';
+  const fieldOf = (element) => {
+    const field = element.closest('[data-field]');
+    return field ? field.dataset.field : '';
+  };
+  const control = (field) => {
+    for (const box of fields.querySelectorAll('[data-field]')) {
+      if (box.dataset.field === field) return box.querySelector('input:not([type=hidden]), select, textarea');
+    }
+    return null;
+  };
+  const readOne = (file) => new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => {
+      const url = String(reader.result);
+      const comma = url.indexOf(',');
+      const mime = url.slice(5, comma).replace(/;base64$/, '') || file.type || 'application/octet-stream';
+      resolve(`data:${mime};name=${encodeURIComponent(file.name)};base64,${url.slice(comma + 1)}`);
+    };
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+  const refresh = async () => {
+    const mine = ++sequence;
+    changed.value = last;
+    const body = new URLSearchParams();
+    for (const [key, value] of new FormData(form)) {
+      if (typeof value === 'string') body.append(key, value);
+    }
+    let response;
+    try {
+      response = await fetch(form.dataset.refresh, {
+        method: 'POST', body, credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      });
+    } catch (_) {
+      return;
+    }
+    if (!response.ok || mine !== sequence) return;
+    const text = await response.text();
+    if (mine !== sequence) return;
+    const active = document.activeElement;
+    const focused = active && fields.contains(active) ? fieldOf(active) : null;
+    const typed = focused !== null && active.type !== 'file' ? active.value : null;
+    fields.innerHTML = text;
+    if (focused !== null) {
+      const again = control(focused);
+      if (again) {
+        if (typed !== null && again.value !== typed) again.value = typed;
+        again.focus();
+      }
+    }
+    form.dataset.refreshed = String(mine);
+  };
+  const schedule = (element) => {
+    last = fieldOf(element);
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 300);
+  };
+  const files = async (input) => {
+    const hidden = document.getElementById(input.dataset.fileFor);
+    if (!hidden) return;
+    const uris = await Promise.all(Array.from(input.files).map(readOne));
+    hidden.value = input.multiple ? JSON.stringify(uris) : (uris[0] || '');
+    schedule(input);
+  };
+  const typedIn = (event) => {
+    const target = event.target;
+    if (!fields.contains(target)) return;
+    if (target.type === 'file') {
+      if (event.type === 'change') files(target);
+      return;
+    }
+    schedule(target);
+  };
+  form.addEventListener('input', typedIn);
+  form.addEventListener('change', typedIn);
+}

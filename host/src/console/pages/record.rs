@@ -45,6 +45,8 @@ struct RecordPage {
     related_prev: Option<String>,
     related_next: Option<String>,
     notice: Option<String>,
+    /// The actions the user may run on this record (single and bulk ones).
+    actions: Vec<crate::console::actions::ActionButton>,
 }
 
 /// Columns a related list shows: the first few of the foreign collection.
@@ -143,6 +145,15 @@ pub async fn record(
         .or_else(|| first(&pairs, "created").map(|_| "Created.".to_owned()));
     let label = view::label(collection, &record, tz);
     let layout = Layout::new(&session, &data, &name, format!("{name} {label}")).await?;
+    let actions = crate::console::actions::buttons(&state, &session.caller, collection)
+        .await?
+        .into_iter()
+        .filter(|b| b.scope != "global")
+        .map(|mut b| {
+            b.href = format!("{}?id={}", b.href, enc(&id));
+            b
+        })
+        .collect();
     let template = RecordPage {
         layout,
         collection: name.clone(),
@@ -158,6 +169,7 @@ pub async fn record(
         related_prev,
         related_next,
         notice,
+        actions,
     };
     page(StatusCode::OK, &template)
 }

@@ -188,6 +188,13 @@ struct TablePage {
     export_href: Option<String>,
     /// Where the selection of rows is posted, for users who may delete.
     bulk_action: Option<String>,
+    /// The actions on the selected rows (single and bulk), and those on the whole collection.
+    selection_actions: Vec<crate::console::actions::ActionButton>,
+    global_actions: Vec<crate::console::actions::ActionButton>,
+    /// Whether rows have a checkbox: some button works on the selection.
+    selectable: bool,
+    /// Where the selection form posts by default (each button names its own target).
+    selection_target: String,
     columns: Vec<Column>,
     choices: Vec<Choice>,
     rows: Vec<Row>,
@@ -544,14 +551,28 @@ pub async fn table(
         _ => "The record was deleted.".to_owned(),
     });
     let layout = Layout::new(&session, &data, &name, name.clone()).await?;
+    let (global_actions, selection_actions): (Vec<_>, Vec<_>) =
+        crate::console::actions::buttons(&state, &session.caller, collection)
+            .await?
+            .into_iter()
+            .partition(|b| b.scope == "global");
+    let bulk_action = rights
+        .delete
+        .then(|| format!("{base}/c/{}/bulk-delete", enc(&name)));
+    let selection_target = bulk_action
+        .clone()
+        .or_else(|| selection_actions.first().map(|b| b.href.clone()))
+        .unwrap_or_default();
     let template = TablePage {
         layout,
         collection: name.clone(),
         add_href: rights.add.then(|| format!("{base}/c/{}/new", enc(&name))),
         export_href: rights.export.then(|| table.export_href(&base, &name)),
-        bulk_action: rights
-            .delete
-            .then(|| format!("{base}/c/{}/bulk-delete", enc(&name))),
+        selectable: bulk_action.is_some() || !selection_actions.is_empty(),
+        bulk_action,
+        selection_actions,
+        global_actions,
+        selection_target,
         columns,
         choices,
         rows,

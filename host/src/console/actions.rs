@@ -1,0 +1,641 @@
+//! Actions in the console (issue 22 Part 2 §3): the buttons of the table (bulk actions on the
+//! selected rows, global ones with none) and of the record page (single ones), the action's
+//! form, its execution and every kind of result, and the approval request an action that needs
+//! an approval files instead.
+//!
+//! Everything goes through the operations of `ops::actions` the `/forest` action routes call:
+//! the same trigger right decides whether a button shows and whether the form opens (a typed
+//! URL without it is a 403 page), the same form hooks compute the form (`load`, then `change`
+//! as the user types: the console's script posts the form to `…/form` and swaps the fields the
+//! server renders; without the script a "Refresh form" button does the same), the same
+//! execution checks the selection within the caller's scope. An action that needs an approval
+//! of this user is filed through `ops::approvals`, as `POST /v1/…/approval-requests` files it.
+//!
+//! - `fields`: the form's inputs and the posted inputs back to form values.
+//! - `inbox`: the approval requests a user may review, and their own.
+
+mod fields;
+mod inbox;
+
+use askama::Template;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use serde_json::{Value as Json, json};
+
+use self::fields::{Block, Posted};
+use super::data::Data;
+use super::pages::{Layout, enc, html, page, record_href};
+use super::session::{Session, first, form_pairs};
+use super::{Error, Result};
+use crate::agent::action::{content_disposition, slug};
+use crate::agent::query_string::QueryString;
+use crate::auth::permissions::ActionRight;
+use crate::datasource::action::{
+    ActionOutcome, ActionSchema, ActionScope, FormElement, FormPhase, FormValues,
+};
+use crate::datasource::{Caller, CollectionSchema};
+use crate::http::{ApiError, SharedState};
+use crate::ops::actions::{self as ops_actions, ExecuteRequest, Target};
+
+/// The actions' routes, under the console's path.
+pub fn routes() -> Router<SharedState> {
+    Router::new()
+        .route("/c/{collection}/actions/{action}", get(open).post(submit))
+        .route("/c/{collection}/actions/{action}/form", post(refresh))
+        .merge(inbox::routes())
+}
+
+// ----- buttons -----------------------------------------------------------------------------
+
+/// A button of an action the user may trigger.
+pub struct ActionButton {
+    pub name: String,
+    /// The form page (a link), or where the table's selection is posted.
+    pub href: String,
+    /// single, bulk or global.
+    pub scope: &'static str,
+}
+
+/// The actions of `collection` the caller may trigger (the trigger right; one that needs an
+/// approval shows too, and files a request), in schema order.
+pub async fn buttons(
+    state: &SharedState,
+    caller: &Caller,
+    collection: &CollectionSchema,
+) -> Result<Vec<ActionButton>> {
+    let mut out = Vec::new();
+    let base = super::base_path(&state.mount_path);
+    for (name, action) in &collection.actions {
+        if state
+            .permissions
+            .can_on_action(caller, &collection.name, name, ActionRight::Trigger)
+            .await?
+        {
+            out.push(ActionButton {
+                name: name.clone(),
+                href: action_href(&base, &collection.name, name),
+                scope: action.scope.as_str(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn action_href(base: &str, collection: &str, action: &str) -> String {
+    format!(
+        "{base}/c/{}/actions/{}",
+        enc(collection),
+        enc(&slug(action))
+    )
+}
+
+// ----- the form page -------------------------------------------------------------------------
+
+/// A selected record, as a link.
+struct Selected {
+    label: String,
+    href: String,
+}
+
+#[derive(Template)]
+#[template(path = "action_form.html")]
+struct FormPage {
+    layout: Layout,
+    collection: String,
+    action: String,
+    description: String,
+    /// What the action runs on, in words.
+    target: String,
+    selected: Vec<Selected>,
+    ids: Vec<String>,
+    post_href: String,
+    refresh_href: String,
+    back_href: String,
+    submit: String,
+    error: Option<String>,
+    error_html: String,
+    blocks: Vec<Block>,
+}
+
+/// The fields alone, which the script swaps in as the user types.
+#[derive(Template)]
+#[template(path = "action_fields.html")]
+struct FieldsFragment {
+    blocks: Vec<Block>,
+}
+
+/// The action a console path names, by its slug; unknown is a 404 page.
+fn located<'s>(
+    data: &'s Data<'_>,
+    collection: &str,
+    action_slug: &str,
+) -> Result<(&'s CollectionSchema, String, &'s ActionSchema)> {
+    let schema = super::pages::named(data, collection)?;
+    schema
+        .actions
+        .iter()
+        .find(|(name, _)| slug(name) == action_slug)
+        .map(|(name, action)| (schema, name.clone(), action))
+        .ok_or_else(|| {
+            Error::NotFound(format!(
+                "There is no action \"{action_slug}\" on {collection}."
+            ))
+        })
+}
+
+/// The wire's action body for this selection and these values: the same body the agent's
+/// routes and the approval routes read.
+fn action_body(collection: &str, action: &str, ids: &[String], values: &FormValues) -> Json {
+    json!({
+        "action": action,
+        "data": {"type": "custom-action-requests", "attributes": {
+            "collection_name": collection,
+            "ids": ids,
+            "all_records": false,
+            "all_records_ids_excluded": [],
+            "values": values,
+        }},
+    })
+}
+
+/// What a request names: the collection, the action, and the ids it runs on, checked against
+/// its scope (one record for a single action, at least one for a bulk action, none for a global
+/// one).
+struct Request<'s> {
+    schema: &'s CollectionSchema,
+    name: String,
+    action: &'s ActionSchema,
+    ids: Vec<String>,
+}
+
+impl<'s> Request<'s> {
+    fn new(
+        data: &'s Data<'_>,
+        collection: &str,
+        action_slug: &str,
+        pairs: &Posted,
+    ) -> Result<Self> {
+        let (schema, name, action) = located(data, collection, action_slug)?;
+        let ids: Vec<String> = match action.scope {
+            ActionScope::Global => Vec::new(),
+            _ => pairs
+                .iter()
+                .filter(|(k, v)| k == "id" && !v.is_empty())
+                .map(|(_, v)| v.clone())
+                .collect(),
+        };
+        let wrong = match action.scope {
+            ActionScope::Single if ids.len() != 1 => Some(format!(
+                "\"{name}\" runs on one record: select exactly one in the table, or open it from a record's page."
+            )),
+            ActionScope::Bulk if ids.is_empty() => Some(format!(
+                "\"{name}\" runs on the selected records: select at least one in the table first."
+            )),
+            _ => None,
+        };
+        if let Some(message) = wrong {
+            return Err(ApiError::BadRequest(message).into());
+        }
+        Ok(Self {
+            schema,
+            name,
+            action,
+            ids,
+        })
+    }
+
+    fn target(&self, state: &SharedState, values: &FormValues) -> Result<Target> {
+        let body = action_body(&self.schema.name, &self.name, &self.ids, values);
+        Ok(Target::parse(
+            state,
+            &QueryString::default(),
+            self.schema,
+            self.action.scope,
+            &body,
+        )
+        .map_err(ApiError::from)?)
+    }
+
+    /// The form for these values in this phase, as the hooks compute it.
+    async fn form(
+        &self,
+        state: &SharedState,
+        caller: &Caller,
+        values: &FormValues,
+        phase: &FormPhase,
+    ) -> Result<Vec<FormElement>> {
+        let target = self.target(state, values)?;
+        Ok(ops_actions::form(
+            state,
+            caller,
+            self.schema,
+            &self.name,
+            target,
+            values,
+            phase,
+        )
+        .await
+        .map_err(ApiError::from)?)
+    }
+
+    /// The posted values, read by the types of every field the form may have (hidden ones
+    /// included), with a message per field that does not read.
+    async fn values(
+        &self,
+        state: &SharedState,
+        caller: &Caller,
+        pairs: &Posted,
+    ) -> Result<(FormValues, Vec<(String, String)>)> {
+        let every = self
+            .form(state, caller, &FormValues::new(), &FormPhase::Execute)
+            .await?;
+        Ok(fields::values(&every, pairs, caller.timezone))
+    }
+}
+
+/// The form page of a request: the fields for these values, any error at the top.
+#[allow(clippy::too_many_arguments, reason = "one page, assembled once")]
+async fn form_page(
+    session: &Session,
+    data: &Data<'_>,
+    request: &Request<'_>,
+    form: &[FormElement],
+    pairs: &Posted,
+    errors: &[(String, String)],
+    error: Option<String>,
+    error_html: Option<String>,
+    status: StatusCode,
+) -> Result<Response> {
+    let base = &session.base;
+    let collection = &request.schema.name;
+    let mut selected = Vec::new();
+    for id in &request.ids {
+        let label = match data.get(collection, id).await {
+            Ok(Some(record)) => {
+                super::view::label(request.schema, &record, session.caller.timezone)
+            }
+            _ => id.clone(),
+        };
+        selected.push(Selected {
+            label,
+            href: record_href(base, collection, id),
+        });
+    }
+    let target = match request.action.scope {
+        ActionScope::Global => format!("Runs on {collection} as a whole."),
+        ActionScope::Single => format!("Runs on this record of {collection}:"),
+        ActionScope::Bulk => format!(
+            "Runs on {} selected record{} of {collection}:",
+            request.ids.len(),
+            if request.ids.len() == 1 { "" } else { "s" }
+        ),
+    };
+    let back_href = match (request.action.scope, request.ids.as_slice()) {
+        (ActionScope::Single, [id]) => record_href(base, collection, id),
+        _ => format!("{base}/c/{}", enc(collection)),
+    };
+    let here = action_href(base, collection, &request.name);
+    let title = format!("{} · {collection}", request.name);
+    let layout = Layout::new(session, data, collection, title).await?;
+    let error = error
+        .or_else(|| (!errors.is_empty()).then(|| "Correct the fields marked below.".to_owned()));
+    page(
+        status,
+        &FormPage {
+            layout,
+            collection: collection.clone(),
+            action: request.name.clone(),
+            description: request.action.description.clone().unwrap_or_default(),
+            target,
+            selected,
+            ids: request.ids.clone(),
+            refresh_href: format!("{here}/form"),
+            post_href: here,
+            back_href,
+            submit: request
+                .action
+                .submit_button_label
+                .clone()
+                .unwrap_or_else(|| request.name.clone()),
+            error,
+            error_html: error_html.map(|h| ammonia::clean(&h)).unwrap_or_default(),
+            blocks: fields::blocks(form, pairs, errors, session.caller.timezone),
+        },
+    )
+}
+
+/// `GET /console/c/{collection}/actions/{action}?id=…`: the action's form as it opens (its load
+/// hook), for the records named (one for a single action, from its record's page).
+async fn open(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((collection, action)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let pairs = form_pairs(query.as_deref().unwrap_or("").as_bytes());
+    let data = Data::new(&state, &session.caller);
+    let request = Request::new(&data, &collection, &action, &pairs)?;
+    let form = request
+        .form(
+            &state,
+            &session.caller,
+            &FormValues::new(),
+            &FormPhase::Load,
+        )
+        .await?;
+    form_page(
+        &session,
+        &data,
+        &request,
+        &form,
+        &Vec::new(),
+        &[],
+        None,
+        None,
+        StatusCode::OK,
+    )
+    .await
+}
+
+/// `POST /console/c/{collection}/actions/{action}`: from the table (the selected rows, which
+/// opens the form), the "Refresh form" button (the change hook on the values typed), or the
+/// form's submit button (`run`), which executes the action.
+async fn submit(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((collection, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let pairs = session.form(&headers, &body)?;
+    let data = Data::new(&state, &session.caller);
+    let caller = &session.caller;
+    let request = Request::new(&data, &collection, &action, &pairs)?;
+    let opened = !pairs.iter().any(|(k, _)| k.starts_with("v:"));
+    if first(&pairs, "run").is_none() && opened {
+        let form = request
+            .form(&state, caller, &FormValues::new(), &FormPhase::Load)
+            .await?;
+        return form_page(
+            &session,
+            &data,
+            &request,
+            &form,
+            &Vec::new(),
+            &[],
+            None,
+            None,
+            StatusCode::OK,
+        )
+        .await;
+    }
+    let (values, mut errors) = request.values(&state, caller, &pairs).await?;
+    let changed = FormPhase::Change {
+        changed_field: first(&pairs, "changed").unwrap_or("").to_owned(),
+    };
+    let shown = request.form(&state, caller, &values, &changed).await?;
+    if first(&pairs, "run").is_none() {
+        return form_page(
+            &session,
+            &data,
+            &request,
+            &shown,
+            &pairs,
+            &errors,
+            None,
+            None,
+            StatusCode::OK,
+        )
+        .await;
+    }
+    let missing: Vec<_> = fields::missing(&shown, &values)
+        .into_iter()
+        .filter(|(id, _)| !errors.iter().any(|(e, _)| e == id))
+        .collect();
+    errors.extend(missing);
+    if !errors.is_empty() {
+        return form_page(
+            &session,
+            &data,
+            &request,
+            &shown,
+            &pairs,
+            &errors,
+            None,
+            None,
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    }
+    let execute = ExecuteRequest {
+        collection: request.schema.name.clone(),
+        action: request.name.clone(),
+        target: request.target(&state, &values)?,
+        ids: request.ids.clone(),
+        requester: None,
+        values: values.clone(),
+    };
+    // An error the action answers, or a refusal of this request, keeps the form as typed.
+    let (message, html, status) = match ops_actions::execute(&state, caller, execute).await {
+        Ok(result) => match result.outcome {
+            ActionOutcome::Error { message, html } => (message, html, StatusCode::BAD_REQUEST),
+            outcome => return result_page(&session, &data, &request, outcome).await,
+        },
+        Err(crate::ops::Error::Auth(crate::auth::Error::ActionRequiresApproval { .. })) => {
+            let body = action_body(&request.schema.name, &request.name, &request.ids, &values);
+            let filed = crate::ops::approvals::file(
+                &state,
+                caller,
+                &QueryString::default(),
+                &body,
+                state.approvals.max_records_for_approval,
+            )
+            .await
+            .map_err(ApiError::from)?;
+            let target = format!("{}/inbox/{}?done=filed", session.base, filed.approval.id);
+            return Ok(Redirect::to(&target).into_response());
+        }
+        Err(error) => {
+            let error = Error::Api(ApiError::from(error));
+            let status = error.status();
+            if !status.is_client_error() || status == StatusCode::FORBIDDEN {
+                return Err(error);
+            }
+            (error.message(), None, status)
+        }
+    };
+    form_page(
+        &session,
+        &data,
+        &request,
+        &shown,
+        &pairs,
+        &[],
+        Some(message),
+        html,
+        status,
+    )
+    .await
+}
+
+/// `POST /console/c/{collection}/actions/{action}/form` (the console's script): the fields for
+/// the values typed so far, computed by the change hook of the field that changed.
+async fn refresh(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((collection, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let pairs = session.form(&headers, &body)?;
+    let data = Data::new(&state, &session.caller);
+    let caller = &session.caller;
+    let request = Request::new(&data, &collection, &action, &pairs)?;
+    let (values, errors) = request.values(&state, caller, &pairs).await?;
+    let changed = FormPhase::Change {
+        changed_field: first(&pairs, "changed").unwrap_or("").to_owned(),
+    };
+    let shown = request.form(&state, caller, &values, &changed).await?;
+    let fragment = FieldsFragment {
+        blocks: fields::blocks(&shown, &pairs, &errors, caller.timezone),
+    };
+    Ok(html(fragment.render()?).into_response())
+}
+
+// ----- results -------------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "action_result.html")]
+struct ResultPage {
+    layout: Layout,
+    collection: String,
+    action: String,
+    /// success, webhook, redirect.
+    kind: &'static str,
+    message: String,
+    /// The action's HTML, sanitized.
+    html: String,
+    /// Pages to see what changed: the records the action ran on, their table, and the
+    /// collections it says it changed.
+    links: Vec<(String, String)>,
+    webhook_method: String,
+    webhook_url: String,
+    webhook_body: String,
+}
+
+/// The page (or file) of an executed action's result.
+async fn result_page(
+    session: &Session,
+    data: &Data<'_>,
+    request: &Request<'_>,
+    outcome: ActionOutcome,
+) -> Result<Response> {
+    let base = &session.base;
+    let collection = &request.schema.name;
+    let mut links: Vec<(String, String)> = request
+        .ids
+        .iter()
+        .map(|id| {
+            (
+                format!("{collection} {id}"),
+                record_href(base, collection, id),
+            )
+        })
+        .collect();
+    links.push((
+        format!("All {collection}"),
+        format!("{base}/c/{}", enc(collection)),
+    ));
+    let mut result = ResultPage {
+        layout: Layout::new(
+            session,
+            data,
+            collection,
+            format!("{} · done", request.name),
+        )
+        .await?,
+        collection: collection.clone(),
+        action: request.name.clone(),
+        kind: "success",
+        message: String::new(),
+        html: String::new(),
+        links,
+        webhook_method: String::new(),
+        webhook_url: String::new(),
+        webhook_body: String::new(),
+    };
+    match outcome {
+        ActionOutcome::Success {
+            message,
+            html,
+            invalidated,
+        } => {
+            result.message = message;
+            result.html = html.map(|h| ammonia::clean(&h)).unwrap_or_default();
+            // The relations the action says it changed: their collections' pages, read anew.
+            for relation in invalidated {
+                let target = request
+                    .schema
+                    .relation(&relation)
+                    .map(|r| r.foreign_collection().to_owned())
+                    .or_else(|| {
+                        data.schema()
+                            .collections
+                            .contains_key(&relation)
+                            .then(|| relation.clone())
+                    });
+                if let Some(target) = target {
+                    let href = format!("{base}/c/{}", enc(&target));
+                    if !result.links.iter().any(|(_, h)| *h == href) {
+                        result.links.push((format!("Changed: {target}"), href));
+                    }
+                }
+            }
+        }
+        ActionOutcome::File {
+            name,
+            mime_type,
+            bytes,
+        } => return Ok(download(&name, &mime_type, bytes)),
+        ActionOutcome::Redirect { path } => {
+            // A console path is followed; anything else is shown as a link to follow.
+            if path.starts_with(&format!("{base}/")) && !path.starts_with("//") {
+                return Ok(Redirect::to(&path).into_response());
+            }
+            result.kind = "redirect";
+            result.message = path;
+        }
+        ActionOutcome::Webhook {
+            url, method, body, ..
+        } => {
+            result.kind = "webhook";
+            result.webhook_method = method;
+            result.webhook_url = url;
+            result.webhook_body = serde_json::to_string_pretty(&body).unwrap_or_default();
+        }
+        ActionOutcome::Error { message, .. } => {
+            // Handled by the caller (the form is kept); shown plainly if it gets here.
+            result.message = message;
+        }
+    }
+    page(StatusCode::OK, &result)
+}
+
+/// A file an action generated, as an attachment the browser downloads.
+fn download(name: &str, mime_type: &str, bytes: Vec<u8>) -> Response {
+    let mut response = bytes.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(mime_type)
+            .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream")),
+    );
+    if let Ok(value) = HeaderValue::from_str(&content_disposition(name)) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    response
+}
