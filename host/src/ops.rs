@@ -16,6 +16,7 @@
 pub mod actions;
 pub(crate) mod activity;
 pub mod charts;
+pub mod dashboard;
 mod error;
 pub mod permission;
 pub mod records;
@@ -56,6 +57,8 @@ pub struct Ops {
     pub workflow_steps: Arc<WorkflowSteps>,
     /// The names of this generation's plugins, which workflow plugin steps may name.
     pub plugin_names: Arc<BTreeSet<String>>,
+    /// `[[dashboard.chart]]`: the charts of the console's dashboards (`dashboard`).
+    pub dashboard: Arc<Vec<crate::config::ChartDefinition>>,
 }
 
 impl Ops {
@@ -72,6 +75,7 @@ impl Ops {
             limit_export_size: None,
             workflow_steps: Arc::default(),
             plugin_names: Arc::default(),
+            dashboard: Arc::default(),
         }
     }
 

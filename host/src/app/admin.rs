@@ -19,7 +19,7 @@ use anyhow::Context as _;
 use clap::Args;
 
 pub use demo::{
-    DEMO_LOGINS, DEMO_TOKEN_HOURS, DemoLogin, demo_permissions_file, demo_session_token,
+    DEMO_LOGINS, demo_dashboard, DEMO_TOKEN_HOURS, DemoLogin, demo_permissions_file, demo_session_token,
     demo_webhook, demo_workflows_dir,
 };
 pub use groups::{RolesCommand, TeamsCommand};

@@ -41,7 +41,7 @@ const SIZES: [u64; 4] = [10, 25, 50, 100];
 /// Characters escaped in a path segment or a query value.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');
 
-fn enc(text: &str) -> String {
+pub(super) fn enc(text: &str) -> String {
     utf8_percent_encode(text, COMPONENT).to_string()
 }
 
@@ -56,7 +56,7 @@ pub fn html(body: String) -> impl IntoResponse {
     )
 }
 
-fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
+pub(super) fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
     Ok((status, html(template.render()?)).into_response())
 }
 
@@ -78,7 +78,12 @@ pub struct Layout {
 }
 
 impl Layout {
-    async fn new(session: &Session, data: &Data<'_>, current: &str, title: String) -> Result<Self> {
+    pub(super) async fn new(
+        session: &Session,
+        data: &Data<'_>,
+        current: &str,
+        title: String,
+    ) -> Result<Self> {
         Ok(Self {
             base: session.base.clone(),
             assets: urls(),
@@ -144,13 +149,32 @@ pub fn routes() -> Router<SharedState> {
 #[template(path = "home.html")]
 struct HomePage {
     layout: Layout,
+    /// Whether the home dashboard has charts (`[[dashboard.chart]]`): then the page is the
+    /// dashboard, the collection cards below it.
+    dashboard: bool,
+    cards: Vec<super::charts::Card>,
 }
 
-/// `GET /console/`: the collections the user may browse, or what to do when there are none.
+/// `GET /console/`: the home dashboard when charts are defined, then the collections the user
+/// may browse, or what to do when there are none.
 pub async fn home(State(state): State<SharedState>, session: Session) -> Result<Response> {
     let data = Data::new(&state, &session.caller);
-    let layout = Layout::new(&session, &data, "", "Home".to_owned()).await?;
-    page(StatusCode::OK, &HomePage { layout })
+    let dashboard = !crate::ops::dashboard::charts_of(&state, None).is_empty();
+    let title = if dashboard { "Dashboard" } else { "Home" };
+    let layout = Layout::new(&session, &data, "", title.to_owned()).await?;
+    let cards = if dashboard {
+        super::charts::cards(&state, &session.caller, None).await
+    } else {
+        Vec::new()
+    };
+    page(
+        StatusCode::OK,
+        &HomePage {
+            layout,
+            dashboard,
+            cards,
+        },
+    )
 }
 
 
@@ -169,7 +193,7 @@ fn named<'d>(data: &'d Data<'_>, name: &str) -> Result<&'d CollectionSchema> {
 /// The collection `name` if the user holds the right `allowed` picks on it: an unknown
 /// collection is a 404, a missing right a 403 (pages hide what a user cannot use, so only a
 /// typed URL or a stale page gets here).
-async fn guarded<'d>(
+pub(super) async fn guarded<'d>(
     data: &'d Data<'_>,
     name: &str,
     allowed: fn(&Rights) -> bool,

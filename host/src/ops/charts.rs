@@ -10,6 +10,7 @@
 use serde_json::Value as Json;
 
 use super::activity::Recorded;
+use crate::datasource::chart::{ChartRequest as ApiChartRequest, ChartResult};
 use super::permission::{self, scope};
 use super::{Ops, Result};
 use crate::agent::chart::{self, ChartRequest, ChartType};
@@ -101,4 +102,40 @@ pub async fn native_query(ops: &Ops, caller: &Caller, body: &Json) -> Result<Jso
     .await?;
     activity.done();
     Ok(value)
+}
+
+/// A plugin's chart (`addChart`, §1.2, §1.4): the datasource chart `chart`, or with a
+/// `collection` the chart of the record `request.record_id`. No right is checked, as in the
+/// agent: only the session. An unknown chart is [`super::Error::NotFound`] and records nothing.
+pub async fn api_chart(
+    ops: &Ops,
+    caller: &Caller,
+    collection: Option<&str>,
+    chart: &str,
+    request: &ApiChartRequest,
+) -> Result<ChartResult> {
+    let start = || {
+        let mut activity = Recorded::start_on(ops, Action::Dashboard, caller, collection);
+        activity.label(format!("chart {chart}"));
+        activity
+    };
+    let (result, activity) = match collection {
+        Some(name) => {
+            let collection = ops.datasource.collection(name)?;
+            if !collection.schema().charts.iter().any(|c| c == chart) {
+                return Err(super::Error::NotFound);
+            }
+            let activity = start();
+            (collection.render_chart(caller, chart, request).await?, activity)
+        }
+        None => {
+            if !ops.schema().charts.iter().any(|c| c == chart) {
+                return Err(super::Error::NotFound);
+            }
+            let activity = start();
+            (ops.datasource.render_chart(caller, chart, request).await?, activity)
+        }
+    };
+    activity.done();
+    Ok(result)
 }

@@ -51,6 +51,8 @@ struct RecordPage {
     related_prev: Option<String>,
     related_next: Option<String>,
     notice: Option<String>,
+    /// The plugin charts of the record (`lifetime_value` on a customer).
+    cards: Vec<crate::console::charts::Card>,
 }
 
 /// Columns a related list shows: the first few of the foreign collection.
@@ -164,6 +166,7 @@ pub async fn record(
         related_prev,
         related_next,
         notice,
+        cards: crate::console::charts::record_cards(&state, &session.caller, &name, &id).await,
     };
     page(StatusCode::OK, &template)
 }
