@@ -153,7 +153,12 @@ fn console_charts_in_chromium() {
     let run = run_script("charts.mjs");
     let home = run.seen["home"].as_array().unwrap();
     assert_eq!(home.len(), 8, "{home:?}");
-    assert_eq!(run.seen["viewer"].as_array().unwrap().len(), 3, "{}", run.seen);
+    assert_eq!(
+        run.seen["viewer"].as_array().unwrap().len(),
+        3,
+        "{}",
+        run.seen
+    );
     run.audited(&[
         "dashboard",
         "collection-dashboard",

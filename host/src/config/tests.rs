@@ -849,7 +849,9 @@ fn dashboard_charts_are_read_from_the_file_and_a_bad_one_is_refused_by_its_index
     assert_eq!(config.dashboard[1].dashboard.as_deref(), Some("orders"));
     let (config, _) = load(&[], &REQUIRED, None).unwrap();
     assert!(config.dashboard.is_empty());
-    let bad = format!("{file}[[dashboard.chart]]\ntitle = \"Goal\"\nkind = \"objective\"\ncollection = \"orders\"\n");
+    let bad = format!(
+        "{file}[[dashboard.chart]]\ntitle = \"Goal\"\nkind = \"objective\"\ncollection = \"orders\"\n"
+    );
     let message = refused(&[], &REQUIRED, Some(&bad), "dashboard.chart[2]");
     assert!(message.contains("objective"), "{message}");
 }

@@ -10,11 +10,11 @@
 use serde_json::Value as Json;
 
 use super::activity::Recorded;
-use crate::datasource::chart::{ChartRequest as ApiChartRequest, ChartResult};
 use super::permission::{self, scope};
 use super::{Ops, Result};
 use crate::agent::chart::{self, ChartRequest, ChartType};
 use crate::auth::CollectionRight;
+use crate::datasource::chart::{ChartRequest as ApiChartRequest, ChartResult};
 use crate::datasource::{AggregationOperation, Caller, CollectionSchema};
 use crate::platform::activity::Action;
 
@@ -126,14 +126,20 @@ pub async fn api_chart(
                 return Err(super::Error::NotFound);
             }
             let activity = start();
-            (collection.render_chart(caller, chart, request).await?, activity)
+            (
+                collection.render_chart(caller, chart, request).await?,
+                activity,
+            )
         }
         None => {
             if !ops.schema().charts.iter().any(|c| c == chart) {
                 return Err(super::Error::NotFound);
             }
             let activity = start();
-            (ops.datasource.render_chart(caller, chart, request).await?, activity)
+            (
+                ops.datasource.render_chart(caller, chart, request).await?,
+                activity,
+            )
         }
     };
     activity.done();

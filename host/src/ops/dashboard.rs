@@ -425,11 +425,27 @@ chart = "nope"
             figures.push(evaluate(&ops, &caller, chart).await);
         }
         let figure = |i: usize| figures[i].as_ref().unwrap().clone().unwrap();
-        assert_eq!(figure(0), Figure::Value { current: 60.0, previous: None });
-        assert_eq!(figure(1), Figure::Objective { value: 3.0, objective: 6.0 });
-        let Figure::Percentage(Some(share)) = figure(2) else { panic!() };
+        assert_eq!(
+            figure(0),
+            Figure::Value {
+                current: 60.0,
+                previous: None
+            }
+        );
+        assert_eq!(
+            figure(1),
+            Figure::Objective {
+                value: 3.0,
+                objective: 6.0
+            }
+        );
+        let Figure::Percentage(Some(share)) = figure(2) else {
+            panic!()
+        };
         assert!((share - 200.0 / 3.0).abs() < 1e-9, "{share}");
-        let Figure::Distribution(mut rows) = figure(3) else { panic!() };
+        let Figure::Distribution(mut rows) = figure(3) else {
+            panic!()
+        };
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(rows, [("paid".to_owned(), 2.0), ("sent".to_owned(), 1.0)]);
         assert_eq!(
@@ -444,7 +460,10 @@ chart = "nope"
         );
         assert_eq!(figure(5), Figure::Leaderboard(vec![("Ada".into(), 40.0)]));
         let nowhere = figures[6].as_ref().unwrap_err().to_string();
-        assert!(nowhere.contains("\"nope\", which is not served"), "{nowhere}");
+        assert!(
+            nowhere.contains("\"nope\", which is not served"),
+            "{nowhere}"
+        );
         let plugin = figures[7].as_ref().unwrap_err().to_string();
         assert!(plugin.contains("No plugin adds the chart"), "{plugin}");
     }

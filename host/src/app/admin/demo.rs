@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::workflows::triggers::webhook_url;
-use crate::config::ChartDefinition;
 use crate::auth::{SessionClaims, SessionKey};
+use crate::config::ChartDefinition;
 use crate::platform::{Actor, NewToken, Scope, Store, password};
 use crate::workflows::webhook::KeyRing;
 
