@@ -10,6 +10,7 @@
 //! (a test seam of the Node agent, not a setting).
 
 mod args;
+mod dashboard;
 mod engine;
 mod file;
 mod limits;
@@ -29,6 +30,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use args::ServeArgs;
+pub use dashboard::{
+    ChartDefinition, ChartKind, ChartStyle, SeriesDefinition, parse as parse_dashboard,
+};
 pub use engine::{EngineArgs, EngineConfig};
 pub use limits::{
     DEFAULT_CORS_ALLOWED_ORIGINS, DEFAULT_HEADERS_TIMEOUT_SECONDS,
@@ -91,6 +95,8 @@ pub struct Config {
     pub triggers: TriggerConfig,
     /// The MCP server (`mountAiMcpServer`); `None` when it is not mounted.
     pub mcp: Option<McpConfig>,
+    /// `[[dashboard.chart]]`: the charts of the console's dashboards.
+    pub dashboard: Vec<ChartDefinition>,
 }
 
 /// One `[[datasources]]` entry, or the lone `--database-url`.
@@ -523,6 +529,13 @@ fn resolve(
         ));
     }
 
+    let dashboard = dashboard::resolve(file.dashboard.take()).map_err(|(index, problem)| {
+        invalid(
+            format!("dashboard.chart[{index}]"),
+            problem,
+            &layers.file_origin(),
+        )
+    })?;
     let config = Config {
         datasources,
         auth,
@@ -544,6 +557,7 @@ fn resolve(
         workflow_engine,
         triggers,
         mcp,
+        dashboard,
     };
     Ok((config, warnings))
 }

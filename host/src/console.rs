@@ -11,11 +11,13 @@
 //!   activity entries as the `/forest` routes (the one file to swap for the operations layer).
 //! - `pages`: the collection table, the record page, the edit form and the delete confirmation.
 //! - `actions`: the actions' buttons, forms and results, and the inbox of approval requests.
+//! - `charts`: dashboards, the charts of `[[dashboard.chart]]` drawn as inline SVG.
 //! - `view`: values as text and as form inputs, in the user's timezone; form values back to
 //!   typed values.
 
 mod actions;
 mod assets;
+mod charts;
 mod data;
 mod pages;
 mod session;
@@ -47,6 +49,7 @@ pub fn router(state: &SharedState) -> Router {
         .merge(session::routes())
         .merge(pages::routes())
         .merge(actions::routes())
+        .merge(charts::routes())
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(std::sync::Arc::clone(state));
     let target = format!("{base}/");

@@ -342,7 +342,11 @@ async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()>
         None
     };
     args.database_url = Some(database_url.clone());
-    let (config, warnings) = Config::load(args)?;
+    let (mut config, warnings) = Config::load(args)?;
+    // The shop's dashboards, unless the config file has its own.
+    if config.dashboard.is_empty() {
+        config.dashboard = canopy::app::admin::demo_dashboard()?;
+    }
     for warning in warnings {
         tracing::warn!("{warning}");
     }

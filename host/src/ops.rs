@@ -17,6 +17,7 @@ pub mod actions;
 pub(crate) mod activity;
 pub mod approvals;
 pub mod charts;
+pub mod dashboard;
 mod error;
 pub mod permission;
 pub mod records;
@@ -57,6 +58,8 @@ pub struct Ops {
     pub workflow_steps: Arc<WorkflowSteps>,
     /// The names of this generation's plugins, which workflow plugin steps may name.
     pub plugin_names: Arc<BTreeSet<String>>,
+    /// `[[dashboard.chart]]`: the charts of the console's dashboards (`dashboard`).
+    pub dashboard: Arc<Vec<crate::config::ChartDefinition>>,
 }
 
 impl Ops {
@@ -73,6 +76,7 @@ impl Ops {
             limit_export_size: None,
             workflow_steps: Arc::default(),
             plugin_names: Arc::default(),
+            dashboard: Arc::default(),
         }
     }
 

@@ -169,3 +169,27 @@ fn console_actions_in_chromium() {
     ]);
     run.photographed(&["console-action-form", "console-inbox"]);
 }
+
+/// Dashboards (`charts.mjs`): the demo opens on the home dashboard, one chart of every kind
+/// drawn as SVG with the seed's figures and the wire's (`POST /forest/stats/{c}`), a
+/// collection's dashboard from its table, a plugin chart on a record, another timezone's weeks,
+/// the viewer's fewer charts and the editor's scoped figures.
+#[test]
+fn console_charts_in_chromium() {
+    let run = run_script("charts.mjs");
+    let home = run.seen["home"].as_array().unwrap();
+    assert_eq!(home.len(), 8, "{home:?}");
+    assert_eq!(
+        run.seen["viewer"].as_array().unwrap().len(),
+        3,
+        "{}",
+        run.seen
+    );
+    run.audited(&[
+        "dashboard",
+        "collection-dashboard",
+        "record-chart",
+        "viewer-dashboard",
+    ]);
+    run.photographed(&["console-dashboard", "console-collection-dashboard"]);
+}

@@ -19,8 +19,8 @@ use anyhow::Context as _;
 use clap::Args;
 
 pub use demo::{
-    DEMO_LOGINS, DEMO_TOKEN_HOURS, DemoLogin, demo_permissions_file, demo_session_token,
-    demo_webhook, demo_workflows_dir,
+    DEMO_LOGINS, DEMO_TOKEN_HOURS, DemoLogin, demo_dashboard, demo_permissions_file,
+    demo_session_token, demo_webhook, demo_workflows_dir,
 };
 pub use groups::{RolesCommand, TeamsCommand};
 pub use permissions::{IpCommand, PermissionsCommand};

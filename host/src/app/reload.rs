@@ -406,6 +406,7 @@ async fn build(
     state.workflow_executor = platform.executor.clone();
     state.mcp = platform.mcp.clone();
     state.workflow_steps = Arc::new(workflow_steps);
+    state.dashboard = Arc::new(config.dashboard.clone());
     let state = Arc::new(state);
     Ok(Built {
         router: http::router(Arc::clone(&state)),

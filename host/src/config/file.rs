@@ -71,6 +71,7 @@ pub struct FileConfig {
     pub workflow_webhook_keys: Option<String>,
     pub workflow_webhook_rate_limit_per_minute: Option<u32>,
     pub mcp: Option<super::mcp::FileMcp>,
+    pub dashboard: Option<super::dashboard::FileDashboard>,
 }
 
 /// A `[[datasources]]` entry: one SQL database and what it publishes.

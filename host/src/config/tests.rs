@@ -838,3 +838,20 @@ fn strict_scopes_is_on_by_default_and_turned_off_by_file_env_or_flag_with_a_warn
     let (config, _) = load(&["--strict-scopes=false"], &REQUIRED, None).unwrap();
     assert!(!config.permissions.strict_scopes);
 }
+
+#[test]
+fn dashboard_charts_are_read_from_the_file_and_a_bad_one_is_refused_by_its_index() {
+    let file = "[[dashboard.chart]]\ntitle = \"Orders\"\nkind = \"value\"\ncollection = \"orders\"\n\
+                [[dashboard.chart]]\ntitle = \"By status\"\nkind = \"distribution\"\n\
+                collection = \"orders\"\ngroupBy = \"status\"\ndashboard = \"orders\"\n";
+    let (config, _) = load(&[], &REQUIRED, Some(file)).unwrap();
+    assert_eq!(config.dashboard.len(), 2);
+    assert_eq!(config.dashboard[1].dashboard.as_deref(), Some("orders"));
+    let (config, _) = load(&[], &REQUIRED, None).unwrap();
+    assert!(config.dashboard.is_empty());
+    let bad = format!(
+        "{file}[[dashboard.chart]]\ntitle = \"Goal\"\nkind = \"objective\"\ncollection = \"orders\"\n"
+    );
+    let message = refused(&[], &REQUIRED, Some(&bad), "dashboard.chart[2]");
+    assert!(message.contains("objective"), "{message}");
+}

@@ -146,13 +146,32 @@ pub fn routes() -> Router<SharedState> {
 #[template(path = "home.html")]
 struct HomePage {
     layout: Layout,
+    /// Whether the home dashboard has charts (`[[dashboard.chart]]`): then the page is the
+    /// dashboard, the collection cards below it.
+    dashboard: bool,
+    cards: Vec<super::charts::Card>,
 }
 
-/// `GET /console/`: the collections the user may browse, or what to do when there are none.
+/// `GET /console/`: the home dashboard when charts are defined, then the collections the user
+/// may browse, or what to do when there are none.
 pub async fn home(State(state): State<SharedState>, session: Session) -> Result<Response> {
     let data = Data::new(&state, &session.caller);
-    let layout = Layout::new(&session, &data, "", "Home".to_owned()).await?;
-    page(StatusCode::OK, &HomePage { layout })
+    let dashboard = !crate::ops::dashboard::charts_of(&state, None).is_empty();
+    let title = if dashboard { "Dashboard" } else { "Home" };
+    let layout = Layout::new(&session, &data, "", title.to_owned()).await?;
+    let cards = if dashboard {
+        super::charts::cards(&state, &session.caller, None).await
+    } else {
+        Vec::new()
+    };
+    page(
+        StatusCode::OK,
+        &HomePage {
+            layout,
+            dashboard,
+            cards,
+        },
+    )
 }
 
 /// The console's page of record `id` of `collection`.
@@ -171,7 +190,7 @@ pub(crate) fn named<'d>(data: &'d Data<'_>, name: &str) -> Result<&'d Collection
 /// The collection `name` if the user holds the right `allowed` picks on it: an unknown
 /// collection is a 404, a missing right a 403 (pages hide what a user cannot use, so only a
 /// typed URL or a stale page gets here).
-async fn guarded<'d>(
+pub(super) async fn guarded<'d>(
     data: &'d Data<'_>,
     name: &str,
     allowed: fn(&Rights) -> bool,

@@ -10,14 +10,12 @@ use axum::routing::get;
 use serde_json::Value as Json;
 
 use super::collection::served;
-use super::error::{ApiError, ApiResult};
+use super::error::ApiResult;
 use super::{CallerContext, JsonBody, SharedState};
 use crate::agent::api_chart::{chart_value, parameters};
 use crate::agent::chart::stats_document;
 use crate::datasource::chart::ChartRequest;
 use crate::datasource::{Error as DsError, unpack_id};
-use crate::ops::activity::Recorded;
-use crate::platform::activity::Action;
 
 pub fn router() -> Router<SharedState> {
     Router::new()
@@ -68,6 +66,7 @@ fn request(
     })
 }
 
+/// The chart value of a plugin chart, as `ops::charts::api_chart` computes it.
 async fn render(
     state: &SharedState,
     context: &CallerContext,
@@ -75,38 +74,8 @@ async fn render(
     chart: &str,
     request: &ChartRequest,
 ) -> ApiResult<Json> {
-    // Recorded once the chart is known to exist: an unknown path records nothing.
-    let start = || {
-        let mut activity =
-            Recorded::start_on(state, Action::Dashboard, &context.caller, collection);
-        activity.label(format!("chart {chart}"));
-        activity
-    };
-    let (result, activity) = match collection {
-        Some(name) => {
-            let collection = state.datasource.collection(name)?;
-            if !collection.schema().charts.iter().any(|c| c == chart) {
-                return Err(ApiError::RouteNotFound);
-            }
-            let activity = start();
-            let result = collection
-                .render_chart(&context.caller, chart, request)
-                .await?;
-            (result, activity)
-        }
-        None => {
-            if !state.datasource.schema().charts.iter().any(|c| c == chart) {
-                return Err(ApiError::RouteNotFound);
-            }
-            let activity = start();
-            let result = state
-                .datasource
-                .render_chart(&context.caller, chart, request)
-                .await?;
-            (result, activity)
-        }
-    };
-    activity.done();
+    let result =
+        crate::ops::charts::api_chart(state, &context.caller, collection, chart, request).await?;
     Ok(chart_value(&result))
 }
 

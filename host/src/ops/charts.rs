@@ -14,6 +14,7 @@ use super::permission::{self, scope};
 use super::{Ops, Result};
 use crate::agent::chart::{self, ChartRequest, ChartType};
 use crate::auth::CollectionRight;
+use crate::datasource::chart::{ChartRequest as ApiChartRequest, ChartResult};
 use crate::datasource::{AggregationOperation, Caller, CollectionSchema};
 use crate::platform::activity::Action;
 
@@ -101,4 +102,46 @@ pub async fn native_query(ops: &Ops, caller: &Caller, body: &Json) -> Result<Jso
     .await?;
     activity.done();
     Ok(value)
+}
+
+/// A plugin's chart (`addChart`, §1.2, §1.4): the datasource chart `chart`, or with a
+/// `collection` the chart of the record `request.record_id`. No right is checked, as in the
+/// agent: only the session. An unknown chart is [`super::Error::NotFound`] and records nothing.
+pub async fn api_chart(
+    ops: &Ops,
+    caller: &Caller,
+    collection: Option<&str>,
+    chart: &str,
+    request: &ApiChartRequest,
+) -> Result<ChartResult> {
+    let start = || {
+        let mut activity = Recorded::start_on(ops, Action::Dashboard, caller, collection);
+        activity.label(format!("chart {chart}"));
+        activity
+    };
+    let (result, activity) = match collection {
+        Some(name) => {
+            let collection = ops.datasource.collection(name)?;
+            if !collection.schema().charts.iter().any(|c| c == chart) {
+                return Err(super::Error::NotFound);
+            }
+            let activity = start();
+            (
+                collection.render_chart(caller, chart, request).await?,
+                activity,
+            )
+        }
+        None => {
+            if !ops.schema().charts.iter().any(|c| c == chart) {
+                return Err(super::Error::NotFound);
+            }
+            let activity = start();
+            (
+                ops.datasource.render_chart(caller, chart, request).await?,
+                activity,
+            )
+        }
+    };
+    activity.done();
+    Ok(result)
 }

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 
 use super::workflows::triggers::webhook_url;
 use crate::auth::{SessionClaims, SessionKey};
+use crate::config::ChartDefinition;
 use crate::platform::{Actor, NewToken, Scope, Store, password};
 use crate::workflows::webhook::KeyRing;
 
@@ -60,7 +61,9 @@ collections = { orders = ["browse", "read", "edit", "export"], customers = ["bro
 [roles.Viewer]
 collections = { "*" = ["browse", "read"] }
 
+# Users below editor (the viewer) may compute only these charts of the dashboard.
 [teams.Operations]
+charts = {operations_charts}
 
 [teams.Shipping.scopes]
 orders = { field = "status", operator = "in", value = ["paid", "shipped"] }
@@ -102,13 +105,62 @@ pub fn demo_permissions_file(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
             .with_context(|| format!("cannot replace the demo store {}", dir.display()))?;
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut text = TEMPLATE.to_owned();
+    let mut text = TEMPLATE.replace("{operations_charts}", &viewer_charts()?);
     for (placeholder, login) in ["{admin}", "{editor}", "{viewer}"].iter().zip(DEMO_LOGINS) {
         text = text.replace(placeholder, &password::hash(login.password)?);
     }
     let file = dir.join("permissions.toml");
     std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
     Ok((dir.to_owned(), file))
+}
+
+/// The shop's dashboards (`examples/shop/dashboard.toml`), which the demo serves unless the
+/// config file has its own `[[dashboard.chart]]` entries.
+const DASHBOARD: &str = include_str!("../../../../examples/shop/dashboard.toml");
+
+/// The charts of the demo's dashboards.
+pub fn demo_dashboard() -> anyhow::Result<Vec<ChartDefinition>> {
+    crate::config::parse_dashboard(DASHBOARD)
+        .map_err(|e| anyhow::anyhow!("examples/shop/dashboard.toml: {e}"))
+}
+
+/// The charts of the dashboard the demo's viewer (a user, below editor) may compute: the
+/// chart permission lets them run only the charts their team lists (§5.5).
+const VIEWER_CHARTS: [&str; 2] = ["Revenue, last 24 months", "Orders by status"];
+
+/// The Operations team's `charts`, as a TOML array of the chart bodies of [`VIEWER_CHARTS`]:
+/// the very bodies the console sends, so that their hashes match.
+fn viewer_charts() -> anyhow::Result<String> {
+    let dashboard = demo_dashboard()?;
+    let mut bodies = Vec::new();
+    for title in VIEWER_CHARTS {
+        let chart = dashboard
+            .iter()
+            .find(|c| c.title == title)
+            .with_context(|| format!("the demo dashboard has no chart {title:?}"))?;
+        bodies.extend(chart.bodies().iter().map(toml_inline));
+    }
+    Ok(format!("[{}]", bodies.join(", ")))
+}
+
+/// A JSON value written as an inline TOML value (JSON strings are TOML basic strings).
+fn toml_inline(value: &serde_json::Value) -> String {
+    use serde_json::Value as Json;
+    match value {
+        Json::Null => "\"\"".to_owned(),
+        Json::Bool(_) | Json::Number(_) | Json::String(_) => value.to_string(),
+        Json::Array(items) => format!(
+            "[{}]",
+            items.iter().map(toml_inline).collect::<Vec<_>>().join(", ")
+        ),
+        Json::Object(map) => format!(
+            "{{ {} }}",
+            map.iter()
+                .map(|(k, v)| format!("{} = {}", Json::String(k.clone()), toml_inline(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 /// The shop's refund workflow (`examples/shop/workflows/refund.toml`), which the demo serves.

@@ -47,6 +47,8 @@ struct RecordPage {
     notice: Option<String>,
     /// The actions the user may run on this record (single and bulk ones).
     actions: Vec<crate::console::actions::ActionButton>,
+    /// The plugin charts of the record (`lifetime_value` on a customer).
+    cards: Vec<crate::console::charts::Card>,
 }
 
 /// Columns a related list shows: the first few of the foreign collection.
@@ -170,6 +172,7 @@ pub async fn record(
         related_next,
         notice,
         actions,
+        cards: crate::console::charts::record_cards(&state, &session.caller, &name, &id).await,
     };
     page(StatusCode::OK, &template)
 }

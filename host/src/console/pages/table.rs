@@ -186,6 +186,8 @@ struct TablePage {
     collection: String,
     add_href: Option<String>,
     export_href: Option<String>,
+    /// The collection's dashboard, when it has charts.
+    dashboard_href: Option<String>,
     /// Where the selection of rows is posted, for users who may delete.
     bulk_action: Option<String>,
     /// The actions on the selected rows (single and bulk), and those on the whole collection.
@@ -568,6 +570,7 @@ pub async fn table(
         collection: name.clone(),
         add_href: rights.add.then(|| format!("{base}/c/{}/new", enc(&name))),
         export_href: rights.export.then(|| table.export_href(&base, &name)),
+        dashboard_href: crate::console::charts::dashboard_href(&state, &base, &name),
         selectable: bulk_action.is_some() || !selection_actions.is_empty(),
         bulk_action,
         selection_actions,
