@@ -10,10 +10,12 @@
 //! - `data`: every data call the console makes, through the same permission checks, scopes and
 //!   activity entries as the `/forest` routes (the one file to swap for the operations layer).
 //! - `pages`: the collection table, the record page, the edit form and the delete confirmation.
+//! - `collab`: a record's collaboration panel (notes, activity, history, workflow runs).
 //! - `view`: values as text and as form inputs, in the user's timezone; form values back to
 //!   typed values.
 
 mod assets;
+mod collab;
 mod data;
 mod pages;
 mod session;
@@ -44,6 +46,7 @@ pub fn router(state: &SharedState) -> Router {
         .route("/assets/{name}", get(assets::serve))
         .merge(session::routes())
         .merge(pages::routes())
+        .merge(collab::routes())
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(std::sync::Arc::clone(state));
     let target = format!("{base}/");

@@ -15,8 +15,10 @@
 
 pub mod actions;
 pub(crate) mod activity;
+pub mod audit;
 pub mod charts;
 mod error;
+pub mod notes;
 pub mod permission;
 pub mod records;
 pub mod relations;

@@ -7,7 +7,7 @@
 
 mod delete;
 mod form;
-mod record;
+pub(crate) mod record;
 mod table;
 
 use std::fmt::Write as _;
@@ -154,7 +154,7 @@ pub async fn home(State(state): State<SharedState>, session: Session) -> Result<
 }
 
 
-fn record_href(base: &str, collection: &str, id: &str) -> String {
+pub(crate) fn record_href(base: &str, collection: &str, id: &str) -> String {
     format!("{base}/c/{}/r/{}", enc(collection), enc(id))
 }
 
