@@ -242,16 +242,17 @@ pub async fn panel(
         .map(|p| p.panel)
         .or_else(|| first(pairs, "panel"))
         .unwrap_or(NOTES);
-    let active = available
+    let active: &'static str = available
         .iter()
-        .find(|(key, _)| *key == asked)
-        .map_or(NOTES, |(key, _)| key);
+        .map(|&(key, _)| key)
+        .find(|&key| key == asked)
+        .unwrap_or(NOTES);
     let tabs = available
         .iter()
-        .map(|(key, label)| PanelTab {
+        .map(|&(key, label)| PanelTab {
             label,
             href: format!("{here}?panel={key}#collab"),
-            active: *key == active,
+            active: key == active,
         })
         .collect();
     let notice = [
@@ -263,8 +264,8 @@ pub async fn panel(
         ("completed", "Step completed."),
     ]
     .iter()
-    .find(|(key, _)| first(pairs, key).is_some())
-    .map(|(_, text)| (*text).to_owned());
+    .find(|&&(key, _)| first(pairs, key).is_some())
+    .map(|&(_, text)| text.to_owned());
     let mut panel = Panel {
         tabs,
         active,
@@ -323,10 +324,7 @@ pub async fn panel(
                             .filter(|_| mine)
                             .map(|p| p.typed("content"))
                             .unwrap_or_default(),
-                        reply_error: problem
-                            .as_ref()
-                            .filter(|_| mine)
-                            .map(|p| p.message.clone()),
+                        reply_error: problem.as_ref().filter(|_| mine).map(|p| p.message.clone()),
                     }
                 })
                 .collect();
@@ -364,7 +362,10 @@ pub async fn panel(
         }
         _ => {
             if let Some(runs) = &runs {
-                runs_tab(&mut panel, runs, session, collection, id, here, pairs, &problem).await?;
+                runs_tab(
+                    &mut panel, runs, session, collection, id, here, pairs, &problem,
+                )
+                .await?;
             }
         }
     }
@@ -539,9 +540,7 @@ fn run_detail(
                 StepStatus::Succeeded => "done",
                 StepStatus::Failed => "failed",
                 StepStatus::Skipped | StepStatus::Cancelled => "skipped",
-                StepStatus::Pending | StepStatus::Running | StepStatus::AwaitingInput => {
-                    "current"
-                }
+                StepStatus::Pending | StepStatus::Running | StepStatus::AwaitingInput => "current",
             };
             let title = defined(&row.key)
                 .and_then(|d| d.title.clone())
@@ -843,9 +842,8 @@ async fn start_run(
     ops::notes::readable(&state, &session.caller, &collection, &id)
         .await
         .map_err(ApiError::from)?;
-    let refused = |message: String| {
-        again(&state, &session, target, message, RUNS, Vec::new(), None)
-    };
+    let refused =
+        |message: String| again(&state, &session, target, message, RUNS, Vec::new(), None);
     if workflow.is_empty() {
         return refused("Choose a workflow to start.".to_owned()).await;
     }
@@ -862,9 +860,9 @@ async fn start_run(
         Ok(Queued::Ongoing(_)) => {
             refused("A run of this workflow is already ongoing on this record.".to_owned()).await
         }
-        Err(crate::workflows::Error::Conflict(message) | crate::workflows::Error::Invalid(message)) => {
-            refused(message).await
-        }
+        Err(
+            crate::workflows::Error::Conflict(message) | crate::workflows::Error::Invalid(message),
+        ) => refused(message).await,
         Err(error) => Err(workflow_error(error)),
     }
 }
@@ -896,16 +894,71 @@ async fn complete_step(
     };
     let typed = vec![("answer".to_owned(), answer.unwrap_or_default())];
     let target = (collection.as_str(), id.as_str());
-    match runs.complete(&session.caller, &run, index, &completion).await {
+    match runs
+        .complete(&session.caller, &run, index, &completion)
+        .await
+    {
         Ok(_) => Ok(back(
             &session,
             &collection,
             &id,
             &format!("panel=runs&completed=1&run={}", enc(&run)),
         )),
-        Err(crate::workflows::Error::Conflict(message) | crate::workflows::Error::Invalid(message)) => {
-            again(&state, &session, target, message, RUNS, typed, Some(run)).await
-        }
+        Err(
+            crate::workflows::Error::Conflict(message) | crate::workflows::Error::Invalid(message),
+        ) => again(&state, &session, target, message, RUNS, typed, Some(run)).await,
         Err(error) => Err(workflow_error(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn typed_text_becomes_escaped_paragraphs() {
+        assert_eq!(
+            paragraphs("a <b>x</b> & 'y'\r\nnext\r\n\r\n\r\nsecond"),
+            "<p>a &lt;b&gt;x&lt;/b&gt; &amp; &#39;y&#39;<br>next</p><p>second</p>"
+        );
+        assert_eq!(paragraphs("  \n\n "), "");
+    }
+
+    #[test]
+    fn a_change_lists_each_changed_field_before_and_after() {
+        let entry = crate::platform::audit::AuditRecord {
+            id: 1,
+            timestamp: String::new(),
+            timestamp_ms: 0,
+            operation: "update".to_owned(),
+            collection: "orders".to_owned(),
+            record_id: Some("3".to_owned()),
+            user_id: 1,
+            user_first_name: Some("Ann".to_owned()),
+            user_last_name: Some("Lee".to_owned()),
+            user_email: Some("ann@acme.io".to_owned()),
+            action_name: None,
+            correlation_key: String::new(),
+            previous_values: json!({"total": 10, "status": "paid", "note": null})
+                .as_object()
+                .unwrap()
+                .clone(),
+            new_values: json!({"total": 21.5, "status": "paid", "note": "x"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            status: "done".to_owned(),
+        };
+        let view = change_view(&entry, chrono_tz::UTC);
+        assert_eq!(view.operation, "Updated");
+        assert_eq!(view.who, "Ann Lee");
+        let changes: Vec<(&str, &str, &str)> = view
+            .changes
+            .iter()
+            .map(|c| (c.field.as_str(), c.before.as_str(), c.after.as_str()))
+            .collect();
+        assert_eq!(changes, [("note", "", "x"), ("total", "10", "21.5")]);
     }
 }

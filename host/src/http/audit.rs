@@ -25,7 +25,7 @@ use axum::routing::get;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone as _, Utc};
 use chrono_tz::Tz;
 use regex::Regex;
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 use uuid::Uuid;
 
 use super::caller::Authenticated;

@@ -174,7 +174,11 @@ pub fn may_archive(caller: &Caller, note: &Note) -> bool {
 /// record out of reach is not shown to exist).
 async fn note_of_readable(ops: &Ops, caller: &Caller, store: &Store, id: i64) -> Result<Note> {
     let missing = || crate::agent::Error::NotFound(format!("note {id} not found"));
-    let note = store.note(id).await.map_err(from_store)?.ok_or_else(missing)?;
+    let note = store
+        .note(id)
+        .await
+        .map_err(from_store)?
+        .ok_or_else(missing)?;
     let Some(collection) = note.collection_name.as_deref() else {
         return Err(missing().into());
     };

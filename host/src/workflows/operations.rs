@@ -174,10 +174,7 @@ pub async fn complete(
 /// Queues a run of `workflow` (its version `version_id`) on `record_id` started by hand by
 /// `acting`, who acts as `runner`; records the `triggerWorkflow` entry when a run was created
 /// (none when one is already ongoing on the record).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "what a manual start is made of"
-)]
+#[allow(clippy::too_many_arguments, reason = "what a manual start is made of")]
 pub async fn queue_manual(
     ops: &Ops,
     triggers: &Triggers,

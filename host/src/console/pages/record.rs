@@ -10,12 +10,12 @@ use chrono_tz::Tz;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value as Json, json};
 
+use super::table::{Row, cells};
+use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, load, named, page, record_href};
+use crate::console::collab;
 use crate::console::data::{Data, ListQuery, Rights, to_one_target};
 use crate::console::session::{Session, first, form_content_type, form_pairs, same_site};
 use crate::console::view::{self, InputKind};
-use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, load, named, page, record_href};
-use super::table::{Row, cells};
-use crate::console::collab;
 use crate::console::{Error, Result};
 use crate::datasource::query::ValueKind;
 use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};

@@ -20,8 +20,8 @@ use utoipa_axum::routes;
 use super::listing::{CreatedAtQuery, ListQuery, iso};
 use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
 use crate::http::{SharedState, json, json_with};
-use crate::platform::Scope;
 use crate::ops::notes::{self, Writer};
+use crate::platform::Scope;
 use crate::platform::activity::Origin;
 use crate::platform::notes::{NewNote, Note, NoteChange, NoteFilter, NoteUser};
 

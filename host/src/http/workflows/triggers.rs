@@ -20,8 +20,8 @@ use utoipa_axum::routes;
 use crate::http::platform::{Admin, Body, Error, Fields as _, SignedIn};
 use crate::http::{SharedState, json};
 use crate::platform::activity::Origin;
-use crate::workflows::operations;
 use crate::platform::{Scope, Store};
+use crate::workflows::operations;
 use crate::workflows::triggers::{Triggers, WebhookTrigger, WorkflowRef};
 
 pub fn routes() -> OpenApiRouter<SharedState> {
@@ -185,14 +185,7 @@ async fn start(
         origin: Origin::Api,
     };
     let queued = operations::queue_manual(
-        &state,
-        triggers,
-        &acting,
-        &runner,
-        &workflow,
-        version_id,
-        &record_id,
-        request_id,
+        &state, triggers, &acting, &runner, &workflow, version_id, &record_id, request_id,
     )
     .await
     .map_err(internal)?;
