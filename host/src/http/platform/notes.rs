@@ -341,7 +341,7 @@ async fn create(
         ));
     }
     let store = admin.environment(&project, &environment).await?;
-    let note = notes::file(&state, &writer(&admin, &environment), store, new).await?;
+    let note = notes::file(&state, &writer(&admin, &environment), &store, new).await?;
     Ok(json_with(StatusCode::CREATED, &shown(&admin, &note)))
 }
 
@@ -372,7 +372,7 @@ async fn add_message(
         .string("content")?
         .ok_or_else(|| Error::field("content", "is required"))?;
     let store = admin.environment(&project, &environment).await?;
-    let note = notes::reply(&state, &writer(&admin, &environment), store, id, &content).await?;
+    let note = notes::reply(&state, &writer(&admin, &environment), &store, id, &content).await?;
     Ok(json_with(StatusCode::CREATED, &shown(&admin, &note)))
 }
 
@@ -408,7 +408,7 @@ async fn change(
         ));
     }
     let store = admin.environment(&project, &environment).await?;
-    let note = notes::change(&writer(&admin, &environment), store, id, change).await?;
+    let note = notes::change(&writer(&admin, &environment), &store, id, change).await?;
     Ok(json(&shown(&admin, &note)))
 }
 
@@ -433,7 +433,7 @@ async fn remove(
     admin.require(Scope::NotesWrite)?;
     let id = id("id", &raw)?;
     let store = admin.environment(&project, &environment).await?;
-    notes::delete(&state, &writer(&admin, &environment), store, id).await?;
+    notes::delete(&state, &writer(&admin, &environment), &store, id).await?;
     Ok(no_content())
 }
 
