@@ -26,11 +26,11 @@ use super::{Definition, Error, NewRun, Queued, Result, TriggerKind, Workflow};
 const RECORD_RUNS: i64 = 20;
 
 /// A refusal or failure of the permission layer, met while deciding what a user may see.
-fn permission(error: crate::auth::Error) -> Error {
+fn permission(error: impl std::fmt::Display) -> Error {
     Error::Store(crate::platform::Error::Remote(error.to_string()))
 }
 
-fn datasource(error: crate::datasource::Error) -> Error {
+fn datasource(error: impl std::fmt::Display) -> Error {
     Error::Store(crate::platform::Error::Remote(error.to_string()))
 }
 
