@@ -12,12 +12,14 @@
 //! - `pages`: the collection table, the record page, the edit form and the delete confirmation.
 //! - `actions`: the actions' buttons, forms and results, and the inbox of approval requests.
 //! - `charts`: dashboards, the charts of `[[dashboard.chart]]` drawn as inline SVG.
+//! - `collab`: a record's collaboration panel (notes, activity, history, workflow runs).
 //! - `view`: values as text and as form inputs, in the user's timezone; form values back to
 //!   typed values.
 
 mod actions;
 mod assets;
 mod charts;
+mod collab;
 mod data;
 mod pages;
 mod session;
@@ -50,6 +52,7 @@ pub fn router(state: &SharedState) -> Router {
         .merge(pages::routes())
         .merge(actions::routes())
         .merge(charts::routes())
+        .merge(collab::routes())
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(std::sync::Arc::clone(state));
     let target = format!("{base}/");

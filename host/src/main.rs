@@ -316,6 +316,11 @@ async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()>
     if args.mcp.mcp.is_none() {
         args.mcp.mcp = Some(true);
     }
+    // The audit trail, so that a record's history (the console's History tab, `/_audit-trail`)
+    // shows each change with its values before and after.
+    if args.audit_trail.is_none() && args.audit_trail_database_url.is_none() {
+        args.audit_trail = Some(true);
+    }
     // Before seeding and building: bad settings and a port in use fail at once.
     let (early, _log) = load(args.clone())?;
     let address = early.http.listen;

@@ -16,9 +16,11 @@
 pub mod actions;
 pub(crate) mod activity;
 pub mod approvals;
+pub mod audit;
 pub mod charts;
 pub mod dashboard;
 mod error;
+pub mod notes;
 pub mod permission;
 pub mod records;
 pub mod relations;

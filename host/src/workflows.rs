@@ -10,6 +10,8 @@
 //!   by the store's partial unique index;
 //! - `engine`: the workers that claim queued runs with leases and drive them, the reaper, the
 //!   wake-ups, and run control (abort, resume, complete, revise);
+//! - `operations`: the run operations the surfaces call (the runs a user may see, one run,
+//!   a manual start, completing a step);
 //! - `steps`: what each step kind does, as the run's user through the permission layer;
 //! - `triggers`: the manual and webhook triggers in the store, and the service that starts runs
 //!   (rate limits, the batched run queue, who a run acts as), and record-change hooks;
@@ -18,6 +20,7 @@
 pub mod definition;
 pub mod engine;
 pub mod files;
+pub mod operations;
 pub mod runs;
 pub mod schedule;
 pub mod steps;

@@ -193,3 +193,24 @@ fn console_charts_in_chromium() {
     ]);
     run.photographed(&["console-dashboard", "console-collection-dashboard"]);
 }
+
+/// Collaboration on a record (`collab.mjs`): a note refused without a message then added,
+/// replied to and archived (the viewer sees it without an archive button); an order edited
+/// through the console and the change in History with its value before and after; the Activity
+/// tab; the review workflow started on the order, its manual step refused empty then completed,
+/// and the run's steps drawn done. axe-core on the record page with each tab.
+#[test]
+fn console_collaboration_in_chromium() {
+    let run = run_script("collab.mjs");
+    run.audited(&[
+        "collab-notes-empty",
+        "collab-notes",
+        "collab-history",
+        "collab-activity",
+        "collab-runs-empty",
+        "collab-run-waiting",
+        "collab-run",
+        "collab-phone",
+    ]);
+    run.photographed(&["console-notes", "console-history", "console-run"]);
+}

@@ -7,7 +7,7 @@
 
 mod delete;
 mod form;
-mod record;
+pub(crate) mod record;
 mod table;
 
 use askama::Template;

@@ -25,11 +25,10 @@ use axum::routing::get;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone as _, Utc};
 use chrono_tz::Tz;
 use regex::Regex;
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 use uuid::Uuid;
 
 use super::caller::Authenticated;
-use super::collection::served;
 use super::error::{ApiError, ApiResult};
 use super::middleware::RequestId;
 use super::{JsonBody, SharedState};
@@ -37,8 +36,8 @@ use crate::agent;
 use crate::agent::query_string::{QueryString, match_ids};
 use crate::auth::CollectionRight;
 use crate::customizer::audit::{audited_columns, values_of};
-use crate::datasource::{Caller, CollectionSchema, ConditionTree, Filter, Projection, unpack_id};
-use crate::ops::permission;
+use crate::datasource::{Caller, ConditionTree, Filter, Projection, unpack_id};
+use crate::ops::{audit, permission};
 use crate::platform::audit::{AuditRecord, AuditStore, HistoryQuery, Order, revert};
 
 /// `page[size]` when absent or unreadable, and its cap (the agent's).
@@ -48,7 +47,6 @@ const MAX_PAGE_SIZE: u64 = 100;
 /// The most correlation ids one lookup may name.
 const MAX_CORRELATION_KEYS: usize = 1000;
 
-const NOT_FOUND: &str = "Record does not exists";
 const NOT_AT_TIMESTAMP: &str = "Record did not exist at this timestamp";
 
 /// The routes, or none when the trail is off (the paths then answer 404, as in the agent).
@@ -101,71 +99,16 @@ impl FromRequestParts<SharedState> for AuditContext {
 }
 
 fn store(state: &SharedState) -> ApiResult<&AuditStore> {
-    state.audit.as_deref().ok_or(ApiError::RouteNotFound)
+    Ok(audit::store(state)?)
 }
 
 /// A failure of the audit database: a 500 whose detail is only logged.
 fn storage(error: &crate::platform::Error) -> ApiError {
-    crate::datasource::Error::Internal(format!("audit trail: {error}")).into()
+    audit::storage(error).into()
 }
 
 fn not_found(message: &str) -> ApiError {
     agent::Error::NotFound(message.to_owned()).into()
-}
-
-/// Whether the record `id` exists within `scope` (any record when `None`).
-async fn exists(
-    state: &SharedState,
-    caller: &Caller,
-    schema: &CollectionSchema,
-    id: &str,
-    scope: Option<ConditionTree>,
-) -> ApiResult<bool> {
-    let filter = Filter::new(ConditionTree::intersect([
-        Some(match_ids(schema, &[unpack_id(schema, id)?])?),
-        scope,
-    ]));
-    let keys = Projection::new(schema.primary_keys());
-    let records = state
-        .datasource
-        .collection(&schema.name)?
-        .list(caller, &filter, &keys)
-        .await?;
-    Ok(!records.is_empty())
-}
-
-/// What a caller may see of a record's trail (`checkRecordVisibility`): `Err` 404 when the
-/// record exists outside the caller's scope; `Ok(true)` when it exists nowhere any more while a
-/// scope applies (its recorded values are then withheld).
-async fn visibility(
-    state: &SharedState,
-    caller: &Caller,
-    schema: &CollectionSchema,
-    id: &str,
-    scope: &Option<ConditionTree>,
-) -> ApiResult<bool> {
-    let Some(scope) = scope else { return Ok(false) };
-    if exists(state, caller, schema, id, Some(scope.clone())).await? {
-        return Ok(false);
-    }
-    if exists(state, caller, schema, id, None).await? {
-        return Err(not_found(NOT_FOUND));
-    }
-    Ok(true)
-}
-
-/// The collection of a route, with `read` asked on it.
-async fn readable<'a>(
-    state: &'a SharedState,
-    caller: &Caller,
-    name: &str,
-) -> ApiResult<&'a CollectionSchema> {
-    let schema = served(state.datasource.schema(), name)?;
-    state
-        .permissions
-        .can(caller, name, CollectionRight::Read)
-        .await?;
-    Ok(schema)
 }
 
 /// `GET /_audit-trail/{collection}/{id}`.
@@ -174,11 +117,8 @@ async fn history(
     Path((name, id)): Path<(String, String)>,
     context: AuditContext,
 ) -> ApiResult<Response> {
-    let audit = store(&state)?;
     let caller = &context.caller;
-    let schema = readable(&state, caller, &name).await?;
-    let scope = permission::scope(&state, caller, schema).await?;
-    let withheld = visibility(&state, caller, schema, &id, &scope).await?;
+    let trail = audit::open(&state, caller, &name, &id).await?;
     let query = &context.query;
     let (skip, limit) = pagination(query);
     let order = match query.get("sort").as_deref() {
@@ -186,8 +126,6 @@ async fn history(
         _ => Order::NewestFirst,
     };
     let filters = HistoryQuery {
-        collection: name,
-        record_id: id,
         user_ids: user_ids(query),
         start: boundary(query, "startDate", caller.timezone, Bound::Start)?,
         end: boundary(query, "endDate", caller.timezone, Bound::End)?,
@@ -196,34 +134,16 @@ async fn history(
             .get("search")
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty()),
+        ..HistoryQuery::default()
     };
-    let mut data = audit
-        .history(&filters, order, skip, Some(limit))
-        .await
-        .map_err(|e| storage(&e))?;
-    let count = audit.count(&filters).await.map_err(|e| storage(&e))?;
-    if withheld {
-        for entry in &mut data {
-            withhold(entry);
-        }
-    }
-    let mut meta = json!({ "count": count });
     // The authors only on the first fetch: later pages keep the list the client already has.
-    if query.get("page[number]").is_none() {
-        let authors = audit.authors(&filters).await.map_err(|e| storage(&e))?;
+    let first = query.get("page[number]").is_none();
+    let page = audit::history(&trail, filters, order, skip, limit, first).await?;
+    let mut meta = json!({ "count": page.count });
+    if let Some(authors) = page.authors {
         meta["availableUsers"] = serde_json::to_value(authors).unwrap_or_default();
     }
-    Ok(super::json(&json!({ "data": data, "meta": meta })))
-}
-
-/// The values of an entry of a record that no longer exists, for a caller with a scope: the
-/// scope cannot be checked against a record that is gone, so the values are not shown; that the
-/// change happened, by whom and when, is.
-fn withhold(entry: &mut AuditRecord) {
-    if matches!(entry.operation.as_str(), "create" | "update" | "delete") {
-        entry.previous_values = Map::new();
-        entry.new_values = Map::new();
-    }
+    Ok(super::json(&json!({ "data": page.entries, "meta": meta })))
 }
 
 /// `GET /_audit-trail/{collection}/{id}/state?at=`.
@@ -234,7 +154,7 @@ async fn state_at(
 ) -> ApiResult<Response> {
     let audit = store(&state)?;
     let caller = &context.caller;
-    let schema = readable(&state, caller, &name).await?;
+    let schema = audit::readable(&state, caller, &name).await?;
     let at = boundary(&context.query, "at", caller.timezone, Bound::Start)?
         .ok_or_else(|| agent::Error::validation("Missing \"at\" query parameter"))?;
     let scope = permission::scope(&state, caller, schema).await?;
@@ -251,7 +171,10 @@ async fn state_at(
         .first()
         .map(|record| values_of(schema, &columns, record));
     // Missing within the scope but present outside it: out of scope, not gone.
-    if current.is_none() && scope.is_some() && exists(&state, caller, schema, &id, None).await? {
+    if current.is_none()
+        && scope.is_some()
+        && audit::exists(&state, caller, schema, &id, None).await?
+    {
         return Err(not_found(NOT_AT_TIMESTAMP));
     }
     let newer = audit
@@ -362,7 +285,7 @@ async fn target(
         .can(caller, &collection, CollectionRight::Read)
         .await?;
     let scope = permission::scope(state, caller, schema).await?;
-    visibility(state, caller, schema, &record_id, &scope).await?;
+    audit::visibility(state, caller, schema, &record_id, &scope).await?;
     Ok((collection, record_id))
 }
 

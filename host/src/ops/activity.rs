@@ -110,3 +110,34 @@ pub(crate) fn list_action(query: &QueryString) -> Action {
         Action::Index
     }
 }
+
+/// Most entries a record's activity shows.
+const RECORD_ACTIVITY: i64 = 50;
+
+/// The newest entries of the activity log on one record (the console's Activity tab): for a
+/// caller who may read the record, as its notes are. Entries hold who did what and when, never
+/// record values.
+pub async fn of_record(
+    ops: &Ops,
+    caller: &Caller,
+    collection: &str,
+    record_id: &str,
+) -> super::Result<Vec<crate::platform::activity::ActivityRow>> {
+    super::notes::readable(ops, caller, collection, record_id).await?;
+    let Some(store) = &ops.store else {
+        return Ok(Vec::new());
+    };
+    // What was recorded a moment ago (this page's own `read`, a note just filed) is written
+    // before the log is read.
+    ops.activity.flush().await;
+    let filter = crate::platform::activity::ActivityFilter {
+        limit: RECORD_ACTIVITY,
+        collection_name: Some(collection.to_owned()),
+        record_id: Some(record_id.to_owned()),
+        ..Default::default()
+    };
+    store
+        .activity_logs(&filter)
+        .await
+        .map_err(super::notes::from_store)
+}

@@ -165,12 +165,18 @@ fn toml_inline(value: &serde_json::Value) -> String {
 
 /// The shop's refund workflow (`examples/shop/workflows/refund.toml`), which the demo serves.
 const REFUND_WORKFLOW: &str = include_str!("../../../../examples/shop/workflows/refund.toml");
+/// The review workflow, with a manual step a person completes (from the console).
+const REVIEW_WORKFLOW: &str = include_str!("../../../../examples/shop/workflows/review.toml");
 
-/// Writes the demo's workflows folder (`workflowsDir`) beside its store: the refund workflow.
+/// Writes the demo's workflows folder (`workflowsDir`) beside its store: the refund workflow
+/// and the review workflow.
 pub fn demo_workflows_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let file = dir.join("refund.toml");
     std::fs::write(&file, REFUND_WORKFLOW)
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    let file = dir.join("review.toml");
+    std::fs::write(&file, REVIEW_WORKFLOW)
         .with_context(|| format!("cannot write {}", file.display()))?;
     Ok(dir.to_owned())
 }

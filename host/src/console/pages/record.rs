@@ -7,6 +7,7 @@ use axum::response::Response;
 
 use super::table::{Row, cells};
 use super::{Layout, enc, named, page, record_href};
+use crate::console::collab;
 use crate::console::data::{Data, ListQuery};
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::view::{self, InputKind};
@@ -49,20 +50,38 @@ struct RecordPage {
     actions: Vec<crate::console::actions::ActionButton>,
     /// The plugin charts of the record (`lifetime_value` on a customer).
     cards: Vec<crate::console::charts::Card>,
+    /// The collaboration panel: notes, activity, history, workflow runs.
+    collab: collab::Panel,
 }
 
 /// Columns a related list shows: the first few of the foreign collection.
 const RELATED_COLUMNS: usize = 6;
 const RELATED_PAGE: u64 = 10;
 
-/// `GET /console/c/{collection}/r/{id}`: every field, to-one links, a tab per to-many relation.
+/// `GET /console/c/{collection}/r/{id}`: every field, to-one links, a tab per to-many relation,
+/// and the collaboration panel (notes, activity, history, workflow runs).
 pub async fn record(
     State(state): State<SharedState>,
     session: Session,
     Path((name, id)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
-    let data = Data::new(&state, &session.caller);
+    let pairs = form_pairs(query.as_deref().unwrap_or("").as_bytes());
+    render(&state, &session, &name, &id, &pairs, None).await
+}
+
+/// The record page for the query `pairs`; with a `problem`, the collaboration form that failed
+/// is shown again with its message and what the user typed (answered with its status).
+pub(crate) async fn render(
+    state: &SharedState,
+    session: &Session,
+    name: &str,
+    id: &str,
+    pairs: &[(String, String)],
+    problem: Option<collab::Problem>,
+) -> Result<Response> {
+    let (name, id) = (name.to_owned(), id.to_owned());
+    let data = Data::new(state, &session.caller);
     let collection = named(&data, &name)?;
     let record = data.get(&name, &id).await?.ok_or_else(|| {
         Error::NotFound(format!(
@@ -87,14 +106,13 @@ pub async fn record(
             href: cell.href,
         })
         .collect();
-    let pairs = form_pairs(query.as_deref().unwrap_or("").as_bytes());
     let relations = data.browsable_relations(collection).await?;
-    let chosen = first(&pairs, "tab")
+    let chosen = first(pairs, "tab")
         .filter(|t| relations.iter().any(|(r, _)| r == t))
         .map(str::to_owned)
         .or_else(|| relations.first().map(|(r, _)| r.clone()))
         .unwrap_or_default();
-    let related_page: u64 = first(&pairs, "rpage")
+    let related_page: u64 = first(pairs, "rpage")
         .and_then(|p| p.parse().ok())
         .unwrap_or(1)
         .max(1);
@@ -142,12 +160,13 @@ pub async fn record(
         related_prev = (related_page > 1).then(|| tab(related_page - 1));
         related_next = (related_rows.len() as u64 == RELATED_PAGE).then(|| tab(related_page + 1));
     }
-    let notice = first(&pairs, "saved")
+    let notice = first(pairs, "saved")
         .map(|_| "Saved.".to_owned())
-        .or_else(|| first(&pairs, "created").map(|_| "Created.".to_owned()));
+        .or_else(|| first(pairs, "created").map(|_| "Created.".to_owned()));
+    let status = problem.as_ref().map_or(StatusCode::OK, |p| p.status);
+    let collab = collab::panel(state, session, &name, &id, &here, pairs, problem).await?;
     let label = view::label(collection, &record, tz);
-    let layout = Layout::new(&session, &data, &name, format!("{name} {label}")).await?;
-    let actions = crate::console::actions::buttons(&state, &session.caller, collection)
+    let actions = crate::console::actions::buttons(state, &session.caller, collection)
         .await?
         .into_iter()
         .filter(|b| b.scope != "global")
@@ -156,6 +175,7 @@ pub async fn record(
             b
         })
         .collect();
+    let layout = Layout::new(session, &data, &name, format!("{name} {label}")).await?;
     let template = RecordPage {
         layout,
         collection: name.clone(),
@@ -172,7 +192,8 @@ pub async fn record(
         related_next,
         notice,
         actions,
-        cards: crate::console::charts::record_cards(&state, &session.caller, &name, &id).await,
+        cards: crate::console::charts::record_cards(state, &session.caller, &name, &id).await,
+        collab,
     };
-    page(StatusCode::OK, &template)
+    page(status, &template)
 }

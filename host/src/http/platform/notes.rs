@@ -20,9 +20,10 @@ use utoipa_axum::routes;
 use super::listing::{CreatedAtQuery, ListQuery, iso};
 use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
 use crate::http::{SharedState, json, json_with};
+use crate::ops::notes::{self, Writer};
 use crate::platform::Scope;
-use crate::platform::activity::{Action, Actor, Entry, Origin};
-use crate::platform::notes::{NewNote, Note, NoteChange, NoteFilter, NoteRef, NoteUser};
+use crate::platform::activity::Origin;
+use crate::platform::notes::{NewNote, Note, NoteChange, NoteFilter, NoteUser};
 
 pub fn routes() -> OpenApiRouter<SharedState> {
     OpenApiRouter::new()
@@ -31,20 +32,15 @@ pub fn routes() -> OpenApiRouter<SharedState> {
         .routes(routes!(add_message))
 }
 
-/// The activity log's entry of a note operation (origin `api`, with the application token that
-/// made the call, if one did).
-fn log(state: &SharedState, admin: &Admin, action: Action, note: &NoteRef, environment: &str) {
-    let mut entry = Entry::new(action, Actor::of_user(&admin.user), Origin::Api)
-        .with_environment(environment)
-        .with_label(format!("note {}", note.id))
-        .with_records([note.record_id.clone()]);
-    if let Some(collection) = &note.collection_name {
-        entry = entry.with_collection(collection.clone());
+/// The note operations' writer: the admin, through the public API (origin `api`), with the
+/// application token that made the call, if one did.
+fn writer<'a>(admin: &'a Admin, environment: &'a str) -> Writer<'a> {
+    Writer {
+        user: &admin.user,
+        origin: Origin::Api,
+        token_id: admin.token_id.as_deref(),
+        environment: Some(environment),
     }
-    if let Some(token) = &admin.token_id {
-        entry = entry.with_token(token.clone());
-    }
-    state.activity.record(entry);
 }
 
 /// The query of `GET …/notes` (every filter is optional; several combine with AND).
@@ -345,14 +341,7 @@ async fn create(
         ));
     }
     let store = admin.environment(&project, &environment).await?;
-    let note = store.create_note(&admin.user, new).await?;
-    log(
-        &state,
-        &admin,
-        Action::CreateNote,
-        &note.reference(),
-        &environment,
-    );
+    let note = notes::file(&state, &writer(&admin, &environment), &store, new).await?;
     Ok(json_with(StatusCode::CREATED, &shown(&admin, &note)))
 }
 
@@ -383,14 +372,7 @@ async fn add_message(
         .string("content")?
         .ok_or_else(|| Error::field("content", "is required"))?;
     let store = admin.environment(&project, &environment).await?;
-    let note = store.add_note_message(&admin.user, id, &content).await?;
-    log(
-        &state,
-        &admin,
-        Action::CreateMessage,
-        &note.reference(),
-        &environment,
-    );
+    let note = notes::reply(&state, &writer(&admin, &environment), &store, id, &content).await?;
     Ok(json_with(StatusCode::CREATED, &shown(&admin, &note)))
 }
 
@@ -426,7 +408,7 @@ async fn change(
         ));
     }
     let store = admin.environment(&project, &environment).await?;
-    let note = store.update_note(&admin.user, id, change).await?;
+    let note = notes::change(&writer(&admin, &environment), &store, id, change).await?;
     Ok(json(&shown(&admin, &note)))
 }
 
@@ -451,8 +433,7 @@ async fn remove(
     admin.require(Scope::NotesWrite)?;
     let id = id("id", &raw)?;
     let store = admin.environment(&project, &environment).await?;
-    let deleted = store.delete_note(id).await?;
-    log(&state, &admin, Action::DeleteNote, &deleted, &environment);
+    notes::delete(&state, &writer(&admin, &environment), &store, id).await?;
     Ok(no_content())
 }
 

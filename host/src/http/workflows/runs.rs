@@ -18,18 +18,13 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::agent::query_string::match_ids;
-use crate::auth::CollectionRight;
-use crate::datasource::{Caller, Filter, Page, Projection, unpack_id};
 use crate::http::platform::listing::{CreatedAtQuery, ListQuery, iso};
 use crate::http::platform::{Body, Error, Fields as _, SignedIn};
 use crate::http::{SharedState, json};
 use crate::platform::activity::Origin;
 use crate::platform::{Scope, Store};
-use crate::workflows::engine::control::may_control;
-use crate::workflows::engine::{
-    Completion, Controller, Run, RunFilter, StepRow, Viewer, WaitingReason,
-};
+use crate::workflows::engine::{Completion, Controller, Run, RunFilter, StepRow, WaitingReason};
+use crate::workflows::operations;
 use crate::workflows::runs::{RunState, TriggerKind};
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -246,72 +241,6 @@ fn from_workflows(error: crate::workflows::Error) -> Error {
     }
 }
 
-/// The caller's user as the permission layer sees them; `None` when they cannot act (no team).
-async fn caller(store: &Store, who: &SignedIn) -> Option<Caller> {
-    crate::workflows::engine::acting_caller(store, who.user.id)
-        .await
-        .ok()
-}
-
-/// The collections the caller may browse.
-async fn browsable(state: &SharedState, caller: Option<&Caller>) -> Result<Vec<String>> {
-    let Some(caller) = caller else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for name in state.datasource.schema().collections.keys() {
-        if state
-            .permissions
-            .has(caller, name, CollectionRight::Browse)
-            .await
-            .map_err(Error::from)?
-        {
-            out.push(name.clone());
-        }
-    }
-    Ok(out)
-}
-
-/// Whether the caller may read the run's record: the collection's `read` right and the record
-/// within their scope.
-async fn may_read_record(state: &SharedState, caller: &Caller, run: &Run) -> Result<bool> {
-    let schema = state.datasource.schema();
-    let Some(collection) = schema.collections.get(&run.collection_name) else {
-        return Ok(false);
-    };
-    if !state
-        .permissions
-        .has(caller, &collection.name, CollectionRight::Read)
-        .await
-        .map_err(Error::from)?
-    {
-        return Ok(false);
-    }
-    let Ok(id) = unpack_id(collection, &run.record_id) else {
-        return Ok(false);
-    };
-    let Ok(tree) = match_ids(collection, &[id]) else {
-        return Ok(false);
-    };
-    let scope = state
-        .permissions
-        .scope(caller, collection, schema)
-        .await
-        .map_err(Error::from)?;
-    let filter = Filter::new(Some(tree))
-        .and(scope)
-        .with_page(Page::new(0, 1));
-    let keys = Projection::new(collection.primary_keys().into_iter().map(str::to_owned));
-    let found = state
-        .datasource
-        .collection(&collection.name)
-        .map_err(|e| Error::from(crate::http::ApiError::from(e)))?
-        .list(caller, &filter, &keys)
-        .await
-        .map_err(|e| Error::from(crate::http::ApiError::from(e)))?;
-    Ok(!found.is_empty())
-}
-
 /// A step as the API shows it; its input and output only with `details`.
 pub fn step_json(step: &StepRow, details: bool) -> Json {
     let mut out = json!({
@@ -378,25 +307,9 @@ async fn visible(
     who: &SignedIn,
     id: &str,
 ) -> Result<(Run, bool)> {
-    let not_found = || Error::NotFound(format!("workflow run {id} not found"));
-    let run = store.workflow_run(id).await?.ok_or_else(not_found)?;
-    if may_control(&who.user, &run) {
-        return Ok((run, true));
-    }
-    let caller = caller(store, who).await;
-    let Some(caller) = caller else {
-        return Err(not_found());
-    };
-    if !state
-        .permissions
-        .has(&caller, &run.collection_name, CollectionRight::Browse)
+    operations::visible(state, store, &who.user, id)
         .await
-        .map_err(Error::from)?
-    {
-        return Err(not_found());
-    }
-    let details = may_read_record(state, &caller, &run).await?;
-    Ok((run, details))
+        .map_err(from_workflows)
 }
 
 /// The answer of a control route: the run as its controller sees it, with its steps.
@@ -453,7 +366,7 @@ async fn list(
     )?;
     let states: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
     let triggers: Vec<&str> = TriggerKind::ALL.iter().map(|t| t.as_str()).collect();
-    let mut filter = RunFilter {
+    let filter = RunFilter {
         workflow_id: query.text("workflowId")?,
         collection_name: query.text("collectionName")?,
         record_id: query.text("recordId")?,
@@ -473,15 +386,9 @@ async fn list(
         ));
     }
     let store = served(&who, &project, &environment)?;
-    if !who.is_admin() {
-        let caller = caller(store, &who).await;
-        filter.visible_to = Some(Viewer {
-            user_id: who.user.id,
-            teams: who.user.teams.iter().map(|t| t.name.clone()).collect(),
-            browsable: browsable(&state, caller.as_ref()).await?,
-        });
-    }
-    let runs = store.workflow_runs(&filter, query.limit + 1).await?;
+    let runs = operations::list(&state, store, &who.user, filter, query.limit + 1)
+        .await
+        .map_err(from_workflows)?;
     Ok(json(&query.envelope(
         runs.iter().map(|run| run_json(run, false, None)).collect(),
     )))
@@ -610,11 +517,22 @@ async fn complete(
         confirmation: body.boolean("confirmation")?,
     };
     let store = served(&who, &project, &environment)?;
-    visible(&state, store, &who, &id).await?;
-    let run = controller(&state, store, &who)
-        .complete(&id, index, &completion)
-        .await
-        .map_err(from_workflows)?;
+    let acting = operations::Acting {
+        user: &who.user,
+        token_id: who.token_id.as_deref(),
+        origin: Origin::Api,
+    };
+    let run = operations::complete(
+        &state,
+        store,
+        &state.workflow_wakeup,
+        &acting,
+        &id,
+        index,
+        &completion,
+    )
+    .await
+    .map_err(from_workflows)?;
     shown(store, &run).await
 }
 

@@ -19,10 +19,10 @@ use utoipa_axum::routes;
 
 use crate::http::platform::{Admin, Body, Error, Fields as _, SignedIn};
 use crate::http::{SharedState, json};
-use crate::platform::activity::{Action, Actor, Entry, Origin};
+use crate::platform::activity::Origin;
 use crate::platform::{Scope, Store};
+use crate::workflows::operations;
 use crate::workflows::triggers::{Triggers, WebhookTrigger, WorkflowRef};
-use crate::workflows::{NewRun, TriggerKind};
 
 pub fn routes() -> OpenApiRouter<SharedState> {
     OpenApiRouter::new()
@@ -179,32 +179,17 @@ async fn start(
             ));
         }
     };
-    let run = NewRun {
-        workflow_id: workflow.id.clone(),
-        version_id: version_id.to_owned(),
-        collection_name: workflow.collection.clone(),
-        record_id: record_id.clone(),
-        trigger_kind: TriggerKind::Manual,
-        trigger_id: None,
-        trigger_url_version: None,
-        user_id: caller.user.id,
-        token_id: caller.token_id.clone(),
-        parent_run_id: None,
+    let acting = operations::Acting {
+        user: &caller.user,
+        token_id: caller.token_id.as_deref(),
+        origin: Origin::Api,
     };
-    let queued = triggers.queue(run).await.map_err(internal)?;
-    let mut entry = Entry::new(
-        Action::TriggerWorkflow,
-        Actor::of(&runner),
-        crate::platform::activity::origin_or(Origin::Api),
+    let queued = operations::queue_manual(
+        &state, triggers, &acting, &runner, &workflow, version_id, &record_id, request_id,
     )
-    .with_collection(workflow.collection.clone())
-    .with_records([record_id])
-    .with_label(workflow.name.clone())
-    .with_request_id(request_id.to_string());
-    if let Some(token) = &caller.token_id {
-        entry = entry.with_token(token.clone());
-    }
-    Ok(super::webhook::answer(&state, triggers, queued, entry))
+    .await
+    .map_err(internal)?;
+    Ok(super::webhook::answered(&state, triggers, queued))
 }
 
 /// The JSON of a webhook trigger; its URL only for admins.

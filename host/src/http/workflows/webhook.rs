@@ -232,9 +232,16 @@ pub(crate) fn answer(
     queued: Queued,
     entry: Entry,
 ) -> Response {
+    if matches!(queued, Queued::Created(_)) {
+        state.activity.record(entry);
+    }
+    answered(state, triggers, queued)
+}
+
+/// 202 with the run, or 409 with the ongoing one (the activity entry already recorded).
+pub(crate) fn answered(state: &SharedState, triggers: &Triggers, queued: Queued) -> Response {
     match queued {
         Queued::Created(run_id) => {
-            state.activity.record(entry);
             let mut response =
                 crate::http::json_with(StatusCode::ACCEPTED, &json!({ "runId": run_id }));
             let location = format!(

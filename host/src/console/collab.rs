@@ -1,0 +1,964 @@
+//! Collaboration on a record (issue 22, Part 2 §5): the panel under a record's fields, with one
+//! tab each for its notes (a thread per note, a new note, a reply, archive), its activity (the
+//! activity log on this record), its history (the audit trail's changes with the values before
+//! and after) and its workflow runs (start one, complete the step a run waits on, a run's steps
+//! drawn as a diagram).
+//!
+//! Everything goes through the operations the other surfaces use: `ops::notes`,
+//! `ops::activity`, `ops::audit` and `workflows::operations`; this module only reads forms,
+//! shapes what they answer for the templates, and redirects after a write (303, so a reload
+//! does not post twice). A refused form comes back on the record page with its message and what
+//! the user typed.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::post;
+use chrono::DateTime;
+use chrono_tz::Tz;
+use serde_json::{Map, Value as Json};
+
+use super::pages::record::render;
+use super::session::{Session, first};
+use super::{Error, Result};
+use crate::http::{ApiError, SharedState};
+use crate::ops;
+use crate::platform::audit::{HistoryQuery, Order};
+use crate::workflows::definition::{Kind, Mode};
+use crate::workflows::engine::{Completion, StepStatus, WaitingReason};
+use crate::workflows::operations::{RunView, Runs};
+use crate::workflows::{Queued, RunState};
+
+/// The collaboration forms' routes, under a record's path.
+pub fn routes() -> Router<SharedState> {
+    Router::new()
+        .route("/c/{collection}/r/{id}/notes", post(create_note))
+        .route(
+            "/c/{collection}/r/{id}/notes/{note}/messages",
+            post(add_message),
+        )
+        .route("/c/{collection}/r/{id}/notes/{note}/archive", post(archive))
+        .route("/c/{collection}/r/{id}/runs", post(start_run))
+        .route(
+            "/c/{collection}/r/{id}/runs/{run}/steps/{index}",
+            post(complete_step),
+        )
+}
+
+/// The tabs of the panel.
+const NOTES: &str = "notes";
+const ACTIVITY: &str = "activity";
+const HISTORY: &str = "history";
+const RUNS: &str = "runs";
+
+/// Changes a History tab shows (newest first).
+const HISTORY_PAGE: u64 = 50;
+
+/// A collaboration form that failed: its message, and what the user typed, shown again.
+pub struct Problem {
+    pub status: StatusCode,
+    pub message: String,
+    /// The tab the form is on.
+    pub panel: &'static str,
+    /// Field name → typed value.
+    pub typed: Vec<(String, String)>,
+    /// The note or run the form was about, when not a new one.
+    pub about: Option<String>,
+}
+
+impl Problem {
+    fn typed(&self, field: &str) -> String {
+        first(&self.typed, field).unwrap_or_default().to_owned()
+    }
+}
+
+pub struct PanelTab {
+    pub label: &'static str,
+    pub href: String,
+    pub active: bool,
+}
+
+pub struct MessageView {
+    pub author: String,
+    pub when: String,
+    pub text: String,
+}
+
+pub struct NoteView {
+    pub id: i64,
+    pub title: String,
+    pub author: String,
+    pub when: String,
+    /// When it was archived, if it is.
+    pub archived: Option<String>,
+    pub messages: Vec<MessageView>,
+    pub reply_action: String,
+    pub archive_action: Option<String>,
+    /// What the reply box holds (what the user typed, after a refused reply).
+    pub reply_typed: String,
+    pub reply_error: Option<String>,
+}
+
+pub struct ActivityView {
+    pub action: String,
+    pub who: String,
+    pub when: String,
+    pub label: String,
+}
+
+pub struct FieldChange {
+    pub field: String,
+    pub before: String,
+    pub after: String,
+}
+
+pub struct ChangeView {
+    pub operation: String,
+    pub who: String,
+    pub when: String,
+    pub changes: Vec<FieldChange>,
+}
+
+pub struct RunRow {
+    pub workflow: String,
+    pub state: String,
+    pub state_class: &'static str,
+    pub when: String,
+    pub outcome: String,
+    pub href: String,
+    pub current: bool,
+}
+
+pub struct WorkflowChoice {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+}
+
+/// One step of a run's diagram.
+pub struct StepBox {
+    pub title: String,
+    pub kind: String,
+    /// `done`, `current`, `failed`, `skipped` or `ahead` (not reached yet): the CSS class.
+    pub class: &'static str,
+    pub status: String,
+    pub when: String,
+    pub note: String,
+}
+
+/// The form of the step a run waits on.
+pub struct StepForm {
+    pub action: String,
+    pub title: String,
+    pub prompt: String,
+    /// A free-text answer is asked (guidance).
+    pub answer: bool,
+    /// Options to pick from (a manual decision).
+    pub options: Vec<String>,
+    /// A confirm step: do it or skip it.
+    pub confirm: bool,
+    pub typed_answer: String,
+    pub error: Option<String>,
+}
+
+pub struct RunDetail {
+    pub workflow: String,
+    pub state: String,
+    pub state_class: &'static str,
+    pub started: String,
+    pub finished: String,
+    pub error: String,
+    pub steps: Vec<StepBox>,
+    pub form: Option<StepForm>,
+    /// Why the run waits when no form here can answer it (an approval, a sub-workflow).
+    pub waiting: String,
+    pub ongoing: bool,
+    pub refresh: String,
+}
+
+/// The panel as the record page shows it.
+pub struct Panel {
+    pub tabs: Vec<PanelTab>,
+    pub active: &'static str,
+    pub notice: Option<String>,
+    pub error: Option<String>,
+    // Notes
+    pub notes: Vec<NoteView>,
+    pub note_action: String,
+    pub typed_title: String,
+    pub typed_content: String,
+    // Activity
+    pub activity: Vec<ActivityView>,
+    // History
+    pub history: Vec<ChangeView>,
+    pub history_count: i64,
+    // Runs
+    pub runs: Vec<RunRow>,
+    pub startable: Vec<WorkflowChoice>,
+    pub start_action: String,
+    pub run: Option<RunDetail>,
+}
+
+/// A time in the user's timezone.
+fn when(ms: i64, tz: Tz) -> String {
+    DateTime::from_timestamp_millis(ms)
+        .map(|d| d.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string())
+        .unwrap_or_default()
+}
+
+fn runs_of(state: &SharedState) -> Option<Runs<'_>> {
+    let triggers = state.workflow_triggers.as_deref()?;
+    Some(Runs {
+        ops: state,
+        triggers,
+        wakeup: &state.workflow_wakeup,
+    })
+}
+
+/// The panel of the record `id` of `collection`, on the tab the query names.
+pub async fn panel(
+    state: &SharedState,
+    session: &Session,
+    collection: &str,
+    id: &str,
+    here: &str,
+    pairs: &[(String, String)],
+    problem: Option<Problem>,
+) -> Result<Panel> {
+    let caller = &session.caller;
+    let tz = caller.timezone;
+    let runs = runs_of(state);
+    let mut available = vec![(NOTES, "Notes"), (ACTIVITY, "Activity")];
+    if state.audit.is_some() {
+        available.push((HISTORY, "History"));
+    }
+    if runs.is_some() {
+        available.push((RUNS, "Workflows"));
+    }
+    let asked = problem
+        .as_ref()
+        .map(|p| p.panel)
+        .or_else(|| first(pairs, "panel"))
+        .unwrap_or(NOTES);
+    let active: &'static str = available
+        .iter()
+        .map(|&(key, _)| key)
+        .find(|&key| key == asked)
+        .unwrap_or(NOTES);
+    let tabs = available
+        .iter()
+        .map(|&(key, label)| PanelTab {
+            label,
+            href: format!("{here}?panel={key}#collab"),
+            active: key == active,
+        })
+        .collect();
+    let notice = [
+        ("noted", "Note added."),
+        ("replied", "Reply added."),
+        ("archived", "Note archived."),
+        ("unarchived", "Note restored."),
+        ("started", "Workflow started."),
+        ("completed", "Step completed."),
+    ]
+    .iter()
+    .find(|&&(key, _)| first(pairs, key).is_some())
+    .map(|&(_, text)| text.to_owned());
+    let mut panel = Panel {
+        tabs,
+        active,
+        notice,
+        error: None,
+        notes: Vec::new(),
+        note_action: format!("{here}/notes"),
+        typed_title: String::new(),
+        typed_content: String::new(),
+        activity: Vec::new(),
+        history: Vec::new(),
+        history_count: 0,
+        runs: Vec::new(),
+        startable: Vec::new(),
+        start_action: format!("{here}/runs"),
+        run: None,
+    };
+    // A problem with one note's reply or one run's step is shown next to that form.
+    let about = problem.as_ref().and_then(|p| p.about.clone());
+    if let Some(problem) = &problem
+        && about.is_none()
+    {
+        panel.error = Some(problem.message.clone());
+        panel.typed_title = problem.typed("title");
+        panel.typed_content = problem.typed("content");
+    }
+    match active {
+        NOTES => {
+            let notes = ops::notes::of_record(state, caller, collection, id)
+                .await
+                .map_err(ApiError::from)?;
+            panel.notes = notes
+                .iter()
+                .map(|note| {
+                    let mine = about.as_deref() == Some(&note.id.to_string());
+                    NoteView {
+                        id: note.id,
+                        title: note.title.clone(),
+                        author: name_of(&note.author.username, &note.author.email),
+                        when: when(note.created_at, tz),
+                        archived: note.archived_at.map(|at| when(at, tz)),
+                        messages: note
+                            .messages
+                            .iter()
+                            .map(|m| MessageView {
+                                author: name_of(&m.author.username, &m.author.email),
+                                when: when(m.created_at, tz),
+                                text: m.content_text.clone(),
+                            })
+                            .collect(),
+                        reply_action: format!("{here}/notes/{}/messages", note.id),
+                        archive_action: ops::notes::may_archive(caller, note)
+                            .then(|| format!("{here}/notes/{}/archive", note.id)),
+                        reply_typed: problem
+                            .as_ref()
+                            .filter(|_| mine)
+                            .map(|p| p.typed("content"))
+                            .unwrap_or_default(),
+                        reply_error: problem.as_ref().filter(|_| mine).map(|p| p.message.clone()),
+                    }
+                })
+                .collect();
+        }
+        ACTIVITY => {
+            let rows = ops::activity::of_record(state, caller, collection, id)
+                .await
+                .map_err(ApiError::from)?;
+            panel.activity = rows
+                .iter()
+                .map(|row| ActivityView {
+                    action: row.action.clone(),
+                    who: name_of(&row.username, &row.user_email),
+                    when: when(row.created_at, tz),
+                    label: row.label.clone().unwrap_or_default(),
+                })
+                .collect();
+        }
+        HISTORY => {
+            let trail = ops::audit::open(state, caller, collection, id)
+                .await
+                .map_err(ApiError::from)?;
+            let page = ops::audit::history(
+                &trail,
+                HistoryQuery::default(),
+                Order::NewestFirst,
+                0,
+                HISTORY_PAGE,
+                false,
+            )
+            .await
+            .map_err(ApiError::from)?;
+            panel.history_count = page.count;
+            panel.history = page.entries.iter().map(|e| change_view(e, tz)).collect();
+        }
+        _ => {
+            if let Some(runs) = &runs {
+                runs_tab(
+                    &mut panel, runs, session, collection, id, here, pairs, &problem,
+                )
+                .await?;
+            }
+        }
+    }
+    Ok(panel)
+}
+
+/// A person's name, else their email.
+fn name_of(name: &str, email: &str) -> String {
+    if name.trim().is_empty() {
+        email.to_owned()
+    } else {
+        name.to_owned()
+    }
+}
+
+/// One audit entry: who, when, and each changed field's value before and after.
+fn change_view(entry: &crate::platform::audit::AuditRecord, tz: Tz) -> ChangeView {
+    let names = [
+        entry.user_first_name.as_deref().unwrap_or(""),
+        entry.user_last_name.as_deref().unwrap_or(""),
+    ]
+    .join(" ");
+    let who = name_of(&names, entry.user_email.as_deref().unwrap_or(""));
+    let mut fields: Vec<&String> = entry
+        .new_values
+        .keys()
+        .chain(entry.previous_values.keys())
+        .collect();
+    fields.sort();
+    fields.dedup();
+    let changes = fields
+        .into_iter()
+        .filter(|f| entry.previous_values.get(*f) != entry.new_values.get(*f))
+        .map(|field| FieldChange {
+            field: field.clone(),
+            before: value_text(entry.previous_values.get(field), tz),
+            after: value_text(entry.new_values.get(field), tz),
+        })
+        .collect();
+    ChangeView {
+        operation: match entry.operation.as_str() {
+            "create" => "Created".to_owned(),
+            "update" => "Updated".to_owned(),
+            "delete" => "Deleted".to_owned(),
+            other => other.to_owned(),
+        },
+        who,
+        when: when(entry.timestamp_ms, tz),
+        changes,
+    }
+}
+
+/// A recorded value as text: dates in the user's timezone, nothing as empty.
+fn value_text(value: Option<&Json>, tz: Tz) -> String {
+    match value {
+        None | Some(Json::Null) => String::new(),
+        Some(Json::String(text)) => DateTime::parse_from_rfc3339(text)
+            .map(|d| d.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S").to_string())
+            .unwrap_or_else(|_| text.clone()),
+        Some(Json::Bool(true)) => "Yes".to_owned(),
+        Some(Json::Bool(false)) => "No".to_owned(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn state_class(state: RunState) -> &'static str {
+    match state {
+        RunState::Succeeded => "done",
+        RunState::Failed => "failed",
+        RunState::Cancelled => "skipped",
+        RunState::Queued | RunState::Running | RunState::AwaitingInput => "current",
+    }
+}
+
+fn state_text(state: RunState) -> String {
+    match state {
+        RunState::Queued => "Queued",
+        RunState::Running => "Running",
+        RunState::AwaitingInput => "Waiting for a person",
+        RunState::Succeeded => "Succeeded",
+        RunState::Failed => "Failed",
+        RunState::Cancelled => "Cancelled",
+    }
+    .to_owned()
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the panel's parts, passed as the other tabs get them"
+)]
+async fn runs_tab(
+    panel: &mut Panel,
+    runs: &Runs<'_>,
+    session: &Session,
+    collection: &str,
+    id: &str,
+    here: &str,
+    pairs: &[(String, String)],
+    problem: &Option<Problem>,
+) -> Result<()> {
+    let caller = &session.caller;
+    let tz = caller.timezone;
+    ops::notes::readable(runs.ops, caller, collection, id)
+        .await
+        .map_err(ApiError::from)?;
+    let startable = runs
+        .startable(caller, collection)
+        .await
+        .map_err(workflow_error)?;
+    let name_of_workflow = |wid: &str| {
+        startable
+            .iter()
+            .find(|w| w.id == wid)
+            .map_or_else(|| wid.to_owned(), |w| w.name.clone())
+    };
+    let listed = runs
+        .of_record(caller, collection, id)
+        .await
+        .map_err(workflow_error)?;
+    let chosen = first(pairs, "run")
+        .map(str::to_owned)
+        .or_else(|| problem.as_ref().and_then(|p| p.about.clone()))
+        .or_else(|| listed.first().map(|r| r.id.clone()));
+    panel.runs = listed
+        .iter()
+        .map(|run| RunRow {
+            workflow: name_of_workflow(&run.workflow_id),
+            state: state_text(run.state),
+            state_class: state_class(run.state),
+            when: when(run.created_at, tz),
+            outcome: run
+                .error_message
+                .clone()
+                .or_else(|| run.finished_at.map(|at| format!("ended {}", when(at, tz))))
+                .unwrap_or_default(),
+            href: format!("{here}?panel=runs&run={}#run", run.id),
+            current: chosen.as_deref() == Some(run.id.as_str()),
+        })
+        .collect();
+    if let Some(run_id) = chosen.filter(|c| listed.iter().any(|r| &r.id == c)) {
+        let view = runs.read(caller, &run_id).await.map_err(workflow_error)?;
+        let workflow = name_of_workflow(&view.run.workflow_id);
+        panel.run = Some(run_detail(&view, workflow, here, tz, problem.as_ref()));
+    }
+    panel.startable = startable
+        .into_iter()
+        .map(|w| WorkflowChoice {
+            id: w.id,
+            name: w.name,
+            description: w.description.unwrap_or_default(),
+        })
+        .collect();
+    Ok(())
+}
+
+/// A run's steps as a diagram, and the form of the step it waits on when the caller may do it.
+fn run_detail(
+    view: &RunView,
+    workflow: String,
+    here: &str,
+    tz: Tz,
+    problem: Option<&Problem>,
+) -> RunDetail {
+    let run = &view.run;
+    let steps_of_definition = view.definition.as_ref().map(|d| d.steps.as_slice());
+    let defined = |key: &str| steps_of_definition.and_then(|s| s.iter().find(|d| d.key == key));
+    let mut steps: Vec<StepBox> = view
+        .steps
+        .iter()
+        .map(|row| {
+            let class = match row.status {
+                StepStatus::Succeeded => "done",
+                StepStatus::Failed => "failed",
+                StepStatus::Skipped | StepStatus::Cancelled => "skipped",
+                StepStatus::Pending | StepStatus::Running | StepStatus::AwaitingInput => "current",
+            };
+            let title = defined(&row.key)
+                .and_then(|d| d.title.clone())
+                .unwrap_or_else(|| row.key.clone());
+            let at = row.finished_at.or(row.started_at);
+            StepBox {
+                title,
+                kind: row.kind.clone(),
+                class,
+                status: row.status.as_str().replace('_', " "),
+                when: at.map(|at| when(at, tz)).unwrap_or_default(),
+                note: row
+                    .error_message
+                    .clone()
+                    .or_else(|| row.selected_option.as_ref().map(|o| format!("chose {o}")))
+                    .unwrap_or_default(),
+            }
+        })
+        .collect();
+    // The steps not reached yet, in the definition's order after the last one run.
+    if run.state.ongoing()
+        && let Some(definition) = steps_of_definition
+    {
+        let last = view.steps.last().map(|s| s.key.as_str());
+        let from = last
+            .and_then(|key| definition.iter().position(|d| d.key == key))
+            .map_or(0, |at| at + 1);
+        for step in &definition[from.min(definition.len())..] {
+            if view.steps.iter().any(|s| s.key == step.key) {
+                continue;
+            }
+            steps.push(StepBox {
+                title: step.title.clone().unwrap_or_else(|| step.key.clone()),
+                kind: kind_name(&step.kind),
+                class: "ahead",
+                status: "not reached".to_owned(),
+                when: String::new(),
+                note: String::new(),
+            });
+        }
+    }
+    let mut waiting = String::new();
+    let mut form = None;
+    if run.state == RunState::AwaitingInput
+        && let Some(index) = run.current_step_index
+    {
+        let row = view.steps.iter().find(|s| s.index == index);
+        let step = row.and_then(|r| defined(&r.key));
+        match run.waiting_reason {
+            Some(WaitingReason::Approval) => {
+                waiting = "The run waits for the decision on its approval request.".to_owned();
+            }
+            Some(WaitingReason::SubWorkflow) => {
+                waiting = "The run waits for the workflow it started to end.".to_owned();
+            }
+            _ if !view.controls => {
+                waiting = "The run waits for its user, who started it, or an admin.".to_owned();
+            }
+            reason => {
+                let mine = problem.filter(|p| p.about.as_deref() == Some(run.id.as_str()));
+                let mut f = StepForm {
+                    action: format!("{here}/runs/{}/steps/{index}", run.id),
+                    title: step
+                        .and_then(|s| s.title.clone())
+                        .or_else(|| row.map(|r| r.key.clone()))
+                        .unwrap_or_default(),
+                    prompt: String::new(),
+                    answer: false,
+                    options: Vec::new(),
+                    confirm: reason == Some(WaitingReason::Confirmation),
+                    typed_answer: mine.map(|p| p.typed("answer")).unwrap_or_default(),
+                    error: mine.map(|p| p.message.clone()),
+                };
+                if let Some(step) = step
+                    && !f.confirm
+                    && step.mode() == Mode::Manual
+                {
+                    match &step.kind {
+                        Kind::Guidance { prompt, answer } => {
+                            f.prompt.clone_from(prompt);
+                            f.answer = *answer;
+                        }
+                        Kind::Decision { options } => {
+                            f.options = options.iter().map(|o| o.name.clone()).collect();
+                        }
+                        _ => {}
+                    }
+                }
+                form = Some(f);
+            }
+        }
+    }
+    RunDetail {
+        workflow,
+        state: state_text(run.state),
+        state_class: state_class(run.state),
+        started: when(run.started_at.unwrap_or(run.created_at), tz),
+        finished: run.finished_at.map(|at| when(at, tz)).unwrap_or_default(),
+        error: run.error_message.clone().unwrap_or_default(),
+        steps,
+        form,
+        waiting,
+        ongoing: run.state.ongoing(),
+        refresh: format!("{here}?panel=runs&run={}#run", run.id),
+    }
+}
+
+/// A step kind's name as definitions write it (`get-data`).
+fn kind_name(kind: &Kind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.get("type").and_then(Json::as_str).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A workflow operation's failure as the console shows it.
+fn workflow_error(error: crate::workflows::Error) -> Error {
+    use crate::workflows::Error as E;
+    match error {
+        E::NotFound(what) => Error::NotFound(format!("There is no {what} that you may see.")),
+        E::Forbidden(_) => ApiError::from(crate::auth::Error::forbidden()).into(),
+        E::Conflict(message) | E::Invalid(message) => {
+            ApiError::from(crate::agent::Error::Validation(message)).into()
+        }
+        E::Store(error) => {
+            ApiError::from(crate::datasource::Error::Internal(error.to_string())).into()
+        }
+    }
+}
+
+// ----- forms ---------------------------------------------------------------------------------
+
+fn record_href(session: &Session, collection: &str, id: &str) -> String {
+    super::pages::record_href(&session.base, collection, id)
+}
+
+/// After a write: back to the record's panel, saying what was done.
+fn back(session: &Session, collection: &str, id: &str, query: &str) -> Response {
+    let href = record_href(session, collection, id);
+    Redirect::to(&format!("{href}?{query}#collab")).into_response()
+}
+
+/// The message of a refusal the user can act on (a bad value, a conflict), or the error itself
+/// when it is not theirs to fix (a missing right, a failure).
+fn refusal(error: ops::Error) -> std::result::Result<String, Error> {
+    match error {
+        ops::Error::Agent(
+            crate::agent::Error::Validation(message) | crate::agent::Error::Unprocessable(message),
+        ) => Ok(message),
+        other => Err(ApiError::from(other).into()),
+    }
+}
+
+/// Shows the record page again with the form's problem.
+async fn again(
+    state: &SharedState,
+    session: &Session,
+    (collection, id): (&str, &str),
+    message: String,
+    panel: &'static str,
+    typed: Vec<(String, String)>,
+    about: Option<String>,
+) -> Result<Response> {
+    let problem = Problem {
+        status: StatusCode::BAD_REQUEST,
+        message,
+        panel,
+        typed,
+        about,
+    };
+    render(state, session, collection, id, &[], Some(problem)).await
+}
+
+/// `POST …/r/{id}/notes` `title`, `content`: a new note on the record.
+async fn create_note(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((collection, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let form = session.form(&headers, &body)?;
+    let title = first(&form, "title").unwrap_or("").trim().to_owned();
+    let content = first(&form, "content").unwrap_or("").trim().to_owned();
+    let typed = vec![
+        ("title".to_owned(), title.clone()),
+        ("content".to_owned(), content.clone()),
+    ];
+    let target = (collection.as_str(), id.as_str());
+    if title.is_empty() || content.is_empty() {
+        let message = "Give the note a title and a first message.".to_owned();
+        return again(&state, &session, target, message, NOTES, typed, None).await;
+    }
+    let html = paragraphs(&content);
+    match ops::notes::create(&state, &session.caller, &collection, &id, &title, &html).await {
+        Ok(_) => Ok(back(&session, &collection, &id, "panel=notes&noted=1")),
+        Err(error) => {
+            let message = refusal(error)?;
+            again(&state, &session, target, message, NOTES, typed, None).await
+        }
+    }
+}
+
+/// Plain text as the HTML a note's message holds: a paragraph per blank-line-separated block,
+/// every character escaped (the store sanitises again).
+fn paragraphs(text: &str) -> String {
+    text.replace("\r\n", "\n")
+        .split("\n\n")
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| format!("<p>{}</p>", escape(p).replace('\n', "<br>")))
+        .collect()
+}
+
+/// `text` with the characters HTML gives a meaning escaped.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\r' => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn note_id(raw: &str) -> Result<i64> {
+    raw.parse()
+        .map_err(|_| Error::NotFound(format!("There is no note {raw}.")))
+}
+
+/// `POST …/notes/{note}/messages` `content`: a reply in a note's thread.
+async fn add_message(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((collection, id, note)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let form = session.form(&headers, &body)?;
+    let note = note_id(&note)?;
+    let content = first(&form, "content").unwrap_or("").trim().to_owned();
+    let typed = vec![("content".to_owned(), content.clone())];
+    let target = (collection.as_str(), id.as_str());
+    let about = Some(note.to_string());
+    if content.is_empty() {
+        let message = "Write a message first.".to_owned();
+        return again(&state, &session, target, message, NOTES, typed, about).await;
+    }
+    match ops::notes::add_message(&state, &session.caller, note, &paragraphs(&content)).await {
+        Ok(_) => Ok(back(&session, &collection, &id, "panel=notes&replied=1")),
+        Err(error) => {
+            let message = refusal(error)?;
+            again(&state, &session, target, message, NOTES, typed, about).await
+        }
+    }
+}
+
+/// `POST …/notes/{note}/archive` `archived=true|false`: archives or restores a note.
+async fn archive(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((collection, id, note)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let form = session.form(&headers, &body)?;
+    let note = note_id(&note)?;
+    let archived = first(&form, "archived") != Some("false");
+    ops::notes::archive(&state, &session.caller, note, archived)
+        .await
+        .map_err(ApiError::from)?;
+    let done = if archived { "archived" } else { "unarchived" };
+    Ok(back(
+        &session,
+        &collection,
+        &id,
+        &format!("panel=notes&{done}=1"),
+    ))
+}
+
+/// `POST …/r/{id}/runs` `workflow`: starts a workflow on the record.
+async fn start_run(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((collection, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let form = session.form(&headers, &body)?;
+    let runs = runs_of(&state).ok_or_else(|| Error::NotFound("Workflows are off.".to_owned()))?;
+    let workflow = first(&form, "workflow").unwrap_or("").to_owned();
+    let target = (collection.as_str(), id.as_str());
+    ops::notes::readable(&state, &session.caller, &collection, &id)
+        .await
+        .map_err(ApiError::from)?;
+    let refused =
+        |message: String| again(&state, &session, target, message, RUNS, Vec::new(), None);
+    if workflow.is_empty() {
+        return refused("Choose a workflow to start.".to_owned()).await;
+    }
+    match runs
+        .start(&session.caller, &workflow, &collection, &id)
+        .await
+    {
+        Ok(Queued::Created(run)) => Ok(back(
+            &session,
+            &collection,
+            &id,
+            &format!("panel=runs&started=1&run={}", enc(&run)),
+        )),
+        Ok(Queued::Ongoing(_)) => {
+            refused("A run of this workflow is already ongoing on this record.".to_owned()).await
+        }
+        Err(
+            crate::workflows::Error::Conflict(message) | crate::workflows::Error::Invalid(message),
+        ) => refused(message).await,
+        Err(error) => Err(workflow_error(error)),
+    }
+}
+
+fn enc(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// `POST …/runs/{run}/steps/{index}` `answer`, `option`, `confirmation`: completes the step a
+/// run waits on.
+async fn complete_step(
+    State(state): State<SharedState>,
+    session: Session,
+    Path((collection, id, run, index)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let form = session.form(&headers, &body)?;
+    let runs = runs_of(&state).ok_or_else(|| Error::NotFound("Workflows are off.".to_owned()))?;
+    let index: i64 = index
+        .parse()
+        .map_err(|_| Error::NotFound(format!("There is no step {index}.")))?;
+    let answer = first(&form, "answer").map(|a| a.trim().to_owned());
+    let completion = Completion {
+        answer: answer.clone().filter(|a| !a.is_empty()),
+        option: first(&form, "option").map(str::to_owned),
+        values: Map::new(),
+        confirmation: first(&form, "confirmation").map(|c| c == "true"),
+    };
+    let typed = vec![("answer".to_owned(), answer.unwrap_or_default())];
+    let target = (collection.as_str(), id.as_str());
+    match runs
+        .complete(&session.caller, &run, index, &completion)
+        .await
+    {
+        Ok(_) => Ok(back(
+            &session,
+            &collection,
+            &id,
+            &format!("panel=runs&completed=1&run={}", enc(&run)),
+        )),
+        Err(
+            crate::workflows::Error::Conflict(message) | crate::workflows::Error::Invalid(message),
+        ) => again(&state, &session, target, message, RUNS, typed, Some(run)).await,
+        Err(error) => Err(workflow_error(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn typed_text_becomes_escaped_paragraphs() {
+        assert_eq!(
+            paragraphs("a <b>x</b> & 'y'\r\nnext\r\n\r\n\r\nsecond"),
+            "<p>a &lt;b&gt;x&lt;/b&gt; &amp; &#39;y&#39;<br>next</p><p>second</p>"
+        );
+        assert_eq!(paragraphs("  \n\n "), "");
+    }
+
+    #[test]
+    fn a_change_lists_each_changed_field_before_and_after() {
+        let entry = crate::platform::audit::AuditRecord {
+            id: 1,
+            timestamp: String::new(),
+            timestamp_ms: 0,
+            operation: "update".to_owned(),
+            collection: "orders".to_owned(),
+            record_id: Some("3".to_owned()),
+            user_id: 1,
+            user_first_name: Some("Ann".to_owned()),
+            user_last_name: Some("Lee".to_owned()),
+            user_email: Some("ann@acme.io".to_owned()),
+            action_name: None,
+            correlation_key: String::new(),
+            previous_values: json!({"total": 10, "status": "paid", "note": null})
+                .as_object()
+                .unwrap()
+                .clone(),
+            new_values: json!({"total": 21.5, "status": "paid", "note": "x"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            status: "done".to_owned(),
+        };
+        let view = change_view(&entry, chrono_tz::UTC);
+        assert_eq!(view.operation, "Updated");
+        assert_eq!(view.who, "Ann Lee");
+        let changes: Vec<(&str, &str, &str)> = view
+            .changes
+            .iter()
+            .map(|c| (c.field.as_str(), c.before.as_str(), c.after.as_str()))
+            .collect();
+        assert_eq!(changes, [("note", "", "x"), ("total", "10", "21.5")]);
+    }
+}
