@@ -20,6 +20,8 @@ mod error;
 pub mod permission;
 pub mod records;
 pub mod relations;
+pub mod tokens;
+pub mod users;
 #[cfg(test)]
 mod tests;
 

@@ -54,6 +54,18 @@ impl From<crate::ops::Error> for ApiError {
             E::Datasource(e) => Self::Datasource(e),
             E::Auth(e) => Self::Auth(e),
             E::NotFound => Self::RouteNotFound,
+            E::Platform(crate::platform::Error::NotFound(what)) => {
+                Self::Agent(agent::Error::NotFound(format!("{what} not found")))
+            }
+            E::Platform(
+                crate::platform::Error::Invalid(message) | crate::platform::Error::Conflict(message),
+            ) => Self::Agent(agent::Error::Validation(message)),
+            E::Field { field, message } => {
+                Self::Agent(agent::Error::Validation(format!("{field}: {message}")))
+            }
+            other @ (E::Platform(_) | E::Unavailable) => {
+                Self::Datasource(datasource::Error::Internal(other.to_string()))
+            }
         }
     }
 }

@@ -195,6 +195,9 @@ impl From<crate::ops::Error> for StepError {
             E::Auth(e) => e.into(),
             E::Agent(e) => Self::refused(e.to_string()),
             E::NotFound => Self::definition("not found in the served schema"),
+            other @ (E::Platform(_) | E::Field { .. } | E::Unavailable) => {
+                Self::refused(other.to_string())
+            }
         }
     }
 }
