@@ -10,9 +10,12 @@
 //! - `data`: every data call the console makes, through the same permission checks, scopes and
 //!   activity entries as the `/forest` routes (the one file to swap for the operations layer).
 //! - `pages`: the collection table, the record page, the edit form and the delete confirmation.
+//! - `admin`: the administration (application tokens, users; admins only) and everyone's own
+//!   tokens.
 //! - `view`: values as text and as form inputs, in the user's timezone; form values back to
 //!   typed values.
 
+mod admin;
 mod assets;
 mod data;
 mod pages;
@@ -44,6 +47,7 @@ pub fn router(state: &SharedState) -> Router {
         .route("/assets/{name}", get(assets::serve))
         .merge(session::routes())
         .merge(pages::routes())
+        .merge(admin::routes())
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(std::sync::Arc::clone(state));
     let target = format!("{base}/");

@@ -143,3 +143,20 @@ fn console_in_headless_chromium_on_the_demo() {
         "console-phone",
     ]);
 }
+
+#[test]
+fn console_administration_in_chromium() {
+    let run = run_script("admin.mjs");
+    run.audited(&[
+        "admin-tokens",
+        "admin-token-errors",
+        "admin-token-created",
+        "admin-token-revoke",
+        "admin-users",
+        "admin-user",
+        "admin-user-error",
+        "admin-forbidden",
+        "my-tokens",
+    ]);
+    run.photographed(&["console-admin-tokens", "console-admin-users"]);
+}

@@ -56,7 +56,7 @@ pub fn html(body: String) -> impl IntoResponse {
     )
 }
 
-fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
+pub(in crate::console) fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
     Ok((status, html(template.render()?)).into_response())
 }
 
@@ -78,7 +78,12 @@ pub struct Layout {
 }
 
 impl Layout {
-    async fn new(session: &Session, data: &Data<'_>, current: &str, title: String) -> Result<Self> {
+    pub(in crate::console) async fn new(
+        session: &Session,
+        data: &Data<'_>,
+        current: &str,
+        title: String,
+    ) -> Result<Self> {
         Ok(Self {
             base: session.base.clone(),
             assets: urls(),
