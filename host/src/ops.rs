@@ -20,6 +20,7 @@ mod error;
 pub mod permission;
 pub mod records;
 pub mod relations;
+pub mod rights;
 pub mod tokens;
 pub mod users;
 #[cfg(test)]

@@ -155,8 +155,14 @@ fn console_administration_in_chromium() {
         "admin-users",
         "admin-user",
         "admin-user-error",
+        "admin-permissions",
+        "admin-permissions-user",
         "admin-forbidden",
         "my-tokens",
     ]);
-    run.photographed(&["console-admin-tokens", "console-admin-users"]);
+    run.photographed(&[
+        "console-admin-tokens",
+        "console-admin-users",
+        "console-admin-permissions",
+    ]);
 }

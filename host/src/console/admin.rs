@@ -1,11 +1,14 @@
-//! The console's administration (issue 22, Part 2 §6): application tokens and the project's
-//! users, for admins; and every user's own application tokens ("My tokens").
+//! The console's administration (issue 22, Part 2 §6): application tokens, the project's users
+//! and the rights of each role (the permission editor), for admins; and every user's own
+//! application tokens ("My tokens").
 //!
-//! Each page reads and writes through the operations layer (`ops::tokens`, `ops::users`) as the
+//! Each page reads and writes through the operations layer (`ops::tokens`, `ops::users`,
+//! `ops::rights`) as the
 //! signed-in user, which checks that they are an admin in the store now (not only in their
 //! session) and writes the admin log entries: a non-admin reaching an administration page by a
 //! typed URL gets the 403 page, and the sidebar shows them no "Administration" place.
 
+mod permissions;
 mod tokens;
 mod users;
 
@@ -32,6 +35,8 @@ pub fn routes() -> Router<SharedState> {
         )
         .route("/admin/users", get(users::list))
         .route("/admin/users/{id}", get(users::edit).post(users::save))
+        .route("/admin/permissions", get(permissions::editor))
+        .route("/admin/permissions/{role}", post(permissions::save))
 }
 
 /// `GET /console/admin`: the administration's first page.
@@ -48,7 +53,11 @@ pub struct Tab {
 
 /// The administration's tabs, `current` marked.
 fn tabs(base: &str, current: &str) -> Vec<Tab> {
-    [("Tokens", "tokens"), ("Users", "users")]
+    [
+        ("Tokens", "tokens"),
+        ("Users", "users"),
+        ("Permissions", "permissions"),
+    ]
         .into_iter()
         .map(|(label, path)| Tab {
             label,

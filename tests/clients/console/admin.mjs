@@ -102,11 +102,41 @@ try {
   await Promise.all([page.waitForNavigation(), page.click('form.stack button[type=submit]')]);
   check(page.url().includes('saved=1'), 'the role is restored');
 
+  // ----- permissions ------------------------------------------------------------------------
+  await Promise.all([page.waitForNavigation(), page.click('.admin-tabs a:has-text("Permissions")')]);
+  await page.selectOption('#p-role', { label: 'Support' });
+  await Promise.all([page.waitForNavigation(), page.click('form.toolbar button:has-text("Show its rights")')]);
+  check(await page.isVisible('h2:has-text("Collection rights of Support")'), 'the grid of Support');
+  const exportOrders = 'input[name="right:orders:export"]';
+  const browseOrders = 'input[name="right:orders:browse"]';
+  check(await page.isChecked(browseOrders) && await page.isChecked(exportOrders), 'Support browses and exports orders');
+  check(!(await page.isChecked('input[name="right:orders:delete"]')), 'Support does not delete orders');
+  const vip = page.locator('table.actions-rights tbody tr', { hasText: 'Mark as VIP' });
+  check(/yes\s*yes/.test((await vip.textContent()).replace(/\s+/g, ' ')), 'Mark as VIP: trigger, with approval');
+  check((await page.textContent('ul.scopes')).includes('Shipping'), 'the team scopes are listed');
+  await audit(page, 'admin-permissions');
+  // Export taken from Support on orders, then given back.
+  await page.uncheck(exportOrders);
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Save the rights of Support")')]);
+  check(/saved/.test(await page.textContent('.notice')), 'the rights are saved');
+  check(!(await page.isChecked(exportOrders)) && await page.isChecked(browseOrders), 'only export was taken away');
+  await page.check(exportOrders);
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Save the rights of Support")')]);
+  check(await page.isChecked(exportOrders), 'export is given back');
+  // What the editor can do: their role's rights and their team's scope.
+  await page.selectOption('#p-user', { label: 'editor@canopy.local' });
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Show what they can do")')]);
+  const who = await page.textContent('.who-can');
+  check(who.includes('Support') && who.includes('Shipping') && /status/.test(who), `what the editor can do: ${who}`);
+  check((await page.locator('table.user-rights tbody tr', { hasText: 'orders' }).first().textContent()).includes('browse'), 'the editor browses orders');
+  await audit(page, 'admin-permissions-user');
+  await shot(page, 'console-admin-permissions');
+
   // ----- the editor: no administration ------------------------------------------------
   await signOut(page);
   await signIn(page, 'editor@canopy.local', 'canopy-demo-editor');
   check(await page.locator('nav.side a', { hasText: 'Administration' }).count() === 0, 'no Administration place for the editor');
-  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1']) {
+  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/permissions']) {
     const answer = await page.goto(`${origin}${path}`);
     check(answer.status() === 403, `${path} is refused to the editor: ${answer.status()}`);
     check(/do not have the right/.test(await page.textContent('[role=alert]')), `${path} says why`);
