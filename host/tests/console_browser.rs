@@ -157,6 +157,7 @@ fn console_administration_in_chromium() {
         "admin-user-error",
         "admin-permissions",
         "admin-permissions-user",
+        "admin-workflows",
         "admin-forbidden",
         "my-tokens",
     ]);

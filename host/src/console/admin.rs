@@ -11,6 +11,7 @@
 mod permissions;
 mod tokens;
 mod users;
+mod workflows;
 
 use axum::Router;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -37,6 +38,11 @@ pub fn routes() -> Router<SharedState> {
         .route("/admin/users/{id}", get(users::edit).post(users::save))
         .route("/admin/permissions", get(permissions::editor))
         .route("/admin/permissions/{role}", post(permissions::save))
+        .route("/admin/workflows", get(workflows::list))
+        .route(
+            "/admin/workflows/{id}/webhook/{change}",
+            post(workflows::webhook),
+        )
 }
 
 /// `GET /console/admin`: the administration's first page.
@@ -57,6 +63,7 @@ fn tabs(base: &str, current: &str) -> Vec<Tab> {
         ("Tokens", "tokens"),
         ("Users", "users"),
         ("Permissions", "permissions"),
+        ("Workflows", "workflows"),
     ]
         .into_iter()
         .map(|(label, path)| Tab {

@@ -132,11 +132,29 @@ try {
   await audit(page, 'admin-permissions-user');
   await shot(page, 'console-admin-permissions');
 
+  // ----- workflows -----------------------------------------------------------------------------
+  await Promise.all([page.waitForNavigation(), page.click('.admin-tabs a:has-text("Workflows")')]);
+  check(page.url().endsWith('/console/admin/workflows'), `the workflows tab: ${page.url()}`);
+  const hook = page.locator('li.workflow').first();
+  check(await hook.count() === 1, 'the demo has a workflow');
+  const oldUrl = await hook.locator('input.secret-value').inputValue();
+  check(/\/workflow-hooks\//.test(oldUrl), `its webhook URL: ${oldUrl.replace(/hooks\/.*/, 'hooks/…')}`);
+  await audit(page, 'admin-workflows');
+  await Promise.all([page.waitForNavigation(), hook.locator('button:has-text("Disable")').click()]);
+  check(/disabled/.test(await page.textContent('.notice')), 'the webhook is disabled');
+  await Promise.all([page.waitForNavigation(), page.locator('li.workflow').first().locator('button:has-text("Enable")').click()]);
+  check(/enabled/.test(await page.textContent('.notice')), 'and enabled again');
+  await Promise.all([page.waitForNavigation(), page.locator('li.workflow').first().locator('button:has-text("Regenerate")').click()]);
+  const newUrl = await page.locator('li.workflow').first().locator('input.secret-value').inputValue();
+  check(newUrl !== oldUrl, 'regenerating gives a new URL');
+  const stale = await page.request.post(oldUrl, { data: {} });
+  check(stale.status() >= 400, `the old URL is refused: ${stale.status()}`);
+
   // ----- the editor: no administration ------------------------------------------------
   await signOut(page);
   await signIn(page, 'editor@canopy.local', 'canopy-demo-editor');
   check(await page.locator('nav.side a', { hasText: 'Administration' }).count() === 0, 'no Administration place for the editor');
-  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/permissions']) {
+  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/permissions', '/console/admin/workflows']) {
     const answer = await page.goto(`${origin}${path}`);
     check(answer.status() === 403, `${path} is refused to the editor: ${answer.status()}`);
     check(/do not have the right/.test(await page.textContent('[role=alert]')), `${path} says why`);
