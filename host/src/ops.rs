@@ -16,6 +16,7 @@
 pub mod actions;
 pub(crate) mod activity;
 pub mod charts;
+pub mod logs;
 mod error;
 pub mod permission;
 pub mod records;

@@ -158,6 +158,8 @@ fn console_administration_in_chromium() {
         "admin-permissions",
         "admin-permissions-user",
         "admin-workflows",
+        "admin-logs",
+        "admin-logs-filtered",
         "admin-forbidden",
         "my-tokens",
     ]);

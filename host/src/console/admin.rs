@@ -1,13 +1,14 @@
-//! The console's administration (issue 22, Part 2 §6): application tokens, the project's users
-//! and the rights of each role (the permission editor), for admins; and every user's own
-//! application tokens ("My tokens").
+//! The console's administration (issue 22, Part 2 §6), for admins: application tokens, the
+//! project's users, the rights of each role (the permission editor), the workflows' webhooks and
+//! the logs; and every user's own application tokens ("My tokens").
 //!
 //! Each page reads and writes through the operations layer (`ops::tokens`, `ops::users`,
-//! `ops::rights`) as the
+//! `ops::rights`, `ops::logs`; the workflow engine's trigger store for webhooks) as the
 //! signed-in user, which checks that they are an admin in the store now (not only in their
 //! session) and writes the admin log entries: a non-admin reaching an administration page by a
 //! typed URL gets the 403 page, and the sidebar shows them no "Administration" place.
 
+mod logs;
 mod permissions;
 mod tokens;
 mod users;
@@ -43,6 +44,7 @@ pub fn routes() -> Router<SharedState> {
             "/admin/workflows/{id}/webhook/{change}",
             post(workflows::webhook),
         )
+        .route("/admin/logs", get(logs::logs))
 }
 
 /// `GET /console/admin`: the administration's first page.
@@ -64,6 +66,7 @@ fn tabs(base: &str, current: &str) -> Vec<Tab> {
         ("Users", "users"),
         ("Permissions", "permissions"),
         ("Workflows", "workflows"),
+        ("Logs", "logs"),
     ]
         .into_iter()
         .map(|(label, path)| Tab {

@@ -150,11 +150,31 @@ try {
   const stale = await page.request.post(oldUrl, { data: {} });
   check(stale.status() >= 400, `the old URL is refused: ${stale.status()}`);
 
+  // ----- logs ----------------------------------------------------------------------------------
+  await Promise.all([page.waitForNavigation(), page.click('.admin-tabs a:has-text("Logs")')]);
+  await audit(page, 'admin-logs');
+  // The admin log has the token made and revoked above.
+  await Promise.all([page.waitForNavigation(), page.click('nav[aria-label="Which log"] a:has-text("Administration changes")')]);
+  await page.selectOption('#l-resource', 'token');
+  await page.fill('#l-user', 'admin@canopy.local');
+  await Promise.all([page.waitForNavigation(), page.click('.log-filters button[type=submit]')]);
+  check(page.url().includes('resource=token'), `the filter is in the URL: ${page.url()}`);
+  const tokenChanges = await page.$$eval('table.logs tbody tr', (rows) => rows.map((r) => r.textContent));
+  check(tokenChanges.some((t) => t.includes('ci-script')), `the admin log names the token: ${tokenChanges}`);
+  check(tokenChanges.every((t) => t.includes('token')), 'only token changes');
+  check(!(await page.content()).includes(secret), 'never its secret');
+  await audit(page, 'admin-logs-filtered');
+  // The activity log, filtered by user and collection; a bad date range is refused.
+  await page.goto(`${origin}/console/admin/logs?log=activity&user=admin%40canopy.local&from=2030-01-02&to=2030-01-01`);
+  check(/start date is after/.test(await page.textContent('[role=alert]')), 'a reversed range is refused');
+  await page.goto(`${origin}/console/admin/logs?log=activity&user=nobody%40canopy.local`);
+  check(await page.isVisible('.empty:has-text("No entry matches")'), 'an empty result says what to do');
+
   // ----- the editor: no administration ------------------------------------------------
   await signOut(page);
   await signIn(page, 'editor@canopy.local', 'canopy-demo-editor');
   check(await page.locator('nav.side a', { hasText: 'Administration' }).count() === 0, 'no Administration place for the editor');
-  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/permissions', '/console/admin/workflows']) {
+  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/permissions', '/console/admin/workflows', '/console/admin/logs']) {
     const answer = await page.goto(`${origin}${path}`);
     check(answer.status() === 403, `${path} is refused to the editor: ${answer.status()}`);
     check(/do not have the right/.test(await page.textContent('[role=alert]')), `${path} says why`);
