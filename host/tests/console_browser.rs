@@ -158,6 +158,7 @@ fn console_administration_in_chromium() {
         "admin-permissions",
         "admin-permissions-user",
         "admin-workflows",
+        "admin-plugins",
         "admin-logs",
         "admin-logs-filtered",
         "admin-forbidden",

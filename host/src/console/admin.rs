@@ -1,6 +1,6 @@
 //! The console's administration (issue 22, Part 2 §6), for admins: application tokens, the
-//! project's users, the rights of each role (the permission editor), the workflows' webhooks and
-//! the logs; and every user's own application tokens ("My tokens").
+//! project's users, the rights of each role (the permission editor), the workflows' webhooks, the
+//! plugins and the logs; and every user's own application tokens ("My tokens").
 //!
 //! Each page reads and writes through the operations layer (`ops::tokens`, `ops::users`,
 //! `ops::rights`, `ops::logs`; the workflow engine's trigger store for webhooks) as the
@@ -10,6 +10,7 @@
 
 mod logs;
 mod permissions;
+mod plugins;
 mod tokens;
 mod users;
 mod workflows;
@@ -44,6 +45,8 @@ pub fn routes() -> Router<SharedState> {
             "/admin/workflows/{id}/webhook/{change}",
             post(workflows::webhook),
         )
+        .route("/admin/plugins", get(plugins::list))
+        .route("/admin/plugins/reload", post(plugins::reload))
         .route("/admin/logs", get(logs::logs))
 }
 
@@ -66,6 +69,7 @@ fn tabs(base: &str, current: &str) -> Vec<Tab> {
         ("Users", "users"),
         ("Permissions", "permissions"),
         ("Workflows", "workflows"),
+        ("Plugins", "plugins"),
         ("Logs", "logs"),
     ]
         .into_iter()

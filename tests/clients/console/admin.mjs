@@ -150,6 +150,14 @@ try {
   const stale = await page.request.post(oldUrl, { data: {} });
   check(stale.status() >= 400, `the old URL is refused: ${stale.status()}`);
 
+  // ----- plugins --------------------------------------------------------------------------------
+  await Promise.all([page.waitForNavigation(), page.click('.admin-tabs a:has-text("Plugins")')]);
+  const plugins = await page.$$eval('table.plugins tbody tr', (rows) => rows.map((r) => r.textContent));
+  check(plugins.some((t) => /shop/.test(t)), `the demo's plugin is listed: ${plugins}`);
+  await audit(page, 'admin-plugins');
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Reload the plugins")')]);
+  check(/Reloaded: \d+ plugin/.test(await page.textContent('.notice')), 'the plugins are reloaded');
+
   // ----- logs ----------------------------------------------------------------------------------
   await Promise.all([page.waitForNavigation(), page.click('.admin-tabs a:has-text("Logs")')]);
   await audit(page, 'admin-logs');
@@ -174,7 +182,7 @@ try {
   await signOut(page);
   await signIn(page, 'editor@canopy.local', 'canopy-demo-editor');
   check(await page.locator('nav.side a', { hasText: 'Administration' }).count() === 0, 'no Administration place for the editor');
-  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/permissions', '/console/admin/workflows', '/console/admin/logs']) {
+  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/permissions', '/console/admin/workflows', '/console/admin/logs', '/console/admin/plugins']) {
     const answer = await page.goto(`${origin}${path}`);
     check(answer.status() === 403, `${path} is refused to the editor: ${answer.status()}`);
     check(/do not have the right/.test(await page.textContent('[role=alert]')), `${path} says why`);
