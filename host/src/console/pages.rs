@@ -10,25 +10,19 @@ mod form;
 mod record;
 mod table;
 
-use std::fmt::Write as _;
-
 use askama::Template;
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
-use chrono_tz::Tz;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde_json::{Value as Json, json};
 
 use super::assets::{Urls, urls};
-use super::data::{Data, ListQuery, Rights, to_one_target};
-use super::session::{Session, first, form_content_type, form_pairs, same_site};
-use super::view::{self, InputKind};
+use super::data::{Data, Rights};
+use super::session::Session;
 use super::{Error, Result};
-use crate::datasource::query::ValueKind;
-use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
+use crate::datasource::{CollectionSchema, Record};
 use crate::http::{ApiError, SharedState};
 
 /// Rows per page unless the user picks another size.
@@ -131,7 +125,10 @@ pub fn routes() -> Router<SharedState> {
         .route("/c/{collection}", get(table::table))
         .route("/c/{collection}/export", get(table::export))
         .route("/c/{collection}/bulk-delete", post(table::bulk_delete))
-        .route("/c/{collection}/new", get(form::new_form).post(form::create))
+        .route(
+            "/c/{collection}/new",
+            get(form::new_form).post(form::create),
+        )
         .route("/c/{collection}/r/{id}", get(record::record))
         .route(
             "/c/{collection}/r/{id}/edit",
@@ -157,7 +154,6 @@ pub async fn home(State(state): State<SharedState>, session: Session) -> Result<
     let layout = Layout::new(&session, &data, "", "Home".to_owned()).await?;
     page(StatusCode::OK, &HomePage { layout })
 }
-
 
 fn record_href(base: &str, collection: &str, id: &str) -> String {
     format!("{base}/c/{}/r/{}", enc(collection), enc(id))

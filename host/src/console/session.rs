@@ -445,7 +445,7 @@ pub async fn sign_out(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> super::Result<Response> {
-    let pairs = session.form(&headers, &body)?;
+    let _pairs = session.form(&headers, &body)?;
     let base = super::base_path(&state.mount_path);
     let secure = secure_cookies(&state, &headers);
     let mut response = Redirect::to(&format!("{base}/sign-in?signed-out=1")).into_response();

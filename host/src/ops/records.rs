@@ -149,34 +149,60 @@ pub struct Listed {
 pub async fn list(ops: &Ops, caller: &Caller, request: ListRequest) -> Result<Listed> {
     let collection_schema = ops.collection(&request.collection)?;
     let activity = Recorded::start(ops, request.kind, caller, &request.collection);
-    browse(
-        ops,
-        caller,
-        &request.collection,
-        request.segment_query.as_ref(),
-    )
-    .await?;
+    let planned = plan_list(ops, caller, collection_schema, request).await?;
+    let listed = read_page(ops, caller, collection_schema, planned).await?;
+    activity.done();
+    Ok(listed)
+}
+
+/// What a list reads once authorized: the caller's scope and the resolved segment are in the
+/// filter, and the projection holds only relations the caller may read.
+pub(super) struct PlannedList {
+    pub filter: Filter,
+    pub projection: Projection,
+}
+
+/// Authorizes a list of `schema`'s records (browse with its live-query segment, page size,
+/// relation reads) and builds its scoped filter; a list of related records restricts it further.
+pub(super) async fn plan_list(
+    ops: &Ops,
+    caller: &Caller,
+    schema: &CollectionSchema,
+    request: ListRequest,
+) -> Result<PlannedList> {
+    browse(ops, caller, &schema.name, request.segment_query.as_ref()).await?;
     ops.check_page_size(&request.filter)?;
     let mut projection = request.projection;
     permission::relation_reads(
         ops,
         caller,
-        collection_schema,
+        schema,
         &request.filter.filter,
         Some(&mut projection),
         request.explicit_projection,
     )
     .await?;
-    let filter = resolve(ops, caller, collection_schema, request.filter).await?;
-    let filter = scoped(ops, caller, collection_schema, filter).await?;
-    let included = IncludedScopes::new(ops, caller, collection_schema, &projection).await?;
+    let filter = resolve(ops, caller, schema, request.filter).await?;
+    let filter = scoped(ops, caller, schema, filter).await?;
+    Ok(PlannedList { filter, projection })
+}
+
+/// Reads the page a planned list asks for, with the scopes of the records it includes through
+/// to-one relations applied.
+pub(super) async fn read_page(
+    ops: &Ops,
+    caller: &Caller,
+    schema: &CollectionSchema,
+    planned: PlannedList,
+) -> Result<Listed> {
+    let PlannedList { filter, projection } = planned;
+    let included = IncludedScopes::new(ops, caller, schema, &projection).await?;
     let mut records = ops
         .datasource
-        .collection(&request.collection)?
+        .collection(&schema.name)?
         .list(caller, &filter, &projection)
         .await?;
     included.apply(caller, &mut records).await?;
-    activity.done();
     Ok(Listed {
         records,
         search: filter.search,
@@ -202,31 +228,40 @@ pub enum Counted {
 /// Counts the records of a filter within the caller's scope.
 pub async fn count(ops: &Ops, caller: &Caller, request: FilterRequest) -> Result<Counted> {
     let collection_schema = ops.collection(&request.collection)?;
-    browse(
-        ops,
-        caller,
-        &request.collection,
-        request.segment_query.as_ref(),
-    )
-    .await?;
-    if !collection_schema.countable {
-        return Ok(Counted::Deactivated);
+    match plan_count(ops, caller, collection_schema, request).await? {
+        Some(filter) => count_of(ops, caller, collection_schema, &filter).await,
+        None => Ok(Counted::Deactivated),
     }
-    permission::relation_reads(
-        ops,
-        caller,
-        collection_schema,
-        &request.filter.filter,
-        None,
-        false,
-    )
-    .await?;
-    let filter = resolve(ops, caller, collection_schema, request.filter).await?;
-    let filter = scoped(ops, caller, collection_schema, filter).await?;
+}
+
+/// Authorizes a count of `schema`'s records (browse with its segment, relation reads) and builds
+/// its scoped filter; none where the collection's count is deactivated.
+pub(super) async fn plan_count(
+    ops: &Ops,
+    caller: &Caller,
+    schema: &CollectionSchema,
+    request: FilterRequest,
+) -> Result<Option<Filter>> {
+    browse(ops, caller, &schema.name, request.segment_query.as_ref()).await?;
+    if !schema.countable {
+        return Ok(None);
+    }
+    permission::relation_reads(ops, caller, schema, &request.filter.filter, None, false).await?;
+    let filter = resolve(ops, caller, schema, request.filter).await?;
+    Ok(Some(scoped(ops, caller, schema, filter).await?))
+}
+
+/// Counts the records of an authorized filter.
+pub(super) async fn count_of(
+    ops: &Ops,
+    caller: &Caller,
+    schema: &CollectionSchema,
+    filter: &Filter,
+) -> Result<Counted> {
     let rows = ops
         .datasource
-        .collection(&request.collection)?
-        .aggregate(caller, &filter, &Aggregation::count(), None)
+        .collection(&schema.name)?
+        .aggregate(caller, filter, &Aggregation::count(), None)
         .await?;
     // A count is a non-negative integer; `as` saturates, and no row means 0.
     Ok(Counted::Count(

@@ -14,16 +14,19 @@
 use serde_json::Value as Json;
 
 use super::activity::Recorded;
-use super::permission::{self, IncludedScopes, browse, scoped};
-use super::records::{Counted, Export, ExportRequest, FilterRequest, ListRequest, Listed, resolve};
+use super::permission::{self, browse, scoped};
+use super::records::{
+    Counted, Export, ExportRequest, FilterRequest, ListRequest, Listed, count_of, plan_count,
+    plan_list, read_page, resolve,
+};
 use super::{Error, Ops, Result};
 use crate::agent;
 use crate::agent::body::FieldUpdate;
 use crate::agent::query_string::{CompositeId, match_ids};
 use crate::auth::CollectionRight;
 use crate::datasource::{
-    Aggregation, Caller, CollectionSchema, ConditionTree, Filter, Operator, Projection, Record,
-    RelationSchema, Value, unpack_id,
+    Caller, CollectionSchema, ConditionTree, Filter, Operator, Projection, Record, RelationSchema,
+    Value, unpack_id,
 };
 use crate::platform::activity::Action;
 
@@ -254,36 +257,13 @@ pub async fn list_related(
     let mut activity = Recorded::start(ops, Action::ListRelatedData, caller, &parent.collection);
     activity.records([parent.packed_id.as_str()]);
     activity.label(parent.relation.as_str());
-    let foreign_name = relation.foreign_collection();
-    browse(ops, caller, foreign_name, request.segment_query.as_ref()).await?;
-    ops.check_page_size(&request.filter)?;
-    let mut projection = request.projection;
-    permission::relation_reads(
-        ops,
-        caller,
-        foreign,
-        &request.filter.filter,
-        Some(&mut projection),
-        request.explicit_projection,
-    )
-    .await?;
-    let filter = resolve(ops, caller, foreign, request.filter).await?;
-    let filter = scoped(ops, caller, foreign, filter).await?;
+    let mut planned = plan_list(ops, caller, foreign, request).await?;
     let parent_id = unpack_id(parent_schema, &parent.packed_id)?;
     let tree = related_tree(ops, caller, parent_schema, &parent_id, relation).await?;
-    let filter = filter.and(Some(tree));
-    let included = IncludedScopes::new(ops, caller, foreign, &projection).await?;
-    let mut records = ops
-        .datasource
-        .collection(foreign_name)?
-        .list(caller, &filter, &projection)
-        .await?;
-    included.apply(caller, &mut records).await?;
+    planned.filter = planned.filter.and(Some(tree));
+    let listed = read_page(ops, caller, foreign, planned).await?;
     activity.done();
-    Ok(Listed {
-        records,
-        search: filter.search,
-    })
+    Ok(listed)
 }
 
 /// Starts the export of the records related to the parent (the foreign collection's export,
@@ -316,27 +296,12 @@ pub async fn count_related(
     request: FilterRequest,
 ) -> Result<Counted> {
     let (parent_schema, relation, foreign) = locate(ops, parent, false)?;
-    let foreign_name = relation.foreign_collection();
-    browse(ops, caller, foreign_name, request.segment_query.as_ref()).await?;
-    if !foreign.countable {
+    let Some(filter) = plan_count(ops, caller, foreign, request).await? else {
         return Ok(Counted::Deactivated);
-    }
-    permission::relation_reads(ops, caller, foreign, &request.filter.filter, None, false).await?;
-    let filter = resolve(ops, caller, foreign, request.filter).await?;
-    let filter = scoped(ops, caller, foreign, filter).await?;
+    };
     let parent_id = unpack_id(parent_schema, &parent.packed_id)?;
     let tree = related_tree(ops, caller, parent_schema, &parent_id, relation).await?;
-    let rows = ops
-        .datasource
-        .collection(foreign_name)?
-        .aggregate(caller, &filter.and(Some(tree)), &Aggregation::count(), None)
-        .await?;
-    // A count is a non-negative integer; `as` saturates, and no row means 0.
-    Ok(Counted::Count(
-        rows.first()
-            .and_then(|row| row.value.as_f64())
-            .map_or(0, |n| n as u64),
-    ))
+    count_of(ops, caller, foreign, &filter.and(Some(tree))).await
 }
 
 /// The rights to link or unlink records of a to-many relation of `parent`: `edit` on the parent,

@@ -1,23 +1,16 @@
 //! Deleting one record, after a confirmation page.
 
-use std::fmt::Write as _;
-
 use askama::Template;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use chrono_tz::Tz;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde_json::{Value as Json, json};
 
-use crate::console::data::{Data, ListQuery, Rights, to_one_target};
-use crate::console::session::{Session, first, form_content_type, form_pairs, same_site};
-use crate::console::view::{self, InputKind};
-use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, load, named, page, record_href};
-use crate::console::{Error, Result};
-use crate::datasource::query::ValueKind;
-use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
-use crate::http::{ApiError, SharedState};
+use super::{Layout, enc, guarded, load, page, record_href};
+use crate::console::Result;
+use crate::console::data::Data;
+use crate::console::session::Session;
+use crate::console::view::{self};
+use crate::http::SharedState;
 
 // ----- delete ----------------------------------------------------------------------------
 
@@ -65,7 +58,7 @@ pub async fn delete(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
+    let _pairs = session.form(&headers, &body)?;
     let data = Data::new(&state, &session.caller);
     data.delete(&name, &id).await?;
     Ok(Redirect::to(&format!("{}/c/{}?deleted=1", session.base, enc(&name))).into_response())

@@ -1,24 +1,20 @@
 //! The edit and create forms: one input per editable field, each value checked on its own
 //! so that a message sits next to the field that does not read.
 
-use std::fmt::Write as _;
-
 use askama::Template;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono_tz::Tz;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde_json::{Value as Json, json};
+use serde_json::json;
 
-use crate::console::data::{Data, ListQuery, Rights, to_one_target};
-use crate::console::session::{Session, first, form_content_type, form_pairs, same_site};
+use super::{Layout, enc, guarded, load, page, record_href};
+use crate::console::data::Data;
+use crate::console::session::{Session, first};
 use crate::console::view::{self, InputKind};
-use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, load, named, page, record_href};
 use crate::console::{Error, Result};
-use crate::datasource::query::ValueKind;
-use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
-use crate::http::{ApiError, SharedState};
+use crate::datasource::{CollectionSchema, ColumnSchema, Record};
+use crate::http::SharedState;
 
 // ----- edit ------------------------------------------------------------------------------
 

@@ -1,24 +1,18 @@
 //! A record's page: every field, to-one links, and a tab per to-many relation.
 
-use std::fmt::Write as _;
-
 use askama::Template;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
-use chrono_tz::Tz;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde_json::{Value as Json, json};
+use axum::http::StatusCode;
+use axum::response::Response;
 
-use crate::console::data::{Data, ListQuery, Rights, to_one_target};
-use crate::console::session::{Session, first, form_content_type, form_pairs, same_site};
-use crate::console::view::{self, InputKind};
-use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, load, named, page, record_href};
 use super::table::{Row, cells};
+use super::{Layout, enc, named, page, record_href};
+use crate::console::data::{Data, ListQuery};
+use crate::console::session::{Session, first, form_pairs};
+use crate::console::view::{self, InputKind};
 use crate::console::{Error, Result};
-use crate::datasource::query::ValueKind;
-use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
-use crate::http::{ApiError, SharedState};
+use crate::datasource::pack_id;
+use crate::http::SharedState;
 
 // ----- record ----------------------------------------------------------------------------
 

@@ -5,16 +5,15 @@ use std::fmt::Write as _;
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono_tz::Tz;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value as Json, json};
 
-use crate::console::data::{Data, ListQuery, Rights, to_one_target};
-use crate::console::session::{Session, first, form_content_type, form_pairs, same_site};
+use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, named, page, record_href};
+use crate::console::data::{Data, ListQuery, to_one_target};
+use crate::console::session::{Session, first, form_pairs};
 use crate::console::view::{self, InputKind};
-use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, load, named, page, record_href};
 use crate::console::{Error, Result};
 use crate::datasource::query::ValueKind;
 use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
@@ -323,7 +322,6 @@ fn filter_tree(
     })
 }
 
-
 /// The cells of a record for `columns`: values as text, to-one relations as links.
 pub(super) fn cells(
     base: &str,
@@ -618,7 +616,6 @@ pub async fn export(
     };
     Ok(data.export(&name, &list, &shown.join(","), &name).await?)
 }
-
 
 // ----- bulk delete -----------------------------------------------------------------------
 
