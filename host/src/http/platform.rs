@@ -367,11 +367,6 @@ impl SignedIn {
         require(self.scopes.as_deref(), scope)
     }
 
-    /// The admin log's initiator.
-    pub fn actor(&self) -> Actor {
-        actor_of(&self.user)
-    }
-
     /// The store, after checking that `project` is the one served (else 404).
     pub fn project(&self, project: &str) -> Result<&Store> {
         served_project(&self.store, project)
