@@ -16,16 +16,16 @@
 pub mod actions;
 pub(crate) mod activity;
 pub mod charts;
-pub mod logs;
 mod error;
+pub mod logs;
 pub mod permission;
 pub mod records;
 pub mod relations;
 pub mod rights;
-pub mod tokens;
-pub mod users;
 #[cfg(test)]
 mod tests;
+pub mod tokens;
+pub mod users;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -72,13 +72,13 @@ fn tabs(base: &str, current: &str) -> Vec<Tab> {
         ("Plugins", "plugins"),
         ("Logs", "logs"),
     ]
-        .into_iter()
-        .map(|(label, path)| Tab {
-            label,
-            href: format!("{base}/admin/{path}"),
-            current: path == current,
-        })
-        .collect()
+    .into_iter()
+    .map(|(label, path)| Tab {
+        label,
+        href: format!("{base}/admin/{path}"),
+        current: path == current,
+    })
+    .collect()
 }
 
 /// The layout of an administration page, after checking that the user is an admin now: anyone

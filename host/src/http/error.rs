@@ -58,7 +58,8 @@ impl From<crate::ops::Error> for ApiError {
                 Self::Agent(agent::Error::NotFound(format!("{what} not found")))
             }
             E::Platform(
-                crate::platform::Error::Invalid(message) | crate::platform::Error::Conflict(message),
+                crate::platform::Error::Invalid(message)
+                | crate::platform::Error::Conflict(message),
             ) => Self::Agent(agent::Error::Validation(message)),
             E::Field { field, message } => {
                 Self::Agent(agent::Error::Validation(format!("{field}: {message}")))

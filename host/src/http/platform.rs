@@ -337,7 +337,11 @@ fn caller_of(user: &User) -> crate::datasource::Caller {
     caller.first_name.clone_from(&user.first_name);
     caller.last_name.clone_from(&user.last_name);
     caller.permission_level = user.permission_level;
-    caller.role = user.role.as_ref().map(|r| r.name.clone()).unwrap_or_default();
+    caller.role = user
+        .role
+        .as_ref()
+        .map(|r| r.name.clone())
+        .unwrap_or_default();
     caller.role_id = user.role.as_ref().map(|r| r.id);
     caller.tags.clone_from(&user.tags);
     caller

@@ -206,7 +206,9 @@ pub async fn set_role_rights(
         }
     }
     let document = EnvironmentPermissions::Collections { collections };
-    store.set_environment_document(&actor(caller), &document).await?;
+    store
+        .set_environment_document(&actor(caller), &document)
+        .await?;
     Ok(())
 }
 
@@ -258,7 +260,10 @@ mod tests {
     #[test]
     fn a_grant_changes_for_one_role_only() {
         let all = [1, 2, 3];
-        assert_eq!(regrant(&Grant::All(false), 2, true, &all), Grant::Roles { roles: vec![2] });
+        assert_eq!(
+            regrant(&Grant::All(false), 2, true, &all),
+            Grant::Roles { roles: vec![2] }
+        );
         assert_eq!(regrant(&Grant::All(true), 2, true, &all), Grant::All(true));
         assert_eq!(
             regrant(&Grant::All(true), 2, false, &all),

@@ -38,9 +38,7 @@ pub(crate) fn actor(caller: &Caller) -> Actor {
 /// an admin: a session minted before a demotion must not keep the administration.
 pub(crate) async fn require_admin(ops: &Ops, caller: &Caller) -> Result<User> {
     match store(ops)?.user(caller.id).await? {
-        Some(user) if !user.disabled && user.permission_level == PermissionLevel::Admin => {
-            Ok(user)
-        }
+        Some(user) if !user.disabled && user.permission_level == PermissionLevel::Admin => Ok(user),
         _ => Err(crate::auth::Error::forbidden().into()),
     }
 }

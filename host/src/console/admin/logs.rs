@@ -11,9 +11,9 @@ use chrono_tz::Tz;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::{Tab, admin_layout, tabs, when};
+use crate::console::Result;
 use crate::console::pages::{Layout, page};
 use crate::console::session::{Session, first, form_pairs};
-use crate::console::Result;
 use crate::http::SharedState;
 use crate::ops;
 use crate::platform::activity::{Action, ActivityFilter};
@@ -223,7 +223,11 @@ pub async fn logs(
         if rows.len() as i64 > PAGE {
             rows.truncate(PAGE as usize);
             older = rows.last().map(|last| {
-                link(&session.base, &filters, ("before", &last.created_at.to_string()))
+                link(
+                    &session.base,
+                    &filters,
+                    ("before", &last.created_at.to_string()),
+                )
             });
         }
         entries = rows

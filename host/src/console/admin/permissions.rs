@@ -150,7 +150,11 @@ async fn render(
             Some(UserView {
                 email: user.email.clone(),
                 level: user.permission_level.as_str(),
-                role: user.role.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
+                role: user
+                    .role
+                    .as_ref()
+                    .map(|r| r.name.clone())
+                    .unwrap_or_default(),
                 teams: user
                     .teams
                     .iter()
@@ -233,7 +237,17 @@ pub async fn save(
         Err(
             error @ (crate::ops::Error::Field { .. }
             | crate::ops::Error::Platform(crate::platform::Error::Conflict(_))),
-        ) => render(&state, &session, Some(role), None, None, Some(error.to_string())).await,
+        ) => {
+            render(
+                &state,
+                &session,
+                Some(role),
+                None,
+                None,
+                Some(error.to_string()),
+            )
+            .await
+        }
         Err(other) => Err(other.into()),
     }
 }

@@ -109,7 +109,10 @@ pub async fn reload(
 ) -> Result<Response> {
     session.form(&headers, &body)?;
     require_admin(&state.ops, &session.caller).await?;
-    tracing::info!(by = session.caller.id, "plugin reload asked from the console");
+    tracing::info!(
+        by = session.caller.id,
+        "plugin reload asked from the console"
+    );
     match crate::http::reload::reload_with(&state.reloader).await {
         Some(Ok(report)) => Ok(Redirect::to(&format!(
             "{}/admin/plugins?reloaded={}",
@@ -117,7 +120,8 @@ pub async fn reload(
         ))
         .into_response()),
         Some(Err(message)) => {
-            let error = format!("The reload failed; the previous plugins are still served: {message}");
+            let error =
+                format!("The reload failed; the previous plugins are still served: {message}");
             render(&state, &session, None, Some(error)).await
         }
         None => Err(Error::NotFound(

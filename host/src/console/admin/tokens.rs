@@ -121,7 +121,8 @@ async fn render(
 ) -> Result<Response> {
     let tz = session.caller.timezone;
     let (layout, rows) = if admin {
-        let layout = admin_layout(state, session, "tokens", "Application tokens".to_owned()).await?;
+        let layout =
+            admin_layout(state, session, "tokens", "Application tokens".to_owned()).await?;
         let rows = ops::tokens::all(&state.ops, &session.caller)
             .await?
             .into_iter()
@@ -245,8 +246,7 @@ async fn create_in(
             }
         }
     };
-    if draft.name_error.is_some() || draft.scopes_error.is_some() || draft.expires_error.is_some()
-    {
+    if draft.name_error.is_some() || draft.scopes_error.is_some() || draft.expires_error.is_some() {
         return render(state, session, admin, draft, None, None).await;
     }
     let new = NewToken {

@@ -100,7 +100,11 @@ impl Draft {
             first_name: user.first_name.clone(),
             last_name: user.last_name.clone(),
             level: user.permission_level.as_str().to_owned(),
-            role: user.role.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
+            role: user
+                .role
+                .as_ref()
+                .map(|r| r.name.clone())
+                .unwrap_or_default(),
             teams: user.teams.iter().map(|t| t.name.clone()).collect(),
             disabled: user.disabled,
             ..Self::default()

@@ -161,9 +161,5 @@ pub async fn webhook(
         url_version = trigger.url_version,
         "workflow webhook changed from the console"
     );
-    Ok(Redirect::to(&format!(
-        "{}/admin/workflows?done={change}",
-        session.base
-    ))
-    .into_response())
+    Ok(Redirect::to(&format!("{}/admin/workflows?done={change}", session.base)).into_response())
 }
