@@ -17,6 +17,12 @@
 //!   typed values.
 
 mod actions;
+//! - `admin`: the administration (application tokens, users; admins only) and everyone's own
+//!   tokens.
+//! - `view`: values as text and as form inputs, in the user's timezone; form values back to
+//!   typed values.
+
+mod admin;
 mod assets;
 mod charts;
 mod collab;
@@ -53,6 +59,7 @@ pub fn router(state: &SharedState) -> Router {
         .merge(actions::routes())
         .merge(charts::routes())
         .merge(collab::routes())
+        .merge(admin::routes())
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(std::sync::Arc::clone(state));
     let target = format!("{base}/");

@@ -89,6 +89,11 @@ pub struct AppState {
     /// The MCP server and its OAuth authorization server, shared by every generation; `None`
     /// when it is not mounted.
     pub mcp: Option<Arc<crate::mcp::Mcp>>,
+    /// This generation's plugin applications (those applied by `use` included), for their
+    /// calls, errors and time on the console's plugins page.
+    pub plugins: Arc<Vec<Arc<crate::plugins::Plugin>>>,
+    /// What rebuilds the generation (the console's reload button); unset over a bare stack.
+    pub reloader: reload::Reloader,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -142,6 +147,8 @@ impl AppState {
             workflow_triggers: None,
             workflow_executor: None,
             mcp: None,
+            plugins: Arc::default(),
+            reloader: Arc::default(),
         }
     }
 

@@ -21,11 +21,15 @@ pub mod charts;
 pub mod dashboard;
 mod error;
 pub mod notes;
+pub mod logs;
 pub mod permission;
 pub mod records;
 pub mod relations;
+pub mod rights;
 #[cfg(test)]
 mod tests;
+pub mod tokens;
+pub mod users;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

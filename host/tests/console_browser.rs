@@ -214,3 +214,30 @@ fn console_collaboration_in_chromium() {
     ]);
     run.photographed(&["console-notes", "console-history", "console-run"]);
 }
+
+#[test]
+fn console_administration_in_chromium() {
+    let run = run_script("admin.mjs");
+    run.audited(&[
+        "admin-tokens",
+        "admin-token-errors",
+        "admin-token-created",
+        "admin-token-revoke",
+        "admin-users",
+        "admin-user",
+        "admin-user-error",
+        "admin-permissions",
+        "admin-permissions-user",
+        "admin-workflows",
+        "admin-plugins",
+        "admin-logs",
+        "admin-logs-filtered",
+        "admin-forbidden",
+        "my-tokens",
+    ]);
+    run.photographed(&[
+        "console-admin-tokens",
+        "console-admin-users",
+        "console-admin-permissions",
+    ]);
+}

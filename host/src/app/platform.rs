@@ -50,6 +50,8 @@ pub struct Platform {
     pub executor: Option<Arc<ExecutorProxy>>,
     /// The MCP server (`--mcp`): its token keys, rate limits and uploads outlive reloads.
     pub mcp: Option<Arc<crate::mcp::Mcp>>,
+    /// What rebuilds the generation, for the console's reload button: set when the server runs.
+    pub reloader: crate::http::reload::Reloader,
 }
 
 impl Platform {
@@ -166,6 +168,7 @@ impl Platform {
             remote,
             login: Arc::new(login),
             audit,
+            reloader: Arc::default(),
         })
     }
 

@@ -76,6 +76,9 @@ impl Served {
     /// The service to serve: the admin reload route, and every other request handed to the
     /// generation current at its arrival.
     pub fn router(self: &Arc<Self>) -> Router {
+        let reload: Arc<dyn Reload> = Arc::clone(self) as Arc<dyn Reload>;
+        // Set once: a second router over the same server finds it set already.
+        let _ = self.platform.reloader.set(Arc::downgrade(&reload));
         http::reload::router(
             Arc::clone(&self.current),
             &self.config.http.prefix,
@@ -407,6 +410,8 @@ async fn build(
     state.mcp = platform.mcp.clone();
     state.workflow_steps = Arc::new(workflow_steps);
     state.dashboard = Arc::new(config.dashboard.clone());
+    state.plugins = Arc::new(plugins.applications());
+    state.reloader = Arc::clone(&platform.reloader);
     let state = Arc::new(state);
     Ok(Built {
         router: http::router(Arc::clone(&state)),

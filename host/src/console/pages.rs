@@ -50,7 +50,7 @@ pub fn html(body: String) -> impl IntoResponse {
     )
 }
 
-pub(crate) fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
+pub(in crate::console) fn page(status: StatusCode, template: &impl Template) -> Result<Response> {
     Ok((status, html(template.render()?)).into_response())
 }
 
@@ -72,7 +72,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub(crate) async fn new(
+    pub(in crate::console) async fn new(
         session: &Session,
         data: &Data<'_>,
         current: &str,

@@ -629,7 +629,7 @@ fn refusal(error: crate::ops::Error) -> Error {
             ),
             Refusal::Conflict => Error::coded(StatusCode::CONFLICT, "conflict", message),
         },
-        E::Store(error) => error.into(),
+        E::Platform(error) => error.into(),
         E::Auth(error) => error.into(),
         other => ApiError::from(other).into(),
     }

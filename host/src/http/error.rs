@@ -65,7 +65,19 @@ impl From<crate::ops::Error> for ApiError {
                     }
                 }
             }
-            E::Store(e) => Self::Datasource(datasource::Error::Internal(e.to_string())),
+            E::Platform(crate::platform::Error::NotFound(what)) => {
+                Self::Agent(agent::Error::NotFound(format!("{what} not found")))
+            }
+            E::Platform(
+                crate::platform::Error::Invalid(message)
+                | crate::platform::Error::Conflict(message),
+            ) => Self::Agent(agent::Error::Validation(message)),
+            E::Field { field, message } => {
+                Self::Agent(agent::Error::Validation(format!("{field}: {message}")))
+            }
+            other @ (E::Platform(_) | E::Unavailable) => {
+                Self::Datasource(datasource::Error::Internal(other.to_string()))
+            }
         }
     }
 }

@@ -328,15 +328,47 @@ fn actor_of(user: &User) -> Actor {
     }
 }
 
+/// The operations layer's caller for `user` acting through the API (no rendering: the
+/// platform operations need who they are and their level).
+fn caller_of(user: &User) -> crate::datasource::Caller {
+    let mut caller = crate::datasource::Caller::system(chrono_tz::Tz::UTC);
+    caller.id = user.id;
+    caller.email.clone_from(&user.email);
+    caller.first_name.clone_from(&user.first_name);
+    caller.last_name.clone_from(&user.last_name);
+    caller.permission_level = user.permission_level;
+    caller.role = user
+        .role
+        .as_ref()
+        .map(|r| r.name.clone())
+        .unwrap_or_default();
+    caller.role_id = user.role.as_ref().map(|r| r.id);
+    caller.tags.clone_from(&user.tags);
+    caller
+}
+
+impl From<crate::ops::Error> for Error {
+    fn from(error: crate::ops::Error) -> Self {
+        use crate::ops::Error as E;
+        match error {
+            E::Platform(e) => e.into(),
+            E::Auth(e) => e.into(),
+            E::Field { field, message } => Self::field(&field, message),
+            E::Unavailable => Self::Unavailable,
+            other => super::ApiError::from(other).into(),
+        }
+    }
+}
+
 impl SignedIn {
+    /// The operations layer's caller.
+    pub fn caller(&self) -> crate::datasource::Caller {
+        caller_of(&self.user)
+    }
+
     /// Refuses (403) a request whose application token lacks `scope`.
     pub fn require(&self, scope: Scope) -> Result<()> {
         require(self.scopes.as_deref(), scope)
-    }
-
-    /// The admin log's initiator.
-    pub fn actor(&self) -> Actor {
-        actor_of(&self.user)
     }
 
     /// The store, after checking that `project` is the one served (else 404).
@@ -350,6 +382,11 @@ impl SignedIn {
 }
 
 impl Admin {
+    /// The operations layer's caller.
+    pub fn caller(&self) -> crate::datasource::Caller {
+        caller_of(&self.user)
+    }
+
     /// Refuses (403) a request whose application token lacks `scope`.
     pub fn require(&self, scope: Scope) -> Result<()> {
         require(self.scopes.as_deref(), scope)

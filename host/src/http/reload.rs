@@ -45,6 +45,16 @@ pub struct ReloadReport {
     pub untriggerable: Vec<String>,
 }
 
+/// Where a generation finds what rebuilds it (the console's reload button): shared by every
+/// generation, set once the server runs (the rebuilder is made after the first generation).
+pub type Reloader = Arc<std::sync::OnceLock<std::sync::Weak<dyn Reload>>>;
+
+/// Rebuilds through `reloader`, if the server set one.
+pub async fn reload_with(reloader: &Reloader) -> Option<Result<ReloadReport, String>> {
+    let reload = reloader.get()?.upgrade()?;
+    Some(reload.reload().await)
+}
+
 /// The router generation served now; cloned (an `Arc`) by every request at its start.
 pub type Generation = Arc<ArcSwap<Router>>;
 

@@ -26,9 +26,26 @@ pub enum Error {
         refusal: super::approvals::Refusal,
         message: String,
     },
-    /// Canopy's store failed or refused (approval requests).
+    /// Canopy's store refused or failed (a user, team or token that does not exist, a
+    /// conflicting email, a declaratively managed part); its message names the thing.
     #[error(transparent)]
-    Store(#[from] crate::platform::Error),
+    Platform(#[from] crate::platform::Error),
+    /// A field of the request is not acceptable; the surface shows the message next to it.
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+    /// The operation needs Canopy's store, and this server has none (a bare stack).
+    #[error("Canopy's store is not available on this server")]
+    Unavailable,
+}
+
+impl Error {
+    /// A refusal of the field `field` with `message`.
+    pub fn field(field: &str, message: impl std::fmt::Display) -> Self {
+        Self::Field {
+            field: field.to_owned(),
+            message: message.to_string(),
+        }
+    }
 }
 
 /// Result alias of the operations.

@@ -196,7 +196,9 @@ impl From<crate::ops::Error> for StepError {
             E::Agent(e) => Self::refused(e.to_string()),
             E::NotFound => Self::definition("not found in the served schema"),
             E::Approval { message, .. } => Self::refused(message),
-            E::Store(e) => e.into(),
+            other @ (E::Platform(_) | E::Field { .. } | E::Unavailable) => {
+                Self::refused(other.to_string())
+            }
         }
     }
 }

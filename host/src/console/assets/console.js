@@ -146,3 +146,20 @@ function actionForm() {
   form.addEventListener('input', typedIn);
   form.addEventListener('change', typedIn);
 }
+/* ----- admin ----- */
+// A button[data-copy=<input id>] copies that input's value (a new token's secret); without the
+// script the input stays selectable by hand.
+document.addEventListener('click', async (event) => {
+  const button = event.target.closest && event.target.closest('button[data-copy]');
+  if (!button) return;
+  const input = document.getElementById(button.dataset.copy);
+  if (!input) return;
+  input.select();
+  try {
+    await navigator.clipboard.writeText(input.value);
+  } catch (_) {
+    document.execCommand('copy');
+  }
+  const done = button.parentElement.querySelector('[data-copied]');
+  if (done) done.hidden = false;
+});

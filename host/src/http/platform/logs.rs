@@ -4,7 +4,7 @@
 //! Filters, AND-combined: `limit`, `userEmail`, `userId` (the administrator), `type`,
 //! `initiator`, `resource` and `createdAt.{eq,lt,lte,gt,gte}`; a bad value is a 400 naming it.
 
-use axum::extract::{Path, RawQuery};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 use serde_json::{Map, Value as Json, json};
 use utoipa::{IntoParams, ToSchema};
@@ -141,12 +141,13 @@ struct AdminLogList {
     responses((status = 200, description = "The newest entries", body = AdminLogList)),
 )]
 async fn list(
+    State(state): State<SharedState>,
     admin: Admin,
     Path(project): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
     admin.require(Scope::AdminLogsRead)?;
-    let store = admin.project(&project)?;
+    admin.project(&project)?;
     let mut query = ListQuery::parse(query.as_deref(), &[("projectName", &project)])?;
     let filter = AdminLogFilter {
         limit: query.limit + 1,
@@ -157,7 +158,7 @@ async fn list(
         resource: query.one_of("resource", RESOURCES)?,
         created_at: query.dates("createdAt")?,
     };
-    let entries = store.admin_logs_matching(&filter).await?;
+    let entries = crate::ops::logs::admin(&state.ops, &admin.caller(), &filter).await?;
     Ok(json(&query.envelope(entries.iter().map(entry).collect())))
 }
 

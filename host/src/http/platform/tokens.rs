@@ -21,6 +21,7 @@ use utoipa_axum::routes;
 use super::listing::{iso, parse_date};
 use super::{Body, Error, Fields as _, Result, SignedIn, no_content};
 use crate::http::{SharedState, json, json_with};
+use crate::ops;
 use crate::platform::tokens::parse_scopes;
 use crate::platform::{NewToken, Scope, Token};
 
@@ -142,10 +143,14 @@ pub fn token_json(token: &Token) -> Map<String, Json> {
     ),
     responses((status = 200, description = "The caller's tokens", body = TokenList)),
 )]
-async fn list(caller: SignedIn, Path(project): Path<String>) -> Result<Response> {
+async fn list(
+    State(state): State<SharedState>,
+    caller: SignedIn,
+    Path(project): Path<String>,
+) -> Result<Response> {
     caller.require(Scope::All)?;
-    let store = caller.project(&project)?;
-    let tokens = store.tokens(Some(caller.user.id)).await?;
+    caller.project(&project)?;
+    let tokens = ops::tokens::mine(&state.ops, &caller.caller()).await?;
     let data: Vec<Json> = tokens.iter().map(|t| Json::Object(token_json(t))).collect();
     Ok(json(&json!({ "data": data })))
 }
@@ -162,9 +167,14 @@ async fn list(caller: SignedIn, Path(project): Path<String>) -> Result<Response>
     request_body = NewTokenSchema,
     responses((status = 201, description = "The new token and its secret", body = CreatedToken)),
 )]
-async fn create(caller: SignedIn, Path(project): Path<String>, body: Body) -> Result<Response> {
+async fn create(
+    State(state): State<SharedState>,
+    caller: SignedIn,
+    Path(project): Path<String>,
+    body: Body,
+) -> Result<Response> {
     caller.require(Scope::All)?;
-    let store = caller.project(&project)?;
+    caller.project(&project)?;
     let Body(body) = body;
     body.only(&["name", "scopes", "expiresAt"])?;
     let name = body
@@ -184,17 +194,12 @@ async fn create(caller: SignedIn, Path(project): Path<String>, body: Body) -> Re
                 .timestamp_millis(),
         ),
     };
-    let (token, secret) = store
-        .create_token(
-            &caller.actor(),
-            caller.user.id,
-            NewToken {
-                name,
-                scopes,
-                expires_at,
-            },
-        )
-        .await?;
+    let new = NewToken {
+        name,
+        scopes,
+        expires_at,
+    };
+    let (token, secret) = ops::tokens::create(&state.ops, &caller.caller(), new).await?;
     let mut out = token_json(&token);
     out.insert("token".into(), secret.expose().into());
     Ok(json_with(StatusCode::CREATED, &Json::Object(out)))
@@ -218,19 +223,8 @@ async fn revoke(
     Path((project, id)): Path<(String, String)>,
 ) -> Result<Response> {
     caller.require(Scope::All)?;
-    let store = caller.project(&project)?;
-    let not_found = || Error::NotFound(format!("token {id:?} not found"));
-    let token = store.token(&id).await?.ok_or_else(not_found)?;
-    // Someone else's token is none of a non-admin's business, not even its existence.
-    if token.user_id != caller.user.id && !caller.is_admin() {
-        return Err(not_found());
-    }
-    if !store.revoke_token(&caller.actor(), &id).await? {
-        return Err(not_found());
-    }
-    if let Some(verifier) = &state.tokens {
-        verifier.forget(&id);
-    }
-    tracing::info!(token = %id, by = caller.user.id, with_token = ?caller.token_id, "application token revoked");
+    caller.project(&project)?;
+    let verifier = state.tokens.as_deref();
+    ops::tokens::revoke(&state.ops, &caller.caller(), &id, verifier).await?;
     Ok(no_content())
 }

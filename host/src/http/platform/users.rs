@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value as Json, json};
@@ -14,9 +14,9 @@ use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
 use crate::datasource::PermissionLevel;
 use crate::http::openapi::ErrorBody;
 use crate::http::{SharedState, json, json_with};
-use crate::platform::declarative::{self, Part};
+use crate::ops;
 use crate::platform::store::parse_level;
-use crate::platform::{NewUser, Store, User, UserChange, password};
+use crate::platform::{NewUser, User, UserChange, password};
 
 pub fn routes() -> OpenApiRouter<SharedState> {
     OpenApiRouter::new()
@@ -157,9 +157,14 @@ pub fn user_json(user: &User) -> Json {
     ),
     responses((status = 200, description = "Every user", body = UserList)),
 )]
-async fn list(admin: Admin, Path(project): Path<String>) -> Result<Response> {
-    let store = admin.project(&project)?;
-    let users: Vec<Json> = store.users().await?.iter().map(user_json).collect();
+async fn list(
+    State(state): State<SharedState>,
+    admin: Admin,
+    Path(project): Path<String>,
+) -> Result<Response> {
+    admin.project(&project)?;
+    let users = ops::users::list(&state.ops, &admin.caller()).await?;
+    let users: Vec<Json> = users.iter().map(user_json).collect();
     Ok(json(&json!({"data": users})))
 }
 
@@ -175,13 +180,14 @@ async fn list(admin: Admin, Path(project): Path<String>) -> Result<Response> {
     ),
     responses((status = 200, description = "The user", body = UserSchema)),
 )]
-async fn read(admin: Admin, Path((project, raw)): Path<(String, String)>) -> Result<Response> {
-    let store = admin.project(&project)?;
+async fn read(
+    State(state): State<SharedState>,
+    admin: Admin,
+    Path((project, raw)): Path<(String, String)>,
+) -> Result<Response> {
+    admin.project(&project)?;
     let id = id("id", &raw)?;
-    let user = store
-        .user(id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("user {id} not found")))?;
+    let user = ops::users::get(&state.ops, &admin.caller(), id).await?;
     Ok(json(&user_json(&user)))
 }
 
@@ -222,8 +228,13 @@ fn password_hash(clear: &str) -> Result<String> {
         (status = 409, description = "A user has this email", body = ErrorBody),
     ),
 )]
-async fn create(admin: Admin, Path(project): Path<String>, Body(body): Body) -> Result<Response> {
-    let store = admin.project(&project)?;
+async fn create(
+    State(state): State<SharedState>,
+    admin: Admin,
+    Path(project): Path<String>,
+    Body(body): Body,
+) -> Result<Response> {
+    admin.project(&project)?;
     body.only(&FIELDS)?;
     let email = body
         .string("email")?
@@ -247,34 +258,8 @@ async fn create(admin: Admin, Path(project): Path<String>, Body(body): Body) -> 
             .map(|p| password_hash(&p))
             .transpose()?,
     };
-    declarative::guard(store, Part::Users).await?;
-    check_names(store, new.role.as_deref(), &new.teams).await?;
-    let user = store
-        .create_user(&admin.actor(), new)
-        .await
-        .map_err(|e| match e {
-            crate::platform::Error::Invalid(message) => Error::field("email", message),
-            other => other.into(),
-        })?;
+    let user = ops::users::create(&state.ops, &admin.caller(), new).await?;
     Ok(json_with(StatusCode::CREATED, &user_json(&user)))
-}
-
-/// A role or team that does not exist is a 400 naming the field, not a 404 of the user.
-async fn check_names(store: &Store, role: Option<&str>, teams: &[String]) -> Result<()> {
-    if let Some(role) = role
-        && store.role_by_name(role).await?.is_none()
-    {
-        return Err(Error::field("role", format!("no role named {role:?}")));
-    }
-    for (i, team) in teams.iter().enumerate() {
-        if store.team_by_name(team).await?.is_none() {
-            return Err(Error::field(
-                &format!("teams[{i}]"),
-                format!("no team named {team:?}"),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Changes a user.
@@ -294,17 +279,16 @@ async fn check_names(store: &Store, role: Option<&str>, teams: &[String]) -> Res
     ),
 )]
 async fn change(
+    State(state): State<SharedState>,
     admin: Admin,
     Path((project, raw)): Path<(String, String)>,
     Body(body): Body,
 ) -> Result<Response> {
-    let store = admin.project(&project)?;
+    admin.project(&project)?;
     let id = id("id", &raw)?;
     body.only(&FIELDS)?;
-    let before = store
-        .user(id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("user {id} not found")))?;
+    // An unknown user is refused before the body's values are read.
+    ops::users::get(&state.ops, &admin.caller(), id).await?;
     let change = UserChange {
         email: body.string("email")?,
         first_name: body.string("firstName")?,
@@ -320,33 +304,7 @@ async fn change(
             Some(Some(clear)) => Some(Some(password_hash(&clear)?)),
         },
     };
-    let managed = declarative::managed(store).await?;
-    if body.keys().all(|k| k == "password") {
-        managed.check_password(&before.email)?;
-    } else {
-        managed.check(Part::Users)?;
-    }
-    check_names(
-        store,
-        change.role.clone().flatten().as_deref(),
-        change.teams.as_deref().unwrap_or_default(),
-    )
-    .await?;
-    let demoted = change
-        .permission_level
-        .is_some_and(|l| l != PermissionLevel::Admin);
-    if id == admin.user.id && (change.disabled == Some(true) || demoted) {
-        return Err(Error::Conflict(
-            "an admin cannot disable or demote themselves: ask another admin".to_owned(),
-        ));
-    }
-    let user = store
-        .update_user(&admin.actor(), id, change)
-        .await
-        .map_err(|e| match e {
-            crate::platform::Error::Invalid(message) => Error::field("email", message),
-            other => other.into(),
-        })?;
+    let user = ops::users::change(&state.ops, &admin.caller(), id, change).await?;
     Ok(json(&user_json(&user)))
 }
 
@@ -365,15 +323,13 @@ async fn change(
         (status = 409, description = "An admin cannot remove themselves", body = ErrorBody),
     ),
 )]
-async fn remove(admin: Admin, Path((project, raw)): Path<(String, String)>) -> Result<Response> {
-    let store = admin.project(&project)?;
+async fn remove(
+    State(state): State<SharedState>,
+    admin: Admin,
+    Path((project, raw)): Path<(String, String)>,
+) -> Result<Response> {
+    admin.project(&project)?;
     let id = id("id", &raw)?;
-    declarative::guard(store, Part::Users).await?;
-    if id == admin.user.id {
-        return Err(Error::Conflict(
-            "an admin cannot remove themselves: ask another admin".to_owned(),
-        ));
-    }
-    store.remove_user(&admin.actor(), id).await?;
+    ops::users::remove(&state.ops, &admin.caller(), id).await?;
     Ok(no_content())
 }

@@ -1,0 +1,114 @@
+//! The console's administration (issue 22, Part 2 §6), for admins: application tokens, the
+//! project's users, the rights of each role (the permission editor), the workflows' webhooks, the
+//! plugins and the logs; and every user's own application tokens ("My tokens").
+//!
+//! Each page reads and writes through the operations layer (`ops::tokens`, `ops::users`,
+//! `ops::rights`, `ops::logs`; the workflow engine's trigger store for webhooks) as the
+//! signed-in user, which checks that they are an admin in the store now (not only in their
+//! session) and writes the admin log entries: a non-admin reaching an administration page by a
+//! typed URL gets the 403 page, and the sidebar shows them no "Administration" place.
+
+mod logs;
+mod permissions;
+mod plugins;
+mod tokens;
+mod users;
+mod workflows;
+
+use axum::Router;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use chrono_tz::Tz;
+
+use super::data::Data;
+use super::pages::Layout;
+use super::session::Session;
+use super::{Error, Result};
+use crate::http::{ApiError, SharedState};
+
+/// The administration's routes, under the console's path.
+pub fn routes() -> Router<SharedState> {
+    Router::new()
+        .route("/admin", get(index))
+        .route("/tokens", get(tokens::mine).post(tokens::create))
+        .route("/admin/tokens", get(tokens::all).post(tokens::create_admin))
+        .route(
+            "/tokens/{id}/revoke",
+            get(tokens::revoke_confirm).post(tokens::revoke),
+        )
+        .route("/admin/users", get(users::list))
+        .route("/admin/users/{id}", get(users::edit).post(users::save))
+        .route("/admin/permissions", get(permissions::editor))
+        .route("/admin/permissions/{role}", post(permissions::save))
+        .route("/admin/workflows", get(workflows::list))
+        .route(
+            "/admin/workflows/{id}/webhook/{change}",
+            post(workflows::webhook),
+        )
+        .route("/admin/plugins", get(plugins::list))
+        .route("/admin/plugins/reload", post(plugins::reload))
+        .route("/admin/logs", get(logs::logs))
+}
+
+/// `GET /console/admin`: the administration's first page.
+async fn index(session: Session) -> Response {
+    Redirect::to(&format!("{}/admin/tokens", session.base)).into_response()
+}
+
+/// One tab of the administration's navigation.
+pub struct Tab {
+    pub label: &'static str,
+    pub href: String,
+    pub current: bool,
+}
+
+/// The administration's tabs, `current` marked.
+fn tabs(base: &str, current: &str) -> Vec<Tab> {
+    [
+        ("Tokens", "tokens"),
+        ("Users", "users"),
+        ("Permissions", "permissions"),
+        ("Workflows", "workflows"),
+        ("Plugins", "plugins"),
+        ("Logs", "logs"),
+    ]
+    .into_iter()
+    .map(|(label, path)| Tab {
+        label,
+        href: format!("{base}/admin/{path}"),
+        current: path == current,
+    })
+    .collect()
+}
+
+/// The layout of an administration page, after checking that the user is an admin now: anyone
+/// else gets the 403 page, whatever URL they typed.
+async fn admin_layout(
+    state: &SharedState,
+    session: &Session,
+    tab: &str,
+    title: String,
+) -> Result<Layout> {
+    crate::ops::tokens::require_admin(&state.ops, &session.caller).await?;
+    let data = Data::new(state, &session.caller);
+    Layout::new(session, &data, &format!("admin:{tab}"), title).await
+}
+
+/// `ms` since the epoch as the user reads it, to the minute.
+fn when(ms: i64, tz: Tz) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |at| {
+        at.with_timezone(&tz).format("%Y-%m-%d %H:%M").to_string()
+    })
+}
+
+/// An operation's refusal as the console shows it.
+impl From<crate::ops::Error> for Error {
+    fn from(error: crate::ops::Error) -> Self {
+        match error {
+            crate::ops::Error::Platform(crate::platform::Error::NotFound(what)) => {
+                Self::NotFound(format!("There is no {what}."))
+            }
+            other => Self::Api(ApiError::from(other)),
+        }
+    }
+}
