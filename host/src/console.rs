@@ -13,15 +13,12 @@
 //! - `actions`: the actions' buttons, forms and results, and the inbox of approval requests.
 //! - `charts`: dashboards, the charts of `[[dashboard.chart]]` drawn as inline SVG.
 //! - `collab`: a record's collaboration panel (notes, activity, history, workflow runs).
-//! - `view`: values as text and as form inputs, in the user's timezone; form values back to
-//!   typed values.
-
-mod actions;
 //! - `admin`: the administration (application tokens, users; admins only) and everyone's own
 //!   tokens.
 //! - `view`: values as text and as form inputs, in the user's timezone; form values back to
 //!   typed values.
 
+mod actions;
 mod admin;
 mod assets;
 mod charts;
