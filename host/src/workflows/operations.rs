@@ -291,7 +291,7 @@ impl Runs<'_> {
             active: Some(true),
             ..WorkflowFilter::default()
         };
-        Ok(self.store().workflows(&filter).await?)
+        self.store().workflows(&filter).await
     }
 
     /// Starts the workflow `workflow` (id or name) on `record_id`, as the caller: a workflow of
