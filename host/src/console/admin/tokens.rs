@@ -318,11 +318,10 @@ pub async fn revoke_confirm(
             .is_ok();
         (token, session.caller.email.clone(), admin)
     } else {
-        let listed = match ops::tokens::all(&state.ops, &session.caller).await {
-            Ok(listed) => listed,
-            // Someone else's token is not a non-admin's business, not even its existence.
-            Err(_) => Vec::new(),
-        };
+        // Someone else's token is not a non-admin's business, not even its existence.
+        let listed = ops::tokens::all(&state.ops, &session.caller)
+            .await
+            .unwrap_or_default();
         let found = listed.into_iter().find(|o| o.token.id == id);
         let owned = found.ok_or_else(|| Error::NotFound("There is no such token.".to_owned()))?;
         (owned.token, owned.owner, true)
