@@ -30,7 +30,10 @@ pub(crate) fn actor(caller: &Caller) -> Actor {
     Actor::Administrator {
         user_id: caller.id,
         email: caller.email.clone(),
-        name: format!("{} {}", caller.first_name, caller.last_name),
+        // As `User::full_name` writes it: a user without a last name is not "Admin ".
+        name: format!("{} {}", caller.first_name, caller.last_name)
+            .trim()
+            .to_owned(),
     }
 }
 

@@ -135,17 +135,17 @@ try {
   // ----- workflows -----------------------------------------------------------------------------
   await Promise.all([page.waitForNavigation(), page.click('.admin-tabs a:has-text("Workflows")')]);
   check(page.url().endsWith('/console/admin/workflows'), `the workflows tab: ${page.url()}`);
-  const hook = page.locator('li.workflow').first();
+  const hook = page.locator('li.workflow', { hasText: 'refund' });
   check(await hook.count() === 1, 'the demo has a workflow');
   const oldUrl = await hook.locator('input.secret-value').inputValue();
   check(/\/workflow-hooks\//.test(oldUrl), `its webhook URL: ${oldUrl.replace(/hooks\/.*/, 'hooks/…')}`);
   await audit(page, 'admin-workflows');
   await Promise.all([page.waitForNavigation(), hook.locator('button:has-text("Disable")').click()]);
   check(/disabled/.test(await page.textContent('.notice')), 'the webhook is disabled');
-  await Promise.all([page.waitForNavigation(), page.locator('li.workflow').first().locator('button:has-text("Enable")').click()]);
+  await Promise.all([page.waitForNavigation(), page.locator('li.workflow', { hasText: 'refund' }).locator('button:has-text("Enable")').click()]);
   check(/enabled/.test(await page.textContent('.notice')), 'and enabled again');
-  await Promise.all([page.waitForNavigation(), page.locator('li.workflow').first().locator('button:has-text("Regenerate")').click()]);
-  const newUrl = await page.locator('li.workflow').first().locator('input.secret-value').inputValue();
+  await Promise.all([page.waitForNavigation(), page.locator('li.workflow', { hasText: 'refund' }).locator('button:has-text("Regenerate")').click()]);
+  const newUrl = await page.locator('li.workflow', { hasText: 'refund' }).locator('input.secret-value').inputValue();
   check(newUrl !== oldUrl, 'regenerating gives a new URL');
   const stale = await page.request.post(oldUrl, { data: {} });
   check(stale.status() >= 400, `the old URL is refused: ${stale.status()}`);

@@ -43,7 +43,7 @@ try {
   const cookies = await context.cookies();
   const session = cookies.find((c) => c.name === 'canopy_console');
   check(session && session.httpOnly && session.sameSite === 'Lax', `session cookie: ${JSON.stringify(session)}`);
-  const adminCollections = await page.$$eval('nav.side a', (as) => as.map((a) => a.textContent.trim()));
+  const adminCollections = await page.$$eval('nav.side ul:not(.places) a', (as) => as.map((a) => a.textContent.trim()));
   for (const name of ['orders', 'customers', 'products', 'order_items']) {
     check(adminCollections.includes(name), `admin sidebar has ${name}: ${adminCollections}`);
   }
@@ -224,7 +224,7 @@ try {
 
   // ----- the editor: only allowed collections and buttons, scope by URL ---------------------------
   await signIn(page, 'editor@canopy.local', 'canopy-demo-editor');
-  const editorCollections = await page.$$eval('nav.side a', (as) => as.map((a) => a.textContent.trim()));
+  const editorCollections = await page.$$eval('nav.side ul:not(.places) a', (as) => as.map((a) => a.textContent.trim()));
   const allowed = ['orders', 'customers', 'order_items', 'products', 'tags', 'product_tags'];
   check(editorCollections.every((c) => allowed.includes(c)), `editor sidebar: ${editorCollections}`);
   check(editorCollections.includes('orders'), 'editor browses orders');
