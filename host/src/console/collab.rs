@@ -10,6 +10,7 @@
 //! does not post twice). A refused form comes back on the record page with its message and what
 //! the user typed.
 
+use crate::auth::login::page::escape;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -753,23 +754,6 @@ fn paragraphs(text: &str) -> String {
         .filter(|p| !p.is_empty())
         .map(|p| format!("<p>{}</p>", escape(p).replace('\n', "<br>")))
         .collect()
-}
-
-/// `text` with the characters HTML gives a meaning escaped.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\r' => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 fn note_id(raw: &str) -> Result<i64> {

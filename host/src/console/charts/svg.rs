@@ -12,20 +12,7 @@ use crate::ops::dashboard::Figure;
 const COLOURS: usize = 8;
 
 /// Text escaped for HTML and SVG, content and attribute values alike.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use crate::auth::login::page::escape as esc;
 
 /// A figure as people read it: thousands grouped, two decimals when it has some.
 pub fn number(n: f64) -> String {
