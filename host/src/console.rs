@@ -35,7 +35,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use crate::http::{ApiError, SharedState};
+use crate::http::ApiError;
+use crate::state::SharedState;
 
 /// The console's path for a mount path `/{prefix}/forest`: `/{prefix}/console`.
 pub fn base_path(mount_path: &str) -> String {

@@ -40,126 +40,8 @@ pub use approvals::ApprovalSettings;
 pub use caller::{CallerContext, JsonBody};
 pub use error::{ApiError, ApiResult};
 
-use crate::auth::SessionKey;
-use crate::auth::login::Login;
-use crate::auth::tokens::TokenVerifier;
-use crate::config::{ErrorMessageTemplate, HttpConfig};
-use crate::datasource::DataSource;
-use crate::ops::Ops;
-
-/// What every request handler shares: the operations over the served datasource (`ops`, which
-/// `AppState` dereferences to) and the settings routes read. One state is one generation of the
-/// served stack: a plugin reload builds a new state (and router) and swaps it in whole
-/// (`reload`), so a handler's `state.datasource` never changes under it.
-pub struct AppState {
-    /// The operations layer of this generation: the served datasource, permissions, activity,
-    /// store and limits. Shared with the workflow engine (`ops::Generations`).
-    pub ops: Arc<Ops>,
-    /// Verifies the end users' session tokens.
-    pub session: SessionKey,
-    /// `/{prefix}/forest`: where every route lives.
-    pub mount_path: String,
-    /// `bodyParserOptions.jsonLimit` in bytes.
-    pub json_limit: usize,
-    /// `customizeErrorMessage`: the detail of unexpected errors.
-    pub customize_error_message: Option<ErrorMessageTemplate>,
-    /// `useUnsafeActionEndpoint`: action routes without the `{index}` segment.
-    pub use_unsafe_action_endpoint: bool,
-    /// `corsAllowedOrigins`: origins whose browser requests may carry credentials.
-    pub cors_allowed_origins: Vec<String>,
-    /// The env secret of `signed_approval_request` and `maxRecordsForApproval`.
-    pub approvals: ApprovalSettings,
-    /// The permission server of other agents (`/liana/…`), when this instance serves its store.
-    pub liana: Option<Arc<liana::LianaServer>>,
-    /// Sign-in (`/authentication…`), shared by every generation; `None` over a bare stack.
-    pub login: Option<Arc<Login>>,
-    /// Verifies the public API's application tokens (with its cache), shared by every
-    /// generation; `None` over a bare stack (no store, no tokens).
-    pub tokens: Option<Arc<TokenVerifier>>,
-    /// The public API's rate limits, shared by every generation (a reload keeps the quotas).
-    pub rate_limits: Arc<ratelimit::RateLimits>,
-    /// Wakes the workflow engine when runs are queued (shared by every generation; a no-op
-    /// without an engine).
-    pub workflow_wakeup: crate::workflows::engine::Wakeup,
-    /// What starts workflow runs (the webhook's keys and quotas, the run queue), shared by every
-    /// generation; `None` over a bare stack.
-    pub workflow_triggers: Option<Arc<crate::workflows::triggers::Triggers>>,
-    /// `workflowExecutorUrl`: the proxy of `/forest/_internal/executor/*`; `None` serves 404.
-    pub workflow_executor: Option<Arc<executor::ExecutorProxy>>,
-    /// The MCP server and its OAuth authorization server, shared by every generation; `None`
-    /// when it is not mounted.
-    pub mcp: Option<Arc<crate::mcp::Mcp>>,
-    /// This generation's plugin applications (those applied by `use` included), for their
-    /// calls, errors and time on the console's plugins page.
-    pub plugins: Arc<Vec<Arc<crate::plugins::Plugin>>>,
-    /// What rebuilds the generation (the console's reload button); unset over a bare stack.
-    pub reloader: reload::Reloader,
-}
-
-/// Workflow step handlers by (plugin, handler name).
-pub use crate::customizer::WorkflowSteps;
-
-/// Handlers read the operations' services (`state.datasource`, `state.permissions`…) through
-/// the state, as they did before those moved to `ops`.
-impl std::ops::Deref for AppState {
-    type Target = Ops;
-
-    fn deref(&self) -> &Ops {
-        &self.ops
-    }
-}
-
-/// Setting a service while the state is built (`state.permissions = …`): the operations are
-/// not shared yet then, so nothing is cloned.
-impl std::ops::DerefMut for AppState {
-    fn deref_mut(&mut self) -> &mut Ops {
-        Arc::make_mut(&mut self.ops)
-    }
-}
-
-/// The workflow engine loads the served generation's operations at each step.
-impl crate::ops::Generations for arc_swap::ArcSwap<AppState> {
-    fn current(&self) -> Arc<Ops> {
-        Arc::clone(&self.load().ops)
-    }
-}
-
-impl AppState {
-    /// The state of a server with these HTTP settings.
-    pub fn new(datasource: Arc<dyn DataSource>, session: SessionKey, http: &HttpConfig) -> Self {
-        let mut ops = Ops::new(datasource, http.max_page_size);
-        ops.limit_export_size = http.limit_export_size;
-        Self {
-            ops: Arc::new(ops),
-            session,
-            mount_path: http.mount_path(),
-            // A limit beyond the address space cannot be reached anyway.
-            json_limit: usize::try_from(http.json_limit).unwrap_or(usize::MAX),
-            customize_error_message: http.customize_error_message.clone(),
-            use_unsafe_action_endpoint: false,
-            cors_allowed_origins: http.cors_allowed_origins.clone(),
-            approvals: ApprovalSettings::default(),
-            liana: None,
-            login: None,
-            tokens: None,
-            rate_limits: Arc::new(ratelimit::RateLimits::default()),
-            workflow_wakeup: crate::workflows::engine::Wakeup::default(),
-            workflow_triggers: None,
-            workflow_executor: None,
-            mcp: None,
-            plugins: Arc::default(),
-            reloader: Arc::default(),
-        }
-    }
-
-    /// Whether a browser request from `origin` may carry credentials (`corsAllowedOrigins`).
-    pub fn cors_allows_credentials(&self, origin: &axum::http::HeaderValue) -> bool {
-        let origin = origin.as_bytes();
-        self.cors_allowed_origins
-            .iter()
-            .any(|allowed| allowed == "*" || allowed.as_bytes().eq_ignore_ascii_case(origin))
-    }
-}
+/// The served generation's state, which every transport shares (`crate::state`).
+pub use crate::state::{AppState, SharedState, WorkflowSteps};
 
 /// The `Content-Type` of every JSON answer: koa writes the charset, and clients compare the
 /// whole header.
@@ -237,9 +119,6 @@ fn without_allow(mut response: axum::response::Response) -> axum::response::Resp
     }
     response
 }
-
-/// Shared handle to the state, as handlers receive it.
-pub type SharedState = Arc<AppState>;
 
 /// The whole HTTP API. Layers run outside in: request log (and correlation id), CORS (so that
 /// preflights are answered on every path before anything else), panic catcher, body limit.

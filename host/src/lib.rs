@@ -58,5 +58,6 @@ pub mod ops;
 pub mod platform;
 pub mod plugins;
 pub mod scaffold;
+pub mod state;
 pub mod typings;
 pub mod workflows;

@@ -38,8 +38,9 @@ use crate::datasource::action::{
     ActionOutcome, ActionSchema, ActionScope, FormElement, FormPhase, FormValues,
 };
 use crate::datasource::{Caller, CollectionSchema};
-use crate::http::{ApiError, SharedState};
+use crate::http::ApiError;
 use crate::ops::actions::{self as ops_actions, ExecuteRequest, Target};
+use crate::state::SharedState;
 
 /// The actions' routes, under the console's path.
 pub fn routes() -> Router<SharedState> {

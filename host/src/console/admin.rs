@@ -24,7 +24,8 @@ use super::data::Data;
 use super::pages::Layout;
 use super::session::Session;
 use super::{Error, Result};
-use crate::http::{ApiError, SharedState};
+use crate::http::ApiError;
+use crate::state::SharedState;
 
 /// The administration's routes, under the console's path.
 pub fn routes() -> Router<SharedState> {

@@ -24,9 +24,10 @@ use super::session::Session;
 use super::{Error, Result};
 use crate::config::{ChartDefinition, ChartKind, ChartStyle};
 use crate::datasource::Caller;
-use crate::http::{ApiError, SharedState};
+use crate::http::ApiError;
 use crate::ops::Ops;
 use crate::ops::dashboard::{self, Figure};
+use crate::state::SharedState;
 
 /// One chart's card.
 pub struct Card {

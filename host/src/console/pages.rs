@@ -23,7 +23,8 @@ use super::data::{Data, Rights};
 use super::session::Session;
 use super::{Error, Result};
 use crate::datasource::{CollectionSchema, Record};
-use crate::http::{ApiError, SharedState};
+use crate::http::ApiError;
+use crate::state::SharedState;
 
 /// Rows per page unless the user picks another size.
 const DEFAULT_SIZE: u64 = 25;

@@ -27,7 +27,7 @@ use super::pages::html;
 use crate::auth::SessionClaims;
 use crate::auth::login::{SESSION_TTL, SignInError, random_token};
 use crate::datasource::Caller;
-use crate::http::SharedState;
+use crate::state::SharedState;
 
 /// The session cookie: the session JWT.
 pub const SESSION_COOKIE: &str = "canopy_console";

@@ -18,9 +18,10 @@ use crate::console::data::Data;
 use crate::console::pages::{Layout, page, record_href};
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
-use crate::http::{ApiError, SharedState};
+use crate::http::ApiError;
 use crate::ops::approvals::{self, Decision, MAX_COMMENT_CHARS, Refusal};
 use crate::platform::{Approval, ApprovalStatus};
+use crate::state::SharedState;
 
 pub fn routes() -> Router<SharedState> {
     Router::new()

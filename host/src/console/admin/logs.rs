@@ -14,11 +14,11 @@ use super::{Tab, admin_layout, tabs, when};
 use crate::console::Result;
 use crate::console::pages::{Layout, page};
 use crate::console::session::{Session, first, form_pairs};
-use crate::http::SharedState;
 use crate::ops;
 use crate::platform::activity::{Action, ActivityFilter};
 use crate::platform::listing::DateRange;
 use crate::platform::store::AdminLogFilter;
+use crate::state::SharedState;
 
 /// Entries per page.
 const PAGE: i64 = 25;

@@ -13,10 +13,10 @@ use super::{Tab, admin_layout, tabs};
 use crate::console::pages::{Layout, page};
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
-use crate::http::SharedState;
 use crate::ops::rights::{self, ActionRights, RoleRights, Row, TeamScopes};
 use crate::platform::declarative::Right;
 use crate::platform::documents::WILDCARD;
+use crate::state::SharedState;
 
 /// One checkbox of the grid.
 struct Cell {

@@ -13,8 +13,8 @@ use super::{Tab, admin_layout, tabs};
 use crate::console::pages::{Layout, page};
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
-use crate::http::SharedState;
 use crate::ops::tokens::require_admin;
+use crate::state::SharedState;
 
 struct Row {
     label: String,

@@ -13,9 +13,9 @@ use crate::console::data::Data;
 use crate::console::pages::{Layout, page};
 use crate::console::session::{Session, first};
 use crate::console::{Error, Result};
-use crate::http::SharedState;
 use crate::ops;
 use crate::platform::{NewToken, Scope, Token};
+use crate::state::SharedState;
 
 /// A token as a row of the list.
 struct Row {

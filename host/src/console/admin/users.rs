@@ -10,10 +10,10 @@ use super::{Tab, admin_layout, tabs};
 use crate::console::pages::{Layout, page};
 use crate::console::session::{Session, first};
 use crate::console::{Error, Result};
-use crate::http::SharedState;
 use crate::ops;
 use crate::platform::store::parse_level;
 use crate::platform::{User, UserChange};
+use crate::state::SharedState;
 
 /// The permission levels, as the store names them.
 const LEVELS: [&str; 4] = ["admin", "developer", "editor", "user"];

@@ -13,9 +13,9 @@ use super::{Tab, admin_layout, tabs, when};
 use crate::console::pages::{Layout, page};
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
-use crate::http::SharedState;
 use crate::ops::tokens::{actor, require_admin};
 use crate::platform::listing::DateRange;
+use crate::state::SharedState;
 use crate::workflows::triggers::Triggers;
 use crate::workflows::versions::WorkflowFilter;
 

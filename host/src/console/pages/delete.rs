@@ -10,7 +10,7 @@ use crate::console::Result;
 use crate::console::data::Data;
 use crate::console::session::Session;
 use crate::console::view::{self};
-use crate::http::SharedState;
+use crate::state::SharedState;
 
 // ----- delete ----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ use crate::console::session::{Session, first};
 use crate::console::view::{self, InputKind};
 use crate::console::{Error, Result};
 use crate::datasource::{CollectionSchema, ColumnSchema, Record};
-use crate::http::SharedState;
+use crate::state::SharedState;
 
 // ----- edit ------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ use crate::console::session::{Session, first, form_pairs};
 use crate::console::view::{self, InputKind};
 use crate::console::{Error, Result};
 use crate::datasource::pack_id;
-use crate::http::SharedState;
+use crate::state::SharedState;
 
 // ----- record ----------------------------------------------------------------------------
 

@@ -17,7 +17,8 @@ use crate::console::view::{self, InputKind};
 use crate::console::{Error, Result};
 use crate::datasource::query::ValueKind;
 use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
-use crate::http::{ApiError, SharedState};
+use crate::http::ApiError;
+use crate::state::SharedState;
 
 // ----- table -----------------------------------------------------------------------------
 
