@@ -139,18 +139,16 @@ impl SqlCollection {
         let retries = &self.shared.retried_reads;
         match &self.shared.pool {
             Pool::Postgres(pool) => {
-                let rows =
-                    exec::read(pool, &sql, || pg_args(binds.clone()), !inlined, retries).await?;
+                let rows = exec::read(pool, &sql, || pg_args(&binds), !inlined, retries).await?;
                 decode::pg_each(&rows, expects, needs, each)
             }
             Pool::MySql(pool) => {
-                let rows =
-                    exec::read(pool, &sql, || mysql_args(binds.clone()), !inlined, retries).await?;
+                let rows = exec::read(pool, &sql, || mysql_args(&binds), !inlined, retries).await?;
                 decode::mysql_each(&rows, expects, needs, each)
             }
             Pool::Sqlite(pool) => {
-                let rows = exec::read(pool, &sql, || sqlite_args(binds.clone()), !inlined, retries)
-                    .await?;
+                let rows =
+                    exec::read(pool, &sql, || sqlite_args(&binds), !inlined, retries).await?;
                 decode::sqlite_each(&rows, expects, needs, each)
             }
         }
@@ -184,7 +182,7 @@ impl SqlCollection {
             binds,
             inlined,
         } = statement;
-        let done = sqlx::query_with(&sql, mysql_args(binds)?)
+        let done = sqlx::query_with(&sql, mysql_args(&binds)?)
             .persistent(!inlined)
             .execute(&mut **tx)
             .await
@@ -214,7 +212,7 @@ impl SqlCollection {
             binds,
             inlined,
         } = statement;
-        let rows = sqlx::query_with(&sql, mysql_args(binds)?)
+        let rows = sqlx::query_with(&sql, mysql_args(&binds)?)
             .persistent(!inlined)
             .fetch_all(&mut **tx)
             .await
@@ -243,7 +241,7 @@ impl SqlCollection {
                     binds,
                     inlined,
                 } = statement_for(&Target::Tree(tree))?;
-                sqlx::query_with(&sql, pg_args(binds)?)
+                sqlx::query_with(&sql, pg_args(&binds)?)
                     .persistent(!inlined)
                     .execute(pool)
                     .await
@@ -255,7 +253,7 @@ impl SqlCollection {
                     binds,
                     inlined,
                 } = statement_for(&Target::Tree(tree))?;
-                sqlx::query_with(&sql, sqlite_args(binds)?)
+                sqlx::query_with(&sql, sqlite_args(&binds)?)
                     .persistent(!inlined)
                     .execute(pool)
                     .await
@@ -268,7 +266,7 @@ impl SqlCollection {
                         binds,
                         inlined,
                     } = statement_for(&Target::Tree(tree))?;
-                    sqlx::query_with(&sql, mysql_args(binds)?)
+                    sqlx::query_with(&sql, mysql_args(&binds)?)
                         .persistent(!inlined)
                         .execute(pool)
                         .await
@@ -282,7 +280,7 @@ impl SqlCollection {
                     binds,
                     inlined,
                 } = select;
-                let rows = sqlx::query_with(&sql, mysql_args(binds)?)
+                let rows = sqlx::query_with(&sql, mysql_args(&binds)?)
                     .persistent(!inlined)
                     .fetch_all(&mut *tx)
                     .await
@@ -295,7 +293,7 @@ impl SqlCollection {
                         binds,
                         inlined,
                     } = statement_for(&Target::Keys(chunk))?;
-                    sqlx::query_with(&sql, mysql_args(binds)?)
+                    sqlx::query_with(&sql, mysql_args(&binds)?)
                         .persistent(!inlined)
                         .execute(&mut *tx)
                         .await
@@ -392,7 +390,7 @@ impl Collection for SqlCollection {
                         binds,
                         inlined,
                     } = statement;
-                    let rows = sqlx::query_with(&sql, pg_args(binds)?)
+                    let rows = sqlx::query_with(&sql, pg_args(&binds)?)
                         .persistent(!inlined)
                         .fetch_all(&mut *tx)
                         .await
@@ -419,7 +417,7 @@ impl Collection for SqlCollection {
                         binds,
                         inlined,
                     } = statement;
-                    let rows = sqlx::query_with(&sql, sqlite_args(binds)?)
+                    let rows = sqlx::query_with(&sql, sqlite_args(&binds)?)
                         .persistent(!inlined)
                         .fetch_all(&mut *tx)
                         .await

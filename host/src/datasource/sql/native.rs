@@ -562,7 +562,7 @@ pub(crate) async fn run(
 ) -> Result<Vec<Record>> {
     let Prepared { sql, binds } = prepare(shared.dialect, query, variables)?;
     let timeout = settings.timeout;
-    let error = match run_once(shared, settings, &sql, binds.clone(), false).await {
+    let error = match run_once(shared, settings, &sql, &binds, false).await {
         Ok(records) => return Ok(records),
         Err(Failure::Other(error)) => return Err(error),
         Err(Failure::Lost(error)) => error,
@@ -573,7 +573,7 @@ pub(crate) async fn run(
     let cause = connection_lost(&error).unwrap_or_default();
     // The cause only (an error code): never the statement or its values.
     tracing::warn!(%cause, "A native query lost its database connection; running it once more on a fresh connection");
-    match run_once(shared, settings, &sql, binds, true).await {
+    match run_once(shared, settings, &sql, &binds, true).await {
         Ok(records) => Ok(records),
         Err(Failure::Other(error)) => Err(error),
         Err(Failure::Lost(error)) => Err(query_error(error, timeout)),
@@ -585,7 +585,7 @@ async fn run_once(
     shared: &Shared,
     settings: &Settings,
     sql: &str,
-    binds: Vec<Bind>,
+    binds: &[Bind],
     live: bool,
 ) -> std::result::Result<Vec<Record>, Failure> {
     let timeout = settings.timeout;
@@ -684,7 +684,7 @@ fn millis(timeout: Duration) -> u64 {
 async fn run_postgres(
     conn: &mut sqlx::PgConnection,
     sql: &str,
-    binds: Vec<Bind>,
+    binds: &[Bind],
     timeout: Duration,
 ) -> std::result::Result<Vec<Record>, Failure> {
     let failed = |e| failure(e, timeout);
@@ -709,7 +709,7 @@ async fn run_mysql(
     conn: &mut sqlx::MySqlConnection,
     mariadb: bool,
     sql: &str,
-    binds: Vec<Bind>,
+    binds: &[Bind],
     timeout: Duration,
 ) -> std::result::Result<Vec<Record>, Failure> {
     let failed = |e| failure(e, timeout);
@@ -742,7 +742,7 @@ async fn run_mysql(
 async fn run_sqlite(
     conn: &mut sqlx::SqliteConnection,
     sql: &str,
-    binds: Vec<Bind>,
+    binds: &[Bind],
     timeout: Duration,
 ) -> Result<Vec<Record>> {
     let failed = |e| query_error(e, timeout);

@@ -20,7 +20,7 @@ fn bind_error(e: sqlx::error::BoxDynError) -> Error {
 }
 
 /// PostgreSQL arguments: every bind has a native type.
-pub(crate) fn pg_args(binds: Vec<Bind>) -> Result<PgArguments> {
+pub(crate) fn pg_args(binds: &[Bind]) -> Result<PgArguments> {
     let mut args = PgArguments::default();
     for bind in binds {
         match bind {
@@ -45,7 +45,7 @@ pub(crate) fn pg_args(binds: Vec<Bind>) -> Result<PgArguments> {
 
 /// MySQL/MariaDB arguments: instants are UTC wall clocks (the session runs in UTC), uuids and
 /// JSON are text.
-pub(crate) fn mysql_args(binds: Vec<Bind>) -> Result<MySqlArguments> {
+pub(crate) fn mysql_args(binds: &[Bind]) -> Result<MySqlArguments> {
     let mut args = MySqlArguments::default();
     for bind in binds {
         match bind {
@@ -74,7 +74,7 @@ pub(crate) fn mysql_args(binds: Vec<Bind>) -> Result<MySqlArguments> {
 
 /// SQLite arguments: dates, times, uuids and JSON are text (timestamps in the canonical
 /// `YYYY-MM-DD HH:MM:SS.SSS` UTC form), decimals are reals.
-pub(crate) fn sqlite_args<'q>(binds: Vec<Bind>) -> Result<SqliteArguments<'q>> {
+pub(crate) fn sqlite_args<'q>(binds: &'q [Bind]) -> Result<SqliteArguments<'q>> {
     let mut args = SqliteArguments::default();
     for bind in binds {
         match bind {
