@@ -624,7 +624,11 @@ async fn workflow_tools_and_filed_approvals_run_the_operations_as_the_mcp_user()
     );
     assert!(workflows.iter().all(|w| w["collectionName"] == "orders"));
     let (error, none) = flow
-        .call(token, "listWorkflows", json!({"collectionName": "customers"}))
+        .call(
+            token,
+            "listWorkflows",
+            json!({"collectionName": "customers"}),
+        )
         .await;
     assert!(!error, "{none}");
     assert_eq!(none["workflows"], json!([]));
@@ -653,7 +657,10 @@ async fn workflow_tools_and_filed_approvals_run_the_operations_as_the_mcp_user()
         .call(token, "getWorkflowRun", json!({"runId": "no-such-run"}))
         .await;
     assert!(error, "{missing}");
-    assert!(missing.as_str().unwrap().contains("(HTTP 404)"), "{missing}");
+    assert!(
+        missing.as_str().unwrap().contains("(HTTP 404)"),
+        "{missing}"
+    );
     let (error, unknown) = flow
         .call(
             token,
@@ -662,7 +669,10 @@ async fn workflow_tools_and_filed_approvals_run_the_operations_as_the_mcp_user()
         )
         .await;
     assert!(error, "{unknown}");
-    assert!(unknown.as_str().unwrap().contains("(HTTP 404)"), "{unknown}");
+    assert!(
+        unknown.as_str().unwrap().contains("(HTTP 404)"),
+        "{unknown}"
+    );
     assert!(crate::mcp::logged(&demo, editor.id, "triggerWorkflow", "orders").await > 0);
 
     // An action that needs an approval: the request is filed as the editor.

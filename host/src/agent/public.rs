@@ -63,9 +63,7 @@ pub fn of_auth(error: &auth::Error) -> Public {
         E::Forbidden(_) | E::InvalidScope(_) => public(403, "ForbiddenError", true),
         E::Unprocessable(_) => public(422, "UnprocessableError", true),
         E::ActionTriggerForbidden => public(403, "CustomActionTriggerForbiddenError", true),
-        E::ActionRequiresApproval { .. } => {
-            public(403, "CustomActionRequiresApprovalError", true)
-        }
+        E::ActionRequiresApproval { .. } => public(403, "CustomActionRequiresApprovalError", true),
         E::ApprovalNotAllowed { .. } => public(403, "ApprovalNotAllowedError", true),
         E::InvalidActionCondition(_) => public(422, "InvalidActionConditionError", true),
         E::PermissionsUnavailable(_) => public(503, "ServiceUnavailableError", false),

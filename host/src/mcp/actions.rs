@@ -204,7 +204,9 @@ async fn execute(call: &Call<'_>, target: &Target, body: &Json) -> Result<Json, 
         Ok(result) => match result_body(result.outcome) {
             ResultBody::Json { status, body } if (200..300).contains(&status) => Ok(body),
             // An action that answered an error (`resultBuilder.error`).
-            ResultBody::Json { status, body } => Err(Failed::Error(error::answer_text(status, &body))),
+            ResultBody::Json { status, body } => {
+                Err(Failed::Error(error::answer_text(status, &body)))
+            }
             // `target.download` refuses these before running.
             ResultBody::File { .. } => Ok(Json::Null),
         },

@@ -436,7 +436,15 @@ pub(super) async fn parsed<T>(
         Ok(request) => return Ok(request),
         Err(error) => error.into(),
     };
-    ops::activity::unparsed(call.ops(), action, &context.caller, collection, record, label).await?;
+    ops::activity::unparsed(
+        call.ops(),
+        action,
+        &context.caller,
+        collection,
+        record,
+        label,
+    )
+    .await?;
     Err(error)
 }
 
@@ -504,9 +512,7 @@ fn relation<'a>(
 /// The records of a JSON:API document as the tools answer them (`records::records`): the
 /// document a route would have written, flattened, so that a tool answers what it answered when
 /// it called the route.
-fn flattened(
-    document: &crate::agent::serialize::Document<'_>,
-) -> ops::Result<Vec<Json>> {
+fn flattened(document: &crate::agent::serialize::Document<'_>) -> ops::Result<Vec<Json>> {
     let bytes = document.to_bytes()?;
     let document: Json = serde_json::from_slice(&bytes)
         .map_err(|e| crate::datasource::Error::Internal(format!("a document was not JSON: {e}")))?;
@@ -530,8 +536,7 @@ async fn list_related(call: &Call<'_>) -> Outcome {
         let mut context = direct(call).await?;
         context.query = QueryString::parse(&query);
         let ops = call.ops();
-        let request =
-            ops::records::ListRequest::parse(ops, &target.name, &context.query, None);
+        let request = ops::records::ListRequest::parse(ops, &target.name, &context.query, None);
         let request = parsed(
             call,
             Action::ListRelatedData,
@@ -542,8 +547,7 @@ async fn list_related(call: &Call<'_>) -> Outcome {
             request,
         )
         .await?;
-        let listed =
-            ops::relations::list_related(ops, &context.caller, &parent, request).await?;
+        let listed = ops::relations::list_related(ops, &context.caller, &parent, request).await?;
         let document = crate::agent::serialize::serialize_list(
             ops.schema(),
             &target.name,
@@ -559,8 +563,7 @@ async fn list_related(call: &Call<'_>) -> Outcome {
     };
     let mut out = json!({"records": records});
     if call.bool("enableCount")? {
-        context.query =
-            QueryString::parse(&list_query(call, target, true)?);
+        context.query = QueryString::parse(&list_query(call, target, true)?);
         let counted = async {
             let request = filter_request(call.ops(), &context, target)?;
             Ok::<_, ops::Error>(
@@ -636,8 +639,7 @@ async fn update(call: &Call<'_>) -> Outcome {
             patch,
         )
         .await?;
-        let updated =
-            ops::records::update(ops, &context.caller, &schema.name, &id, patch).await?;
+        let updated = ops::records::update(ops, &context.caller, &schema.name, &id, patch).await?;
         let document = match &updated {
             Some(record) => {
                 crate::agent::serialize::serialize_one(ops.schema(), &schema.name, record)?
@@ -672,8 +674,7 @@ async fn delete(call: &Call<'_>) -> Outcome {
     let deleted = async {
         let context = direct(call).await?;
         let body = selection(&schema.name, &ids);
-        let request =
-            selection_request(call.ops(), &context, schema, &body);
+        let request = selection_request(call.ops(), &context, schema, &body);
         let request = parsed(
             call,
             Action::Delete,
@@ -753,8 +754,7 @@ async fn dissociate(call: &Call<'_>) -> Outcome {
         let ops = call.ops();
         let foreign = ops.collection(relation.foreign_collection())?;
         let body = selection(&foreign.name, &targets);
-        let request =
-            selection_request(call.ops(), &context, foreign, &body);
+        let request = selection_request(call.ops(), &context, foreign, &body);
         let request = parsed(
             call,
             Action::Update,

@@ -46,7 +46,10 @@ pub struct Handler {
 
 /// The rmcp service that `http` mounts at `POST /mcp`, behind its bearer check (which puts the
 /// [`McpCaller`] in the request).
-pub fn service(state: &SharedState, mcp: &Mcp) -> StreamableHttpService<Handler, NeverSessionManager> {
+pub fn service(
+    state: &SharedState,
+    mcp: &Mcp,
+) -> StreamableHttpService<Handler, NeverSessionManager> {
     let handler = Handler {
         state: Arc::clone(state),
     };

@@ -42,9 +42,10 @@ async fn signed_in<'a>(call: &'a Call<'_>) -> Result<(&'a Store, User), String> 
 
 /// The trigger service of the served environment.
 fn triggers<'a>(call: &'a Call<'_>) -> Result<&'a Triggers, String> {
-    call.state.workflow_triggers.as_deref().ok_or_else(|| {
-        "Canopy's store is not available on this server (HTTP 503)".to_owned()
-    })
+    call.state
+        .workflow_triggers
+        .as_deref()
+        .ok_or_else(|| "Canopy's store is not available on this server (HTTP 503)".to_owned())
 }
 
 pub(super) async fn list_workflows(call: &Call<'_>) -> Outcome {
@@ -87,7 +88,12 @@ pub(super) async fn trigger_workflow(call: &Call<'_>) -> Outcome {
     };
     let request_id = uuid::Uuid::new_v4();
     let runner = triggers
-        .runner(&call.ops().permissions, &user, &found.collection, request_id)
+        .runner(
+            &call.ops().permissions,
+            &user,
+            &found.collection,
+            request_id,
+        )
         .await
         .map_err(|e| error::workflow_text(&e))?;
     let acting = Acting {

@@ -87,4 +87,3 @@ pub fn run_json(run: &Run, context: bool, steps: Option<(&[StepRow], bool)>) -> 
     }
     out
 }
-

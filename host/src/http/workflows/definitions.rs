@@ -30,8 +30,8 @@ use crate::http::{SharedState, json, json_with};
 use crate::platform::declarative::SchemaView;
 use crate::platform::{Scope, Store, User};
 use crate::workflows::Definition;
-use crate::workflows::json::workflow_json;
 use crate::workflows::files::{self, known_from_store};
+use crate::workflows::json::workflow_json;
 use crate::workflows::validate;
 use crate::workflows::versions::{
     Change, Origin, Source, Version, Workflow, WorkflowFilter, file_owned,

@@ -18,15 +18,15 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::http::platform::listing::{CreatedAtQuery, ListQuery, iso};
+use crate::http::platform::listing::{CreatedAtQuery, ListQuery};
 use crate::http::platform::{Body, Error, Fields as _, SignedIn};
 use crate::http::{SharedState, json};
 use crate::platform::activity::Origin;
 use crate::platform::{Scope, Store};
-use crate::workflows::engine::{Completion, Controller, Run, RunFilter, StepRow, WaitingReason};
-use crate::workflows::operations;
+use crate::workflows::engine::{Completion, Controller, Run, RunFilter, WaitingReason};
 /// The JSON of runs and steps, shared with MCP and the CLI (`workflows::json`).
 pub use crate::workflows::json::{run_json, step_json};
+use crate::workflows::operations;
 use crate::workflows::runs::{RunState, TriggerKind};
 
 type Result<T, E = Error> = std::result::Result<T, E>;
