@@ -566,10 +566,7 @@ async fn list_related(call: &Call<'_>) -> Outcome {
         context.query = QueryString::parse(&list_query(call, target, true)?);
         let counted = async {
             let request = filter_request(call.ops(), &context, target)?;
-            Ok::<_, ops::Error>(
-                ops::relations::count_related(call.state, &context.caller, &parent, request)
-                    .await?,
-            )
+            ops::relations::count_related(call.ops(), &context.caller, &parent, request).await
         }
         .await;
         out["totalCount"] = match counted {
