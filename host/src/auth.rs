@@ -4,6 +4,7 @@
 
 pub mod login;
 pub mod permissions;
+pub mod private;
 pub mod session;
 pub mod tokens;
 

@@ -158,17 +158,11 @@ pub fn router(state: SharedState) -> Router {
             &platform::base_path(&mount_path),
             openapi::router(Arc::clone(&state), &platform::base_path(&mount_path)).layer(limited()),
         );
-    // MCP tool calls go through the same routes, in process (`mcp::dispatch`); a panicking
-    // handler is a failed call there too, not a lost task.
-    let dispatch = data
-        .clone()
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
-            error::panic_response,
-        ));
+    // MCP tools call the operations themselves (`crate::mcp`); its routes only mount them.
     let routes = if state.mcp.as_ref().is_some_and(|m| m.config.only) {
-        mcp::only(&state, dispatch)
+        mcp::only(&state)
     } else {
-        data.merge(mcp::router(&state, dispatch))
+        data.merge(mcp::router(&state))
             // The browser console (`/{prefix}/console`, and `/` redirecting there).
             .merge(crate::console::router(&state))
             .fallback(error::not_found)

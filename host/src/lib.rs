@@ -19,8 +19,8 @@
 //! - `typings`, `scaffold`: tools for plugin authors (`canopy typings`, `canopy plugin new`).
 //! - `platform`: Canopy's own store (users, permissions, tokens, notes, logs, OAuth state).
 //! - `workflows`: workflow definitions, triggers and the run engine.
-//! - `mcp`: the MCP server's OAuth authorization server, access tokens, tools and uploads (its
-//!   routes are `http::mcp`).
+//! - `mcp`: the MCP server, a transport over `ops`: its protocol handler and tools, OAuth
+//!   authorization server, access tokens and uploads (`http::mcp` mounts its routes).
 //!
 //! `docs/architecture.md` holds the whole map.
 

@@ -1,20 +1,32 @@
-//! The MCP server's service (the spec's `mountAiMcpServer`): its settings and paths, the OAuth
-//! 2.1 authorization server's rules (`oauth`), access tokens (`token`), the tools' input schemas
-//! and their translation into agent queries (`tools`, `filter`), and uploaded action files
-//! (`uploads`). HTTP lives in `http::mcp`: it reads requests, calls these, and writes answers.
+//! The MCP server (the spec's `mountAiMcpServer`), a transport over the operations layer: its
+//! settings and paths, the protocol handler (`server`: rmcp's stateless service, tools/list and
+//! tools/call), the tools (`calls`, `actions`, `workflows`: each checks its arguments, then calls
+//! `ops` or `workflows::operations` as the MCP user), the OAuth 2.1 authorization server's rules
+//! (`oauth`, `grants`), access tokens (`token`), the tools' input schemas and their translation
+//! into agent queries (`tools`, `filter`), and uploaded action files (`uploads`). HTTP mounting
+//! lives in `http::mcp`: the routes, the bearer check, the OAuth endpoints; this module imports
+//! nothing from `http` (`host/tests/layers.rs`).
 //!
 //! Canopy is its own authorization server: the MCP user signs in through Canopy's login, so they
-//! are a Canopy user, and each tool call goes through the same `/forest` routes a person's UI
-//! uses, as that user: permissions, scopes, approvals, hooks, plugins and activity logs apply
+//! are a Canopy user, and each tool call runs the same operations a person's UI runs, as that
+//! user: permissions, scopes, approvals, hooks, plugins and activity logs (marked `mcp`) apply
 //! unchanged.
 
+mod actions;
+mod calls;
 pub mod cimd;
+mod error;
 pub mod filter;
 pub mod grants;
 pub mod oauth;
+mod records;
+pub mod server;
 pub mod token;
 pub mod tools;
 pub mod uploads;
+mod workflows;
+
+pub use server::McpCaller;
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;

@@ -20,6 +20,7 @@
 pub mod definition;
 pub mod engine;
 pub mod files;
+pub mod json;
 pub mod operations;
 pub mod runs;
 pub mod schedule;

@@ -631,7 +631,7 @@ async fn every_tool_through(client: &'static str, index: i64) {
 }
 
 /// Activity entries of `user` with origin `mcp`, waiting a little for the batched writer.
-async fn logged(demo: &Demo, user: i64, action: &str, collection: &str) -> i64 {
+pub(crate) async fn logged(demo: &Demo, user: i64, action: &str, collection: &str) -> i64 {
     for _ in 0..50 {
         let count: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM activity_logs WHERE origin = 'mcp' AND user_id = $1 AND action = $2 AND collection_name = $3",

@@ -598,3 +598,128 @@ async fn the_token_endpoint_is_rate_limited_per_address() {
     assert_eq!(statuses[50], 429);
     demo.stop().await;
 }
+
+/// The workflow tools and the approval request `executeAction` files call the operations
+/// themselves (`workflows::operations`, `ops::approvals`), as the MCP user: a run started and
+/// read through the tools, a request the approvers' list shows, each with its `mcp` entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_tools_and_filed_approvals_run_the_operations_as_the_mcp_user() {
+    let demo = Demo::start(|_| {}).await;
+    let flow = Flow::new(&demo.origin, "").await;
+    let tokens = flow.tokens(EDITOR).await;
+    let token = tokens["access_token"].as_str().unwrap();
+    let editor = demo.store.user_by_email(EDITOR.0).await.unwrap().unwrap();
+
+    // The workflows of the collection asked for, and only those.
+    let (error, listed) = flow
+        .call(token, "listWorkflows", json!({"collectionName": "orders"}))
+        .await;
+    assert!(!error, "{listed}");
+    let workflows = listed["workflows"].as_array().unwrap();
+    assert!(
+        workflows
+            .iter()
+            .any(|w| w["name"] == "refund" && w["object"] == "workflow"),
+        "{listed}"
+    );
+    assert!(workflows.iter().all(|w| w["collectionName"] == "orders"));
+    let (error, none) = flow
+        .call(
+            token,
+            "listWorkflows",
+            json!({"collectionName": "customers"}),
+        )
+        .await;
+    assert!(!error, "{none}");
+    assert_eq!(none["workflows"], json!([]));
+
+    // A run started by the editor on a shipped order, read back through the tool.
+    let (error, started) = flow
+        .call(
+            token,
+            "triggerWorkflow",
+            json!({"workflowId": "refund", "recordId": 27}),
+        )
+        .await;
+    assert!(!error, "{started}");
+    let run_id = started["runId"].as_str().unwrap();
+    let (error, run) = flow
+        .call(token, "getWorkflowRun", json!({"runId": run_id}))
+        .await;
+    assert!(!error, "{run}");
+    assert_eq!(run["id"], run_id, "{run}");
+    assert_eq!(run["collectionName"], "orders");
+    assert_eq!(run["recordId"], "27");
+    assert_eq!(run["userId"], editor.id);
+    assert_eq!(run["trigger"], "manual");
+    assert!(run["steps"].is_array(), "{run}");
+    let (error, missing) = flow
+        .call(token, "getWorkflowRun", json!({"runId": "no-such-run"}))
+        .await;
+    assert!(error, "{missing}");
+    assert!(
+        missing.as_str().unwrap().contains("(HTTP 404)"),
+        "{missing}"
+    );
+    let (error, unknown) = flow
+        .call(
+            token,
+            "triggerWorkflow",
+            json!({"workflowId": "no-such-workflow", "recordId": 27}),
+        )
+        .await;
+    assert!(error, "{unknown}");
+    assert!(
+        unknown.as_str().unwrap().contains("(HTTP 404)"),
+        "{unknown}"
+    );
+    assert!(crate::mcp::logged(&demo, editor.id, "triggerWorkflow", "orders").await > 0);
+
+    // An action that needs an approval: the request is filed as the editor.
+    let (error, filed) = flow
+        .call(
+            token,
+            "executeAction",
+            json!({"collectionName": "customers", "actionName": "Mark as VIP", "recordIds": [33]}),
+        )
+        .await;
+    assert!(!error, "{filed}");
+    assert_eq!(filed["approvalRequested"], true, "{filed}");
+    let id = filed["approvalRequestId"].as_i64().unwrap();
+    // The approvers' list (`GET /v1/…/approval-requests`, as the admin) shows it.
+    let admin = demo.store.user_by_email(ADMIN.0).await.unwrap().unwrap();
+    let team = admin.teams.first().unwrap();
+    let rendering = demo.store.rendering_id(team.id).await.unwrap();
+    let session = canopy::auth::mint(
+        crate::mcp::AUTH_SECRET,
+        canopy::auth::SessionClaims::for_user(&admin, team, rendering),
+        std::time::Duration::from_secs(600),
+    )
+    .unwrap();
+    let list: Json = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/project/{}/environment/{}/approval-requests?status=pending",
+            demo.origin,
+            demo.store.project(),
+            demo.store.environment()
+        ))
+        .bearer_auth(session)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let request = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+        .unwrap_or_else(|| panic!("approval {id} not listed: {list}"));
+    assert_eq!(request["requesterId"], editor.id, "{request}");
+    assert_eq!(request["collectionName"], "customers");
+    assert_eq!(request["actionName"], "Mark as VIP");
+    assert_eq!(request["attributes"]["ids"], json!(["33"]), "{request}");
+    assert!(crate::mcp::logged(&demo, editor.id, "createApproval", "customers").await > 0);
+    demo.stop().await;
+}

@@ -74,14 +74,8 @@ pub(super) async fn parsed_on<T>(
     parsed_labelled(state, action, context, collection, record, None, request).await
 }
 
-/// [`parsed_on`] with the label the operation would have given its entry.
-///
-/// The agent checks the collection right before it reads the request, so a request both
-/// malformed and refused is answered the refusal, and a user without the right cannot tell a
-/// field name the collection has from one it lacks. `ops` authorizes once, after parsing; so on
-/// the parse error path only (nothing is added to a well-formed request), the right of the
-/// operation on `collection` is checked first. Relation and action routes (`label`) answer the
-/// parse error: their rights involve other collections, which `ops` checks.
+/// [`parsed_on`] with the label the operation would have given its entry
+/// (`ops::activity::unparsed`: the failed entry, and the right checked first).
 pub(super) async fn parsed_labelled<T>(
     state: &SharedState,
     action: Action,
@@ -95,34 +89,8 @@ pub(super) async fn parsed_labelled<T>(
         Ok(request) => return Ok(request),
         Err(error) => error.into(),
     };
-    let mut entry = activity::Recorded::start(state, action, &context.caller, collection);
-    entry.records(record);
-    if let Some(label) = &label {
-        entry.label(label.clone());
-    }
-    if label.is_none() {
-        for right in rights_checked_first(action) {
-            state
-                .permissions
-                .can(&context.caller, collection, *right)
-                .await?;
-        }
-    }
+    activity::unparsed(state, action, &context.caller, collection, record, label).await?;
     Err(error)
-}
-
-/// The collection rights the agent checks before reading a request of this kind.
-fn rights_checked_first(action: Action) -> &'static [CollectionRight] {
-    use CollectionRight as R;
-    match action {
-        Action::Index | Action::Search | Action::Filter => &[R::Browse],
-        Action::Export => &[R::Browse, R::Export],
-        Action::Read => &[R::Read],
-        Action::Create => &[R::Add],
-        Action::Update => &[R::Edit],
-        Action::Delete => &[R::Delete],
-        _ => &[],
-    }
 }
 
 /// `GET /{c}`; also `GET /{c}.csv`, since a path segment cannot be split by the router.

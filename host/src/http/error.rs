@@ -19,7 +19,7 @@ use crate::config::ErrorMessageTemplate;
 use crate::{agent, auth, datasource};
 
 /// The detail of errors whose message must not reach clients (§7).
-const UNEXPECTED: &str = "Unexpected error";
+const UNEXPECTED: &str = agent::public::UNEXPECTED;
 
 /// Every error a route can answer with.
 #[derive(Debug, thiserror::Error)]
@@ -99,95 +99,27 @@ const fn public(status: StatusCode, name: &'static str, expose: bool) -> Public 
 }
 
 impl ApiError {
-    /// THE table: error kind → status, agent error name, message exposure.
+    /// THE table: error kind → status, agent error name, message exposure. The agent's own
+    /// kinds are `agent::public`'s (MCP reads the same table); the rest are koa's.
     fn public(&self) -> Public {
-        use datasource::Error as D;
-        match self {
-            Self::Agent(agent::Error::Validation(_)) => {
-                public(StatusCode::BAD_REQUEST, "ValidationError", true)
-            }
-            Self::Agent(agent::Error::Unprocessable(_)) => {
-                public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
-            }
-            Self::Agent(agent::Error::NotFound(_)) => {
-                public(StatusCode::NOT_FOUND, "NotFoundError", true)
-            }
-            Self::Agent(agent::Error::Business(_)) => {
-                public(StatusCode::UNPROCESSABLE_ENTITY, "BusinessError", true)
-            }
-            Self::Agent(agent::Error::Datasource(e)) | Self::Datasource(e) => match e {
-                D::Validation(_) | D::Constraint(_) => {
-                    public(StatusCode::BAD_REQUEST, "ValidationError", true)
-                }
-                D::MissingCollection(_) => {
-                    public(StatusCode::BAD_REQUEST, "MissingCollectionError", true)
-                }
-                D::MissingField(_) => public(StatusCode::BAD_REQUEST, "MissingFieldError", true),
-                D::MissingRelation(_) => {
-                    public(StatusCode::BAD_REQUEST, "MissingRelationError", true)
-                }
-                D::Unprocessable(_) => {
-                    public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
-                }
-                D::NoPrimaryKey => {
-                    public(StatusCode::UNPROCESSABLE_ENTITY, "NoPrimaryKeyError", true)
-                }
-                D::Forbidden(_) => public(StatusCode::FORBIDDEN, "ForbiddenError", true),
-                D::Plugin(_) => public(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalServerError",
-                    true,
-                ),
-                D::Database(_) | D::Internal(_) => public(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalServerError",
-                    false,
-                ),
-            },
-            Self::Auth(e) if e.is_unauthorized() => {
-                public(StatusCode::UNAUTHORIZED, "UnauthorizedError", true)
-            }
-            Self::Auth(auth::Error::Forbidden(_) | auth::Error::InvalidScope(_)) => {
-                public(StatusCode::FORBIDDEN, "ForbiddenError", true)
-            }
-            Self::Auth(auth::Error::Unprocessable(_)) => {
-                public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
-            }
-            Self::Auth(auth::Error::ActionTriggerForbidden) => public(
-                StatusCode::FORBIDDEN,
-                "CustomActionTriggerForbiddenError",
-                true,
-            ),
-            Self::Auth(auth::Error::ActionRequiresApproval { .. }) => public(
-                StatusCode::FORBIDDEN,
-                "CustomActionRequiresApprovalError",
-                true,
-            ),
-            Self::Auth(auth::Error::ApprovalNotAllowed { .. }) => {
-                public(StatusCode::FORBIDDEN, "ApprovalNotAllowedError", true)
-            }
-            Self::Auth(auth::Error::InvalidActionCondition(_)) => public(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "InvalidActionConditionError",
-                true,
-            ),
-            Self::Auth(auth::Error::PermissionsUnavailable(_)) => public(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "ServiceUnavailableError",
-                false,
-            ),
-            Self::Auth(_) => public(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalServerError",
-                false,
-            ),
-            Self::RouteNotFound => public(StatusCode::NOT_FOUND, "NotFoundError", true),
+        let agent = match self {
+            Self::Agent(e) => agent::public::of_agent(e),
+            Self::Datasource(e) => agent::public::of_datasource(e),
+            Self::Auth(e) => agent::public::of_auth(e),
+            Self::RouteNotFound => return public(StatusCode::NOT_FOUND, "NotFoundError", true),
             // Koa's body parser errors are http-errors, named after their status.
             Self::PayloadTooLarge => {
-                public(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLargeError", true)
+                return public(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLargeError", true);
             }
-            Self::BadRequest(_) => public(StatusCode::BAD_REQUEST, "BadRequestError", true),
-        }
+            Self::BadRequest(_) => {
+                return public(StatusCode::BAD_REQUEST, "BadRequestError", true);
+            }
+        };
+        public(
+            StatusCode::from_u16(agent.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            agent.name,
+            agent.expose,
+        )
     }
 }
 

@@ -1,15 +1,11 @@
-//! The MCP server's routes (`mcp`): `POST /mcp` (rmcp's stateless Streamable HTTP service
-//! behind our bearer check), the OAuth authorization server (`/oauth/authorize`, `/oauth/token`,
+//! The MCP server's routes (`mcp`): `POST /mcp` (the rmcp service of `crate::mcp::server`
+//! behind our bearer check, which hands the tools the signed-in `McpCaller`), the OAuth authorization server (`/oauth/authorize`, `/oauth/token`,
 //! `/oauth/register`), its RFC 8414 and RFC 9728 metadata, and the upload URLs of action files.
 //! With a `basePath` every route but the metadata moves under it; without one, the whole
 //! `/oauth/*` and `/.well-known/*` namespaces are the MCP server's, and what it does not serve
 //! there is a 404 (or a 405 for a known path and another method).
 
-mod actions;
 mod authorize;
-mod calls;
-mod dispatch;
-mod server;
 mod token;
 
 use std::sync::Arc;
@@ -27,26 +23,17 @@ pub(crate) use authorize::{is_mcp_login, resume};
 
 use super::SharedState;
 use super::authentication::request_base;
-use crate::mcp::token::AccessClaims;
 use crate::mcp::uploads::UploadError;
-use crate::mcp::{DEFAULT_SCOPE, Mcp, SCOPES};
+use crate::mcp::{DEFAULT_SCOPE, Mcp, McpCaller, SCOPES};
 
-/// The signed-in MCP user of a `POST /mcp`, put in the request by [`bearer`] for the tools.
-#[derive(Debug, Clone)]
-pub struct McpCaller {
-    pub claims: Arc<AccessClaims>,
-    /// `scheme://host` of the request (upload URLs are built on it).
-    pub base: String,
-}
-
-/// The MCP routes, or an empty router when the server is not mounted. `data` is the router of
-/// `/forest` and `/v1` that tool calls go through.
-pub fn router(state: &SharedState, data: Router) -> Router {
+/// The MCP routes, or an empty router when the server is not mounted: the protocol service of
+/// `crate::mcp::server` behind the bearer check, the OAuth endpoints, the metadata.
+pub fn router(state: &SharedState) -> Router {
     let Some(mcp) = state.mcp.as_ref() else {
         return Router::new();
     };
     let paths = mcp.paths();
-    let service = server::service(state, mcp, data);
+    let service = crate::mcp::server::service(state, mcp);
     let protocol = post_service(
         tower::ServiceBuilder::new()
             .layer(axum::middleware::from_fn_with_state(
@@ -343,6 +330,6 @@ async fn upload(
 }
 
 /// The served routes of `canopy mcp` (`serve --mcp-only`): the MCP namespaces, nothing else.
-pub fn only(state: &SharedState, data: Router) -> Router {
-    router(state, data).fallback(not_served)
+pub fn only(state: &SharedState) -> Router {
+    router(state).fallback(not_served)
 }

@@ -202,14 +202,7 @@ pub async fn limit(State(state): State<SharedState>, mut request: Request, next:
     if crate::workflows::webhook::is_hook_path(request.uri().path()) {
         return next.run(request).await;
     }
-    // A request dispatched in process (an MCP tool call) carries its user's verified claims:
-    // it spends that user's quota.
-    let dispatched = request
-        .extensions()
-        .get::<VerifiedClaims>()
-        .map(|VerifiedClaims(claims)| Key::User(claims.id));
     let key = match bearer_api_token(request.headers()) {
-        _ if dispatched.is_some() => dispatched,
         Some(presented) => {
             let presented = presented.to_owned();
             let check = check_api_token(&state, &presented).await;

@@ -64,23 +64,17 @@ pub async fn private_routes(
     next.run(Request::from_parts(parts, body)).await
 }
 
-/// What every private route checks of a signed-in user: the IP whitelist (§5.7), then that the
-/// user is enabled. Shared with the MCP tools that read the datasource in process.
+/// What every private route checks of a signed-in user (`auth::private`), with the request's
+/// `x-forwarded-for`.
 pub(crate) async fn private_checks(
     state: &SharedState,
     user_id: i64,
     headers: &axum::http::HeaderMap,
     socket: Option<std::net::IpAddr>,
 ) -> Result<(), ApiError> {
-    let permissions = &state.permissions;
-    if !permissions.enforced() {
-        return Ok(());
-    }
-    if permissions.ip_whitelist_enabled().await? {
-        let forwarded = forwarded_for(headers);
-        permissions.check_ip(forwarded.as_deref(), socket).await?;
-    }
-    permissions.enabled_user(user_id).await?;
+    let forwarded = forwarded_for(headers);
+    crate::auth::private::private_checks(&state.permissions, user_id, forwarded.as_deref(), socket)
+        .await?;
     Ok(())
 }
 

@@ -12,6 +12,7 @@
 //! parts of another operation's screen and record nothing of their own.
 
 use crate::agent::query_string::{CompositeId, QueryString};
+use crate::auth::CollectionRight;
 use crate::datasource::Caller;
 use crate::platform::ActivityLog;
 use crate::platform::activity::{Action, Entry};
@@ -108,6 +109,53 @@ pub(crate) fn list_action(query: &QueryString) -> Action {
         Action::Filter
     } else {
         Action::Index
+    }
+}
+
+/// A request that could not be parsed is an attempted operation all the same: its entry (of
+/// `action` on `collection`, naming `record` and `label` when given) is recorded as failed, as
+/// the operation records a refused one. `Err` is the refusal to answer instead of the parse
+/// error.
+///
+/// The agent checks the collection right before it reads the request, so a request both
+/// malformed and refused is answered the refusal, and a user without the right cannot tell a
+/// field name the collection has from one it lacks. Operations authorize once, after parsing;
+/// so on the parse error path only (nothing is added to a well-formed request), the right of
+/// the operation on `collection` is checked first. Relation and action requests (`label`)
+/// answer the parse error: their rights involve other collections, which the operation checks.
+pub async fn unparsed(
+    ops: &Ops,
+    action: Action,
+    caller: &Caller,
+    collection: &str,
+    record: Option<&str>,
+    label: Option<String>,
+) -> super::Result<()> {
+    let mut entry = Recorded::start(ops, action, caller, collection);
+    entry.records(record);
+    let checked = label.is_none();
+    if let Some(label) = label {
+        entry.label(label);
+    }
+    if checked {
+        for right in rights_checked_first(action) {
+            ops.permissions.can(caller, collection, *right).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The collection rights the agent checks before reading a request of this kind.
+fn rights_checked_first(action: Action) -> &'static [CollectionRight] {
+    use CollectionRight as R;
+    match action {
+        Action::Index | Action::Search | Action::Filter => &[R::Browse],
+        Action::Export => &[R::Browse, R::Export],
+        Action::Read => &[R::Read],
+        Action::Create => &[R::Add],
+        Action::Update => &[R::Edit],
+        Action::Delete => &[R::Delete],
+        _ => &[],
     }
 }
 

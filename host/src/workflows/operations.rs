@@ -140,6 +140,21 @@ pub async fn list(
     Ok(store.workflow_runs(&filter, limit).await?)
 }
 
+/// The newest workflows matching `filter` that `user` may read (`filter.limit` at most): all
+/// for an admin, else those of the collections they may browse.
+pub async fn readable_workflows(
+    ops: &Ops,
+    store: &Store,
+    user: &User,
+    mut filter: WorkflowFilter,
+) -> Result<Vec<Workflow>> {
+    if user.permission_level != PermissionLevel::Admin {
+        let caller = caller_of(store, user).await;
+        filter.collections = Some(browsable(ops, caller.as_ref()).await?);
+    }
+    store.workflows(&filter).await
+}
+
 /// Who acts on runs: a user of the store, through a surface.
 pub struct Acting<'a> {
     pub user: &'a User,

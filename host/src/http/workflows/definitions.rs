@@ -31,6 +31,7 @@ use crate::platform::declarative::SchemaView;
 use crate::platform::{Scope, Store, User};
 use crate::workflows::Definition;
 use crate::workflows::files::{self, known_from_store};
+use crate::workflows::json::workflow_json;
 use crate::workflows::validate;
 use crate::workflows::versions::{
     Change, Origin, Source, Version, Workflow, WorkflowFilter, file_owned,
@@ -252,27 +253,6 @@ struct VersionsQuery {
     /// How many versions, newest first (1 to 100).
     #[param(nullable = false, minimum = 1, maximum = 100, default = 10)]
     limit: Option<i64>,
-}
-
-/// A workflow's fields, as the API shows them.
-fn workflow_json(workflow: &Workflow) -> Map<String, Json> {
-    let mut out = Map::new();
-    out.insert("object".into(), "workflow".into());
-    out.insert("id".into(), workflow.id.clone().into());
-    out.insert("name".into(), workflow.name.clone().into());
-    out.insert(
-        "collectionName".into(),
-        workflow.collection_name.clone().into(),
-    );
-    out.insert("description".into(), workflow.description.clone().into());
-    out.insert("active".into(), workflow.active.into());
-    out.insert("source".into(), workflow.source.as_str().into());
-    out.insert("sourceFile".into(), workflow.source_file.clone().into());
-    out.insert("latestVersion".into(), workflow.latest_version.into());
-    out.insert("createdByUserId".into(), workflow.created_by_user_id.into());
-    out.insert("createdAt".into(), iso(workflow.created_at).into());
-    out.insert("updatedAt".into(), iso(workflow.updated_at).into());
-    out
 }
 
 fn definition_json(definition: &Definition) -> Json {

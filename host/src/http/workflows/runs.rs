@@ -18,12 +18,14 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::http::platform::listing::{CreatedAtQuery, ListQuery, iso};
+use crate::http::platform::listing::{CreatedAtQuery, ListQuery};
 use crate::http::platform::{Body, Error, Fields as _, SignedIn};
 use crate::http::{SharedState, json};
 use crate::platform::activity::Origin;
 use crate::platform::{Scope, Store};
-use crate::workflows::engine::{Completion, Controller, Run, RunFilter, StepRow, WaitingReason};
+use crate::workflows::engine::{Completion, Controller, Run, RunFilter, WaitingReason};
+/// The JSON of runs and steps, shared with MCP and the CLI (`workflows::json`).
+pub use crate::workflows::json::{run_json, step_json};
 use crate::workflows::operations;
 use crate::workflows::runs::{RunState, TriggerKind};
 
@@ -239,65 +241,6 @@ fn from_workflows(error: crate::workflows::Error) -> Error {
         E::Invalid(message) => Error::InvalidParameter(message),
         E::Store(error) => error.into(),
     }
-}
-
-/// A step as the API shows it; its input and output only with `details`.
-pub fn step_json(step: &StepRow, details: bool) -> Json {
-    let mut out = json!({
-        "index": step.index,
-        "key": step.key,
-        "type": step.kind,
-        "mode": step.mode,
-        "status": step.status.as_str(),
-        "revised": step.revised,
-        "originalStepIndex": step.original_step_index,
-        "attempt": step.attempt,
-        "phase": step.phase,
-        "selectedOption": step.selected_option,
-        "approvalRequestId": step.approval_id,
-        "errorMessage": step.error_message,
-        "actorUserId": step.actor_user_id,
-        "startedAt": step.started_at.map(iso),
-        "finishedAt": step.finished_at.map(iso),
-    });
-    if details {
-        out["input"] = step.input.clone();
-        out["output"] = step.output.clone();
-    }
-    out
-}
-
-/// A run as the API shows it; `context` and `steps` only for one run.
-pub fn run_json(run: &Run, context: bool, steps: Option<(&[StepRow], bool)>) -> Json {
-    let mut out = json!({
-        "id": run.id,
-        "workflowId": run.workflow_id,
-        "versionId": run.version_id,
-        "collectionName": run.collection_name,
-        "recordId": run.record_id,
-        "state": run.state.as_str(),
-        "waitingReason": run.waiting_reason.map(WaitingReason::as_str),
-        "trigger": run.trigger_kind.as_str(),
-        "userId": run.user_id,
-        "startedByUserId": run.started_by_user_id,
-        "assigneeUserId": run.assignee_user_id,
-        "assigneeTeam": run.assignee_team,
-        "parentRunId": run.parent_run_id,
-        "currentStepIndex": run.current_step_index,
-        "errorCode": run.error_code,
-        "errorMessage": run.error_message,
-        "createdAt": iso(run.created_at),
-        "startedAt": run.started_at.map(iso),
-        "updatedAt": iso(run.updated_at),
-        "finishedAt": run.finished_at.map(iso),
-    });
-    if context {
-        out["context"] = run.context.clone();
-    }
-    if let Some((steps, details)) = steps {
-        out["steps"] = Json::Array(steps.iter().map(|s| step_json(s, details)).collect());
-    }
-    out
 }
 
 /// The run as the caller may see it: 404 when they may not see it at all.

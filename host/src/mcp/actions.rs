@@ -1,19 +1,18 @@
 //! The action tools: `getActionForm` (the form loaded, then each given value applied with its
 //! change hook, as the UI does), `executeAction` (uploaded files resolved, an approval filed when
-//! the action needs one) and `requestActionFileUpload`. The form and the execution call
-//! `ops::actions` directly, with the body the UI would send; filing an approval request still
-//! goes through the `/v1` route in process.
+//! the action needs one) and `requestActionFileUpload`. The form, the execution and the
+//! approval request call `ops::actions` and `ops::approvals` with the body the UI would send.
 
-use axum::http::{Method, StatusCode};
 use serde_json::{Map, Value as Json, json};
 
-use super::calls::{Call, Outcome, direct, failure, ids};
-use super::dispatch::{Answer, segment};
+use super::calls::{Call, Outcome, direct, ids};
+use super::error;
+use super::records::segment;
 use crate::agent::action::{ResultBody, form_json, parse_hook, parse_values, result_body};
+use crate::auth;
 use crate::datasource::action::{ActionScope, FormPhase};
-use crate::http::ApiError;
 use crate::mcp::uploads::HANDLE_PREFIX;
-use crate::ops::{self, actions};
+use crate::ops::{self, actions, approvals};
 
 /// An action's form, as the agent's hooks answered it, with the values a model gave.
 pub(super) struct Form {
@@ -138,7 +137,7 @@ fn target(call: &Call<'_>) -> Result<Target, String> {
 async fn hook(call: &Call<'_>, target: &Target, body: &Json, change: bool) -> Result<Json, String> {
     let form = async {
         let context = direct(call).await?;
-        let ops: &ops::Ops = call.state;
+        let ops = call.ops();
         let schema = ops.collection(&target.collection)?;
         let scope = schema
             .actions
@@ -164,22 +163,26 @@ async fn hook(call: &Call<'_>, target: &Target, body: &Json, change: bool) -> Re
             &phase,
         )
         .await?;
-        Ok::<_, ApiError>(form_json(ops.schema(), &form)?)
+        Ok::<_, ops::Error>(form_json(ops.schema(), &form)?)
     }
     .await;
-    match form {
-        Ok(form) => Ok(form),
-        Err(error) => Err(failure(error).await),
-    }
+    form.map_err(|error| error::text(&error))
+}
+
+/// Why an execution did not succeed.
+enum Failed {
+    /// The action needs an approver's decision first (the caller may file a request).
+    NeedsApproval,
+    /// Refused or failed: the sentence a model reads.
+    Error(String),
 }
 
 /// Runs the action with the body's values, as the execute route does: `Ok` with the result's
-/// body when it succeeded, the route's answer otherwise (its error name tells an action that
-/// needs an approval).
-async fn execute(call: &Call<'_>, target: &Target, body: &Json) -> Result<Json, Answer> {
+/// body when it succeeded.
+async fn execute(call: &Call<'_>, target: &Target, body: &Json) -> Result<Json, Failed> {
     let result = async {
         let context = direct(call).await?;
-        let ops: &ops::Ops = call.state;
+        let ops = call.ops();
         let schema = ops.collection(&target.collection)?;
         let scope = schema
             .actions
@@ -194,34 +197,23 @@ async fn execute(call: &Call<'_>, target: &Target, body: &Json) -> Result<Json, 
             target: actions::Target::parse(ops, &context.query, schema, scope, body)?,
             values: parse_values(body)?,
         };
-        Ok::<_, ApiError>(actions::execute(ops, &context.caller, request).await?)
+        actions::execute(ops, &context.caller, request).await
     }
     .await;
     match result {
         Ok(result) => match result_body(result.outcome) {
+            ResultBody::Json { status, body } if (200..300).contains(&status) => Ok(body),
+            // An action that answered an error (`resultBuilder.error`).
             ResultBody::Json { status, body } => {
-                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-                let answer = Answer { status, body };
-                if answer.ok() {
-                    Ok(answer.body)
-                } else {
-                    Err(answer)
-                }
+                Err(Failed::Error(error::answer_text(status, &body)))
             }
             // `target.download` refuses these before running.
             ResultBody::File { .. } => Ok(Json::Null),
         },
-        Err(error) => {
-            use axum::response::IntoResponse as _;
-            let response = error.into_response();
-            let status = response.status();
-            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
-                .await
-                .ok()
-                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-                .unwrap_or(Json::Null);
-            Err(Answer { status, body })
+        Err(ops::Error::Auth(auth::Error::ActionRequiresApproval { .. })) => {
+            Err(Failed::NeedsApproval)
         }
+        Err(error) => Err(Failed::Error(error::text(&error))),
     }
 }
 
@@ -337,37 +329,33 @@ pub(super) async fn execute_action(call: &Call<'_>) -> Outcome {
     let mut extra = Map::new();
     extra.insert("values".to_owned(), Json::Object(values));
     let body = action_body(&target, extra);
-    let answer = match execute(call, &target, &body).await {
+    match execute(call, &target, &body).await {
         Ok(done) => return Ok(done),
-        Err(answer) => answer,
-    };
-    if answer.error_name() != Some("CustomActionRequiresApprovalError") {
-        return Err(answer.error_text());
+        Err(Failed::Error(text)) => return Err(text),
+        Err(Failed::NeedsApproval) => {}
     }
-    // The UI files an approval request at this point; so does the tool.
-    let store = call
-        .state
-        .store
-        .as_ref()
-        .ok_or("approvals need Canopy's store")?;
+    // The UI files an approval request at this point; so does the tool, through the same
+    // operation as the approval routes and the console (its `createApproval` entry included).
     let action_name = call.required_text("actionName")?;
     let mut filing = body.clone();
     filing["action"] = json!(action_name);
-    let path = format!(
-        "{}/project/{}/environment/{}/approval-requests",
-        crate::http::platform::base_path(call.forest()),
-        segment(store.project()),
-        segment(store.environment())
-    );
-    let filed = call.send(Method::POST, &path, Some(&filing)).await;
-    if !filed.ok() {
-        return Err(filed.error_text());
+    let filed = async {
+        let context = direct(call).await?;
+        approvals::file(
+            call.ops(),
+            &context.caller,
+            &context.query,
+            &filing,
+            call.state.approvals.max_records_for_approval,
+        )
+        .await
     }
-    let id = filed.body.get("id").cloned().unwrap_or(Json::Null);
+    .await
+    .map_err(|error| error::text(&error))?;
     let reasoning = call.text("reasoning")?.unwrap_or_default();
     Ok(json!({
         "approvalRequested": true,
-        "approvalRequestId": id,
+        "approvalRequestId": filed.approval.id,
         "message": format!(
             "Approval requested: {action_name:?} needs an approver's decision before it runs{}",
             if reasoning.is_empty() { String::new() } else { format!(" (reason given: {reasoning})") }

@@ -1,25 +1,30 @@
 //! The tools: each checks its arguments (a mistake is a tool error a model can read and fix),
-//! then acts as the MCP user. The data tools (`list`, `listRelated`, `create`, `update`,
-//! `delete`, `associate`, `dissociate`, `getActionForm`, `executeAction`) call the operations
-//! layer directly (`ops`, after the private-routes checks), with the requests parsed as the
-//! routes parse them; a record answer is the route's JSON:API document flattened, as before.
-//! The workflow tools, and the approval request `executeAction` files, still call the `/v1`
-//! routes in process (`dispatch`).
+//! then acts as the MCP user through the operations layer, after the private checks every
+//! surface runs (`auth::private`: the IP whitelist, an enabled user). The data tools (`list`,
+//! `listRelated`, `create`, `update`, `delete`, `associate`, `dissociate`) call `ops::records`
+//! and `ops::relations` with the requests parsed as the `/forest` routes parse them; a record
+//! answer is the JSON:API document a route would write, flattened. The action tools are in
+//! `actions`, the workflow tools in `workflows`. Nothing here knows HTTP: `http` mounts the
+//! server (`server`) and authenticates the user.
 
 use std::net::SocketAddr;
 
-use axum::Router;
-use axum::http::Method;
 use serde_json::{Map, Value as Json, json};
 
-use super::McpCaller;
 use super::actions::{action_form, execute_action, request_upload};
-use super::dispatch::{Answer, records, segment, send};
+use super::error;
+use super::records::records;
+use super::server::McpCaller;
+use super::workflows::{get_workflow_run, list_workflows, trigger_workflow};
+use crate::agent::query_string::{Params, QueryString, parse_filter, parse_selection};
 use crate::datasource::action::ActionScope;
-use crate::datasource::{CollectionSchema, FieldSchema, RelationSchema};
-use crate::http::SharedState;
+use crate::datasource::{Caller, CollectionSchema, FieldSchema, RelationSchema};
 use crate::mcp::filter;
+use crate::ops::permission::LiveSegmentQuery;
+use crate::ops::records::{FilterRequest, SelectionRequest};
+use crate::ops::{self, Ops};
 use crate::platform::activity::{Action, Actor, Entry, Origin};
+use crate::state::SharedState;
 
 /// A tool's outcome: its JSON answer, or the message of a tool error.
 pub(super) type Outcome = Result<Json, String>;
@@ -29,27 +34,22 @@ pub(super) type Text = Result<String, String>;
 /// One call's context.
 pub(super) struct Call<'a> {
     pub state: &'a SharedState,
-    pub data: &'a Router,
     pub caller: &'a McpCaller,
+    /// The MCP client's address (the IP whitelist's).
     pub peer: Option<SocketAddr>,
     pub args: Map<String, Json>,
 }
 
-impl Call<'_> {
-    pub(super) async fn send(&self, method: Method, path: &str, body: Option<&Json>) -> Answer {
-        send(
-            self.data,
-            &self.caller.claims.user,
-            self.peer,
-            method,
-            path,
-            body,
-        )
-        .await
-    }
+/// The MCP user as a caller of the operations, with the query string a route would have read.
+pub(super) struct Context {
+    pub caller: Caller,
+    pub query: QueryString,
+}
 
-    pub(super) fn forest(&self) -> &str {
-        &self.state.mount_path
+impl Call<'_> {
+    /// The operations of the served generation.
+    pub(super) fn ops(&self) -> &Ops {
+        self.state
     }
 
     /// An argument that may be given as JSON text (some clients stringify objects).
@@ -334,8 +334,8 @@ fn list_query(call: &Call<'_>, schema: &CollectionSchema, count: bool) -> Result
 }
 
 /// A list's failure, with the hint a model needs for the common mistakes.
-fn list_error(answer: &Answer, schema: &CollectionSchema) -> String {
-    let text = answer.error_text();
+fn list_error(error: &ops::Error, schema: &CollectionSchema) -> String {
+    let text = error::text(error);
     if text.to_lowercase().contains("sort") {
         let sortable: Vec<&str> = schema
             .fields
@@ -358,24 +358,21 @@ fn list_error(answer: &Answer, schema: &CollectionSchema) -> String {
 async fn list(call: &Call<'_>) -> Text {
     let schema = call.collection()?;
     let query = list_query(call, schema, false)?;
+    let ops = call.ops();
     let listed = async {
         let mut context = direct(call).await?;
-        context.query = crate::agent::query_string::QueryString::parse(&query);
-        let request =
-            crate::ops::records::ListRequest::parse(call.state, &schema.name, &context.query, None);
-        let kind = crate::ops::records::list_kind(&context.query);
-        let request =
-            super::super::collection::parsed(call.state, kind, &context, &schema.name, request)
-                .await?;
-        let listed = crate::ops::records::list(call.state, &context.caller, request).await?;
-        Ok::<_, crate::http::ApiError>((context.caller, listed))
+        context.query = QueryString::parse(&query);
+        let request = ops::records::ListRequest::parse(ops, &schema.name, &context.query, None);
+        let kind = ops::records::list_kind(&context.query);
+        let request = parsed(call, kind, &context, &schema.name, None, None, request).await?;
+        let listed = ops::records::list(ops, &context.caller, request).await?;
+        Ok::<_, ops::Error>((context.caller, listed))
     }
     .await;
     let (caller, listed) = match listed {
         Ok(listed) => listed,
-        Err(error) => return Err(error_text(error, schema).await),
+        Err(error) => return Err(list_error(&error, schema)),
     };
-    let ops: &crate::ops::Ops = call.state;
     let records = crate::agent::serialize::PlainRecords {
         schema: ops.schema(),
         collection: schema,
@@ -385,76 +382,106 @@ async fn list(call: &Call<'_>) -> Text {
     if !call.bool("enableCount")? {
         return Ok(format!(r#"{{"records":{records}}}"#));
     }
-    let count_query =
-        crate::agent::query_string::QueryString::parse(&list_query(call, schema, true)?);
-    let counted = match crate::agent::query_string::parse_filter(
-        &crate::agent::query_string::Params::new(&count_query),
-        ops.schema(),
-        schema,
-    ) {
+    let count_query = QueryString::parse(&list_query(call, schema, true)?);
+    let counted = match parse_filter(&Params::new(&count_query), ops.schema(), schema) {
         Ok(filter) => {
-            let request = crate::ops::records::FilterRequest {
+            let request = FilterRequest {
                 collection: schema.name.clone(),
                 filter,
                 segment_query: None,
             };
-            crate::ops::records::count(ops, &caller, request).await
+            ops::records::count(ops, &caller, request).await
         }
         Err(error) => Err(error.into()),
     };
     let total = match counted {
-        Ok(crate::ops::records::Counted::Count(count)) => json!(count),
+        Ok(ops::records::Counted::Count(count)) => json!(count),
         // The deactivated body has no top-level `count`.
-        Ok(crate::ops::records::Counted::Deactivated) => Json::Null,
-        Err(error) => return Err(error_text(error.into(), schema).await),
+        Ok(ops::records::Counted::Deactivated) => Json::Null,
+        Err(error) => return Err(list_error(&error, schema)),
     };
     Ok(format!(r#"{{"records":{records},"totalCount":{total}}}"#))
 }
 
-/// A route error raised in process, as the sentence a model reads.
-async fn error_text(error: crate::http::ApiError, schema: &CollectionSchema) -> String {
-    use axum::response::IntoResponse as _;
-    let response = error.into_response();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or(Json::Null);
-    list_error(&Answer { status, body }, schema)
-}
-
-/// The MCP user as a caller of the operations, once the private-routes checks passed (the IP
+/// The MCP user as a caller of the operations, once the private checks passed (the IP
 /// whitelist and an enabled user), as the router runs them before a route.
-pub(super) async fn direct(
-    call: &Call<'_>,
-) -> Result<super::super::CallerContext, crate::http::ApiError> {
+pub(super) async fn direct(call: &Call<'_>) -> ops::Result<Context> {
     let claims = call.caller.claims.user.clone();
-    super::super::security::private_checks(
-        call.state,
+    crate::auth::private::private_checks(
+        &call.ops().permissions,
         claims.id,
-        &axum::http::HeaderMap::new(),
+        None,
         call.peer.map(|p| p.ip()),
     )
     .await?;
-    Ok(super::super::CallerContext {
+    Ok(Context {
         caller: claims.into_caller(chrono_tz::UTC, uuid::Uuid::new_v4()),
-        query: crate::agent::query_string::QueryString::parse("timezone=UTC"),
+        query: QueryString::parse("timezone=UTC"),
     })
 }
 
-/// An error of an operation called directly, as the sentence a model reads (what the route
-/// would have answered).
-pub(super) async fn failure(error: crate::http::ApiError) -> String {
-    use axum::response::IntoResponse as _;
-    let response = error.into_response();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or(Json::Null);
-    Answer { status, body }.error_text()
+/// A request that could not be parsed leaves its failed activity entry, and answers the
+/// refusal of the collection right when there is one (`ops::activity::unparsed`), as the route
+/// does.
+pub(super) async fn parsed<T>(
+    call: &Call<'_>,
+    action: Action,
+    context: &Context,
+    collection: &str,
+    record: Option<&str>,
+    label: Option<String>,
+    request: Result<T, impl Into<ops::Error>>,
+) -> ops::Result<T> {
+    let error = match request {
+        Ok(request) => return Ok(request),
+        Err(error) => error.into(),
+    };
+    ops::activity::unparsed(
+        call.ops(),
+        action,
+        &context.caller,
+        collection,
+        record,
+        label,
+    )
+    .await?;
+    Err(error)
+}
+
+/// The filter of a count's query string; a collection whose count is deactivated
+/// (`disableCount`) answers so whatever its filters: they are not read.
+fn filter_request(
+    ops: &Ops,
+    context: &Context,
+    collection: &CollectionSchema,
+) -> ops::Result<FilterRequest> {
+    let filter = if collection.countable {
+        parse_filter(&Params::new(&context.query), ops.schema(), collection)?
+    } else {
+        crate::agent::query_string::RequestFilter::default()
+    };
+    Ok(FilterRequest {
+        collection: collection.name.clone(),
+        filter,
+        segment_query: LiveSegmentQuery::of(&context.query),
+    })
+}
+
+/// The selection of a bulk body on `collection`, as the bulk routes read it.
+fn selection_request(
+    ops: &Ops,
+    context: &Context,
+    collection: &CollectionSchema,
+    body: &Json,
+) -> ops::Result<SelectionRequest> {
+    let selection = parse_selection(body, collection)?;
+    let filter = selection.filter(&context.query, ops.schema(), collection)?;
+    Ok(SelectionRequest {
+        collection: collection.name.clone(),
+        all_records: selection.all_records,
+        ids: selection.ids,
+        filter,
+    })
 }
 
 fn to_many_relations(schema: &CollectionSchema) -> Vec<&str> {
@@ -482,12 +509,10 @@ fn relation<'a>(
     }
 }
 
-/// The records of a JSON:API document as the tools answer them (`dispatch::records`): the
+/// The records of a JSON:API document as the tools answer them (`records::records`): the
 /// document a route would have written, flattened, so that a tool answers what it answered when
 /// it called the route.
-fn flattened(
-    document: &crate::agent::serialize::Document<'_>,
-) -> Result<Vec<Json>, crate::http::ApiError> {
+fn flattened(document: &crate::agent::serialize::Document<'_>) -> ops::Result<Vec<Json>> {
     let bytes = document.to_bytes()?;
     let document: Json = serde_json::from_slice(&bytes)
         .map_err(|e| crate::datasource::Error::Internal(format!("a document was not JSON: {e}")))?;
@@ -509,12 +534,11 @@ async fn list_related(call: &Call<'_>) -> Outcome {
     let query = list_query(call, target, false)?;
     let listed = async {
         let mut context = direct(call).await?;
-        context.query = crate::agent::query_string::QueryString::parse(&query);
-        let ops: &crate::ops::Ops = call.state;
-        let request =
-            crate::ops::records::ListRequest::parse(ops, &target.name, &context.query, None);
-        let request = super::super::collection::parsed_labelled(
-            call.state,
+        context.query = QueryString::parse(&query);
+        let ops = call.ops();
+        let request = ops::records::ListRequest::parse(ops, &target.name, &context.query, None);
+        let request = parsed(
+            call,
             Action::ListRelatedData,
             &context,
             &parent.collection,
@@ -523,38 +547,33 @@ async fn list_related(call: &Call<'_>) -> Outcome {
             request,
         )
         .await?;
-        let listed =
-            crate::ops::relations::list_related(ops, &context.caller, &parent, request).await?;
+        let listed = ops::relations::list_related(ops, &context.caller, &parent, request).await?;
         let document = crate::agent::serialize::serialize_list(
             ops.schema(),
             &target.name,
             &listed.records,
             listed.search.as_deref(),
         )?;
-        Ok::<_, crate::http::ApiError>((context, flattened(&document)?))
+        Ok::<_, ops::Error>((context, flattened(&document)?))
     }
     .await;
     let (mut context, records) = match listed {
         Ok(listed) => listed,
-        Err(error) => return Err(error_text(error, target).await),
+        Err(error) => return Err(list_error(&error, target)),
     };
     let mut out = json!({"records": records});
     if call.bool("enableCount")? {
-        context.query =
-            crate::agent::query_string::QueryString::parse(&list_query(call, target, true)?);
+        context.query = QueryString::parse(&list_query(call, target, true)?);
         let counted = async {
-            let request = super::super::collection::filter_request(call.state, &context, target)?;
-            Ok::<_, crate::http::ApiError>(
-                crate::ops::relations::count_related(call.state, &context.caller, &parent, request)
-                    .await?,
-            )
+            let request = filter_request(call.ops(), &context, target)?;
+            ops::relations::count_related(call.ops(), &context.caller, &parent, request).await
         }
         .await;
         out["totalCount"] = match counted {
-            Ok(crate::ops::records::Counted::Count(count)) => json!(count),
+            Ok(ops::records::Counted::Count(count)) => json!(count),
             // The deactivated body has no top-level `count`.
-            Ok(crate::ops::records::Counted::Deactivated) => Json::Null,
-            Err(error) => return Err(error_text(error, target).await),
+            Ok(ops::records::Counted::Deactivated) => Json::Null,
+            Err(error) => return Err(list_error(&error, target)),
         };
     }
     Ok(out)
@@ -571,17 +590,19 @@ async fn create(call: &Call<'_>) -> Outcome {
     let body = json!({"data": {"type": schema.name, "attributes": attributes}});
     let created = async {
         let context = direct(call).await?;
-        let ops: &crate::ops::Ops = call.state;
+        let ops = call.ops();
         let plan = crate::agent::body::parse_create(&body, ops.schema(), schema);
-        let plan = super::super::collection::parsed(
-            call.state,
+        let plan = parsed(
+            call,
             Action::Create,
             &context,
             &schema.name,
+            None,
+            None,
             plan,
         )
         .await?;
-        let created = crate::ops::records::create(ops, &context.caller, &schema.name, plan).await?;
+        let created = ops::records::create(ops, &context.caller, &schema.name, plan).await?;
         let document =
             crate::agent::serialize::serialize_one(ops.schema(), &schema.name, &created)?;
         flattened(&document)
@@ -589,7 +610,7 @@ async fn create(call: &Call<'_>) -> Outcome {
     .await;
     match created {
         Ok(records) => Ok(json!({"record": records.into_iter().next()})),
-        Err(error) => Err(failure(error).await),
+        Err(error) => Err(error::text(&error)),
     }
 }
 
@@ -603,19 +624,19 @@ async fn update(call: &Call<'_>) -> Outcome {
     let body = json!({"data": {"type": schema.name, "id": id, "attributes": attributes}});
     let updated = async {
         let context = direct(call).await?;
-        let ops: &crate::ops::Ops = call.state;
+        let ops = call.ops();
         let patch = crate::agent::body::parse_update(&body, schema);
-        let patch = super::super::collection::parsed_on(
-            call.state,
+        let patch = parsed(
+            call,
             Action::Update,
             &context,
             &schema.name,
             Some(id.as_str()),
+            None,
             patch,
         )
         .await?;
-        let updated =
-            crate::ops::records::update(ops, &context.caller, &schema.name, &id, patch).await?;
+        let updated = ops::records::update(ops, &context.caller, &schema.name, &id, patch).await?;
         let document = match &updated {
             Some(record) => {
                 crate::agent::serialize::serialize_one(ops.schema(), &schema.name, record)?
@@ -627,7 +648,7 @@ async fn update(call: &Call<'_>) -> Outcome {
     .await;
     match updated {
         Ok(records) => Ok(json!({"record": records.into_iter().next()})),
-        Err(error) => Err(failure(error).await),
+        Err(error) => Err(error::text(&error)),
     }
 }
 
@@ -650,22 +671,23 @@ async fn delete(call: &Call<'_>) -> Outcome {
     let deleted = async {
         let context = direct(call).await?;
         let body = selection(&schema.name, &ids);
-        let request =
-            super::super::collection::selection_request(call.state, &context, schema, &body);
-        let request = super::super::collection::parsed(
-            call.state,
+        let request = selection_request(call.ops(), &context, schema, &body);
+        let request = parsed(
+            call,
             Action::Delete,
             &context,
             &schema.name,
+            None,
+            None,
             request,
         )
         .await?;
-        crate::ops::records::delete_selection(call.state, &context.caller, request).await?;
-        Ok::<_, crate::http::ApiError>(())
+        ops::records::delete_selection(call.state, &context.caller, request).await?;
+        Ok::<_, ops::Error>(())
     }
     .await;
     if let Err(error) = deleted {
-        return Err(failure(error).await);
+        return Err(error::text(&error));
     }
     Ok(json!({"deletedCount": ids.len()}))
 }
@@ -675,8 +697,8 @@ fn parent(
     call: &Call<'_>,
     schema: &CollectionSchema,
     name: String,
-) -> Result<crate::ops::relations::Parent, String> {
-    Ok(crate::ops::relations::Parent {
+) -> Result<ops::relations::Parent, String> {
+    Ok(ops::relations::Parent {
         collection: schema.name.clone(),
         packed_id: call.id("parentRecordId")?,
         relation: name,
@@ -691,12 +713,12 @@ async fn associate(call: &Call<'_>) -> Outcome {
     let target = call.id("targetRecordId")?;
     let linked = async {
         let context = direct(call).await?;
-        let ops: &crate::ops::Ops = call.state;
+        let ops = call.ops();
         let foreign = ops.collection(relation.foreign_collection())?;
         let body = json!({"data": [{"id": target, "type": foreign.name}]});
         let id = crate::agent::body::parse_associate(&body, foreign);
-        let id = super::super::collection::parsed_labelled(
-            call.state,
+        let id = parsed(
+            call,
             Action::Update,
             &context,
             &parent.collection,
@@ -705,12 +727,12 @@ async fn associate(call: &Call<'_>) -> Outcome {
             id,
         )
         .await?;
-        crate::ops::relations::associate(ops, &context.caller, &parent, id).await?;
-        Ok::<_, crate::http::ApiError>(())
+        ops::relations::associate(ops, &context.caller, &parent, id).await?;
+        Ok::<_, ops::Error>(())
     }
     .await;
     if let Err(error) = linked {
-        return Err(failure(error).await);
+        return Err(error::text(&error));
     }
     Ok(json!({"success": true, "message": format!(
         "{target} is now linked to {} through {}",
@@ -726,13 +748,12 @@ async fn dissociate(call: &Call<'_>) -> Outcome {
     let targets = ids(call.arg("targetRecordIds"), "targetRecordIds")?;
     let unlinked = async {
         let context = direct(call).await?;
-        let ops: &crate::ops::Ops = call.state;
+        let ops = call.ops();
         let foreign = ops.collection(relation.foreign_collection())?;
         let body = selection(&foreign.name, &targets);
-        let request =
-            super::super::collection::selection_request(call.state, &context, foreign, &body);
-        let request = super::super::collection::parsed_labelled(
-            call.state,
+        let request = selection_request(call.ops(), &context, foreign, &body);
+        let request = parsed(
+            call,
             Action::Update,
             &context,
             &parent.collection,
@@ -741,16 +762,16 @@ async fn dissociate(call: &Call<'_>) -> Outcome {
             request,
         )
         .await?;
-        let request = crate::ops::relations::DissociateRequest {
+        let request = ops::relations::DissociateRequest {
             delete: false,
             selection: request,
         };
-        crate::ops::relations::dissociate(ops, &context.caller, &parent, request).await?;
-        Ok::<_, crate::http::ApiError>(())
+        ops::relations::dissociate(ops, &context.caller, &parent, request).await?;
+        Ok::<_, ops::Error>(())
     }
     .await;
     if let Err(error) = unlinked {
-        return Err(failure(error).await);
+        return Err(error::text(&error));
     }
     Ok(json!({"success": true, "message": format!(
         "{} record(s) unlinked from {} through {}",
@@ -758,87 +779,4 @@ async fn dissociate(call: &Call<'_>) -> Outcome {
         parent.packed_id,
         parent.relation
     )}))
-}
-
-// ----- workflows -------------------------------------------------------------------------------
-
-fn v1_environment(call: &Call<'_>) -> Result<String, String> {
-    let store = call
-        .state
-        .store
-        .as_ref()
-        .ok_or("workflows need Canopy's store")?;
-    Ok(format!(
-        "{}/project/{}/environment/{}",
-        crate::http::platform::base_path(call.forest()),
-        segment(store.project()),
-        segment(store.environment())
-    ))
-}
-
-async fn list_workflows(call: &Call<'_>) -> Outcome {
-    let base = v1_environment(call)?;
-    let collection = call.text("collectionName")?;
-    let answer = call
-        .send(Method::GET, &format!("{base}/workflows"), None)
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
-    }
-    let items = answer
-        .body
-        .get("data")
-        .or_else(|| answer.body.get("workflows"))
-        .and_then(Json::as_array)
-        .cloned()
-        .or_else(|| answer.body.as_array().cloned())
-        .unwrap_or_default();
-    let workflows: Vec<Json> = items
-        .into_iter()
-        .filter(|w| {
-            collection.as_deref().is_none_or(|c| {
-                w.get("collectionName")
-                    .or_else(|| w.get("collection"))
-                    .and_then(Json::as_str)
-                    == Some(c)
-            })
-        })
-        .collect();
-    Ok(json!({"workflows": workflows}))
-}
-
-async fn trigger_workflow(call: &Call<'_>) -> Outcome {
-    let base = v1_environment(call)?;
-    let workflow = call.required_text("workflowId")?;
-    let record = call.id("recordId")?;
-    if record.len() > 255 {
-        return Err("recordId must be at most 255 characters".to_owned());
-    }
-    let answer = call
-        .send(
-            Method::POST,
-            &format!("{base}/workflows/{}/runs", segment(&workflow)),
-            Some(&json!({"recordId": record})),
-        )
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
-    }
-    Ok(answer.body)
-}
-
-async fn get_workflow_run(call: &Call<'_>) -> Outcome {
-    let base = v1_environment(call)?;
-    let run = call.required_text("runId")?;
-    let answer = call
-        .send(
-            Method::GET,
-            &format!("{base}/workflow-runs/{}", segment(&run)),
-            None,
-        )
-        .await;
-    if !answer.ok() {
-        return Err(answer.error_text());
-    }
-    Ok(answer.body)
 }

@@ -6,7 +6,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::ConnectInfo;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -19,33 +18,40 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value as Json;
 
-use super::McpCaller;
 use super::calls::{Call, run};
-use crate::http::SharedState;
-use crate::mcp::{Mcp, SERVER_NAME, tools};
+use super::token::AccessClaims;
+use super::{Mcp, SERVER_NAME, tools};
 use crate::platform::activity::{Origin, dispatched_by};
+use crate::state::SharedState;
+
+/// The signed-in MCP user of a `POST /mcp`, put in the request by the bearer check of the
+/// routes (`http::mcp`) for the tools.
+#[derive(Debug, Clone)]
+pub struct McpCaller {
+    pub claims: Arc<AccessClaims>,
+    /// `scheme://host` of the request (upload URLs are built on it).
+    pub base: String,
+}
 
 /// What the server tells a model about itself.
 const INSTRUCTIONS: &str = "Canopy serves an application's database as collections. Call \
 describeCollection before anything else on a collection. Every call acts as the signed-in user, \
 with their permissions, and is logged.";
 
-/// The handler of one request (cheap: two `Arc`s).
+/// The handler of one request (cheap: an `Arc`).
 #[derive(Clone)]
-pub(super) struct Handler {
+pub struct Handler {
     state: SharedState,
-    data: Router,
 }
 
-/// The rmcp service of `POST /mcp`.
-pub(super) fn service(
+/// The rmcp service that `http` mounts at `POST /mcp`, behind its bearer check (which puts the
+/// [`McpCaller`] in the request).
+pub fn service(
     state: &SharedState,
     mcp: &Mcp,
-    data: Router,
 ) -> StreamableHttpService<Handler, NeverSessionManager> {
     let handler = Handler {
         state: Arc::clone(state),
-        data,
     };
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
@@ -159,13 +165,11 @@ impl ServerHandler for Handler {
         let enabled = self.mcp().is_some_and(|m| m.tool_enabled(name));
         let call = Call {
             state: &self.state,
-            data: &self.data,
             caller,
             peer,
             args: request.arguments.unwrap_or_default(),
         };
-        // Whatever the tool reaches (the routes, or a route's own function), its activity
-        // entries say `mcp`.
+        // Whatever operation the tool calls, its activity entries say `mcp`.
         let outcome = if enabled {
             dispatched_by(Origin::Mcp, run(&call, name)).await
         } else {
