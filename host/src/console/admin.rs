@@ -24,7 +24,6 @@ use super::data::Data;
 use super::pages::Layout;
 use super::session::Session;
 use super::{Error, Result};
-use crate::http::ApiError;
 use crate::state::SharedState;
 
 /// The administration's routes, under the console's path.
@@ -102,14 +101,3 @@ fn when(ms: i64, tz: Tz) -> String {
     })
 }
 
-/// An operation's refusal as the console shows it.
-impl From<crate::ops::Error> for Error {
-    fn from(error: crate::ops::Error) -> Self {
-        match error {
-            crate::ops::Error::Platform(crate::platform::Error::NotFound(what)) => {
-                Self::NotFound(format!("There is no {what}."))
-            }
-            other => Self::Api(ApiError::from(other)),
-        }
-    }
-}

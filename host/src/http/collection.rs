@@ -74,14 +74,8 @@ pub(super) async fn parsed_on<T>(
     parsed_labelled(state, action, context, collection, record, None, request).await
 }
 
-/// [`parsed_on`] with the label the operation would have given its entry.
-///
-/// The agent checks the collection right before it reads the request, so a request both
-/// malformed and refused is answered the refusal, and a user without the right cannot tell a
-/// field name the collection has from one it lacks. `ops` authorizes once, after parsing; so on
-/// the parse error path only (nothing is added to a well-formed request), the right of the
-/// operation on `collection` is checked first. Relation and action routes (`label`) answer the
-/// parse error: their rights involve other collections, which `ops` checks.
+/// [`parsed_on`] with the label the operation would have given its entry: on a parse error,
+/// the failed entry and the rights checked first (`ops::activity::refused_parse`).
 pub(super) async fn parsed_labelled<T>(
     state: &SharedState,
     action: Action,
@@ -95,34 +89,8 @@ pub(super) async fn parsed_labelled<T>(
         Ok(request) => return Ok(request),
         Err(error) => error.into(),
     };
-    let mut entry = activity::Recorded::start(state, action, &context.caller, collection);
-    entry.records(record);
-    if let Some(label) = &label {
-        entry.label(label.clone());
-    }
-    if label.is_none() {
-        for right in rights_checked_first(action) {
-            state
-                .permissions
-                .can(&context.caller, collection, *right)
-                .await?;
-        }
-    }
+    activity::refused_parse(state, action, &context.caller, collection, record, label).await?;
     Err(error)
-}
-
-/// The collection rights the agent checks before reading a request of this kind.
-fn rights_checked_first(action: Action) -> &'static [CollectionRight] {
-    use CollectionRight as R;
-    match action {
-        Action::Index | Action::Search | Action::Filter => &[R::Browse],
-        Action::Export => &[R::Browse, R::Export],
-        Action::Read => &[R::Read],
-        Action::Create => &[R::Add],
-        Action::Update => &[R::Edit],
-        Action::Delete => &[R::Delete],
-        _ => &[],
-    }
 }
 
 /// `GET /{c}`; also `GET /{c}.csv`, since a path segment cannot be split by the router.
@@ -274,70 +242,34 @@ async fn bulk_delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The export request of a query string (and `Forest-Projection` header) on `collection`.
-pub(super) fn export_request(
-    state: &SharedState,
-    context: &CallerContext,
-    headers: &HeaderMap,
-    collection: &CollectionSchema,
-) -> ApiResult<ExportRequest> {
-    let schema = state.datasource.schema();
-    let params = Params::new(&context.query);
-    let mut filter = parse_filter(&params, schema, collection)?;
-    filter.filter.sort = parse_sort(&params, schema, collection)?;
-    let header = projection_header(headers);
-    let columns = parse_requested_projection(&context.query, header, schema, collection)?;
-    Ok(ExportRequest {
-        collection: collection.name.clone(),
-        filter,
-        columns,
-        explicit_projection: explicit_projection(&context.query, header, &collection.name),
-        segment_query: LiveSegmentQuery::of(&context.query),
-        restrict: None,
-    })
-}
-
 /// `GET /{c}.csv`: the header row, then pages of records streamed as they are read, up to
-/// `limitExportSize` (§3.5). Errors before the first byte are answered in the envelope, without
-/// the download headers (the agent sets them only once every parameter is parsed, so that a
-/// browser shows the error instead of saving it); a page that fails later ends the stream (the
-/// status is already sent), and is logged.
-pub(crate) async fn csv(
+/// `limitExportSize` (§3.5; `ops::export`). Errors before the first byte are answered in the
+/// envelope, without the download headers (the agent sets them only once every parameter is
+/// parsed, so that a browser shows the error instead of saving it); a page that fails later ends
+/// the stream (the status is already sent), and is logged.
+pub(super) async fn csv(
     state: &SharedState,
     name: &str,
     context: &CallerContext,
     headers: &HeaderMap,
     parent: Option<&ops::relations::Parent>,
 ) -> ApiResult<Response> {
-    let collection_schema = served(state.datasource.schema(), name)?;
-    let request = export_request(state, context, headers, collection_schema);
-    let request = parsed(state, Action::Export, context, name, request).await?;
-    let export = match parent {
-        None => records::export(state, &context.caller, request).await?,
-        Some(parent) => {
-            ops::relations::export_related(state, &context.caller, parent, request).await?
-        }
+    let request = ops::export::CsvRequest {
+        collection: name,
+        query: &context.query,
+        projection_header: projection_header(headers),
+        parent,
     };
-    let params = parse_csv_params(&context.query);
-    let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;
-    let first = futures::stream::once(async move { Ok::<_, std::io::Error>(head) });
-    let pages = futures::stream::unfold(export, |mut export| async move {
-        let chunk = export.next_page().await?;
-        Some((Ok::<_, std::io::Error>(chunk), export))
-    });
-    let body = Body::from_stream(futures::StreamExt::chain(first, pages));
-    // The agent interpolates the query parameter as is: without one, the name is `undefined`
-    // (what `@forestadmin/agent-client` gets, as it sends none).
-    let filename = params.filename.unwrap_or_else(|| "undefined".to_owned());
-    let disposition = serialize::csv_content_disposition(&filename);
-    let mut response = Response::new(body);
+    let csv = ops::export::csv(state, &context.caller, request).await?;
+    let disposition = HeaderValue::from_str(&csv.content_disposition).ok();
+    let mut response = Response::new(Body::from_stream(csv.into_stream()));
     let out = response.headers_mut();
     // koa 3 keeps the type the agent sets before `attachment()`, whatever the file name.
     out.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/csv; charset=utf-8"),
     );
-    if let Ok(value) = HeaderValue::from_str(&disposition) {
+    if let Some(value) = disposition {
         out.insert(header::CONTENT_DISPOSITION, value);
     }
     if let Ok(value) = HeaderValue::from_str(&httpdate_now()) {

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::config::ErrorMessageTemplate;
-use crate::{agent, auth, datasource};
+use crate::{agent, auth, datasource, ops};
 
 /// The detail of errors whose message must not reach clients (§7).
 const UNEXPECTED: &str = "Unexpected error";
@@ -90,104 +90,32 @@ struct Public {
     expose: bool,
 }
 
-const fn public(status: StatusCode, name: &'static str, expose: bool) -> Public {
-    Public {
-        status,
-        name,
-        expose,
+/// The agent's table, kept by the operations layer (`ops::Public`, which also says how an
+/// approved action's failure is kept), with the status as a `StatusCode`.
+impl From<ops::Public> for Public {
+    fn from(public: ops::Public) -> Self {
+        Self {
+            status: StatusCode::from_u16(public.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            name: public.name,
+            expose: public.expose,
+        }
     }
 }
 
 impl ApiError {
-    /// THE table: error kind → status, agent error name, message exposure.
+    /// THE table: error kind → status, agent error name, message exposure (`ops::Public`, plus
+    /// the three answers koa writes itself).
     fn public(&self) -> Public {
-        use datasource::Error as D;
         match self {
-            Self::Agent(agent::Error::Validation(_)) => {
-                public(StatusCode::BAD_REQUEST, "ValidationError", true)
-            }
-            Self::Agent(agent::Error::Unprocessable(_)) => {
-                public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
-            }
-            Self::Agent(agent::Error::NotFound(_)) => {
-                public(StatusCode::NOT_FOUND, "NotFoundError", true)
-            }
-            Self::Agent(agent::Error::Business(_)) => {
-                public(StatusCode::UNPROCESSABLE_ENTITY, "BusinessError", true)
-            }
-            Self::Agent(agent::Error::Datasource(e)) | Self::Datasource(e) => match e {
-                D::Validation(_) | D::Constraint(_) => {
-                    public(StatusCode::BAD_REQUEST, "ValidationError", true)
-                }
-                D::MissingCollection(_) => {
-                    public(StatusCode::BAD_REQUEST, "MissingCollectionError", true)
-                }
-                D::MissingField(_) => public(StatusCode::BAD_REQUEST, "MissingFieldError", true),
-                D::MissingRelation(_) => {
-                    public(StatusCode::BAD_REQUEST, "MissingRelationError", true)
-                }
-                D::Unprocessable(_) => {
-                    public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
-                }
-                D::NoPrimaryKey => {
-                    public(StatusCode::UNPROCESSABLE_ENTITY, "NoPrimaryKeyError", true)
-                }
-                D::Forbidden(_) => public(StatusCode::FORBIDDEN, "ForbiddenError", true),
-                D::Plugin(_) => public(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalServerError",
-                    true,
-                ),
-                D::Database(_) | D::Internal(_) => public(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalServerError",
-                    false,
-                ),
-            },
-            Self::Auth(e) if e.is_unauthorized() => {
-                public(StatusCode::UNAUTHORIZED, "UnauthorizedError", true)
-            }
-            Self::Auth(auth::Error::Forbidden(_) | auth::Error::InvalidScope(_)) => {
-                public(StatusCode::FORBIDDEN, "ForbiddenError", true)
-            }
-            Self::Auth(auth::Error::Unprocessable(_)) => {
-                public(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableError", true)
-            }
-            Self::Auth(auth::Error::ActionTriggerForbidden) => public(
-                StatusCode::FORBIDDEN,
-                "CustomActionTriggerForbiddenError",
-                true,
-            ),
-            Self::Auth(auth::Error::ActionRequiresApproval { .. }) => public(
-                StatusCode::FORBIDDEN,
-                "CustomActionRequiresApprovalError",
-                true,
-            ),
-            Self::Auth(auth::Error::ApprovalNotAllowed { .. }) => {
-                public(StatusCode::FORBIDDEN, "ApprovalNotAllowedError", true)
-            }
-            Self::Auth(auth::Error::InvalidActionCondition(_)) => public(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "InvalidActionConditionError",
-                true,
-            ),
-            Self::Auth(auth::Error::PermissionsUnavailable(_)) => public(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "ServiceUnavailableError",
-                false,
-            ),
-            Self::Auth(_) => public(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalServerError",
-                false,
-            ),
-            Self::RouteNotFound => public(StatusCode::NOT_FOUND, "NotFoundError", true),
+            Self::Agent(e) => ops::Public::of_agent(e),
+            Self::Datasource(e) => ops::Public::of_datasource(e),
+            Self::Auth(e) => ops::Public::of_auth(e),
+            Self::RouteNotFound => ops::Public::NOT_FOUND,
             // Koa's body parser errors are http-errors, named after their status.
-            Self::PayloadTooLarge => {
-                public(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLargeError", true)
-            }
-            Self::BadRequest(_) => public(StatusCode::BAD_REQUEST, "BadRequestError", true),
+            Self::PayloadTooLarge => ops::Public::new(413, "PayloadTooLargeError", true),
+            Self::BadRequest(_) => ops::Public::BAD_REQUEST,
         }
+        .into()
     }
 }
 
@@ -367,6 +295,46 @@ mod tests {
     fn status_and_name(error: &ApiError) -> (u16, &'static str) {
         let public = error.public();
         (public.status.as_u16(), public.name)
+    }
+
+    #[test]
+    fn an_operations_error_is_answered_as_the_api_error_it_becomes() {
+        use crate::ops::approvals::Refusal;
+        let errors: Vec<fn() -> ops::Error> = vec![
+            || ops::Error::NotFound,
+            || agent::Error::validation("x").into(),
+            || auth::Error::forbidden().into(),
+            || datasource::Error::Internal("boom".into()).into(),
+            || ops::Error::field("email", "is taken"),
+            || ops::Error::Unavailable,
+            || crate::platform::Error::NotFound("user 7".into()).into(),
+            || crate::platform::Error::Conflict("taken".into()).into(),
+            || crate::platform::Error::Remote("down".into()).into(),
+            || ops::Error::Approval {
+                refusal: Refusal::NotFound,
+                message: "m".into(),
+            },
+            || ops::Error::Approval {
+                refusal: Refusal::Conflict,
+                message: "m".into(),
+            },
+            || ops::Error::Approval {
+                refusal: Refusal::TooManyRecords,
+                message: "m".into(),
+            },
+        ];
+        for error in errors {
+            let api = ApiError::from(error());
+            let public = error().public();
+            assert_eq!(
+                (api.public().status.as_u16(), api.public().name, api.public().expose),
+                (public.status, public.name, public.expose),
+                "{api:?}"
+            );
+            if public.expose {
+                assert_eq!(api.to_string(), error().to_string());
+            }
+        }
     }
 
     #[test]

@@ -141,3 +141,49 @@ pub async fn of_record(
         .await
         .map_err(super::notes::from_store)
 }
+
+/// A request that could not be parsed is an attempted operation all the same: its activity
+/// entry is recorded as failed, as the operation records a refused one. The transports call
+/// this on their parse error path, then answer the parse error (unless this refuses first).
+///
+/// The agent checks the collection right before it reads the request, so a request both
+/// malformed and refused is answered the refusal, and a user without the right cannot tell a
+/// field name the collection has from one it lacks. Operations authorize once, after parsing;
+/// so on the parse error path only (nothing is added to a well-formed request), the right of
+/// the operation on `collection` is checked first. Relation and action requests (`label`)
+/// answer the parse error: their rights involve other collections, which the operation checks.
+pub async fn refused_parse(
+    ops: &Ops,
+    action: Action,
+    caller: &Caller,
+    collection: &str,
+    record: Option<&str>,
+    label: Option<String>,
+) -> super::Result<()> {
+    let mut entry = Recorded::start(ops, action, caller, collection);
+    entry.records(record);
+    let labelled = label.is_some();
+    if let Some(label) = label {
+        entry.label(label);
+    }
+    if !labelled {
+        for right in rights_checked_first(action) {
+            ops.permissions.can(caller, collection, *right).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The collection rights the agent checks before reading a request of this kind.
+fn rights_checked_first(action: Action) -> &'static [crate::auth::CollectionRight] {
+    use crate::auth::CollectionRight as R;
+    match action {
+        Action::Index | Action::Search | Action::Filter => &[R::Browse],
+        Action::Export => &[R::Browse, R::Export],
+        Action::Read => &[R::Read],
+        Action::Create => &[R::Add],
+        Action::Update => &[R::Edit],
+        Action::Delete => &[R::Delete],
+        _ => &[],
+    }
+}
