@@ -11,8 +11,8 @@ use crate::auth::tokens::TokenVerifier;
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
 use crate::http::{executor, liana, ratelimit};
-use crate::ops::approvals::ApprovalSettings;
 use crate::ops::Ops;
+use crate::ops::approvals::ApprovalSettings;
 
 /// What every request handler shares: the operations over the served datasource (`ops`, which
 /// `AppState` dereferences to) and the settings routes read. One state is one generation of the
@@ -162,4 +162,3 @@ pub async fn reload_with(reloader: &Reloader) -> Option<Result<ReloadReport, Str
     let reload = reloader.get()?.upgrade()?;
     Some(reload.reload().await)
 }
-

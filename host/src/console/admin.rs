@@ -20,10 +20,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use chrono_tz::Tz;
 
+use super::Result;
 use super::data::Data;
 use super::pages::Layout;
 use super::session::Session;
-use super::{Error, Result};
 use crate::state::SharedState;
 
 /// The administration's routes, under the console's path.
@@ -100,4 +100,3 @@ fn when(ms: i64, tz: Tz) -> String {
         at.with_timezone(&tz).format("%Y-%m-%d %H:%M").to_string()
     })
 }
-

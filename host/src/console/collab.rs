@@ -666,9 +666,7 @@ fn workflow_error(error: crate::workflows::Error) -> Error {
         E::Conflict(message) | E::Invalid(message) => {
             crate::agent::Error::Validation(message).into()
         }
-        E::Store(error) => {
-            crate::datasource::Error::Internal(error.to_string()).into()
-        }
+        E::Store(error) => crate::datasource::Error::Internal(error.to_string()).into(),
     }
 }
 

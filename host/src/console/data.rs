@@ -15,11 +15,11 @@ use crate::datasource::{
     CollectionSchema, DataSourceSchema, Filter, Projection, Record, RelationSchema, pack_id,
     unpack_id,
 };
+use crate::ops::Result as OpsResult;
 use crate::ops::permission::{LiveSegmentQuery, scoped};
 use crate::ops::records::{self, Counted, FilterRequest, GetRequest, ListRequest};
 use crate::ops::relations::{self, Parent};
 use crate::ops::{Ops, served};
-use crate::ops::Result as OpsResult;
 use crate::state::SharedState;
 
 /// The data the console reads and writes, as one signed-in user.

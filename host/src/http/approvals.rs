@@ -29,9 +29,7 @@
 //! `ApprovalSettings` also checks the agent route's `signed_approval_request` (a JWT signed with
 //! the environment secret, whose payload replaces the action body).
 
-use std::fmt;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts, Path, State};
 use axum::http::StatusCode;

@@ -12,17 +12,13 @@ use axum::routing::get;
 
 use super::error::{ApiError, ApiResult};
 use super::{CallerContext, JsonBody, SharedState};
-use crate::agent::query_string::{
-    Params, parse_csv_params, parse_filter, parse_projection, parse_requested_projection,
-    parse_selection, parse_sort,
-};
+use crate::agent::query_string::{Params, parse_filter, parse_projection, parse_selection};
 use crate::agent::serialize;
 use crate::auth::CollectionRight;
 use crate::datasource::{CollectionSchema, DataSourceSchema};
 use crate::ops::permission::LiveSegmentQuery;
 use crate::ops::records::{
-    self, Counted, ExportRequest, FilterRequest, GetRequest, ListRequest, SelectionRequest,
-    explicit_projection,
+    self, Counted, FilterRequest, GetRequest, ListRequest, SelectionRequest, explicit_projection,
 };
 use crate::ops::{self, activity};
 use crate::platform::activity::Action;

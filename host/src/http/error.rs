@@ -95,7 +95,8 @@ struct Public {
 impl From<ops::Public> for Public {
     fn from(public: ops::Public) -> Self {
         Self {
-            status: StatusCode::from_u16(public.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            status: StatusCode::from_u16(public.status)
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             name: public.name,
             expose: public.expose,
         }
@@ -106,7 +107,7 @@ impl ApiError {
     /// THE table: error kind → status, agent error name, message exposure (`ops::Public`, plus
     /// the three answers koa writes itself).
     fn public(&self) -> Public {
-        match self {
+        let public = match self {
             Self::Agent(e) => ops::Public::of_agent(e),
             Self::Datasource(e) => ops::Public::of_datasource(e),
             Self::Auth(e) => ops::Public::of_auth(e),
@@ -114,8 +115,8 @@ impl ApiError {
             // Koa's body parser errors are http-errors, named after their status.
             Self::PayloadTooLarge => ops::Public::new(413, "PayloadTooLargeError", true),
             Self::BadRequest(_) => ops::Public::BAD_REQUEST,
-        }
-        .into()
+        };
+        public.into()
     }
 }
 
@@ -327,7 +328,11 @@ mod tests {
             let api = ApiError::from(error());
             let public = error().public();
             assert_eq!(
-                (api.public().status.as_u16(), api.public().name, api.public().expose),
+                (
+                    api.public().status.as_u16(),
+                    api.public().name,
+                    api.public().expose
+                ),
                 (public.status, public.name, public.expose),
                 "{api:?}"
             );

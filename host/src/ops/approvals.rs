@@ -96,7 +96,7 @@ impl ApprovalSettings {
 /// A failed run of an approved action, as its outcome is kept: the status, name and detail the
 /// agent's routes would answer (the table of [`super::Public`]); an unexpected failure's detail
 /// is logged, not kept.
-pub fn error_outcome(error: Error) -> Json {
+pub fn error_outcome(error: &Error) -> Json {
     let public = error.public();
     let message = error.to_string();
     let detail = if public.expose && !message.is_empty() {
@@ -472,7 +472,7 @@ pub async fn decide(
     };
     let outcome = match run {
         Ok(result) => outcome_json(result),
-        Err(error) => error_outcome(error),
+        Err(error) => error_outcome(&error),
     };
     // The decision is made whatever the action answered (its outcome is kept in the request).
     activity.done();

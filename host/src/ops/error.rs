@@ -74,7 +74,9 @@ impl Error {
                 refusal: R::NotRequired | R::TooManyRecords,
                 ..
             } => Public::new(422, "UnprocessableError", true),
-            Self::Platform(crate::platform::Error::Invalid(_) | crate::platform::Error::Conflict(_))
+            Self::Platform(
+                crate::platform::Error::Invalid(_) | crate::platform::Error::Conflict(_),
+            )
             | Self::Field { .. } => Public::new(400, "ValidationError", true),
             Self::Platform(_) | Self::Unavailable => Public::INTERNAL,
         }
@@ -152,9 +154,7 @@ impl Public {
             e if e.is_unauthorized() => Self::new(401, "UnauthorizedError", true),
             A::Forbidden(_) | A::InvalidScope(_) => Self::new(403, "ForbiddenError", true),
             A::Unprocessable(_) => Self::new(422, "UnprocessableError", true),
-            A::ActionTriggerForbidden => {
-                Self::new(403, "CustomActionTriggerForbiddenError", true)
-            }
+            A::ActionTriggerForbidden => Self::new(403, "CustomActionTriggerForbiddenError", true),
             A::ActionRequiresApproval { .. } => {
                 Self::new(403, "CustomActionRequiresApprovalError", true)
             }

@@ -46,8 +46,9 @@ impl Csv {
     /// The header row, then each page of rows as it is read; a page that fails ends the
     /// stream (the answer has started; the export logs why).
     pub fn into_stream(self) -> impl Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static {
-        let first = futures::stream::once(async move { Ok::<_, std::io::Error>(self.head) });
-        let pages = futures::stream::unfold(self.export, |mut export| async move {
+        let Self { head, export, .. } = self;
+        let first = futures::stream::once(async move { Ok::<_, std::io::Error>(head) });
+        let pages = futures::stream::unfold(export, |mut export| async move {
             let chunk = export.next_page().await?;
             Some((Ok::<_, std::io::Error>(chunk), export))
         });
