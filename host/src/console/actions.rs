@@ -210,14 +210,14 @@ impl<'s> Request<'s> {
 
     fn target(&self, state: &SharedState, values: &FormValues) -> Result<Target> {
         let body = action_body(&self.schema.name, &self.name, &self.ids, values);
-        Ok(Target::parse(
+        Target::parse(
             state,
             &QueryString::default(),
             self.schema,
             self.action.scope,
             &body,
         )
-        .map_err(Error::Ops)?)
+        .map_err(Error::Ops)
     }
 
     /// The form for these values in this phase, as the hooks compute it.
@@ -229,7 +229,7 @@ impl<'s> Request<'s> {
         phase: &FormPhase,
     ) -> Result<Vec<FormElement>> {
         let target = self.target(state, values)?;
-        Ok(ops_actions::form(
+        ops_actions::form(
             state,
             caller,
             self.schema,
@@ -239,7 +239,7 @@ impl<'s> Request<'s> {
             phase,
         )
         .await
-        .map_err(Error::Ops)?)
+        .map_err(Error::Ops)
     }
 
     /// The posted values, read by the types of every field the form may have (hidden ones
