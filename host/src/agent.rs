@@ -6,7 +6,6 @@ pub mod api_chart;
 pub mod body;
 pub mod chart;
 pub(crate) mod js;
-pub mod public;
 pub mod query_string;
 pub mod schema_file;
 pub mod serialize;

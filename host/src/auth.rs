@@ -4,7 +4,6 @@
 
 pub mod login;
 pub mod permissions;
-pub mod private;
 pub mod session;
 pub mod tokens;
 

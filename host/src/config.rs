@@ -200,6 +200,12 @@ impl Default for HttpConfig {
     }
 }
 
+/// `/{prefix}/v1`, the public API's base, for a mount path `/{prefix}/forest`: where `/v1`
+/// routes are mounted (`http`) and the URLs that name them are built (`workflows`).
+pub fn api_base_path(mount_path: &str) -> String {
+    format!("{}/v1", mount_path.strip_suffix("/forest").unwrap_or(""))
+}
+
 impl HttpConfig {
     /// `/{prefix}/forest` with empty segments dropped, as the agent's `path.posix.join('/',
     /// prefix, 'forest')` gives it (the prefix charset admits no `.` segment to resolve).

@@ -35,7 +35,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use crate::http::ApiError;
 use crate::state::SharedState;
 
 /// The console's path for a mount path `/{prefix}/forest`: `/{prefix}/console`.
@@ -104,9 +103,10 @@ async fn security_headers(request: Request, next: Next) -> Response {
 /// Why a console page could not be shown.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// What the data routes refuse or fail with (permissions, scopes, bad parameters).
+    /// What an operation refuses or fails with (permissions, scopes, bad parameters): the one
+    /// error of the operations layer, mapped here to the console's status and message.
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Ops(crate::ops::Error),
     /// No such collection, record or relation (or out of the caller's scope).
     #[error("{0}")]
     NotFound(String),
@@ -123,7 +123,7 @@ pub enum Error {
 impl Error {
     fn status(&self) -> StatusCode {
         match self {
-            Self::Api(error) => api_status(error),
+            Self::Ops(error) => ops_status(error),
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Csrf => StatusCode::FORBIDDEN,
             Self::Render(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -134,9 +134,9 @@ impl Error {
     /// unexpected failure (logged instead).
     fn message(&self) -> String {
         match self {
-            Self::Api(ApiError::RouteNotFound) => "There is no such page.".to_owned(),
-            Self::Api(error) => {
-                let status = api_status(error);
+            Self::Ops(crate::ops::Error::NotFound) => "There is no such page.".to_owned(),
+            Self::Ops(error) => {
+                let status = ops_status(error);
                 if status == StatusCode::FORBIDDEN {
                     "You do not have the right to see or do this. Ask an administrator if you need it."
                         .to_owned()
@@ -151,47 +151,73 @@ impl Error {
     }
 }
 
-/// The status the `/forest` routes would answer `error` with (the one error table of `http`).
-fn api_status(error: &ApiError) -> StatusCode {
-    match error {
-        ApiError::RouteNotFound => StatusCode::NOT_FOUND,
-        ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-        ApiError::Agent(crate::agent::Error::NotFound(_)) => StatusCode::NOT_FOUND,
-        ApiError::Auth(e) if e.is_unauthorized() => StatusCode::UNAUTHORIZED,
-        ApiError::Auth(crate::auth::Error::Forbidden(_) | crate::auth::Error::InvalidScope(_))
-        | ApiError::Datasource(crate::datasource::Error::Forbidden(_)) => StatusCode::FORBIDDEN,
-        ApiError::Agent(
-            crate::agent::Error::Validation(_)
-            | crate::agent::Error::Unprocessable(_)
-            | crate::agent::Error::Business(_),
-        )
-        | ApiError::Datasource(
-            crate::datasource::Error::Validation(_)
-            | crate::datasource::Error::Constraint(_)
-            | crate::datasource::Error::MissingField(_)
-            | crate::datasource::Error::MissingRelation(_)
-            | crate::datasource::Error::Unprocessable(_),
-        ) => StatusCode::BAD_REQUEST,
+/// The status of a page whose operation failed with `error`: missing things are 404, refusals
+/// 401 or 403, what the user sent wrong 400 (its message is shown), anything else 500.
+fn ops_status(error: &crate::ops::Error) -> StatusCode {
+    use crate::agent::Error as A;
+    use crate::datasource::Error as D;
+    use crate::ops::Error as E;
+    use crate::ops::approvals::Refusal;
+    let datasource = |error: &D| match error {
+        D::Forbidden(_) => StatusCode::FORBIDDEN,
+        D::Validation(_)
+        | D::Constraint(_)
+        | D::MissingField(_)
+        | D::MissingRelation(_)
+        | D::Unprocessable(_) => StatusCode::BAD_REQUEST,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    match error {
+        E::NotFound
+        | E::Agent(A::NotFound(_))
+        | E::Approval {
+            refusal: Refusal::NotFound,
+            ..
+        }
+        | E::Platform(crate::platform::Error::NotFound(_)) => StatusCode::NOT_FOUND,
+        E::Auth(e) if e.is_unauthorized() => StatusCode::UNAUTHORIZED,
+        E::Auth(crate::auth::Error::Forbidden(_) | crate::auth::Error::InvalidScope(_)) => {
+            StatusCode::FORBIDDEN
+        }
+        E::Agent(A::Validation(_) | A::Unprocessable(_) | A::Business(_))
+        | E::Approval { .. }
+        | E::Field { .. }
+        | E::Platform(crate::platform::Error::Invalid(_) | crate::platform::Error::Conflict(_)) => {
+            StatusCode::BAD_REQUEST
+        }
+        E::Datasource(e) | E::Agent(A::Datasource(e)) => datasource(e),
+        E::Auth(_) | E::Platform(_) | E::Unavailable => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// An operation's refusal as the console shows it: a thing of Canopy's store that does not
+/// exist is a page of its own ("There is no user 7."), anything else keeps the operation's error.
+impl From<crate::ops::Error> for Error {
+    fn from(error: crate::ops::Error) -> Self {
+        match error {
+            crate::ops::Error::Platform(crate::platform::Error::NotFound(what)) => {
+                Self::NotFound(format!("There is no {what}."))
+            }
+            other => Self::Ops(other),
+        }
     }
 }
 
 impl From<crate::auth::Error> for Error {
     fn from(error: crate::auth::Error) -> Self {
-        Self::Api(error.into())
+        Self::Ops(error.into())
     }
 }
 
 impl From<crate::datasource::Error> for Error {
     fn from(error: crate::datasource::Error) -> Self {
-        Self::Api(error.into())
+        Self::Ops(error.into())
     }
 }
 
 impl From<crate::agent::Error> for Error {
     fn from(error: crate::agent::Error) -> Self {
-        Self::Api(error.into())
+        Self::Ops(error.into())
     }
 }
 

@@ -2,9 +2,10 @@
 //! path, the shared middleware (request log and correlation id, CORS, panics, body limit), and
 //! the one place errors become responses (`error`).
 //!
-//! `router(state)` serves both `canopy serve` and the tests (`tower::ServiceExt::oneshot`);
-//! `canopy serve` puts it behind `reload::router`, which swaps whole generations of it, and
-//! serves that with `server::serve` (request head size, header read and keep-alive timeouts).
+//! `router(state)` serves the tests (`tower::ServiceExt::oneshot`); `canopy serve` serves
+//! `router_with(state, console::router(…))` (composed by `app`: http never names the console)
+//! behind `reload::router`, which swaps whole generations of it, and serves that with
+//! `server::serve` (request head size, header read and keep-alive timeouts).
 
 pub(crate) mod action;
 mod api_chart;
@@ -123,6 +124,14 @@ fn without_allow(mut response: axum::response::Response) -> axum::response::Resp
 /// The whole HTTP API. Layers run outside in: request log (and correlation id), CORS (so that
 /// preflights are answered on every path before anything else), panic catcher, body limit.
 pub fn router(state: SharedState) -> Router {
+    router_with(state, Router::new())
+}
+
+/// [`router`] with `pages` served beside the data routes, under the same middleware (request
+/// log, CORS, body limit, panics answered): the composition root (`app`) mounts the browser
+/// console this way, so that `http` and `console`, transports side by side, never import each
+/// other. `pages` is not served when only MCP is (`mcp.only`).
+pub fn router_with(state: SharedState, pages: Router) -> Router {
     let mount_path = state.mount_path.clone();
     let json_limit = state.json_limit;
     let forest = Router::new()
@@ -164,7 +173,7 @@ pub fn router(state: SharedState) -> Router {
     } else {
         data.merge(mcp::router(&state))
             // The browser console (`/{prefix}/console`, and `/` redirecting there).
-            .merge(crate::console::router(&state))
+            .merge(pages)
             .fallback(error::not_found)
     };
     let routes = liana::around(&state, routes);

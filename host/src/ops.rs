@@ -20,6 +20,7 @@ pub mod audit;
 pub mod charts;
 pub mod dashboard;
 mod error;
+pub mod export;
 pub mod logs;
 pub mod notes;
 pub mod permission;
@@ -34,7 +35,7 @@ pub mod users;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-pub use error::{Error, Result};
+pub use error::{Error, Public, Result, UNEXPECTED};
 
 use crate::auth::Permissions;
 use crate::customizer::WorkflowSteps;

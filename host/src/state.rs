@@ -10,8 +10,9 @@ use crate::auth::login::Login;
 use crate::auth::tokens::TokenVerifier;
 use crate::config::{ErrorMessageTemplate, HttpConfig};
 use crate::datasource::DataSource;
-use crate::http::{ApprovalSettings, executor, liana, ratelimit, reload};
+use crate::http::{executor, liana, ratelimit};
 use crate::ops::Ops;
+use crate::ops::approvals::ApprovalSettings;
 
 /// What every request handler shares: the operations over the served datasource (`ops`, which
 /// `AppState` dereferences to) and the settings routes read. One state is one generation of the
@@ -59,7 +60,7 @@ pub struct AppState {
     /// calls, errors and time on the console's plugins page.
     pub plugins: Arc<Vec<Arc<crate::plugins::Plugin>>>,
     /// What rebuilds the generation (the console's reload button); unset over a bare stack.
-    pub reloader: reload::Reloader,
+    pub reloader: Reloader,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -129,3 +130,35 @@ impl AppState {
 
 /// Shared handle to the state, as handlers receive it.
 pub type SharedState = Arc<AppState>;
+
+/// Builds and installs a new generation; implemented by the composition root (`app`).
+#[async_trait::async_trait]
+pub trait Reload: Send + Sync {
+    /// Loads every plugin and builds the stack beside the served one, then swaps it in. On error
+    /// the served generation is untouched and the message says why.
+    async fn reload(&self) -> Result<ReloadReport, String>;
+}
+
+/// What a successful reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReloadReport {
+    /// Plugins in the new generation.
+    pub plugins: usize,
+    /// Customizations they declared.
+    pub customizations: usize,
+    /// Time from the request to the swap.
+    pub millis: u64,
+    /// The actions this reload added that no role may trigger (`collection.action`): until
+    /// someone grants them, everyone gets 403 on them.
+    pub untriggerable: Vec<String>,
+}
+
+/// Where a generation finds what rebuilds it (the console's reload button): shared by every
+/// generation, set once the server runs (the rebuilder is made after the first generation).
+pub type Reloader = Arc<std::sync::OnceLock<std::sync::Weak<dyn Reload>>>;
+
+/// Rebuilds through `reloader`, if the server set one.
+pub async fn reload_with(reloader: &Reloader) -> Option<Result<ReloadReport, String>> {
+    let reload = reloader.get()?.upgrade()?;
+    Some(reload.reload().await)
+}

@@ -51,7 +51,7 @@ pub struct Platform {
     /// The MCP server (`--mcp`): its token keys, rate limits and uploads outlive reloads.
     pub mcp: Option<Arc<crate::mcp::Mcp>>,
     /// What rebuilds the generation, for the console's reload button: set when the server runs.
-    pub reloader: crate::http::reload::Reloader,
+    pub reloader: crate::state::Reloader,
 }
 
 impl Platform {

@@ -414,7 +414,9 @@ async fn build(
     state.reloader = Arc::clone(&platform.reloader);
     let state = Arc::new(state);
     Ok(Built {
-        router: http::router(Arc::clone(&state)),
+        // The browser console is served beside the data routes, composed here so that the two
+        // transports never import each other.
+        router: http::router_with(Arc::clone(&state), crate::console::router(&state)),
         state,
         plugins,
         customizations: count,

@@ -23,7 +23,7 @@ mod relations;
 mod rendering;
 mod scope;
 
-pub use ip::IpRule;
+pub use ip::{IpRule, forwarded_for};
 pub use relations::relation_collections;
 pub use rendering::{
     is_segment_query_allowed, is_segment_query_allowed_on_connection, verify_sql_query,

@@ -38,7 +38,6 @@ use crate::datasource::action::{
     ActionOutcome, ActionSchema, ActionScope, FormElement, FormPhase, FormValues,
 };
 use crate::datasource::{Caller, CollectionSchema};
-use crate::http::ApiError;
 use crate::ops::actions::{self as ops_actions, ExecuteRequest, Target};
 use crate::state::SharedState;
 
@@ -199,7 +198,7 @@ impl<'s> Request<'s> {
             _ => None,
         };
         if let Some(message) = wrong {
-            return Err(ApiError::BadRequest(message).into());
+            return Err(crate::agent::Error::Validation(message).into());
         }
         Ok(Self {
             schema,
@@ -211,14 +210,14 @@ impl<'s> Request<'s> {
 
     fn target(&self, state: &SharedState, values: &FormValues) -> Result<Target> {
         let body = action_body(&self.schema.name, &self.name, &self.ids, values);
-        Ok(Target::parse(
+        Target::parse(
             state,
             &QueryString::default(),
             self.schema,
             self.action.scope,
             &body,
         )
-        .map_err(ApiError::from)?)
+        .map_err(Error::Ops)
     }
 
     /// The form for these values in this phase, as the hooks compute it.
@@ -230,7 +229,7 @@ impl<'s> Request<'s> {
         phase: &FormPhase,
     ) -> Result<Vec<FormElement>> {
         let target = self.target(state, values)?;
-        Ok(ops_actions::form(
+        ops_actions::form(
             state,
             caller,
             self.schema,
@@ -240,7 +239,7 @@ impl<'s> Request<'s> {
             phase,
         )
         .await
-        .map_err(ApiError::from)?)
+        .map_err(Error::Ops)
     }
 
     /// The posted values, read by the types of every field the form may have (hidden ones
@@ -456,12 +455,12 @@ async fn submit(
                 state.approvals.max_records_for_approval,
             )
             .await
-            .map_err(ApiError::from)?;
+            .map_err(Error::Ops)?;
             let target = format!("{}/inbox/{}?done=filed", session.base, filed.approval.id);
             return Ok(Redirect::to(&target).into_response());
         }
         Err(error) => {
-            let error = Error::Api(ApiError::from(error));
+            let error = Error::Ops(error);
             let status = error.status();
             if !status.is_client_error() || status == StatusCode::FORBIDDEN {
                 return Err(error);

@@ -20,11 +20,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use chrono_tz::Tz;
 
+use super::Result;
 use super::data::Data;
 use super::pages::Layout;
 use super::session::Session;
-use super::{Error, Result};
-use crate::http::ApiError;
 use crate::state::SharedState;
 
 /// The administration's routes, under the console's path.
@@ -100,16 +99,4 @@ fn when(ms: i64, tz: Tz) -> String {
     chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |at| {
         at.with_timezone(&tz).format("%Y-%m-%d %H:%M").to_string()
     })
-}
-
-/// An operation's refusal as the console shows it.
-impl From<crate::ops::Error> for Error {
-    fn from(error: crate::ops::Error) -> Self {
-        match error {
-            crate::ops::Error::Platform(crate::platform::Error::NotFound(what)) => {
-                Self::NotFound(format!("There is no {what}."))
-            }
-            other => Self::Api(ApiError::from(other)),
-        }
-    }
 }

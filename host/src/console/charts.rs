@@ -24,7 +24,6 @@ use super::session::Session;
 use super::{Error, Result};
 use crate::config::{ChartDefinition, ChartKind, ChartStyle};
 use crate::datasource::Caller;
-use crate::http::ApiError;
 use crate::ops::Ops;
 use crate::ops::dashboard::{self, Figure};
 use crate::state::SharedState;
@@ -113,7 +112,7 @@ fn empty_message(definition: &ChartDefinition) -> String {
 /// The message of a chart's failure, as a page would show it (the detail of an unexpected
 /// failure is logged, not shown).
 fn failure(title: &str, error: crate::ops::Error) -> String {
-    let error = Error::from(ApiError::from(error));
+    let error = Error::from(error);
     if error.status().is_server_error() {
         tracing::error!(chart = title, error = %error, "a dashboard chart failed");
     }

@@ -24,7 +24,6 @@ use serde_json::{Map, Value as Json};
 use super::pages::record::render;
 use super::session::{Session, first};
 use super::{Error, Result};
-use crate::http::ApiError;
 use crate::ops;
 use crate::platform::audit::{HistoryQuery, Order};
 use crate::state::SharedState;
@@ -298,7 +297,7 @@ pub async fn panel(
         NOTES => {
             let notes = ops::notes::of_record(state, caller, collection, id)
                 .await
-                .map_err(ApiError::from)?;
+                .map_err(Error::Ops)?;
             panel.notes = notes
                 .iter()
                 .map(|note| {
@@ -334,7 +333,7 @@ pub async fn panel(
         ACTIVITY => {
             let rows = ops::activity::of_record(state, caller, collection, id)
                 .await
-                .map_err(ApiError::from)?;
+                .map_err(Error::Ops)?;
             panel.activity = rows
                 .iter()
                 .map(|row| ActivityView {
@@ -348,7 +347,7 @@ pub async fn panel(
         HISTORY => {
             let trail = ops::audit::open(state, caller, collection, id)
                 .await
-                .map_err(ApiError::from)?;
+                .map_err(Error::Ops)?;
             let page = ops::audit::history(
                 &trail,
                 HistoryQuery::default(),
@@ -358,7 +357,7 @@ pub async fn panel(
                 false,
             )
             .await
-            .map_err(ApiError::from)?;
+            .map_err(Error::Ops)?;
             panel.history_count = page.count;
             panel.history = page.entries.iter().map(|e| change_view(e, tz)).collect();
         }
@@ -472,7 +471,7 @@ async fn runs_tab(
     let tz = caller.timezone;
     ops::notes::readable(runs.ops, caller, collection, id)
         .await
-        .map_err(ApiError::from)?;
+        .map_err(Error::Ops)?;
     let startable = runs
         .startable(caller, collection)
         .await
@@ -663,13 +662,11 @@ fn workflow_error(error: crate::workflows::Error) -> Error {
     use crate::workflows::Error as E;
     match error {
         E::NotFound(what) => Error::NotFound(format!("There is no {what} that you may see.")),
-        E::Forbidden(_) => ApiError::from(crate::auth::Error::forbidden()).into(),
+        E::Forbidden(_) => crate::auth::Error::forbidden().into(),
         E::Conflict(message) | E::Invalid(message) => {
-            ApiError::from(crate::agent::Error::Validation(message)).into()
+            crate::agent::Error::Validation(message).into()
         }
-        E::Store(error) => {
-            ApiError::from(crate::datasource::Error::Internal(error.to_string())).into()
-        }
+        E::Store(error) => crate::datasource::Error::Internal(error.to_string()).into(),
     }
 }
 
@@ -692,7 +689,7 @@ fn refusal(error: ops::Error) -> std::result::Result<String, Error> {
         ops::Error::Agent(
             crate::agent::Error::Validation(message) | crate::agent::Error::Unprocessable(message),
         ) => Ok(message),
-        other => Err(ApiError::from(other).into()),
+        other => Err(Error::Ops(other)),
     }
 }
 
@@ -802,7 +799,7 @@ async fn archive(
     let archived = first(&form, "archived") != Some("false");
     ops::notes::archive(&state, &session.caller, note, archived)
         .await
-        .map_err(ApiError::from)?;
+        .map_err(Error::Ops)?;
     let done = if archived { "archived" } else { "unarchived" };
     Ok(back(
         &session,
@@ -826,7 +823,7 @@ async fn start_run(
     let target = (collection.as_str(), id.as_str());
     ops::notes::readable(&state, &session.caller, &collection, &id)
         .await
-        .map_err(ApiError::from)?;
+        .map_err(Error::Ops)?;
     let refused =
         |message: String| again(&state, &session, target, message, RUNS, Vec::new(), None);
     if workflow.is_empty() {

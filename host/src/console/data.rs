@@ -15,7 +15,7 @@ use crate::datasource::{
     CollectionSchema, DataSourceSchema, Filter, Projection, Record, RelationSchema, pack_id,
     unpack_id,
 };
-use crate::http::{ApiError, ApiResult, CallerContext};
+use crate::ops::Result as OpsResult;
 use crate::ops::permission::{LiveSegmentQuery, scoped};
 use crate::ops::records::{self, Counted, FilterRequest, GetRequest, ListRequest};
 use crate::ops::relations::{self, Parent};
@@ -98,7 +98,7 @@ impl<'a> Data<'a> {
     }
 
     /// The collections the user may browse, in schema order.
-    pub async fn browsable(&self) -> ApiResult<Vec<String>> {
+    pub async fn browsable(&self) -> OpsResult<Vec<String>> {
         let mut names = Vec::new();
         for name in self.schema().collections.keys() {
             if self
@@ -114,7 +114,7 @@ impl<'a> Data<'a> {
     }
 
     /// The user's rights on `collection`.
-    pub async fn rights(&self, collection: &str) -> ApiResult<Rights> {
+    pub async fn rights(&self, collection: &str) -> OpsResult<Rights> {
         let has = |right| self.ops().permissions.has(self.caller, collection, right);
         let read_only = self
             .schema()
@@ -131,7 +131,7 @@ impl<'a> Data<'a> {
     }
 
     /// A page of records: the operation behind `GET /forest/{collection}`.
-    pub async fn list(&self, collection: &str, query: &ListQuery) -> ApiResult<Vec<Record>> {
+    pub async fn list(&self, collection: &str, query: &ListQuery) -> OpsResult<Vec<Record>> {
         let query = QueryString::from_pairs(query.pairs(true));
         let request = ListRequest::parse(self.ops(), collection, &query, None)?;
         Ok(records::list(self.ops(), self.caller, request)
@@ -148,7 +148,7 @@ impl<'a> Data<'a> {
         query: &ListQuery,
         header: &str,
         filename: &str,
-    ) -> ApiResult<axum::response::Response> {
+    ) -> OpsResult<crate::ops::export::Csv> {
         let mut pairs = query.pairs(false);
         if let Some(sort) = &query.sort {
             pairs.push(("sort".to_owned(), sort.clone()));
@@ -156,23 +156,19 @@ impl<'a> Data<'a> {
         pairs.extend(query.fields.iter().cloned());
         pairs.push(("header".to_owned(), header.to_owned()));
         pairs.push(("filename".to_owned(), filename.to_owned()));
-        let context = CallerContext {
-            caller: self.caller.clone(),
-            query: QueryString::from_pairs(pairs),
-        };
-        crate::http::collection::csv(
-            self.state,
+        let query = QueryString::from_pairs(pairs);
+        let request = crate::ops::export::CsvRequest {
             collection,
-            &context,
-            &axum::http::HeaderMap::new(),
-            None,
-        )
-        .await
+            query: &query,
+            projection_header: None,
+            parent: None,
+        };
+        crate::ops::export::csv(self.ops(), self.caller, request).await
     }
 
     /// The number of records of a list, as `GET /forest/{collection}/count`; `None` where the
     /// collection's count is disabled (`disableCount`).
-    pub async fn count(&self, collection: &str, query: &ListQuery) -> ApiResult<Option<u64>> {
+    pub async fn count(&self, collection: &str, query: &ListQuery) -> OpsResult<Option<u64>> {
         let schema = self.schema();
         let collection_schema = served(schema, collection)?;
         let query = QueryString::from_pairs(query.pairs(false));
@@ -191,7 +187,7 @@ impl<'a> Data<'a> {
 
     /// One record with every column and its to-one relations, as `GET /forest/{c}/{id}`:
     /// `None` when there is none within the caller's scope.
-    pub async fn get(&self, collection: &str, id: &str) -> ApiResult<Option<Record>> {
+    pub async fn get(&self, collection: &str, id: &str) -> OpsResult<Option<Record>> {
         let schema = self.schema();
         let collection_schema = served(schema, collection)?;
         let projection =
@@ -205,12 +201,12 @@ impl<'a> Data<'a> {
         match records::get(self.ops(), self.caller, request).await {
             Ok(record) => Ok(Some(record)),
             Err(crate::ops::Error::Agent(crate::agent::Error::NotFound(_))) => Ok(None),
-            Err(error) => Err(error.into()),
+            Err(error) => Err(error),
         }
     }
 
     /// Whether the record `id` exists within the caller's scope (read with its keys only).
-    async fn exists(&self, collection: &CollectionSchema, id: &str) -> ApiResult<bool> {
+    async fn exists(&self, collection: &CollectionSchema, id: &str) -> OpsResult<bool> {
         let filter = records::one_in_scope(self.ops(), self.caller, collection, id).await?;
         let keys = Projection::new(collection.primary_keys());
         Ok(!self
@@ -224,7 +220,7 @@ impl<'a> Data<'a> {
 
     /// Patches the record `id` with typed values: the operation behind `PUT /forest/{c}/{id}`
     /// (edit right, scope, activity entry `update`). A record outside the scope is not found.
-    pub async fn update(&self, collection: &str, id: &str, patch: &Record) -> ApiResult<()> {
+    pub async fn update(&self, collection: &str, id: &str, patch: &Record) -> OpsResult<()> {
         let collection_schema = served(self.schema(), collection)?;
         if !self.exists(collection_schema, id).await? {
             return Err(not_found());
@@ -240,7 +236,7 @@ impl<'a> Data<'a> {
         &self,
         collection: &str,
         attributes: serde_json::Map<String, serde_json::Value>,
-    ) -> ApiResult<String> {
+    ) -> OpsResult<String> {
         let schema = self.schema();
         let collection_schema = served(schema, collection)?;
         let body = serde_json::json!({"data": {"attributes": attributes}});
@@ -251,7 +247,7 @@ impl<'a> Data<'a> {
 
     /// Deletes the record `id`: the operation behind `DELETE /forest/{c}/{id}` (delete right,
     /// scope, activity entry `delete`). A record outside the scope is not found.
-    pub async fn delete(&self, collection: &str, id: &str) -> ApiResult<()> {
+    pub async fn delete(&self, collection: &str, id: &str) -> OpsResult<()> {
         let collection_schema = served(self.schema(), collection)?;
         if !self.exists(collection_schema, id).await? {
             return Err(not_found());
@@ -263,7 +259,7 @@ impl<'a> Data<'a> {
     /// Deletes the records `ids`: the operation behind `DELETE /forest/{c}` with a selection
     /// (delete right, scope, one activity entry `delete` naming them); how many were within the
     /// scope.
-    pub async fn delete_many(&self, collection: &str, ids: &[String]) -> ApiResult<usize> {
+    pub async fn delete_many(&self, collection: &str, ids: &[String]) -> OpsResult<usize> {
         let collection_schema = served(self.schema(), collection)?;
         let unpacked = ids
             .iter()
@@ -301,13 +297,13 @@ impl<'a> Data<'a> {
         id: &str,
         relation_name: &str,
         query: &ListQuery,
-    ) -> ApiResult<Vec<Record>> {
+    ) -> OpsResult<Vec<Record>> {
         let schema = self.schema();
         let parent = served(schema, collection)?;
         let relation = parent
             .relation(relation_name)
             .filter(|r| !r.is_to_one())
-            .ok_or(ApiError::RouteNotFound)?;
+            .ok_or(crate::ops::Error::NotFound)?;
         let query = QueryString::from_pairs(query.pairs(true));
         let request = ListRequest::parse(self.ops(), relation.foreign_collection(), &query, None)?;
         let parent = Parent {
@@ -326,7 +322,7 @@ impl<'a> Data<'a> {
     pub async fn browsable_relations(
         &self,
         collection: &CollectionSchema,
-    ) -> ApiResult<Vec<(String, String)>> {
+    ) -> OpsResult<Vec<(String, String)>> {
         let mut out = Vec::new();
         for (name, relation) in collection.relations() {
             if relation.is_to_one() {
@@ -346,7 +342,7 @@ impl<'a> Data<'a> {
     }
 }
 
-fn not_found() -> ApiError {
+fn not_found() -> crate::ops::Error {
     crate::agent::Error::NotFound("Record does not exists".to_owned()).into()
 }
 

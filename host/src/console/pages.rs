@@ -23,7 +23,6 @@ use super::data::{Data, Rights};
 use super::session::Session;
 use super::{Error, Result};
 use crate::datasource::{CollectionSchema, Record};
-use crate::http::ApiError;
 use crate::state::SharedState;
 
 /// Rows per page unless the user picks another size.
@@ -198,7 +197,7 @@ pub(super) async fn guarded<'d>(
 ) -> Result<&'d CollectionSchema> {
     let collection = named(data, name)?;
     if !allowed(&data.rights(name).await?) {
-        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
+        return Err(crate::auth::Error::forbidden().into());
     }
     Ok(collection)
 }

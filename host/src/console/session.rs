@@ -156,10 +156,19 @@ impl FromRequestParts<SharedState> for Session {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|ConnectInfo(address)| address.ip());
-        if let Err(error) =
-            crate::http::security::private_checks(state, claims.id, &parts.headers, socket).await
+        let forwarded = crate::auth::permissions::forwarded_for(
+            parts
+                .headers
+                .get_all("x-forwarded-for")
+                .iter()
+                .map(HeaderValue::as_bytes),
+        );
+        if let Err(error) = state
+            .permissions
+            .private_checks(claims.id, forwarded.as_deref(), socket)
+            .await
         {
-            return Err(super::Error::Api(error).into_response());
+            return Err(super::Error::from(error).into_response());
         }
         let timezone = cookie(&parts.headers, TIMEZONE_COOKIE)
             .and_then(|name| name.parse::<Tz>().ok())

@@ -29,15 +29,12 @@
 //! `ApprovalSettings` also checks the agent route's `signed_approval_request` (a JWT signed with
 //! the environment secret, whose payload replaces the action body).
 
-use std::fmt;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::Response;
-use jsonwebtoken::{AlgorithmFamily, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Value as Json, json};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -56,77 +53,9 @@ use crate::datasource::Caller;
 use crate::ops::approvals::{self, MAX_COMMENT_CHARS, Refusal};
 use crate::platform::{Approval, ApprovalStatus, Scope, Store};
 
-/// The platform's cap on select-all approvals (`maxRecordsForApproval` default and maximum).
-pub const MAX_RECORDS_FOR_APPROVAL: u64 = 500;
-
-/// What approvals need from the configuration: the environment secret that signs
-/// `signed_approval_request`, and `maxRecordsForApproval`.
-#[derive(Clone)]
-pub struct ApprovalSettings {
-    /// `None`: signed approval requests are refused (route tests over a bare stack).
-    secret: Option<Arc<(EncodingKey, DecodingKey)>>,
-    pub max_records_for_approval: u64,
-}
-
-impl fmt::Debug for ApprovalSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ApprovalSettings")
-            .field("signed_requests", &self.secret.is_some())
-            .field("max_records_for_approval", &self.max_records_for_approval)
-            .finish()
-    }
-}
-
-impl Default for ApprovalSettings {
-    fn default() -> Self {
-        Self {
-            secret: None,
-            max_records_for_approval: MAX_RECORDS_FOR_APPROVAL,
-        }
-    }
-}
-
-impl ApprovalSettings {
-    /// Settings with the environment secret (its text is the HMAC key, as the agent's
-    /// `jsonwebtoken.verify(token, envSecret)` uses it).
-    pub fn new(env_secret: &str, max_records_for_approval: u64) -> Self {
-        Self {
-            secret: Some(Arc::new((
-                EncodingKey::from_secret(env_secret.as_bytes()),
-                DecodingKey::from_secret(env_secret.as_bytes()),
-            ))),
-            max_records_for_approval: max_records_for_approval.min(MAX_RECORDS_FOR_APPROVAL),
-        }
-    }
-
-    /// The payload of a `signed_approval_request`, if its signature (HS256/384/512) is right
-    /// and it has not expired (`exp` and `nbf` are checked when present, as `jsonwebtoken`
-    /// does in Node).
-    pub fn verify(&self, token: &str) -> Option<Json> {
-        let secret = self.secret.as_ref()?;
-        let mut validation = Validation::new_for_family(AlgorithmFamily::Hmac);
-        validation.required_spec_claims.clear();
-        validation.validate_exp = true;
-        validation.validate_nbf = true;
-        validation.validate_aud = false;
-        validation.leeway = 0;
-        match jsonwebtoken::decode::<Json>(token, &secret.1, &validation) {
-            Ok(data) if data.claims.is_object() => Some(data.claims),
-            Ok(_) => None,
-            Err(error) => {
-                tracing::debug!(%error, "signed approval request refused");
-                None
-            }
-        }
-    }
-
-    /// Signs an approval payload as the Forest server does (HS256 with the environment
-    /// secret); for tools and tests.
-    pub fn sign(&self, payload: &Json) -> Option<String> {
-        let secret = self.secret.as_ref()?;
-        jsonwebtoken::encode(&Header::default(), payload, &secret.0).ok()
-    }
-}
+// The settings (signed requests, `maxRecordsForApproval`) are the operations' (the console
+// files requests too); re-exported where the routes and their tests name them.
+pub use crate::ops::approvals::{ApprovalSettings, MAX_RECORDS_FOR_APPROVAL};
 
 /// The approval request routes, below `/v1` (`http::openapi` mounts them with their document).
 pub fn routes() -> OpenApiRouter<SharedState> {
@@ -582,7 +511,6 @@ async fn decide(
             status: decision,
             comment: comment.map(str::to_owned),
         },
-        error_outcome,
     )
     .await
     .map_err(refusal)?;
@@ -595,19 +523,6 @@ async fn decide(
     )
     .await;
     Ok(super::json(&approval_json(&approval)))
-}
-
-/// A failed run of an approved action, as its outcome is kept: the status, name and detail the
-/// agent's routes would answer (`http::error`'s table).
-pub fn error_outcome(error: crate::ops::Error) -> Json {
-    let error = ApiError::from(error);
-    let data = error.data();
-    let (status, name, detail) = error.public_parts();
-    let mut error = json!({"name": name, "detail": detail});
-    if let Some(data) = data {
-        error["data"] = data;
-    }
-    json!({"status": status.as_u16(), "error": error})
 }
 
 /// An approval operation's refusal in the public API's shape.
@@ -636,8 +551,8 @@ fn refusal(error: crate::ops::Error) -> Error {
 }
 
 /// A workflow run whose trigger-action step filed this request resumes with the decision
-/// (`workflows::engine::control::approval_decided`). The decision stands whatever happens
-/// there: a failure is logged, and the run keeps waiting visibly.
+/// (`workflows::engine::control::resume_after_decision`: a failure is logged, the decision
+/// stands).
 pub async fn resume_workflow(
     state: &SharedState,
     store: &Store,
@@ -645,17 +560,14 @@ pub async fn resume_workflow(
     approved: bool,
     outcome: Option<&Json>,
 ) {
-    if let Err(error) = crate::workflows::engine::control::approval_decided(
+    crate::workflows::engine::control::resume_after_decision(
         store,
         &state.workflow_wakeup,
         id,
         approved,
         outcome,
     )
-    .await
-    {
-        tracing::error!(approval = id, %error, "resuming the workflow run of an approval failed");
-    }
+    .await;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -12,17 +12,13 @@ use axum::routing::get;
 
 use super::error::{ApiError, ApiResult};
 use super::{CallerContext, JsonBody, SharedState};
-use crate::agent::query_string::{
-    Params, parse_csv_params, parse_filter, parse_projection, parse_requested_projection,
-    parse_selection, parse_sort,
-};
+use crate::agent::query_string::{Params, parse_filter, parse_projection, parse_selection};
 use crate::agent::serialize;
 use crate::auth::CollectionRight;
 use crate::datasource::{CollectionSchema, DataSourceSchema};
 use crate::ops::permission::LiveSegmentQuery;
 use crate::ops::records::{
-    self, Counted, ExportRequest, FilterRequest, GetRequest, ListRequest, SelectionRequest,
-    explicit_projection,
+    self, Counted, FilterRequest, GetRequest, ListRequest, SelectionRequest, explicit_projection,
 };
 use crate::ops::{self, activity};
 use crate::platform::activity::Action;
@@ -242,70 +238,34 @@ async fn bulk_delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The export request of a query string (and `Forest-Projection` header) on `collection`.
-pub(super) fn export_request(
-    state: &SharedState,
-    context: &CallerContext,
-    headers: &HeaderMap,
-    collection: &CollectionSchema,
-) -> ApiResult<ExportRequest> {
-    let schema = state.datasource.schema();
-    let params = Params::new(&context.query);
-    let mut filter = parse_filter(&params, schema, collection)?;
-    filter.filter.sort = parse_sort(&params, schema, collection)?;
-    let header = projection_header(headers);
-    let columns = parse_requested_projection(&context.query, header, schema, collection)?;
-    Ok(ExportRequest {
-        collection: collection.name.clone(),
-        filter,
-        columns,
-        explicit_projection: explicit_projection(&context.query, header, &collection.name),
-        segment_query: LiveSegmentQuery::of(&context.query),
-        restrict: None,
-    })
-}
-
 /// `GET /{c}.csv`: the header row, then pages of records streamed as they are read, up to
-/// `limitExportSize` (§3.5). Errors before the first byte are answered in the envelope, without
-/// the download headers (the agent sets them only once every parameter is parsed, so that a
-/// browser shows the error instead of saving it); a page that fails later ends the stream (the
-/// status is already sent), and is logged.
-pub(crate) async fn csv(
+/// `limitExportSize` (§3.5; `ops::export`). Errors before the first byte are answered in the
+/// envelope, without the download headers (the agent sets them only once every parameter is
+/// parsed, so that a browser shows the error instead of saving it); a page that fails later ends
+/// the stream (the status is already sent), and is logged.
+pub(super) async fn csv(
     state: &SharedState,
     name: &str,
     context: &CallerContext,
     headers: &HeaderMap,
     parent: Option<&ops::relations::Parent>,
 ) -> ApiResult<Response> {
-    let collection_schema = served(state.datasource.schema(), name)?;
-    let request = export_request(state, context, headers, collection_schema);
-    let request = parsed(state, Action::Export, context, name, request).await?;
-    let export = match parent {
-        None => records::export(state, &context.caller, request).await?,
-        Some(parent) => {
-            ops::relations::export_related(state, &context.caller, parent, request).await?
-        }
+    let request = ops::export::CsvRequest {
+        collection: name,
+        query: &context.query,
+        projection_header: projection_header(headers),
+        parent,
     };
-    let params = parse_csv_params(&context.query);
-    let head = serialize::csv_header(params.header.as_deref().unwrap_or(""))?;
-    let first = futures::stream::once(async move { Ok::<_, std::io::Error>(head) });
-    let pages = futures::stream::unfold(export, |mut export| async move {
-        let chunk = export.next_page().await?;
-        Some((Ok::<_, std::io::Error>(chunk), export))
-    });
-    let body = Body::from_stream(futures::StreamExt::chain(first, pages));
-    // The agent interpolates the query parameter as is: without one, the name is `undefined`
-    // (what `@forestadmin/agent-client` gets, as it sends none).
-    let filename = params.filename.unwrap_or_else(|| "undefined".to_owned());
-    let disposition = serialize::csv_content_disposition(&filename);
-    let mut response = Response::new(body);
+    let csv = ops::export::csv(state, &context.caller, request).await?;
+    let disposition = HeaderValue::from_str(&csv.content_disposition).ok();
+    let mut response = Response::new(Body::from_stream(csv.into_stream()));
     let out = response.headers_mut();
     // koa 3 keeps the type the agent sets before `attachment()`, whatever the file name.
     out.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/csv; charset=utf-8"),
     );
-    if let Ok(value) = HeaderValue::from_str(&disposition) {
+    if let Some(value) = disposition {
         out.insert(header::CONTENT_DISPOSITION, value);
     }
     if let Ok(value) = HeaderValue::from_str(&httpdate_now()) {

@@ -16,10 +16,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::config::ErrorMessageTemplate;
-use crate::{agent, auth, datasource};
+use crate::{agent, auth, datasource, ops};
 
 /// The detail of errors whose message must not reach clients (§7).
-const UNEXPECTED: &str = agent::public::UNEXPECTED;
+const UNEXPECTED: &str = ops::UNEXPECTED;
 
 /// Every error a route can answer with.
 #[derive(Debug, thiserror::Error)]
@@ -90,36 +90,33 @@ struct Public {
     expose: bool,
 }
 
-const fn public(status: StatusCode, name: &'static str, expose: bool) -> Public {
-    Public {
-        status,
-        name,
-        expose,
+/// The agent's table, kept by the operations layer (`ops::Public`, which also says how an
+/// approved action's failure is kept), with the status as a `StatusCode`.
+impl From<ops::Public> for Public {
+    fn from(public: ops::Public) -> Self {
+        Self {
+            status: StatusCode::from_u16(public.status)
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            name: public.name,
+            expose: public.expose,
+        }
     }
 }
 
 impl ApiError {
-    /// THE table: error kind → status, agent error name, message exposure. The agent's own
-    /// kinds are `agent::public`'s (MCP reads the same table); the rest are koa's.
+    /// THE table: error kind → status, agent error name, message exposure (`ops::Public`, plus
+    /// the three answers koa writes itself).
     fn public(&self) -> Public {
-        let agent = match self {
-            Self::Agent(e) => agent::public::of_agent(e),
-            Self::Datasource(e) => agent::public::of_datasource(e),
-            Self::Auth(e) => agent::public::of_auth(e),
-            Self::RouteNotFound => return public(StatusCode::NOT_FOUND, "NotFoundError", true),
+        let public = match self {
+            Self::Agent(e) => ops::Public::of_agent(e),
+            Self::Datasource(e) => ops::Public::of_datasource(e),
+            Self::Auth(e) => ops::Public::of_auth(e),
+            Self::RouteNotFound => ops::Public::NOT_FOUND,
             // Koa's body parser errors are http-errors, named after their status.
-            Self::PayloadTooLarge => {
-                return public(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLargeError", true);
-            }
-            Self::BadRequest(_) => {
-                return public(StatusCode::BAD_REQUEST, "BadRequestError", true);
-            }
+            Self::PayloadTooLarge => ops::Public::new(413, "PayloadTooLargeError", true),
+            Self::BadRequest(_) => ops::Public::BAD_REQUEST,
         };
-        public(
-            StatusCode::from_u16(agent.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            agent.name,
-            agent.expose,
-        )
+        public.into()
     }
 }
 
@@ -299,6 +296,50 @@ mod tests {
     fn status_and_name(error: &ApiError) -> (u16, &'static str) {
         let public = error.public();
         (public.status.as_u16(), public.name)
+    }
+
+    #[test]
+    fn an_operations_error_is_answered_as_the_api_error_it_becomes() {
+        use crate::ops::approvals::Refusal;
+        let errors: Vec<fn() -> ops::Error> = vec![
+            || ops::Error::NotFound,
+            || agent::Error::validation("x").into(),
+            || auth::Error::forbidden().into(),
+            || datasource::Error::Internal("boom".into()).into(),
+            || ops::Error::field("email", "is taken"),
+            || ops::Error::Unavailable,
+            || crate::platform::Error::NotFound("user 7".into()).into(),
+            || crate::platform::Error::Conflict("taken".into()).into(),
+            || crate::platform::Error::Remote("down".into()).into(),
+            || ops::Error::Approval {
+                refusal: Refusal::NotFound,
+                message: "m".into(),
+            },
+            || ops::Error::Approval {
+                refusal: Refusal::Conflict,
+                message: "m".into(),
+            },
+            || ops::Error::Approval {
+                refusal: Refusal::TooManyRecords,
+                message: "m".into(),
+            },
+        ];
+        for error in errors {
+            let api = ApiError::from(error());
+            let public = error().public();
+            assert_eq!(
+                (
+                    api.public().status.as_u16(),
+                    api.public().name,
+                    api.public().expose
+                ),
+                (public.status, public.name, public.expose),
+                "{api:?}"
+            );
+            if public.expose {
+                assert_eq!(api.to_string(), error().to_string());
+            }
+        }
     }
 
     #[test]

@@ -39,7 +39,7 @@ use crate::platform::{self, Actor, Scope, Store, User};
 
 /// Where the API lives: beside `/forest`, under the same prefix.
 pub fn base_path(mount_path: &str) -> String {
-    format!("{}/v1", mount_path.strip_suffix("/forest").unwrap_or(""))
+    crate::config::api_base_path(mount_path)
 }
 
 /// The admin API's routes, each documented (`http::openapi` mounts them and their document).
@@ -318,16 +318,6 @@ fn served_project<'a>(store: &'a Store, project: &str) -> Result<&'a Store> {
     }
 }
 
-/// The admin log's initiator for `user`: `administrator` is the one value of the §1.3 enum for a
-/// person acting through the API (a user managing their own tokens is one too).
-fn actor_of(user: &User) -> Actor {
-    Actor::Administrator {
-        user_id: user.id,
-        email: user.email.clone(),
-        name: user.full_name(),
-    }
-}
-
 /// The operations layer's caller for `user` acting through the API (no rendering: the
 /// platform operations need who they are and their level).
 fn caller_of(user: &User) -> crate::datasource::Caller {
@@ -392,9 +382,9 @@ impl Admin {
         require(self.scopes.as_deref(), scope)
     }
 
-    /// The admin log's initiator.
+    /// The admin log's initiator, as the operations write it (`ops::tokens::actor`).
     pub fn actor(&self) -> Actor {
-        actor_of(&self.user)
+        crate::ops::tokens::actor(&self.caller())
     }
 
     /// The store, after checking that `project` is the one served (else 404).

@@ -14,7 +14,6 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use async_trait::async_trait;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -23,37 +22,9 @@ use axum::routing::post;
 use serde_json::json;
 use tower::ServiceExt as _;
 
-/// Builds and installs a new generation; implemented by the composition root (`app`).
-#[async_trait]
-pub trait Reload: Send + Sync {
-    /// Loads every plugin and builds the stack beside the served one, then swaps it in. On error
-    /// the served generation is untouched and the message says why.
-    async fn reload(&self) -> Result<ReloadReport, String>;
-}
-
-/// What a successful reload did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReloadReport {
-    /// Plugins in the new generation.
-    pub plugins: usize,
-    /// Customizations they declared.
-    pub customizations: usize,
-    /// Time from the request to the swap.
-    pub millis: u64,
-    /// The actions this reload added that no role may trigger (`collection.action`): until
-    /// someone grants them, everyone gets 403 on them.
-    pub untriggerable: Vec<String>,
-}
-
-/// Where a generation finds what rebuilds it (the console's reload button): shared by every
-/// generation, set once the server runs (the rebuilder is made after the first generation).
-pub type Reloader = Arc<std::sync::OnceLock<std::sync::Weak<dyn Reload>>>;
-
-/// Rebuilds through `reloader`, if the server set one.
-pub async fn reload_with(reloader: &Reloader) -> Option<Result<ReloadReport, String>> {
-    let reload = reloader.get()?.upgrade()?;
-    Some(reload.reload().await)
-}
+// What a generation knows of its rebuilder lives beside the state (`crate::state`), which the
+// console's reload button uses too.
+pub use crate::state::{Reload, ReloadReport, Reloader, reload_with};
 
 /// The router generation served now; cloned (an `Arc`) by every request at its start.
 pub type Generation = Arc<ArcSwap<Router>>;

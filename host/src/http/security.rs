@@ -64,8 +64,9 @@ pub async fn private_routes(
     next.run(Request::from_parts(parts, body)).await
 }
 
-/// What every private route checks of a signed-in user (`auth::private`), with the request's
-/// `x-forwarded-for`.
+/// What every private route checks of a signed-in user: the IP whitelist (§5.7), then that the
+/// user is enabled (`Permissions::private_checks`, which the console's pages and the MCP tools
+/// that read the datasource in process pass too).
 pub(crate) async fn private_checks(
     state: &SharedState,
     user_id: i64,
@@ -73,19 +74,20 @@ pub(crate) async fn private_checks(
     socket: Option<std::net::IpAddr>,
 ) -> Result<(), ApiError> {
     let forwarded = forwarded_for(headers);
-    crate::auth::private::private_checks(&state.permissions, user_id, forwarded.as_deref(), socket)
-        .await?;
-    Ok(())
+    Ok(state
+        .permissions
+        .private_checks(user_id, forwarded.as_deref(), socket)
+        .await?)
 }
 
 /// The raw `x-forwarded-for` text; several headers are joined with `, ` as Node joins them.
 pub(super) fn forwarded_for(headers: &axum::http::HeaderMap) -> Option<String> {
-    let values: Vec<String> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .collect();
-    (!values.is_empty()).then(|| values.join(", "))
+    crate::auth::permissions::forwarded_for(
+        headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .map(axum::http::HeaderValue::as_bytes),
+    )
 }
 
 /// `POST /scope-cache-invalidation` `{renderingId}`: drops that rendering's cached copy (its

@@ -407,13 +407,10 @@ async fn list(call: &Call<'_>) -> Text {
 /// whitelist and an enabled user), as the router runs them before a route.
 pub(super) async fn direct(call: &Call<'_>) -> ops::Result<Context> {
     let claims = call.caller.claims.user.clone();
-    crate::auth::private::private_checks(
-        &call.ops().permissions,
-        claims.id,
-        None,
-        call.peer.map(|p| p.ip()),
-    )
-    .await?;
+    call.ops()
+        .permissions
+        .private_checks(claims.id, None, call.peer.map(|p| p.ip()))
+        .await?;
     Ok(Context {
         caller: claims.into_caller(chrono_tz::UTC, uuid::Uuid::new_v4()),
         query: QueryString::parse("timezone=UTC"),

@@ -1,13 +1,12 @@
 //! MCP's one mapping of the layers' errors: a failed operation becomes the sentence a model
 //! reads in a tool error, `"<detail> (HTTP <status>)"`, with the status and detail the same
-//! request answers on `/forest` or `/v1` (the agent's table, `agent::public`), so that a model
+//! request answers on `/forest` or `/v1` (the agent's table, `ops::Public`), so that a model
 //! told "403" knows it was refused rather than mistaken. Unexpected errors (a database, the
 //! store) are logged and read "Unexpected error": their message may hold SQL.
 
 use serde_json::Value as Json;
 
-use crate::agent::public::{self, Public, UNEXPECTED};
-use crate::ops::{self, approvals::Refusal};
+use crate::ops::{self, Public, UNEXPECTED, approvals::Refusal};
 use crate::{platform, workflows};
 
 /// A detail and its status, as the sentence a model reads.
@@ -44,9 +43,9 @@ fn platform_text(error: &platform::Error) -> String {
 pub fn text(error: &ops::Error) -> String {
     use ops::Error as E;
     match error {
-        E::Agent(e) => shown(e, public::of_agent(e)),
-        E::Datasource(e) => shown(e, public::of_datasource(e)),
-        E::Auth(e) => shown(e, public::of_auth(e)),
+        E::Agent(e) => shown(e, Public::of_agent(e)),
+        E::Datasource(e) => shown(e, Public::of_datasource(e)),
+        E::Auth(e) => shown(e, Public::of_auth(e)),
         // No such collection, relation or action: the route's plain 404.
         E::NotFound => sentence("Not Found", 404),
         // Approval refusals, as the approval routes answer them.

@@ -7,6 +7,7 @@
 //! shape (`{"action", "data": {"attributes": {…}}}`), so both file exactly the same request.
 //! Who may see a request: its requester, admins, and the roles that may approve its action.
 
+use jsonwebtoken::{AlgorithmFamily, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Map, Value as Json, json};
 
 use super::actions::{self, Selection, Target};
@@ -19,6 +20,97 @@ use crate::datasource::action::{ActionResult, ActionScope};
 use crate::datasource::{Caller, CollectionSchema, PermissionLevel, Projection, pack_id};
 use crate::platform::activity::Action;
 use crate::platform::{Approval, ApprovalStatus, Store};
+
+/// The platform's cap on select-all approvals (`maxRecordsForApproval` default and maximum).
+pub const MAX_RECORDS_FOR_APPROVAL: u64 = 500;
+
+/// What approvals need from the configuration: the environment secret that signs
+/// `signed_approval_request`, and `maxRecordsForApproval`.
+#[derive(Clone)]
+pub struct ApprovalSettings {
+    /// `None`: signed approval requests are refused (route tests over a bare stack).
+    secret: Option<std::sync::Arc<(EncodingKey, DecodingKey)>>,
+    pub max_records_for_approval: u64,
+}
+
+impl std::fmt::Debug for ApprovalSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalSettings")
+            .field("signed_requests", &self.secret.is_some())
+            .field("max_records_for_approval", &self.max_records_for_approval)
+            .finish()
+    }
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        Self {
+            secret: None,
+            max_records_for_approval: MAX_RECORDS_FOR_APPROVAL,
+        }
+    }
+}
+
+impl ApprovalSettings {
+    /// Settings with the environment secret (its text is the HMAC key, as the agent's
+    /// `jsonwebtoken.verify(token, envSecret)` uses it).
+    pub fn new(env_secret: &str, max_records_for_approval: u64) -> Self {
+        Self {
+            secret: Some(std::sync::Arc::new((
+                EncodingKey::from_secret(env_secret.as_bytes()),
+                DecodingKey::from_secret(env_secret.as_bytes()),
+            ))),
+            max_records_for_approval: max_records_for_approval.min(MAX_RECORDS_FOR_APPROVAL),
+        }
+    }
+
+    /// The payload of a `signed_approval_request`, if its signature (HS256/384/512) is right
+    /// and it has not expired (`exp` and `nbf` are checked when present, as `jsonwebtoken`
+    /// does in Node).
+    pub fn verify(&self, token: &str) -> Option<Json> {
+        let secret = self.secret.as_ref()?;
+        let mut validation = Validation::new_for_family(AlgorithmFamily::Hmac);
+        validation.required_spec_claims.clear();
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.validate_aud = false;
+        validation.leeway = 0;
+        match jsonwebtoken::decode::<Json>(token, &secret.1, &validation) {
+            Ok(data) if data.claims.is_object() => Some(data.claims),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::debug!(%error, "signed approval request refused");
+                None
+            }
+        }
+    }
+
+    /// Signs an approval payload as the Forest server does (HS256 with the environment
+    /// secret); for tools and tests.
+    pub fn sign(&self, payload: &Json) -> Option<String> {
+        let secret = self.secret.as_ref()?;
+        jsonwebtoken::encode(&Header::default(), payload, &secret.0).ok()
+    }
+}
+
+/// A failed run of an approved action, as its outcome is kept: the status, name and detail the
+/// agent's routes would answer (the table of [`super::Public`]); an unexpected failure's detail
+/// is logged, not kept.
+pub fn error_outcome(error: &Error) -> Json {
+    let public = error.public();
+    let message = error.to_string();
+    let detail = if public.expose && !message.is_empty() {
+        message
+    } else {
+        tracing::error!(%error, "unexpected error");
+        "Unexpected error".to_owned()
+    };
+    let mut outcome = json!({"name": public.name, "detail": detail});
+    if let Some(data) = error.data() {
+        outcome["data"] = data;
+    }
+    json!({"status": public.status, "error": outcome})
+}
 
 /// Longest comment kept with a decision.
 pub const MAX_COMMENT_CHARS: usize = 10_000;
@@ -295,14 +387,13 @@ pub struct Decision {
 
 /// Approve or reject: the agent's approve rule on the recorded selection (as the approver sees
 /// it), then the atomic decision, then (approving) the run, whose outcome is kept in the request
-/// (`error_outcome` writes a failed run as the surface's error table does). Answers the request
+/// (a failed run as [`error_outcome`] writes it). Answers the request
 /// as stored at the end. The caller resumes a workflow run waiting on it.
 pub async fn decide(
     ops: &Ops,
     caller: &Caller,
     query: &QueryString,
     decision: Decision,
-    error_outcome: fn(Error) -> Json,
 ) -> Result<Approval> {
     let store = store(ops)?;
     let id = decision.id;
@@ -381,7 +472,7 @@ pub async fn decide(
     };
     let outcome = match run {
         Ok(result) => outcome_json(result),
-        Err(error) => error_outcome(error),
+        Err(error) => error_outcome(&error),
     };
     // The decision is made whatever the action answered (its outcome is kept in the request).
     activity.done();

@@ -25,7 +25,9 @@ pub(crate) fn store(ops: &Ops) -> Result<&Store> {
     ops.store.as_ref().ok_or(Error::Unavailable)
 }
 
-/// The admin log's initiator for `caller`: a person acting through the API or the console.
+/// The admin log's initiator for `caller`: `administrator` is the one value of the §1.3 enum for
+/// a person acting through the API or the console (a user managing their own tokens is one too).
+/// The `/v1` admin routes write theirs with it too.
 pub(crate) fn actor(caller: &Caller) -> Actor {
     Actor::Administrator {
         user_id: caller.id,

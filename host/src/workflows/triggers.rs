@@ -537,6 +537,27 @@ impl Triggers {
         )
     }
 
+    /// The webhook URL of `trigger`: `{publicUrl or http://{host}}/{prefix}/v1/workflow-hooks/
+    /// {hook}`, for a server mounted at `mount_path` and a request to `host` (its `Host`
+    /// header; `localhost` without one). The `/v1` trigger routes and the console show it.
+    pub fn webhook_url(
+        &self,
+        trigger: &WebhookTrigger,
+        mount_path: &str,
+        host: Option<&str>,
+    ) -> String {
+        let origin = self.public_url().map_or_else(
+            || format!("http://{}", host.unwrap_or("localhost")),
+            str::to_owned,
+        );
+        format!(
+            "{origin}{}{}/{}",
+            crate::config::api_base_path(mount_path),
+            super::webhook::PATH,
+            self.hook_segment(trigger)
+        )
+    }
+
     /// Reads and verifies a webhook path segment, before anything touches the store; `None`
     /// when it is malformed or was not signed by this server for this environment.
     pub fn verify(&self, segment: &str) -> Option<Hook> {

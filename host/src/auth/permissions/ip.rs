@@ -111,7 +111,35 @@ fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
+/// The raw `x-forwarded-for` text of a request from its header values: several headers are
+/// joined with `, ` as Node joins them; `None` without any.
+pub fn forwarded_for<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<String> {
+    let values: Vec<String> = values
+        .into_iter()
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    (!values.is_empty()).then(|| values.join(", "))
+}
+
 impl Permissions {
+    /// What every private route and console page checks of a signed-in user (every surface the
+    /// same): the IP whitelist (§5.7), then that the user is enabled. `forwarded_for` and
+    /// `socket` are as [`Permissions::check_ip`] takes them.
+    pub async fn private_checks(
+        &self,
+        user_id: i64,
+        forwarded_for: Option<&str>,
+        socket: Option<IpAddr>,
+    ) -> Result<()> {
+        if !self.enforced() {
+            return Ok(());
+        }
+        if self.ip_whitelist_enabled().await? {
+            self.check_ip(forwarded_for, socket).await?;
+        }
+        self.enabled_user(user_id).await
+    }
+
     /// Whether the whitelist is on (a cheap look at the cached document): the middleware skips
     /// every other step when it is off.
     pub async fn ip_whitelist_enabled(&self) -> Result<bool> {

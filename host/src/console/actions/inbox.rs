@@ -18,7 +18,6 @@ use crate::console::data::Data;
 use crate::console::pages::{Layout, page, record_href};
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
-use crate::http::ApiError;
 use crate::ops::approvals::{self, Decision, MAX_COMMENT_CHARS, Refusal};
 use crate::platform::{Approval, ApprovalStatus};
 use crate::state::SharedState;
@@ -40,7 +39,7 @@ fn refused(error: crate::ops::Error) -> Error {
         } => Error::NotFound(format!(
             "There is no {message}: it may not be yours to see."
         )),
-        other => Error::Api(ApiError::from(other)),
+        other => Error::Ops(other),
     }
 }
 
@@ -311,14 +310,13 @@ async fn decide(
             status,
             comment,
         },
-        crate::http::approvals::error_outcome,
     )
     .await
     .map_err(refused)?;
     if let Some(store) = state.store.as_ref() {
-        crate::http::approvals::resume_workflow(
-            &state,
+        crate::workflows::engine::control::resume_after_decision(
             store,
+            &state.workflow_wakeup,
             approval_id,
             status == ApprovalStatus::Approved,
             decided.outcome.as_ref(),

@@ -113,7 +113,7 @@ pub async fn reload(
         by = session.caller.id,
         "plugin reload asked from the console"
     );
-    match crate::http::reload::reload_with(&state.reloader).await {
+    match crate::state::reload_with(&state.reloader).await {
         Some(Ok(report)) => Ok(Redirect::to(&format!(
             "{}/admin/plugins?reloaded={}",
             session.base, report.plugins

@@ -47,9 +47,7 @@ fn triggers(state: &SharedState) -> Option<&Triggers> {
 }
 
 fn failed(error: impl std::fmt::Display) -> Error {
-    Error::Api(crate::http::ApiError::from(
-        crate::datasource::Error::Internal(error.to_string()),
-    ))
+    crate::datasource::Error::Internal(error.to_string()).into()
 }
 
 /// `GET /console/admin/workflows`.
@@ -84,9 +82,10 @@ pub async fn list(
                             .webhook_trigger(&reference)
                             .await
                             .map_err(failed)?;
-                        let url = crate::http::workflows::triggers::webhook_url(
-                            &state, triggers, &trigger, &headers,
-                        );
+                        let host = headers
+                            .get(axum::http::header::HOST)
+                            .and_then(|h| h.to_str().ok());
+                        let url = triggers.webhook_url(&trigger, &state.mount_path, host);
                         Some((trigger.enabled, url))
                     }
                     None => None,

@@ -17,7 +17,6 @@ use crate::console::view::{self, InputKind};
 use crate::console::{Error, Result};
 use crate::datasource::query::ValueKind;
 use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
-use crate::http::ApiError;
 use crate::state::SharedState;
 
 // ----- table -----------------------------------------------------------------------------
@@ -401,7 +400,7 @@ pub async fn table(
     let collection = named(&data, &name)?;
     let rights = data.rights(&name).await?;
     if !rights.browse {
-        return Err(ApiError::from(crate::auth::Error::forbidden()).into());
+        return Err(crate::auth::Error::forbidden().into());
     }
     let table = TableState::parse(query.as_deref().unwrap_or(""));
     let base = session.base.clone();
@@ -639,7 +638,27 @@ pub async fn export(
         fields: fields_pairs(&data, collection, &shown),
         ..ListQuery::default()
     };
-    Ok(data.export(&name, &list, &shown.join(","), &name).await?)
+    let csv = data.export(&name, &list, &shown.join(","), &name).await?;
+    Ok(csv_download(csv))
+}
+
+/// A started CSV export as the browser's download: the same rows and file name as
+/// `GET /forest/{c}.csv` (`ops::export`), streamed as they are read.
+fn csv_download(csv: crate::ops::export::Csv) -> Response {
+    use axum::http::{HeaderValue, header};
+    let disposition = HeaderValue::from_str(&csv.content_disposition).ok();
+    let mut response = Response::new(axum::body::Body::from_stream(csv.into_stream()));
+    let out = response.headers_mut();
+    out.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    if let Some(value) = disposition {
+        out.insert(header::CONTENT_DISPOSITION, value);
+    }
+    // Rows reach the browser as they are read, not once a proxy has buffered them all.
+    out.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
 }
 
 // ----- bulk delete -----------------------------------------------------------------------

@@ -223,29 +223,16 @@ fn webhook_json(
     Json::Object(out)
 }
 
-/// `{publicUrl or the request's own origin}/{prefix}/v1/workflow-hooks/{hook}`.
+/// `{publicUrl or the request's own origin}/{prefix}/v1/workflow-hooks/{hook}`
+/// (`Triggers::webhook_url`).
 pub fn webhook_url(
     state: &SharedState,
     triggers: &Triggers,
     trigger: &WebhookTrigger,
     headers: &HeaderMap,
 ) -> String {
-    let origin = triggers.public_url().map_or_else(
-        || {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or("localhost");
-            format!("http://{host}")
-        },
-        str::to_owned,
-    );
-    format!(
-        "{origin}{}{}/{}",
-        crate::http::platform::base_path(&state.mount_path),
-        crate::workflows::webhook::PATH,
-        triggers.hook_segment(trigger)
-    )
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    triggers.webhook_url(trigger, &state.mount_path, host)
 }
 
 /// The workflow's triggers: manual (always on) and the webhook. Anyone who may browse the

@@ -569,6 +569,25 @@ async fn cancel(
     Ok(changed == 1)
 }
 
+/// [`approval_decided`] where a person decided (the `/v1` route, the console's inbox): the
+/// decision stands whatever happens here, so a failure is logged, and the run keeps waiting
+/// visibly.
+pub async fn resume_after_decision(
+    store: &Store,
+    wakeup: &Wakeup,
+    approval_id: i64,
+    approved: bool,
+    outcome: Option<&Json>,
+) {
+    if let Err(error) = approval_decided(store, wakeup, approval_id, approved, outcome).await {
+        tracing::error!(
+            approval = approval_id,
+            %error,
+            "resuming the workflow run of an approval failed"
+        );
+    }
+}
+
 /// An approval request was decided: the run whose step filed it resumes. Approved, the step
 /// succeeded with what running the action answered (the approver ran it); rejected, or the
 /// action failed when approved, the step failed and the run waits for a person. Returns the
