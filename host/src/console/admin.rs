@@ -8,6 +8,8 @@
 //! session) and writes the admin log entries: a non-admin reaching an administration page by a
 //! typed URL gets the 403 page, and the sidebar shows them no "Administration" place.
 
+mod conditions;
+mod groups;
 mod logs;
 mod permissions;
 mod plugins;
@@ -38,9 +40,26 @@ pub fn routes() -> Router<SharedState> {
             get(tokens::revoke_confirm).post(tokens::revoke),
         )
         .route("/admin/users", get(users::list))
+        .route("/admin/users/new", get(users::new).post(users::create))
         .route("/admin/users/{id}", get(users::edit).post(users::save))
+        .route(
+            "/admin/users/{id}/remove",
+            get(users::remove_confirm).post(users::remove),
+        )
+        .route("/admin/groups", get(groups::list))
+        .route("/admin/groups/{kind}", post(groups::create))
+        .route("/admin/groups/{kind}/{id}/rename", post(groups::rename))
+        .route("/admin/groups/{kind}/{id}/remove", post(groups::remove))
         .route("/admin/permissions", get(permissions::editor))
         .route("/admin/permissions/{role}", post(permissions::save))
+        .route(
+            "/admin/permissions/{role}/actions/{collection}/{action}",
+            get(permissions::action_form).post(permissions::action_save),
+        )
+        .route(
+            "/admin/scopes",
+            get(permissions::scope_form).post(permissions::scope_save),
+        )
         .route("/admin/workflows", get(workflows::list))
         .route(
             "/admin/workflows/{id}/webhook/{change}",
@@ -68,6 +87,7 @@ fn tabs(base: &str, current: &str) -> Vec<Tab> {
     [
         ("Tokens", "tokens"),
         ("Users", "users"),
+        ("Teams & roles", "groups"),
         ("Permissions", "permissions"),
         ("Workflows", "workflows"),
         ("Plugins", "plugins"),
