@@ -1,6 +1,7 @@
 //! The console's administration (issue 22, Part 2 §6), for admins: application tokens, the
-//! project's users, the rights of each role (the permission editor), the workflows' webhooks, the
-//! plugins and the logs; and every user's own application tokens ("My tokens").
+//! project's users, teams and roles, the rights of each role and the teams' scopes (the
+//! permission editor), the charts added to the dashboards, the workflows' webhooks, the plugins
+//! and the logs; and every user's own application tokens ("My tokens").
 //!
 //! Each page reads and writes through the operations layer (`ops::tokens`, `ops::users`,
 //! `ops::rights`, `ops::logs`; the workflow engine's trigger store for webhooks) as the
@@ -8,6 +9,7 @@
 //! session) and writes the admin log entries: a non-admin reaching an administration page by a
 //! typed URL gets the 403 page, and the sidebar shows them no "Administration" place.
 
+mod charts;
 mod conditions;
 mod groups;
 mod logs;
@@ -60,6 +62,9 @@ pub fn routes() -> Router<SharedState> {
             "/admin/scopes",
             get(permissions::scope_form).post(permissions::scope_save),
         )
+        .route("/admin/charts", get(charts::list).post(charts::save))
+        .route("/admin/charts/preview", post(charts::preview))
+        .route("/admin/charts/{id}/remove", post(charts::remove))
         .route("/admin/workflows", get(workflows::list))
         .route(
             "/admin/workflows/{id}/webhook/{change}",
@@ -89,6 +94,7 @@ fn tabs(base: &str, current: &str) -> Vec<Tab> {
         ("Users", "users"),
         ("Teams & roles", "groups"),
         ("Permissions", "permissions"),
+        ("Charts", "charts"),
         ("Workflows", "workflows"),
         ("Plugins", "plugins"),
         ("Logs", "logs"),

@@ -12,7 +12,8 @@
 // second browser context, has exactly those rights; the action then made to need an approval
 // (their run is filed), a condition built and read back; a team scope that hides a customer
 // from them; their removal after a confirmation (never one's own). Every administration page at
-// 390 px without sideways scroll. As the editor: no "Administration" place, the 403 page for
+// 390 px without sideways scroll. A chart added to the orders dashboard (bad input refused
+// first, a live preview as the form is filled), drawn there, then removed. As the editor: no "Administration" place, the 403 page for
 // every administration URL typed, and their own tokens. axe-core on every page; screenshots for
 // the README.
 import {
@@ -331,6 +332,50 @@ try {
   const roleChanges = await page.$$eval('table.logs tbody tr', (rows) => rows.map((r) => r.textContent));
   check(roleChanges.some((t) => t.includes('Auditor')), `the admin log has the role's changes: ${roleChanges.length}`);
 
+  // ----- add a chart ------------------------------------------------------------------------------
+  await page.goto(`${origin}/console/c/orders/dashboard`);
+  await Promise.all([page.waitForNavigation(), page.click('a:has-text("Add a chart")')]);
+  check(page.url().includes('/console/admin/charts?dashboard=orders'), `the dashboard leads to the chart form: ${page.url()}`);
+  check(await page.inputValue('#c-dashboard') === 'orders', 'for the orders dashboard');
+  check(await page.isVisible('.empty:has-text("No chart added")'), 'no chart added yet, the page says what to do');
+  // The preview draws as soon as the page opens (a count of orders), and follows the form.
+  await page.waitForSelector('#chart-preview .chart-card svg, #chart-preview .chart-figure', { timeout: 10000 });
+  await audit(page, 'admin-charts');
+  // Bad input: no title, a target that is not a number; refused next to each, nothing added.
+  await page.selectOption('#c-kind', 'objective');
+  await page.waitForSelector('#c-objective');
+  await page.fill('#c-objective', 'lots');
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Add the chart")')]);
+  check(/needs a title/.test(await page.textContent('#c-title-error')), 'a chart without a title is refused');
+  check(/is a number/.test(await page.textContent('#c-objective-error')), 'a target that is not a number is refused');
+  check(await page.getAttribute('#c-title', 'aria-invalid') === 'true', 'the title is marked invalid');
+  check(await page.locator('table.added-charts').count() === 0, 'nothing was added');
+  await audit(page, 'admin-charts-errors');
+  // A distribution of orders by status, drawn live, then added.
+  await page.fill('#c-title', 'Orders by status (added)');
+  await page.selectOption('#c-kind', 'distribution');
+  await page.waitForSelector('#c-group');
+  await page.selectOption('#c-group', 'status');
+  await page.waitForFunction(() => {
+    const card = document.querySelector('#chart-preview .chart-card');
+    return card && card.dataset.kind === 'distribution' && card.querySelector('svg') && /Orders by status \(added\)/.test(card.textContent);
+  }, null, { timeout: 10000 });
+  check(await page.inputValue('#c-title') === 'Orders by status (added)', 'the title typed survives the refresh');
+  await shot(page, 'console-admin-chart');
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Add the chart")')]);
+  check(/added to its dashboard/.test(await page.textContent('.notice')), 'the chart is added');
+  const addedRow = page.locator('table.added-charts tbody tr', { hasText: 'Orders by status (added)' });
+  check((await addedRow.textContent()).includes('orders'), 'listed with its dashboard');
+  await page.goto(`${origin}/console/c/orders/dashboard`);
+  const addedCard = page.locator('li.chart-card', { hasText: 'Orders by status (added)' });
+  check(await addedCard.count() === 1 && await addedCard.locator('svg').count() === 1, 'the orders dashboard draws it');
+  // Removed: gone from the dashboard.
+  await page.goto(`${origin}/console/admin/charts`);
+  await Promise.all([page.waitForNavigation(), page.locator('table.added-charts tbody tr', { hasText: 'Orders by status (added)' }).locator('button:has-text("Remove")').click()]);
+  check(/removed/.test(await page.textContent('.notice')), 'the chart is removed');
+  await page.goto(`${origin}/console/c/orders/dashboard`);
+  check(await page.locator('li.chart-card', { hasText: 'Orders by status (added)' }).count() === 0, 'and gone from the dashboard');
+
   // ----- workflows -----------------------------------------------------------------------------
   await Promise.all([page.waitForNavigation(), page.click('.admin-tabs a:has-text("Workflows")')]);
   check(page.url().endsWith('/console/admin/workflows'), `the workflows tab: ${page.url()}`);
@@ -398,6 +443,7 @@ try {
     ['user-new', '/console/admin/users/new'],
     ['groups', '/console/admin/groups'],
     ['permissions', `/console/admin/permissions?role=${supportId}`],
+    ['charts', '/console/admin/charts'],
     ['action-rights', `/console/admin/permissions/${supportId}/actions/customers/Mark%20as%20VIP`],
     ['scope', `/console/admin/scopes?team=${shippingId}&collection=orders`],
     ['workflows', '/console/admin/workflows'],
@@ -426,7 +472,7 @@ try {
   await signOut(page);
   await signIn(page, 'editor@canopy.local', 'canopy-demo-editor');
   check(await page.locator('nav.side a', { hasText: 'Administration' }).count() === 0, 'no Administration place for the editor');
-  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/users/new', '/console/admin/users/1/remove', '/console/admin/groups', '/console/admin/scopes?team=1&collection=orders', '/console/admin/permissions', '/console/admin/workflows', '/console/admin/logs', '/console/admin/plugins']) {
+  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/users/new', '/console/admin/users/1/remove', '/console/admin/groups', '/console/admin/scopes?team=1&collection=orders', '/console/admin/charts', '/console/admin/permissions', '/console/admin/workflows', '/console/admin/logs', '/console/admin/plugins']) {
     const answer = await page.goto(`${origin}${path}`);
     check(answer.status() === 403, `${path} is refused to the editor: ${answer.status()}`);
     check(/do not have the right/.test(await page.textContent('[role=alert]')), `${path} says why`);
