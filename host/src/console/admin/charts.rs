@@ -266,7 +266,10 @@ impl Editor {
     fn refusal(&mut self, error: ops::Error) -> Result<()> {
         match error {
             ops::Error::Field { field, message } => {
-                let message = format!("{}{}.", message[..1].to_uppercase(), &message[1..]);
+                let mut chars = message.chars();
+                let message = chars.next().map_or_else(String::new, |c| {
+                    format!("{}{}.", c.to_uppercase(), chars.as_str())
+                });
                 match field.as_str() {
                     "title" => self.title_error = Some(message),
                     "kind" => self.kind_error = Some(message),
