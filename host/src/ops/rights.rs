@@ -187,18 +187,12 @@ fn action_rights(
         self_approval: rights.self_approval_enabled.allows(role),
         conditions: all,
         trigger_condition: last_condition(&rights.trigger_conditions, role_id),
-        approval_required_condition: last_condition(
-            &rights.approval_required_conditions,
-            role_id,
-        ),
+        approval_required_condition: last_condition(&rights.approval_required_conditions, role_id),
         approval_condition: last_condition(&rights.user_approval_conditions, role_id),
     }
 }
 
-fn last_condition(
-    of: &[crate::platform::documents::RoleCondition],
-    role_id: i64,
-) -> Option<Json> {
+fn last_condition(of: &[crate::platform::documents::RoleCondition], role_id: i64) -> Option<Json> {
     of.iter()
         .rev()
         .find(|c| c.role_id == role_id)
@@ -245,16 +239,14 @@ async fn editable(
 
 /// Checks that `collection` is served and has `action`.
 fn served_action(ops: &Ops, collection: &str, action: &str) -> Result<()> {
-    let served = ops
-        .schema()
-        .collections
-        .get(collection)
-        .ok_or_else(|| crate::platform::Error::NotFound(format!("collection {collection:?}")))?;
+    let served =
+        ops.schema().collections.get(collection).ok_or_else(|| {
+            crate::platform::Error::NotFound(format!("collection {collection:?}"))
+        })?;
     if !served.actions.contains_key(action) {
-        return Err(crate::platform::Error::NotFound(format!(
-            "action {action:?} on {collection}"
-        ))
-        .into());
+        return Err(
+            crate::platform::Error::NotFound(format!("action {action:?} on {collection}")).into(),
+        );
     }
     Ok(())
 }
@@ -304,8 +296,7 @@ pub async fn set_action_rights(
         ("approvalCondition", &change.approval_condition),
     ] {
         if let Some(tree) = condition {
-            declarative::check_tree(tree, collection, &view)
-                .map_err(|e| Error::field(field, e))?;
+            declarative::check_tree(tree, collection, &view).map_err(|e| Error::field(field, e))?;
         }
     }
     let entry = collections

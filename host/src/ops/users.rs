@@ -222,8 +222,18 @@ pub async fn rename_group(
     let name = group_name(store, kind, id).await?;
     declarative::guard(store, kind.part()).await?;
     Ok(match kind {
-        Group::Team => store.rename_team(&actor(caller), &name, &new_name).await?.name,
-        Group::Role => store.rename_role(&actor(caller), &name, &new_name).await?.name,
+        Group::Team => {
+            store
+                .rename_team(&actor(caller), &name, &new_name)
+                .await?
+                .name
+        }
+        Group::Role => {
+            store
+                .rename_role(&actor(caller), &name, &new_name)
+                .await?
+                .name
+        }
     })
 }
 

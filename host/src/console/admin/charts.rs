@@ -432,15 +432,12 @@ pub async fn save(
     let Some(definition) = editor.definition(&state, true) else {
         return render(&state, &session, editor, None).await;
     };
-    match ops::dashboard::add_chart(
-        &state.ops,
-        &session.caller,
-        editor.dashboard(),
-        &definition,
-    )
-    .await
+    match ops::dashboard::add_chart(&state.ops, &session.caller, editor.dashboard(), &definition)
+        .await
     {
-        Ok(_) => Ok(Redirect::to(&format!("{}/admin/charts?done=added", session.base)).into_response()),
+        Ok(_) => {
+            Ok(Redirect::to(&format!("{}/admin/charts?done=added", session.base)).into_response())
+        }
         Err(error) => {
             editor.refusal(error)?;
             render(&state, &session, editor, None).await

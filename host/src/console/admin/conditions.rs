@@ -343,7 +343,10 @@ pub fn variables(tags: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut tags: Vec<String> = tags.into_iter().collect();
     tags.sort();
     tags.dedup();
-    out.extend(tags.into_iter().map(|t| format!("{{{{currentUser.tags.{t}}}}}")));
+    out.extend(
+        tags.into_iter()
+            .map(|t| format!("{{{{currentUser.tags.{t}}}}}")),
+    );
     out
 }
 

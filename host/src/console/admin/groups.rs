@@ -58,7 +58,9 @@ fn kind_of(raw: &str) -> Result<Group> {
     match raw {
         "team" => Ok(Group::Team),
         "role" => Ok(Group::Role),
-        _ => Err(Error::NotFound("There is no such kind of group.".to_owned())),
+        _ => Err(Error::NotFound(
+            "There is no such kind of group.".to_owned(),
+        )),
     }
 }
 
@@ -87,7 +89,10 @@ async fn render(
     let (roles, teams) = ops::users::roles_and_teams(&state.ops, &session.caller).await?;
     let (team_members, role_members) =
         ops::users::group_members(&state.ops, &session.caller).await?;
-    let section = |kind: Group, title, all: Vec<(i64, String)>, members: &std::collections::BTreeMap<i64, usize>| {
+    let section = |kind: Group,
+                   title,
+                   all: Vec<(i64, String)>,
+                   members: &std::collections::BTreeMap<i64, usize>| {
         let here = refused.as_ref().filter(|r| r.kind == kind);
         Section {
             kind: kind.as_str(),

@@ -380,10 +380,21 @@ pub async fn action_form(
 ) -> Result<Response> {
     let (found, rights) =
         rights::action_rights_of(&state.ops, &session.caller, role, &collection, &action).await?;
-    let schema = state.ops.collection(&collection).map_err(crate::ops::Error::from)?;
+    let schema = state
+        .ops
+        .collection(&collection)
+        .map_err(crate::ops::Error::from)?;
     let builders = action_builders(&state, schema, &rights);
     render_action(
-        &state, &session, role, &collection, &action, &rights, found.name, builders, None,
+        &state,
+        &session,
+        role,
+        &collection,
+        &action,
+        &rights,
+        found.name,
+        builders,
+        None,
     )
     .await
 }
@@ -399,7 +410,10 @@ pub async fn action_save(
     let pairs = session.form(&headers, &body)?;
     let (found, mut rights) =
         rights::action_rights_of(&state.ops, &session.caller, role, &collection, &action).await?;
-    let schema = state.ops.collection(&collection).map_err(crate::ops::Error::from)?;
+    let schema = state
+        .ops
+        .collection(&collection)
+        .map_err(crate::ops::Error::from)?;
     let ticked = |key: &str| first(&pairs, key) == Some("on");
     rights.trigger = ticked("trigger");
     rights.approval_required = ticked("approvalRequired");
@@ -411,11 +425,19 @@ pub async fn action_save(
         builder.read(&pairs);
         trees.push(builder.tree(state.ops.schema(), schema));
     }
-    let [Some(trigger), Some(required), Some(approval)] = <[_; 3]>::try_from(trees)
-        .unwrap_or([None, None, None])
+    let [Some(trigger), Some(required), Some(approval)] =
+        <[_; 3]>::try_from(trees).unwrap_or([None, None, None])
     else {
         return render_action(
-            &state, &session, role, &collection, &action, &rights, found.name, builders, None,
+            &state,
+            &session,
+            role,
+            &collection,
+            &action,
+            &rights,
+            found.name,
+            builders,
+            None,
         )
         .await;
     };
@@ -428,8 +450,15 @@ pub async fn action_save(
         approval_required_condition: required,
         approval_condition: approval,
     };
-    match rights::set_action_rights(&state.ops, &session.caller, role, &collection, &action, &change)
-        .await
+    match rights::set_action_rights(
+        &state.ops,
+        &session.caller,
+        role,
+        &collection,
+        &action,
+        &change,
+    )
+    .await
     {
         Ok(()) => Ok(Redirect::to(&format!(
             "{}/admin/permissions?role={role}&saved=action",
@@ -449,7 +478,15 @@ pub async fn action_save(
                 None => error = Some(message),
             }
             render_action(
-                &state, &session, role, &collection, &action, &rights, found.name, builders, error,
+                &state,
+                &session,
+                role,
+                &collection,
+                &action,
+                &rights,
+                found.name,
+                builders,
+                error,
             )
             .await
         }
@@ -558,7 +595,10 @@ pub async fn scope_form(
 ) -> Result<Response> {
     let (team, collection) = scope_of(&form_pairs(query.unwrap_or_default().as_bytes()))?;
     let (team, scope) = rights::team_scope(&state.ops, &session.caller, team, &collection).await?;
-    let schema = state.ops.collection(&collection).map_err(crate::ops::Error::from)?;
+    let schema = state
+        .ops
+        .collection(&collection)
+        .map_err(crate::ops::Error::from)?;
     let builder = scope_builder(&state, schema, scope.as_ref());
     render_scope(&state, &session, &team, &collection, builder, None).await
 }
@@ -573,7 +613,10 @@ pub async fn scope_save(
     let pairs = session.form(&headers, &body)?;
     let (team, collection) = scope_of(&pairs)?;
     let (team, scope) = rights::team_scope(&state.ops, &session.caller, team, &collection).await?;
-    let schema = state.ops.collection(&collection).map_err(crate::ops::Error::from)?;
+    let schema = state
+        .ops
+        .collection(&collection)
+        .map_err(crate::ops::Error::from)?;
     let mut builder = scope_builder(&state, schema, scope.as_ref());
     builder.read(&pairs);
     let Some(tree) = builder.tree(state.ops.schema(), schema) else {

@@ -463,14 +463,7 @@ pub async fn remove(
             Ok(Redirect::to(&format!("{}/admin/users?removed=1", session.base)).into_response())
         }
         Err(ops::Error::Platform(crate::platform::Error::Conflict(message))) => {
-            confirm(
-                &state,
-                &session,
-                &user,
-                StatusCode::CONFLICT,
-                Some(message),
-            )
-            .await
+            confirm(&state, &session, &user, StatusCode::CONFLICT, Some(message)).await
         }
         Err(other) => Err(other.into()),
     }

@@ -173,9 +173,14 @@ async fn rename(
     let new_name = name_of(&body)?;
     let mut found = kind.find(store, &raw).await?;
     let group_id = id("id", &raw)?;
-    let renamed =
-        ops::users::rename_group(&state.ops, &admin.caller(), kind.group(), group_id, &new_name)
-            .await?;
+    let renamed = ops::users::rename_group(
+        &state.ops,
+        &admin.caller(),
+        kind.group(),
+        group_id,
+        &new_name,
+    )
+    .await?;
     found["name"] = json!(renamed);
     Ok(json(&found))
 }
