@@ -9,6 +9,7 @@
 pub mod activity;
 pub mod audit;
 pub mod bootstrap;
+pub mod charts;
 pub mod declarative;
 pub mod documents;
 pub mod listing;

@@ -1,6 +1,7 @@
 //! The console's administration (issue 22, Part 2 §6), for admins: application tokens, the
-//! project's users, the rights of each role (the permission editor), the workflows' webhooks, the
-//! plugins and the logs; and every user's own application tokens ("My tokens").
+//! project's users, teams and roles, the rights of each role and the teams' scopes (the
+//! permission editor), the charts added to the dashboards, the workflows' webhooks, the plugins
+//! and the logs; and every user's own application tokens ("My tokens").
 //!
 //! Each page reads and writes through the operations layer (`ops::tokens`, `ops::users`,
 //! `ops::rights`, `ops::logs`; the workflow engine's trigger store for webhooks) as the
@@ -8,6 +9,9 @@
 //! session) and writes the admin log entries: a non-admin reaching an administration page by a
 //! typed URL gets the 403 page, and the sidebar shows them no "Administration" place.
 
+mod charts;
+mod conditions;
+mod groups;
 mod logs;
 mod permissions;
 mod plugins;
@@ -37,9 +41,29 @@ pub fn routes() -> Router<SharedState> {
             get(tokens::revoke_confirm).post(tokens::revoke),
         )
         .route("/admin/users", get(users::list))
+        .route("/admin/users/new", get(users::new).post(users::create))
         .route("/admin/users/{id}", get(users::edit).post(users::save))
+        .route(
+            "/admin/users/{id}/remove",
+            get(users::remove_confirm).post(users::remove),
+        )
+        .route("/admin/groups", get(groups::list))
+        .route("/admin/groups/{kind}", post(groups::create))
+        .route("/admin/groups/{kind}/{id}/rename", post(groups::rename))
+        .route("/admin/groups/{kind}/{id}/remove", post(groups::remove))
         .route("/admin/permissions", get(permissions::editor))
         .route("/admin/permissions/{role}", post(permissions::save))
+        .route(
+            "/admin/permissions/{role}/actions/{collection}/{action}",
+            get(permissions::action_form).post(permissions::action_save),
+        )
+        .route(
+            "/admin/scopes",
+            get(permissions::scope_form).post(permissions::scope_save),
+        )
+        .route("/admin/charts", get(charts::list).post(charts::save))
+        .route("/admin/charts/preview", post(charts::preview))
+        .route("/admin/charts/{id}/remove", post(charts::remove))
         .route("/admin/workflows", get(workflows::list))
         .route(
             "/admin/workflows/{id}/webhook/{change}",
@@ -67,7 +91,9 @@ fn tabs(base: &str, current: &str) -> Vec<Tab> {
     [
         ("Tokens", "tokens"),
         ("Users", "users"),
+        ("Teams & roles", "groups"),
         ("Permissions", "permissions"),
+        ("Charts", "charts"),
         ("Workflows", "workflows"),
         ("Plugins", "plugins"),
         ("Logs", "logs"),

@@ -1,4 +1,5 @@
-//! Dashboards: the charts of `[[dashboard.chart]]` (config) drawn by the server. The home page
+//! Dashboards: the charts of `[[dashboard.chart]]` (config) and those an admin added from the
+//! console (stored, `ops::dashboard::stored_charts`) drawn by the server. The home page
 //! shows the home dashboard above the collection cards; `/c/{collection}/dashboard` shows a
 //! collection's (a "Dashboard" tab on its table page); a record page shows its collection's
 //! plugin charts (`lifetime_value` on a customer).
@@ -119,7 +120,7 @@ fn failure(title: &str, error: crate::ops::Error) -> String {
     error.message()
 }
 
-fn card(
+pub(super) fn card(
     index: usize,
     title: &str,
     kind: ChartKind,
@@ -154,18 +155,19 @@ fn card(
 
 /// The cards of a dashboard (`None`: the home one) that `caller` may see, computed together.
 pub async fn cards(ops: &Ops, caller: &Caller, dashboard: Option<&str>) -> Vec<Card> {
-    let charts = dashboard::charts_of(ops, dashboard);
+    let charts = dashboard::all_charts(ops, dashboard).await;
     let results = futures::future::join_all(
         charts
             .iter()
-            .map(|definition| dashboard::evaluate(ops, caller, definition)),
+            .map(|chart| dashboard::evaluate(ops, caller, &chart.definition)),
     )
     .await;
     charts
-        .into_iter()
+        .iter()
         .zip(results)
         .enumerate()
-        .filter_map(|(index, (definition, result))| {
+        .filter_map(|(index, (chart, result))| {
+            let definition = &chart.definition;
             let drawn = match result {
                 Ok(None) => return None,
                 Ok(Some(figure)) => Ok(figure),
@@ -227,8 +229,9 @@ fn humane(name: &str) -> String {
 }
 
 /// The table page's link to the collection's dashboard, when it has one.
-pub fn dashboard_href(ops: &Ops, base: &str, collection: &str) -> Option<String> {
-    (!dashboard::charts_of(ops, Some(collection)).is_empty())
+pub async fn dashboard_href(ops: &Ops, base: &str, collection: &str) -> Option<String> {
+    dashboard::has_charts(ops, Some(collection))
+        .await
         .then(|| format!("{base}/c/{}/dashboard", enc(collection)))
 }
 
@@ -241,6 +244,8 @@ struct DashboardPage {
     /// Whether the dashboard has charts at all (else the page says how to add some).
     defined: bool,
     cards: Vec<Card>,
+    /// For an admin: where to add a chart to this dashboard.
+    add_href: Option<String>,
 }
 
 /// `GET /console/c/{collection}/dashboard`: the collection's charts, for a user who may
@@ -254,9 +259,13 @@ async fn collection_dashboard(
     guarded(&data, &name, |r| r.browse).await?;
     let layout = Layout::new(&session, &data, &name, format!("{name} dashboard")).await?;
     let cards = cards(&state, &session.caller, Some(&name)).await;
+    let admin = crate::ops::tokens::require_admin(&state.ops, &session.caller)
+        .await
+        .is_ok();
     let template = DashboardPage {
         table_href: format!("{}/c/{}", session.base, enc(&name)),
-        defined: !dashboard::charts_of(&state, Some(&name)).is_empty(),
+        defined: dashboard::has_charts(&state, Some(&name)).await,
+        add_href: admin.then(|| format!("{}/admin/charts?dashboard={}", session.base, enc(&name))),
         collection: name,
         layout,
         cards,

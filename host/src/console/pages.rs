@@ -156,7 +156,7 @@ struct HomePage {
 /// may browse, or what to do when there are none.
 pub async fn home(State(state): State<SharedState>, session: Session) -> Result<Response> {
     let data = Data::new(&state, &session.caller);
-    let dashboard = !crate::ops::dashboard::charts_of(&state, None).is_empty();
+    let dashboard = crate::ops::dashboard::has_charts(&state, None).await;
     let title = if dashboard { "Dashboard" } else { "Home" };
     let layout = Layout::new(&session, &data, "", title.to_owned()).await?;
     let cards = if dashboard {

@@ -333,6 +333,156 @@ pub fn charts_of<'a>(ops: &'a Ops, dashboard: Option<&str>) -> Vec<&'a ChartDefi
         .collect()
 }
 
+/// A chart of a dashboard: from the config file (`stored` none), or added by an admin from the
+/// console (`stored` its id in the store, so that it can be removed).
+#[derive(Debug, Clone)]
+pub struct DashboardChart {
+    pub stored: Option<i64>,
+    pub definition: ChartDefinition,
+}
+
+/// The charts added from the console to `dashboard` (none: the home one), oldest first; an
+/// entry that no longer reads is left out (and logged), never the whole dashboard.
+pub async fn stored_charts(ops: &Ops, dashboard: Option<&str>) -> Vec<DashboardChart> {
+    let Some(store) = &ops.store else {
+        return Vec::new();
+    };
+    let stored = match store.dashboard_charts().await {
+        Ok(stored) => stored,
+        Err(error) => {
+            tracing::error!(%error, "the dashboard charts of the store cannot be read");
+            return Vec::new();
+        }
+    };
+    stored
+        .into_iter()
+        .filter(|c| c.dashboard.as_deref() == dashboard)
+        .filter_map(
+            |c| match serde_json::from_value::<ChartDefinition>(c.definition) {
+                Ok(definition) => Some(DashboardChart {
+                    stored: Some(c.id),
+                    definition,
+                }),
+                Err(error) => {
+                    tracing::error!(chart = c.id, %error, "a stored dashboard chart does not read");
+                    None
+                }
+            },
+        )
+        .collect()
+}
+
+/// Every chart of `dashboard` (none: the home one): the config file's, then those added from
+/// the console.
+pub async fn all_charts(ops: &Ops, dashboard: Option<&str>) -> Vec<DashboardChart> {
+    let mut all: Vec<DashboardChart> = charts_of(ops, dashboard)
+        .into_iter()
+        .map(|d| DashboardChart {
+            stored: None,
+            definition: d.clone(),
+        })
+        .collect();
+    all.extend(stored_charts(ops, dashboard).await);
+    all
+}
+
+/// Whether `dashboard` (none: the home one) has a chart.
+pub async fn has_charts(ops: &Ops, dashboard: Option<&str>) -> bool {
+    !charts_of(ops, dashboard).is_empty() || !stored_charts(ops, dashboard).await.is_empty()
+}
+
+/// The kinds a chart added from the console may have (a plugin's chart and several series are
+/// the config file's).
+pub const ADDABLE: [ChartKind; 6] = [
+    ChartKind::Value,
+    ChartKind::Objective,
+    ChartKind::Percentage,
+    ChartKind::Distribution,
+    ChartKind::TimeBased,
+    ChartKind::Leaderboard,
+];
+
+/// Reads and checks a chart an admin writes (a `[[dashboard.chart]]` entry in JSON) for
+/// `dashboard`: the kind is one of [`ADDABLE`], what the kind needs is there, the collection
+/// and the dashboard's collection are served. A refusal names the field (`title`, `kind`,
+/// `collection`, `dashboard`, or `chart` for the rest).
+pub fn check_chart(
+    ops: &Ops,
+    dashboard: Option<&str>,
+    definition: &Json,
+) -> Result<ChartDefinition> {
+    let chart: ChartDefinition = serde_json::from_value(definition.clone())
+        .map_err(|e| Error::field("chart", format!("does not read: {e}")))?;
+    if chart.title.trim().is_empty() {
+        return Err(Error::field("title", "a chart needs a title"));
+    }
+    if !ADDABLE.contains(&chart.kind) {
+        return Err(Error::field(
+            "kind",
+            "choose a value, objective, percentage, distribution, time-based or leaderboard chart",
+        ));
+    }
+    let Some(collection) = chart.collection.as_deref() else {
+        return Err(Error::field("collection", "choose the collection it reads"));
+    };
+    if ops.collection(collection).is_err() {
+        return Err(Error::field(
+            "collection",
+            format!("{collection:?} is not served"),
+        ));
+    }
+    if let Some(dashboard) = dashboard
+        && ops.collection(dashboard).is_err()
+    {
+        return Err(Error::field(
+            "dashboard",
+            format!("{dashboard:?} is not served"),
+        ));
+    }
+    if let Some(problem) = chart.problem() {
+        return Err(Error::field("chart", problem));
+    }
+    Ok(chart)
+}
+
+/// A chart as it would draw for `caller` (an admin), before it is added: checked, then
+/// computed.
+pub async fn preview(
+    ops: &Ops,
+    caller: &Caller,
+    dashboard: Option<&str>,
+    definition: &Json,
+) -> Result<(ChartDefinition, Figure)> {
+    super::tokens::require_admin(ops, caller).await?;
+    let chart = check_chart(ops, dashboard, definition)?;
+    let figure = compute(ops, caller, &chart).await?;
+    Ok((chart, figure))
+}
+
+/// Adds a chart to `dashboard` (none: the home one), after checking it and computing it once
+/// (a chart that cannot be computed is refused, with the reason); answers its id.
+pub async fn add_chart(
+    ops: &Ops,
+    caller: &Caller,
+    dashboard: Option<&str>,
+    definition: &Json,
+) -> Result<i64> {
+    preview(ops, caller, dashboard, definition).await?;
+    let store = super::tokens::store(ops)?;
+    Ok(store
+        .add_dashboard_chart(&super::tokens::actor(caller), dashboard, definition)
+        .await?)
+}
+
+/// Removes chart `id`, added from the console (the config file's charts are the file's).
+pub async fn remove_chart(ops: &Ops, caller: &Caller, id: i64) -> Result<()> {
+    super::tokens::require_admin(ops, caller).await?;
+    super::tokens::store(ops)?
+        .remove_dashboard_chart(&super::tokens::actor(caller), id)
+        .await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

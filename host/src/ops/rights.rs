@@ -9,7 +9,10 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value as Json;
+
 use crate::datasource::Caller;
+use crate::platform::declarative::SchemaView;
 use crate::platform::declarative::{self, Part, Right};
 use crate::platform::documents::{
     ActionPermissions, CollectionPermissions, CollectionRights, EnvironmentPermissions, Grant,
@@ -44,8 +47,26 @@ pub struct ActionRights {
     pub trigger: bool,
     pub approval_required: bool,
     pub may_approve: bool,
+    pub self_approval: bool,
     /// The role's conditions (trigger, approval required, approval), as compact JSON.
     pub conditions: Vec<(&'static str, String)>,
+    /// The role's condition of each kind, as a tree (the last one counts, as the checks read
+    /// them): who may trigger, when an approval is required, what they may approve.
+    pub trigger_condition: Option<Json>,
+    pub approval_required_condition: Option<Json>,
+    pub approval_condition: Option<Json>,
+}
+
+/// One action's rights for a role, as the console's form sets them.
+#[derive(Debug, Clone, Default)]
+pub struct ActionChange {
+    pub trigger: bool,
+    pub approval_required: bool,
+    pub may_approve: bool,
+    pub self_approval: bool,
+    pub trigger_condition: Option<Json>,
+    pub approval_required_condition: Option<Json>,
+    pub approval_condition: Option<Json>,
 }
 
 /// A team's scopes: (collection, condition tree as compact JSON).
@@ -106,10 +127,29 @@ pub async fn role_rights(ops: &Ops, caller: &Caller, role_id: i64) -> Result<Rol
         let own = collections.get(name).unwrap_or(&none);
         rows.push((name.clone(), row_of(&own.collection, role_id), any_row));
     }
+    // Every served action (an action without an entry has no right yet), then the entries of
+    // actions the schema does not serve (`"*"`, or a stale name), as they are.
+    let none_action = ActionPermissions::default();
     let mut actions = Vec::new();
+    for (name, collection) in &ops.schema().collections {
+        let own = collections.get(name);
+        for action in collection.actions.keys() {
+            let rights = own
+                .and_then(|c| c.actions.get(action))
+                .unwrap_or(&none_action);
+            actions.push(action_rights(name, action, rights, role_id));
+        }
+    }
     for (collection, permissions) in &collections {
         for (action, rights) in &permissions.actions {
-            actions.push(action_rights(collection, action, rights, role_id));
+            let served = ops
+                .schema()
+                .collections
+                .get(collection)
+                .is_some_and(|c| c.actions.contains_key(action));
+            if !served {
+                actions.push(action_rights(collection, action, rights, role_id));
+            }
         }
     }
     Ok(RoleRights {
@@ -144,8 +184,214 @@ fn action_rights(
         trigger: rights.trigger_enabled.allows(role),
         approval_required: rights.approval_required.allows(role),
         may_approve: rights.user_approval_enabled.allows(role),
+        self_approval: rights.self_approval_enabled.allows(role),
         conditions: all,
+        trigger_condition: last_condition(&rights.trigger_conditions, role_id),
+        approval_required_condition: last_condition(&rights.approval_required_conditions, role_id),
+        approval_condition: last_condition(&rights.user_approval_conditions, role_id),
     }
+}
+
+fn last_condition(of: &[crate::platform::documents::RoleCondition], role_id: i64) -> Option<Json> {
+    of.iter()
+        .rev()
+        .find(|c| c.role_id == role_id)
+        .map(|c| c.filter.clone())
+}
+
+/// `conditions` with role `role_id`'s replaced by `condition` (none: the role has none).
+fn recondition(
+    conditions: &mut Vec<crate::platform::documents::RoleCondition>,
+    role_id: i64,
+    condition: Option<&Json>,
+) {
+    conditions.retain(|c| c.role_id != role_id);
+    if let Some(filter) = condition {
+        conditions.push(crate::platform::documents::RoleCondition {
+            role_id,
+            filter: filter.clone(),
+        });
+    }
+}
+
+/// The role and the environment's collections, for a change of its rights: refused when a
+/// declarative file manages the roles, the role is unknown, or every right is allowed.
+async fn editable(
+    ops: &Ops,
+    caller: &Caller,
+    role_id: i64,
+) -> Result<(Vec<i64>, BTreeMap<String, CollectionPermissions>)> {
+    require_admin(ops, caller).await?;
+    let store = store(ops)?;
+    declarative::guard(store, Part::Roles).await?;
+    let all_roles: Vec<i64> = store.roles().await?.iter().map(|r| r.id).collect();
+    if !all_roles.contains(&role_id) {
+        return Err(crate::platform::Error::NotFound(format!("role {role_id}")).into());
+    }
+    match store.environment_document().await? {
+        EnvironmentPermissions::AllowAll(_) => Err(Error::field(
+            "rights",
+            "every right is allowed in this environment (a development environment)",
+        )),
+        EnvironmentPermissions::Collections { collections } => Ok((all_roles, collections)),
+    }
+}
+
+/// Checks that `collection` is served and has `action`.
+fn served_action(ops: &Ops, collection: &str, action: &str) -> Result<()> {
+    let served =
+        ops.schema().collections.get(collection).ok_or_else(|| {
+            crate::platform::Error::NotFound(format!("collection {collection:?}"))
+        })?;
+    if !served.actions.contains_key(action) {
+        return Err(
+            crate::platform::Error::NotFound(format!("action {action:?} on {collection}")).into(),
+        );
+    }
+    Ok(())
+}
+
+/// Role `role_id`'s rights on `action` of `collection` (none yet: every right off).
+pub async fn action_rights_of(
+    ops: &Ops,
+    caller: &Caller,
+    role_id: i64,
+    collection: &str,
+    action: &str,
+) -> Result<(Role, ActionRights)> {
+    served_action(ops, collection, action)?;
+    let rights = role_rights(ops, caller, role_id).await?;
+    let found = rights
+        .actions
+        .iter()
+        .find(|a| a.collection == collection && a.action == action)
+        .cloned()
+        .unwrap_or_else(|| {
+            action_rights(collection, action, &ActionPermissions::default(), role_id)
+        });
+    Ok((rights.role, found))
+}
+
+/// Sets role `role_id`'s rights on `action` of `collection`, the other roles' unchanged. Each
+/// condition is a condition tree over the collection's fields (checked as `PUT …/permissions`
+/// checks them; a refusal names `triggerCondition`, `approvalRequiredCondition` or
+/// `approvalCondition`).
+pub async fn set_action_rights(
+    ops: &Ops,
+    caller: &Caller,
+    role_id: i64,
+    collection: &str,
+    action: &str,
+    change: &ActionChange,
+) -> Result<()> {
+    served_action(ops, collection, action)?;
+    let (all_roles, mut collections) = editable(ops, caller, role_id).await?;
+    let view = SchemaView::served(ops.schema());
+    for (field, condition) in [
+        ("triggerCondition", &change.trigger_condition),
+        (
+            "approvalRequiredCondition",
+            &change.approval_required_condition,
+        ),
+        ("approvalCondition", &change.approval_condition),
+    ] {
+        if let Some(tree) = condition {
+            declarative::check_tree(tree, collection, &view).map_err(|e| Error::field(field, e))?;
+        }
+    }
+    let entry = collections
+        .entry(collection.to_owned())
+        .or_default()
+        .actions
+        .entry(action.to_owned())
+        .or_default();
+    for (grant, on) in [
+        (&mut entry.trigger_enabled, change.trigger),
+        (&mut entry.approval_required, change.approval_required),
+        (&mut entry.user_approval_enabled, change.may_approve),
+        (&mut entry.self_approval_enabled, change.self_approval),
+    ] {
+        *grant = regrant(grant, role_id, on, &all_roles);
+    }
+    recondition(
+        &mut entry.trigger_conditions,
+        role_id,
+        change.trigger_condition.as_ref(),
+    );
+    recondition(
+        &mut entry.approval_required_conditions,
+        role_id,
+        change.approval_required_condition.as_ref(),
+    );
+    recondition(
+        &mut entry.user_approval_conditions,
+        role_id,
+        change.approval_condition.as_ref(),
+    );
+    let document = EnvironmentPermissions::Collections { collections };
+    store(ops)?
+        .set_environment_document(&actor(caller), &document)
+        .await?;
+    Ok(())
+}
+
+/// Team `team_id` and its scope on `collection` (none: it sees every record it has rights on).
+pub async fn team_scope(
+    ops: &Ops,
+    caller: &Caller,
+    team_id: i64,
+    collection: &str,
+) -> Result<(Team, Option<Json>)> {
+    require_admin(ops, caller).await?;
+    ops.collection(collection)?;
+    let store = store(ops)?;
+    let team = find_team(store, team_id).await?;
+    let id = store.rendering_id(team.id).await?;
+    let rendering = store.rendering_document(id).await?.unwrap_or_default();
+    let scope = rendering
+        .collections
+        .get(collection)
+        .and_then(|c| c.scope.clone());
+    Ok((team, scope))
+}
+
+async fn find_team(store: &crate::platform::Store, team_id: i64) -> Result<Team> {
+    Ok(store
+        .teams()
+        .await?
+        .into_iter()
+        .find(|t| t.id == team_id)
+        .ok_or_else(|| crate::platform::Error::NotFound(format!("team {team_id}")))?)
+}
+
+/// Sets team `team_id`'s scope on `collection` (a condition tree whose values may be
+/// `{{currentUser.*}}` variables; none: no scope), its other scopes, segments and charts
+/// unchanged; written as `PUT …/teams/{id}/rendering` writes it (admin log entry, caches
+/// dropped).
+pub async fn set_team_scope(
+    ops: &Ops,
+    caller: &Caller,
+    team_id: i64,
+    collection: &str,
+    scope: Option<Json>,
+) -> Result<()> {
+    require_admin(ops, caller).await?;
+    ops.collection(collection)?;
+    let store = store(ops)?;
+    declarative::guard(store, Part::Teams).await?;
+    let team = find_team(store, team_id).await?;
+    if let Some(tree) = &scope {
+        declarative::check_tree(tree, collection, &SchemaView::served(ops.schema()))
+            .map_err(|e| Error::field("scope", e))?;
+    }
+    let id = store.rendering_id(team.id).await?;
+    let rendering = store.rendering_document(id).await?.unwrap_or_default();
+    let mut collections = rendering.collections;
+    collections.entry(collection.to_owned()).or_default().scope = scope;
+    store
+        .set_rendering(&actor(caller), &team.name, collections, rendering.stats)
+        .await?;
+    Ok(())
 }
 
 /// `grant` with role `role_id` given or taken away, the other roles unchanged (a grant to

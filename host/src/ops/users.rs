@@ -143,3 +143,146 @@ async fn check_names(store: &Store, role: Option<&str>, teams: &[String]) -> Res
     }
     Ok(())
 }
+
+/// A team or a role: the groups an admin creates, renames and removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Team,
+    Role,
+}
+
+impl Group {
+    /// `team` or `role`, as messages and the admin log name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Team => "team",
+            Self::Role => "role",
+        }
+    }
+
+    fn part(self) -> Part {
+        match self {
+            Self::Team => Part::Teams,
+            Self::Role => Part::Roles,
+        }
+    }
+}
+
+/// The name of group `id`; an unknown id is "{team|role} {id} not found".
+async fn group_name(store: &Store, kind: Group, id: i64) -> Result<String> {
+    let found = match kind {
+        Group::Team => store
+            .teams()
+            .await?
+            .into_iter()
+            .find(|t| t.id == id)
+            .map(|t| t.name),
+        Group::Role => store
+            .roles()
+            .await?
+            .into_iter()
+            .find(|r| r.id == id)
+            .map(|r| r.name),
+    };
+    found.ok_or_else(|| crate::platform::Error::NotFound(format!("{} {id}", kind.as_str())).into())
+}
+
+/// A group's name as typed: not blank.
+fn group_name_of(name: &str) -> Result<String> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(Error::field("name", "must not be empty"));
+    }
+    Ok(name.to_owned())
+}
+
+/// Creates a team or a role named `name`; answers its id. A name taken is a conflict.
+pub async fn create_group(ops: &Ops, caller: &Caller, kind: Group, name: &str) -> Result<i64> {
+    require_admin(ops, caller).await?;
+    let name = group_name_of(name)?;
+    let store = store(ops)?;
+    declarative::guard(store, kind.part()).await?;
+    Ok(match kind {
+        Group::Team => store.create_team(&actor(caller), &name).await?.id,
+        Group::Role => store.create_role(&actor(caller), &name).await?.id,
+    })
+}
+
+/// Renames team or role `id`; answers the new name.
+pub async fn rename_group(
+    ops: &Ops,
+    caller: &Caller,
+    kind: Group,
+    id: i64,
+    new_name: &str,
+) -> Result<String> {
+    require_admin(ops, caller).await?;
+    let new_name = group_name_of(new_name)?;
+    let store = store(ops)?;
+    let name = group_name(store, kind, id).await?;
+    declarative::guard(store, kind.part()).await?;
+    Ok(match kind {
+        Group::Team => {
+            store
+                .rename_team(&actor(caller), &name, &new_name)
+                .await?
+                .name
+        }
+        Group::Role => {
+            store
+                .rename_role(&actor(caller), &name, &new_name)
+                .await?
+                .name
+        }
+    })
+}
+
+/// Removes team or role `id`, refused while a user is in the team or holds the role (so that
+/// nobody silently loses their rights or their scope).
+pub async fn remove_group(ops: &Ops, caller: &Caller, kind: Group, id: i64) -> Result<()> {
+    require_admin(ops, caller).await?;
+    let store = store(ops)?;
+    let name = group_name(store, kind, id).await?;
+    declarative::guard(store, kind.part()).await?;
+    match kind {
+        Group::Team => {
+            let members = store
+                .users()
+                .await?
+                .iter()
+                .filter(|u| u.teams.iter().any(|t| t.id == id))
+                .count();
+            if members > 0 {
+                return Err(crate::platform::Error::Conflict(format!(
+                    "team {name:?} has {members} member(s); take them out of it first"
+                ))
+                .into());
+            }
+            store.remove_team(&actor(caller), &name).await?;
+        }
+        Group::Role => store.remove_role(&actor(caller), &name).await?,
+    }
+    Ok(())
+}
+
+/// How many users each team and each role has (by id), for the pages that offer removal.
+pub async fn group_members(
+    ops: &Ops,
+    caller: &Caller,
+) -> Result<(
+    std::collections::BTreeMap<i64, usize>,
+    std::collections::BTreeMap<i64, usize>,
+)> {
+    let users = list(ops, caller).await?;
+    let mut teams = std::collections::BTreeMap::new();
+    let mut roles = std::collections::BTreeMap::new();
+    for user in &users {
+        for team in &user.teams {
+            *teams.entry(team.id).or_insert(0) += 1;
+        }
+        if let Some(role) = &user.role {
+            *roles.entry(role.id).or_insert(0) += 1;
+        }
+    }
+    Ok((teams, roles))
+}

@@ -23,13 +23,14 @@ use crate::state::SharedState;
 /// Entries per page.
 const PAGE: i64 = 25;
 /// The admin log's resources, as the store writes them.
-const RESOURCES: [&str; 6] = [
+const RESOURCES: [&str; 7] = [
     "user-project",
     "role",
     "team",
     "environment",
     crate::platform::tokens::ADMIN_LOG_RESOURCE,
     "workflow",
+    crate::platform::charts::ADMIN_LOG_RESOURCE,
 ];
 
 /// The filters as typed (kept in the form), and what is wrong with them.
@@ -66,7 +67,7 @@ struct LogsPage {
     filters: Filters,
     collections: Vec<String>,
     actions: &'static [&'static str],
-    resources: [&'static str; 6],
+    resources: [&'static str; 7],
     entries: Vec<Entry>,
     /// The link to the next (older) page, when there is one.
     older: Option<String>,

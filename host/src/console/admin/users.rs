@@ -1,5 +1,8 @@
-//! The project's users (admins): the list, and a user's form (name, email, permission level,
-//! role, teams, disabled) with each refusal shown next to its field and nothing changed.
+//! The project's users (admins): the list, a new user's form and a user's form (name, email,
+//! permission level, role, teams, tags, password, disabled) with each refusal shown next to its
+//! field and nothing changed, and a user's removal after a confirmation (never one's own).
+
+use std::collections::BTreeMap;
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, State};
@@ -12,7 +15,7 @@ use crate::console::session::{Session, first};
 use crate::console::{Error, Result};
 use crate::ops;
 use crate::platform::store::parse_level;
-use crate::platform::{User, UserChange};
+use crate::platform::{NewUser, User, UserChange, password};
 use crate::state::SharedState;
 
 /// The permission levels, as the store names them.
@@ -35,6 +38,7 @@ struct UsersPage {
     tabs: Vec<Tab>,
     rows: Vec<Row>,
     notice: Option<&'static str>,
+    add_href: String,
 }
 
 /// `GET /console/admin/users`.
@@ -62,13 +66,22 @@ pub async fn list(
             email: user.email,
         })
         .collect();
-    let notice = query
-        .is_some_and(|q| q.split('&').any(|p| p == "saved=1"))
-        .then_some("The user was saved.");
+    let query = query.unwrap_or_default();
+    let said = |what: &str| query.split('&').any(|p| p == what);
+    let notice = if said("saved=1") {
+        Some("The user was saved.")
+    } else if said("created=1") {
+        Some("The user was created.")
+    } else if said("removed=1") {
+        Some("The user was removed.")
+    } else {
+        None
+    };
     page(
         StatusCode::OK,
         &UsersPage {
             tabs: tabs(&session.base, "users"),
+            add_href: format!("{}/admin/users/new", session.base),
             layout,
             rows,
             notice,
@@ -85,8 +98,14 @@ struct Draft {
     level: String,
     role: String,
     teams: Vec<String>,
+    /// `key=value` lines.
+    tags: String,
+    /// Typed, never shown back.
+    password: String,
     disabled: bool,
     email_error: Option<String>,
+    tags_error: Option<String>,
+    password_error: Option<String>,
     level_error: Option<String>,
     role_error: Option<String>,
     teams_error: Option<String>,
@@ -106,6 +125,12 @@ impl Draft {
                 .map(|r| r.name.clone())
                 .unwrap_or_default(),
             teams: user.teams.iter().map(|t| t.name.clone()).collect(),
+            tags: user
+                .tags
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
             disabled: user.disabled,
             ..Self::default()
         }
@@ -116,6 +141,8 @@ impl Draft {
             || self.level_error.is_some()
             || self.role_error.is_some()
             || self.teams_error.is_some()
+            || self.tags_error.is_some()
+            || self.password_error.is_some()
             || self.error.is_some()
     }
 }
@@ -135,6 +162,10 @@ struct UserPage {
     draft: Draft,
     /// Whether this is the signed-in admin (who cannot demote or disable themselves).
     own: bool,
+    /// A new user (no "disabled", a password to give) rather than an existing one.
+    new: bool,
+    /// Where the removal is confirmed (not for a new user, nor for oneself).
+    remove_href: Option<String>,
 }
 
 /// `GET /console/admin/users/{id}`: the user's form.
@@ -144,16 +175,27 @@ pub async fn edit(
     Path(id): Path<i64>,
 ) -> Result<Response> {
     let user = ops::users::get(&state.ops, &session.caller, id).await?;
-    render(&state, &session, &user, Draft::of(&user)).await
+    render(&state, &session, Some(&user), Draft::of(&user)).await
+}
+
+/// `GET /console/admin/users/new`: a new user's form.
+pub async fn new(State(state): State<SharedState>, session: Session) -> Result<Response> {
+    let draft = Draft {
+        level: "user".to_owned(),
+        ..Draft::default()
+    };
+    render(&state, &session, None, draft).await
 }
 
 async fn render(
     state: &SharedState,
     session: &Session,
-    user: &User,
-    draft: Draft,
+    user: Option<&User>,
+    mut draft: Draft,
 ) -> Result<Response> {
-    let heading = format!("Edit {}", user.email);
+    // A password typed is never sent back into the page.
+    draft.password.clear();
+    let heading = user.map_or_else(|| "Add a user".to_owned(), |u| format!("Edit {}", u.email));
     let layout = admin_layout(state, session, "users", heading.clone()).await?;
     let (roles, teams) = ops::users::roles_and_teams(&state.ops, &session.caller).await?;
     let teams = teams
@@ -173,16 +215,160 @@ async fn render(
         &UserPage {
             tabs: tabs(&session.base, "users"),
             heading,
-            action: format!("{}/admin/users/{}", session.base, user.id),
+            action: user.map_or_else(
+                || format!("{}/admin/users/new", session.base),
+                |u| format!("{}/admin/users/{}", session.base, u.id),
+            ),
             back: format!("{}/admin/users", session.base),
             levels: LEVELS,
             roles: roles.into_iter().map(|r| r.name).collect(),
             teams,
-            own: user.id == session.caller.id,
+            own: user.is_some_and(|u| u.id == session.caller.id),
+            new: user.is_none(),
+            remove_href: user
+                .filter(|u| u.id != session.caller.id)
+                .map(|u| format!("{}/admin/users/{}/remove", session.base, u.id)),
             draft,
             layout,
         },
     )
+}
+
+/// The form as typed, with the refusals that need no store: a missing email, an unknown level,
+/// a tag line without `=`, a password too short.
+fn read_form(pairs: &[(String, String)]) -> (Draft, Option<crate::datasource::PermissionLevel>) {
+    let text = |key: &str| first(pairs, key).unwrap_or("").trim().to_owned();
+    let mut draft = Draft {
+        email: text("email"),
+        first_name: text("firstName"),
+        last_name: text("lastName"),
+        level: text("permissionLevel"),
+        role: text("role"),
+        teams: pairs
+            .iter()
+            .filter(|(k, _)| k == "team")
+            .map(|(_, v)| v.clone())
+            .collect(),
+        tags: first(pairs, "tags").unwrap_or("").trim().to_owned(),
+        password: first(pairs, "password").unwrap_or("").to_owned(),
+        disabled: first(pairs, "disabled") == Some("on"),
+        ..Draft::default()
+    };
+    if draft.email.is_empty() {
+        draft.email_error = Some("An email is required: the user signs in with it.".to_owned());
+    }
+    if let Err(message) = tags_of(&draft.tags) {
+        draft.tags_error = Some(message);
+    }
+    let level = match parse_level(&draft.level) {
+        Ok(level) => Some(level),
+        Err(error) => {
+            draft.level_error = Some(error.to_string());
+            None
+        }
+    };
+    (draft, level)
+}
+
+/// `key=value` lines as tags; a line without `=` or with an empty key is refused.
+fn tags_of(text: &str) -> std::result::Result<BTreeMap<String, String>, String> {
+    let mut tags = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        match line.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => {
+                tags.insert(key.trim().to_owned(), value.trim().to_owned());
+            }
+            _ => {
+                return Err(format!(
+                    "Line {} is not key=value (for example region=EU).",
+                    i + 1
+                ));
+            }
+        }
+    }
+    Ok(tags)
+}
+
+/// The hash of the password typed, or the refusal next to its field.
+fn hash_of(draft: &mut Draft) -> Option<String> {
+    if draft.password.is_empty() {
+        return None;
+    }
+    match password::hash(&draft.password) {
+        Ok(hash) => Some(hash),
+        Err(error) => {
+            draft.password_error = Some(format!("{error}."));
+            None
+        }
+    }
+}
+
+/// An operation's refusal shown next to its field, or on top of the form.
+fn refusal(draft: &mut Draft, error: ops::Error) -> Result<()> {
+    match error {
+        ops::Error::Field { field, message } => {
+            match field.split('[').next().unwrap_or("") {
+                "email" => draft.email_error = Some(message),
+                "role" => draft.role_error = Some(message),
+                "teams" => draft.teams_error = Some(message),
+                _ => draft.error = Some(format!("{field}: {message}")),
+            }
+            Ok(())
+        }
+        ops::Error::Platform(crate::platform::Error::Conflict(message)) => {
+            // A taken email is the email's problem.
+            if message.contains("email") {
+                draft.email_error = Some(message);
+            } else {
+                draft.error = Some(message);
+            }
+            Ok(())
+        }
+        ops::Error::Platform(crate::platform::Error::Invalid(message)) => {
+            draft.error = Some(message);
+            Ok(())
+        }
+        other => Err(Error::from(other)),
+    }
+}
+
+/// `POST /console/admin/users/new`: creates the user, or shows the form again with what is
+/// wrong.
+pub async fn create(
+    State(state): State<SharedState>,
+    session: Session,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response> {
+    let pairs = session.form(&headers, &body)?;
+    let (mut draft, level) = read_form(&pairs);
+    let password_hash = hash_of(&mut draft);
+    let (Some(level), false) = (level, draft.refused()) else {
+        return render(&state, &session, None, draft).await;
+    };
+    let new = NewUser {
+        email: draft.email.clone(),
+        first_name: draft.first_name.clone(),
+        last_name: draft.last_name.clone(),
+        permission_level: level,
+        role: (!draft.role.is_empty()).then(|| draft.role.clone()),
+        teams: draft.teams.clone(),
+        tags: tags_of(&draft.tags).unwrap_or_default(),
+        password_hash,
+    };
+    match ops::users::create(&state.ops, &session.caller, new).await {
+        Ok(_) => {
+            Ok(Redirect::to(&format!("{}/admin/users?created=1", session.base)).into_response())
+        }
+        Err(error) => {
+            refusal(&mut draft, error)?;
+            render(&state, &session, None, draft).await
+        }
+    }
 }
 
 /// `POST /console/admin/users/{id}`: saves the form, or shows it again with what is wrong.
@@ -195,33 +381,10 @@ pub async fn save(
 ) -> Result<Response> {
     let pairs = session.form(&headers, &body)?;
     let user = ops::users::get(&state.ops, &session.caller, id).await?;
-    let text = |key: &str| first(&pairs, key).unwrap_or("").trim().to_owned();
-    let mut draft = Draft {
-        email: text("email"),
-        first_name: text("firstName"),
-        last_name: text("lastName"),
-        level: text("permissionLevel"),
-        role: text("role"),
-        teams: pairs
-            .iter()
-            .filter(|(k, _)| k == "team")
-            .map(|(_, v)| v.clone())
-            .collect(),
-        disabled: first(&pairs, "disabled") == Some("on"),
-        ..Draft::default()
-    };
-    if draft.email.is_empty() {
-        draft.email_error = Some("An email is required: the user signs in with it.".to_owned());
-    }
-    let level = match parse_level(&draft.level) {
-        Ok(level) => Some(level),
-        Err(error) => {
-            draft.level_error = Some(error.to_string());
-            None
-        }
-    };
+    let (mut draft, level) = read_form(&pairs);
+    let password_hash = hash_of(&mut draft);
     let (Some(level), false) = (level, draft.refused()) else {
-        return render(&state, &session, &user, draft).await;
+        return render(&state, &session, Some(&user), draft).await;
     };
     let change = UserChange {
         email: Some(draft.email.clone()),
@@ -230,27 +393,78 @@ pub async fn save(
         permission_level: Some(level),
         role: Some((!draft.role.is_empty()).then(|| draft.role.clone())),
         teams: Some(draft.teams.clone()),
-        tags: None,
+        tags: Some(tags_of(&draft.tags).unwrap_or_default()),
         disabled: Some(draft.disabled),
-        password_hash: None,
+        // An empty password box keeps the password.
+        password_hash: password_hash.map(Some),
     };
     match ops::users::change(&state.ops, &session.caller, id, change).await {
         Ok(_) => Ok(Redirect::to(&format!("{}/admin/users?saved=1", session.base)).into_response()),
-        Err(ops::Error::Field { field, message }) => {
-            match field.split('[').next().unwrap_or("") {
-                "email" => draft.email_error = Some(message),
-                "role" => draft.role_error = Some(message),
-                "teams" => draft.teams_error = Some(message),
-                _ => draft.error = Some(format!("{field}: {message}")),
-            }
-            render(&state, &session, &user, draft).await
+        Err(error) => {
+            refusal(&mut draft, error)?;
+            render(&state, &session, Some(&user), draft).await
         }
-        Err(ops::Error::Platform(
-            crate::platform::Error::Conflict(message) | crate::platform::Error::Invalid(message),
-        )) => {
-            draft.error = Some(message);
-            render(&state, &session, &user, draft).await
+    }
+}
+
+#[derive(Template)]
+#[template(path = "admin_user_remove.html")]
+struct RemovePage {
+    layout: Layout,
+    email: String,
+    action: String,
+    back: String,
+    error: Option<String>,
+}
+
+/// `GET /console/admin/users/{id}/remove`: the confirmation.
+pub async fn remove_confirm(
+    State(state): State<SharedState>,
+    session: Session,
+    Path(id): Path<i64>,
+) -> Result<Response> {
+    let user = ops::users::get(&state.ops, &session.caller, id).await?;
+    confirm(&state, &session, &user, StatusCode::OK, None).await
+}
+
+async fn confirm(
+    state: &SharedState,
+    session: &Session,
+    user: &User,
+    status: StatusCode,
+    error: Option<String>,
+) -> Result<Response> {
+    let layout = admin_layout(state, session, "users", format!("Remove {}", user.email)).await?;
+    page(
+        status,
+        &RemovePage {
+            layout,
+            email: user.email.clone(),
+            action: format!("{}/admin/users/{}/remove", session.base, user.id),
+            back: format!("{}/admin/users/{}", session.base, user.id),
+            error,
+        },
+    )
+}
+
+/// `POST /console/admin/users/{id}/remove`: removes the user (never oneself: the confirmation
+/// says why).
+pub async fn remove(
+    State(state): State<SharedState>,
+    session: Session,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response> {
+    session.form(&headers, &body)?;
+    let user = ops::users::get(&state.ops, &session.caller, id).await?;
+    match ops::users::remove(&state.ops, &session.caller, id).await {
+        Ok(()) => {
+            Ok(Redirect::to(&format!("{}/admin/users?removed=1", session.base)).into_response())
         }
-        Err(other) => Err(Error::from(other)),
+        Err(ops::Error::Platform(crate::platform::Error::Conflict(message))) => {
+            confirm(&state, &session, &user, StatusCode::CONFLICT, Some(message)).await
+        }
+        Err(other) => Err(other.into()),
     }
 }

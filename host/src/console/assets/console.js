@@ -163,3 +163,64 @@ document.addEventListener('click', async (event) => {
   const done = button.parentElement.querySelector('[data-copied]');
   if (done) done.hidden = false;
 });
+/* ----- admin: add a chart ----- */
+// The chart form refreshes its fields and preview as the admin types: the form is posted
+// (URL-encoded, with its CSRF token) to its `data-preview` route, debounced, and the server's
+// fields and drawing replace these; the focused control keeps its focus and what is typed. The
+// "Preview" button does the same without the script. The page comes with its first preview.
+function chartForm() {
+  const form = document.querySelector('form[data-chart-form]');
+  if (!form) return;
+  const editor = form.querySelector('#chart-editor');
+  const button = form.querySelector('[data-preview-button]');
+  if (button) button.hidden = true;
+  let timer = null;
+  let sequence = 0;
+  const refresh = async () => {
+    const mine = ++sequence;
+    const body = new URLSearchParams();
+    for (const [key, value] of new FormData(form)) {
+      if (typeof value === 'string' && key !== 'do') body.append(key, value);
+    }
+    let response;
+    try {
+      response = await fetch(form.dataset.preview, {
+        method: 'POST', body, credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      });
+    } catch (_) {
+      return;
+    }
+    if (!response.ok || mine !== sequence) return;
+    const text = await response.text();
+    if (mine !== sequence) return;
+    const active = document.activeElement;
+    const focused = active && editor.contains(active) ? active.id : null;
+    const typed = focused && active.tagName === 'INPUT' && active.type !== 'checkbox' ? active.value : null;
+    editor.innerHTML = text;
+    refreshFilterRows(editor);
+    if (focused) {
+      const again = document.getElementById(focused);
+      if (again) {
+        if (typed !== null && again.value !== typed) again.value = typed;
+        again.focus();
+      }
+    }
+    form.dataset.refreshed = String(mine);
+  };
+  const schedule = () => {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 300);
+  };
+  form.addEventListener('input', (event) => { if (editor.contains(event.target)) schedule(); });
+  form.addEventListener('change', (event) => { if (editor.contains(event.target)) schedule(); });
+}
+
+function refreshFilterRows(root) {
+  for (const row of root.querySelectorAll('.filter-row')) {
+    refreshRow(row);
+    row.addEventListener('change', () => refreshRow(row));
+  }
+}
+
+document.addEventListener('DOMContentLoaded', chartForm);

@@ -570,7 +570,7 @@ pub async fn table(
         collection: name.clone(),
         add_href: rights.add.then(|| format!("{base}/c/{}/new", enc(&name))),
         export_href: rights.export.then(|| table.export_href(&base, &name)),
-        dashboard_href: crate::console::charts::dashboard_href(&state, &base, &name),
+        dashboard_href: crate::console::charts::dashboard_href(&state, &base, &name).await,
         selectable: bulk_action.is_some() || !selection_actions.is_empty(),
         bulk_action,
         selection_actions,

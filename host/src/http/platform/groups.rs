@@ -1,7 +1,7 @@
 //! `/v1/project/{project}/teams[/{id}]` and `/v1/project/{project}/roles[/{id}]`: list,
 //! create, read, rename, remove.
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
@@ -12,8 +12,8 @@ use utoipa_axum::routes;
 use super::{Admin, Body, Error, Fields as _, Result, id, no_content};
 use crate::http::openapi::ErrorBody;
 use crate::http::{SharedState, json, json_with};
+use crate::ops;
 use crate::platform::Store;
-use crate::platform::declarative::{self, Part};
 
 pub fn routes() -> OpenApiRouter<SharedState> {
     OpenApiRouter::new()
@@ -70,10 +70,10 @@ impl Kind {
         }
     }
 
-    fn part(self) -> Part {
+    fn group(self) -> ops::users::Group {
         match self {
-            Self::Team => Part::Teams,
-            Self::Role => Part::Roles,
+            Self::Team => ops::users::Group::Team,
+            Self::Role => ops::users::Group::Role,
         }
     }
 
@@ -147,37 +147,23 @@ async fn read(kind: Kind, admin: Admin, project: String, raw: String) -> Result<
     Ok(json(&kind.find(store, &raw).await?))
 }
 
-/// The name of a group as answered.
-fn name_in(item: &serde_json::Value) -> String {
-    item["name"].as_str().unwrap_or_default().to_owned()
-}
-
 async fn create(
     kind: Kind,
+    state: SharedState,
     admin: Admin,
     project: String,
     body: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Response> {
     let store = admin.project(&project)?;
     let name = name_of(&body)?;
-    declarative::guard(store, kind.part()).await?;
-    let actor = admin.actor();
-    let created = match kind {
-        Kind::Team => {
-            let team = store.create_team(&actor, &name).await?;
-            let rendering_id = store.rendering_id(team.id).await?;
-            team_item(team.id, &team.name, Some(rendering_id))
-        }
-        Kind::Role => {
-            let role = store.create_role(&actor, &name).await?;
-            item(kind, role.id, &role.name)
-        }
-    };
+    let id = ops::users::create_group(&state.ops, &admin.caller(), kind.group(), &name).await?;
+    let created = kind.find(store, &id.to_string()).await?;
     Ok(json_with(StatusCode::CREATED, &created))
 }
 
 async fn rename(
     kind: Kind,
+    state: SharedState,
     admin: Admin,
     project: String,
     raw: String,
@@ -186,26 +172,30 @@ async fn rename(
     let store = admin.project(&project)?;
     let new_name = name_of(&body)?;
     let mut found = kind.find(store, &raw).await?;
-    let name = name_in(&found);
-    declarative::guard(store, kind.part()).await?;
-    let actor = admin.actor();
-    let renamed = match kind {
-        Kind::Team => store.rename_team(&actor, &name, &new_name).await?.name,
-        Kind::Role => store.rename_role(&actor, &name, &new_name).await?.name,
-    };
+    let group_id = id("id", &raw)?;
+    let renamed = ops::users::rename_group(
+        &state.ops,
+        &admin.caller(),
+        kind.group(),
+        group_id,
+        &new_name,
+    )
+    .await?;
     found["name"] = json!(renamed);
     Ok(json(&found))
 }
 
-async fn remove(kind: Kind, admin: Admin, project: String, raw: String) -> Result<Response> {
+async fn remove(
+    kind: Kind,
+    state: SharedState,
+    admin: Admin,
+    project: String,
+    raw: String,
+) -> Result<Response> {
     let store = admin.project(&project)?;
-    let name = name_in(&kind.find(store, &raw).await?);
-    declarative::guard(store, kind.part()).await?;
-    let actor = admin.actor();
-    match kind {
-        Kind::Team => store.remove_team(&actor, &name).await?,
-        Kind::Role => store.remove_role(&actor, &name).await?,
-    }
+    kind.find(store, &raw).await?;
+    let group_id = id("id", &raw)?;
+    ops::users::remove_group(&state.ops, &admin.caller(), kind.group(), group_id).await?;
     Ok(no_content())
 }
 
@@ -284,8 +274,13 @@ async fn read_role(admin: Admin, Path((p, id)): Path<(String, String)>) -> Resul
         (status = 409, description = "The name is taken, or the project's teams are managed by a declarative file", body = ErrorBody),
     ),
 )]
-async fn create_team(admin: Admin, Path(p): Path<String>, Body(b): Body) -> Result<Response> {
-    create(Kind::Team, admin, p, b).await
+async fn create_team(
+    State(state): State<SharedState>,
+    admin: Admin,
+    Path(p): Path<String>,
+    Body(b): Body,
+) -> Result<Response> {
+    create(Kind::Team, state, admin, p, b).await
 }
 
 #[utoipa::path(
@@ -301,8 +296,13 @@ async fn create_team(admin: Admin, Path(p): Path<String>, Body(b): Body) -> Resu
         (status = 409, description = "The name is taken, or the project's roles are managed by a declarative file", body = ErrorBody),
     ),
 )]
-async fn create_role(admin: Admin, Path(p): Path<String>, Body(b): Body) -> Result<Response> {
-    create(Kind::Role, admin, p, b).await
+async fn create_role(
+    State(state): State<SharedState>,
+    admin: Admin,
+    Path(p): Path<String>,
+    Body(b): Body,
+) -> Result<Response> {
+    create(Kind::Role, state, admin, p, b).await
 }
 
 #[utoipa::path(
@@ -320,11 +320,12 @@ async fn create_role(admin: Admin, Path(p): Path<String>, Body(b): Body) -> Resu
     ),
 )]
 async fn rename_team(
+    State(state): State<SharedState>,
     admin: Admin,
     Path((p, id)): Path<(String, String)>,
     Body(b): Body,
 ) -> Result<Response> {
-    rename(Kind::Team, admin, p, id, b).await
+    rename(Kind::Team, state, admin, p, id, b).await
 }
 
 #[utoipa::path(
@@ -342,11 +343,12 @@ async fn rename_team(
     ),
 )]
 async fn rename_role(
+    State(state): State<SharedState>,
     admin: Admin,
     Path((p, id)): Path<(String, String)>,
     Body(b): Body,
 ) -> Result<Response> {
-    rename(Kind::Role, admin, p, id, b).await
+    rename(Kind::Role, state, admin, p, id, b).await
 }
 
 #[utoipa::path(
@@ -359,11 +361,15 @@ async fn rename_role(
     ),
     responses(
         (status = 204, description = "Removed"),
-        (status = 409, description = "The project's teams are managed by a declarative file", body = ErrorBody),
+        (status = 409, description = "The team has members, or the project's teams are managed by a declarative file", body = ErrorBody),
     ),
 )]
-async fn remove_team(admin: Admin, Path((p, id)): Path<(String, String)>) -> Result<Response> {
-    remove(Kind::Team, admin, p, id).await
+async fn remove_team(
+    State(state): State<SharedState>,
+    admin: Admin,
+    Path((p, id)): Path<(String, String)>,
+) -> Result<Response> {
+    remove(Kind::Team, state, admin, p, id).await
 }
 
 #[utoipa::path(
@@ -376,9 +382,13 @@ async fn remove_team(admin: Admin, Path((p, id)): Path<(String, String)>) -> Res
     ),
     responses(
         (status = 204, description = "Removed"),
-        (status = 409, description = "The project's roles are managed by a declarative file", body = ErrorBody),
+        (status = 409, description = "A user holds the role, or the project's roles are managed by a declarative file", body = ErrorBody),
     ),
 )]
-async fn remove_role(admin: Admin, Path((p, id)): Path<(String, String)>) -> Result<Response> {
-    remove(Kind::Role, admin, p, id).await
+async fn remove_role(
+    State(state): State<SharedState>,
+    admin: Admin,
+    Path((p, id)): Path<(String, String)>,
+) -> Result<Response> {
+    remove(Kind::Role, state, admin, p, id).await
 }

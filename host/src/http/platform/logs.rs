@@ -18,7 +18,8 @@ use crate::platform::store::AdminLogFilter;
 use crate::platform::{AdminLog, Scope};
 
 /// The values of the §1.3 enums, as the store writes them; `token` (application tokens made and
-/// revoked) is Canopy's own resource (docs/compatibility.md).
+/// revoked) and `chart` (dashboard charts added from the console) are Canopy's own resources
+/// (docs/compatibility.md).
 const TYPES: &[&str] = &["add", "remove", "update", "initial"];
 const INITIATORS: &[&str] = &["administrator", "identityProvider", "forestAdmin"];
 const RESOURCES: &[&str] = &[
@@ -28,6 +29,7 @@ const RESOURCES: &[&str] = &[
     "environment",
     crate::platform::tokens::ADMIN_LOG_RESOURCE,
     "workflow",
+    crate::platform::charts::ADMIN_LOG_RESOURCE,
 ];
 
 pub fn routes() -> OpenApiRouter<SharedState> {
