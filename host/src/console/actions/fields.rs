@@ -41,14 +41,20 @@ pub struct Input {
     pub error: Option<String>,
 }
 
-/// A piece of the form: fields (one, or a row of them), a separator, an HTML block (sanitized)
-/// or the heading of a page of a multi-page form.
+/// A piece of the form: fields (one, or a row of them), a separator, an HTML block (sanitized),
+/// or the start or end of a page of a multi-page form (the blocks between them are the page's).
 pub struct Block {
-    /// field, row, separator, html, page.
+    /// field, row, separator, html, page (a page starts), page-end.
     pub kind: &'static str,
     pub inputs: Vec<Input>,
     pub html: String,
     pub heading: String,
+    /// A page's number (1-based) and the form's number of pages.
+    pub page: usize,
+    pub pages: usize,
+    /// A page's buttons (the agent's `nextButtonLabel`, `previousButtonLabel`, else ours).
+    pub next: String,
+    pub previous: String,
 }
 
 /// The posted text of each field (`v:<id>`), several for multiple choices.
@@ -80,8 +86,15 @@ pub fn blocks(
 ) -> Vec<Block> {
     let mut blocks = Vec::new();
     let mut n = 0;
+    let pages = form
+        .iter()
+        .filter(|e| matches!(e, FormElement::Page { .. }))
+        .count();
     for element in form {
         push(element, pairs, errors, tz, &mut n, &mut blocks);
+    }
+    for block in &mut blocks {
+        block.pages = pages;
     }
     blocks
 }
@@ -99,6 +112,10 @@ fn push(
         inputs,
         html,
         heading,
+        page: 0,
+        pages: 0,
+        next: String::new(),
+        previous: String::new(),
     };
     match element {
         FormElement::Field(field) => {
@@ -125,18 +142,34 @@ fn push(
             ammonia::clean(content),
             String::new(),
         )),
-        FormElement::Page { elements, .. } => {
-            // One page shows every page of a multi-page form, each under its heading.
+        FormElement::Page {
+            elements,
+            next_button_label,
+            previous_button_label,
+        } => {
+            // Every page is in the document (the form posts every value, and works without the
+            // script, which shows one page at a time with its Next and Back buttons).
             let page = blocks.iter().filter(|b| b.kind == "page").count() + 1;
-            blocks.push(block(
-                "page",
-                Vec::new(),
-                String::new(),
-                format!("Step {page}"),
-            ));
+            let mut start = block("page", Vec::new(), String::new(), format!("Step {page}"));
+            start.page = page;
+            start.next = next_button_label
+                .clone()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or_else(|| "Next".to_owned());
+            start.previous = previous_button_label
+                .clone()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or_else(|| "Back".to_owned());
+            let (next, previous) = (start.next.clone(), start.previous.clone());
+            blocks.push(start);
             for element in elements {
                 push(element, pairs, errors, tz, n, blocks);
             }
+            let mut end = block("page-end", Vec::new(), String::new(), String::new());
+            end.page = page;
+            end.next = next;
+            end.previous = previous;
+            blocks.push(end);
         }
     }
 }
