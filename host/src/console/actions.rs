@@ -722,3 +722,28 @@ fn download(name: &str, mime_type: &str, bytes: Vec<u8>) -> Response {
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_is_called_only_at_an_http_origin_the_csp_can_name() {
+        assert_eq!(
+            webhook_origin("http://127.0.0.1:8900/orders?x=1").as_deref(),
+            Ok("http://127.0.0.1:8900")
+        );
+        assert_eq!(
+            webhook_origin("https://hooks.example.com/a").as_deref(),
+            Ok("https://hooks.example.com")
+        );
+        for refused in [
+            "ftp://127.0.0.1/orders",
+            "javascript:alert(1)",
+            "data:text/plain,hi",
+            "not a url",
+        ] {
+            assert!(webhook_origin(refused).is_err(), "{refused}");
+        }
+    }
+}

@@ -1054,6 +1054,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_update_steps_columns_become_fields_of_their_type() {
+        use crate::datasource::{ColumnSchema, FieldSchema, PrimitiveType};
+        let mut schema = CollectionSchema::new("orders");
+        schema.fields.insert(
+            "total".into(),
+            FieldSchema::Column(ColumnSchema::new(PrimitiveType::Number)),
+        );
+        schema.fields.insert(
+            "status".into(),
+            FieldSchema::Column(ColumnSchema::new(PrimitiveType::String)),
+        );
+        let total = column_field(&schema, "total", &json!("{{context.read.total}}"));
+        assert_eq!(total.field_type, FieldType::Number);
+        assert_eq!(total.value, None);
+        assert!(total.description.unwrap().contains("{{context.read.total}}"));
+        let status = column_field(&schema, "status", &json!("paid"));
+        assert_eq!(status.field_type, FieldType::String);
+        assert_eq!(status.value, Some(json!("paid")));
+        assert!(!status.is_required);
+    }
+
+    #[test]
     fn typed_text_becomes_escaped_paragraphs() {
         assert_eq!(
             paragraphs("a <b>x</b> & 'y'\r\nnext\r\n\r\n\r\nsecond"),

@@ -579,6 +579,37 @@ mod tests {
     }
 
     #[test]
+    fn a_form_of_pages_marks_each_page_with_its_buttons_and_keeps_every_field() {
+        let mut tracking = FormField::new("Tracking", FieldType::String);
+        tracking.is_required = true;
+        let form = vec![
+            FormElement::Page {
+                next_button_label: Some("On to the customer".into()),
+                previous_button_label: None,
+                elements: vec![FormElement::Field(tracking)],
+            },
+            FormElement::Page {
+                next_button_label: None,
+                previous_button_label: Some("  ".into()),
+                elements: vec![FormElement::Field(FormField::new("Note", FieldType::String))],
+            },
+        ];
+        let shown = blocks(&form, &Vec::new(), &[], chrono_tz::UTC);
+        let kinds: Vec<&str> = shown.iter().map(|b| b.kind).collect();
+        assert_eq!(kinds, ["page", "field", "page-end", "page", "field", "page-end"]);
+        assert!(shown.iter().all(|b| b.pages == 2));
+        assert_eq!((shown[0].page, shown[0].heading.as_str()), (1, "Step 1"));
+        assert_eq!(shown[2].next, "On to the customer");
+        // A blank label is the console's own.
+        assert_eq!((shown[5].page, shown[5].previous.as_str()), (2, "Back"));
+        // Every page's fields are read and checked, whatever page the person is on.
+        let missing = missing(&form, &FormValues::new());
+        assert_eq!(missing.len(), 1);
+        let (values, _) = values(&form, &pairs(&[("v:Note", "hi")]), chrono_tz::UTC);
+        assert_eq!(values["Note"], json!("hi"));
+    }
+
+    #[test]
     fn inputs_show_what_was_typed_else_the_forms_value_and_sanitize_html() {
         let mut form = form();
         if let FormElement::Field(amount) = &mut form[0] {
