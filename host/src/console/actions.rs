@@ -691,10 +691,8 @@ async fn result_page(
                 result.webhook_body = serde_json::to_string_pretty(&body).unwrap_or_default();
                 result.webhook_body_json = serde_json::to_string(&body).unwrap_or_default();
             }
-            result.webhook_headers_json = match headers {
-                Json::Object(_) => serde_json::to_string(&headers).unwrap_or_default(),
-                _ => "{}".to_owned(),
-            };
+            result.webhook_headers_json =
+                serde_json::to_string(&headers).unwrap_or_else(|_| "{}".to_owned());
         }
         ActionOutcome::Error { message, .. } => {
             // Handled by the caller (the form is kept); shown plainly if it gets here.

@@ -507,7 +507,7 @@ async fn runs_tab(
         .or_else(|| listed.first().map(|r| r.id.clone()));
     // The run shown is read once, and its row drawn from that same read: the list and the
     // picture never disagree on its state (the list may be a moment older than the read).
-    let shown = match chosen.filter(|c| listed.iter().any(|r| &r.id == c)) {
+    let shown = match chosen.clone().filter(|c| listed.iter().any(|r| &r.id == c)) {
         Some(run_id) => Some(runs.read(caller, &run_id).await.map_err(workflow_error)?),
         None => None,
     };

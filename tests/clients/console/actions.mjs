@@ -248,7 +248,7 @@ try {
   check(/CORS/.test(await page.textContent('#webhook-outcome')), `a CORS failure explained: ${await page.textContent('#webhook-outcome')}`);
   // An address that is not http(s) is not called.
   await notify('ftp://127.0.0.1/orders');
-  check(/Not called: the console only calls http and https services/.test(await page.textContent('#webhook-outcome')), 'a non-http address is not called');
+  check(/Not called: The console only calls http and https services/.test(await page.textContent('#webhook-outcome')), `a non-http address is not called: ${(await page.textContent('main')).replace(/\s+/g, ' ').slice(0, 400)}`);
   await signOut(page);
 
   // ----- an approval: the editor asks, the admin approves -------------------------------------
