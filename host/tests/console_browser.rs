@@ -173,9 +173,9 @@ fn console_actions_in_chromium() {
         "action-webhook",
     ]);
     assert!(
-        run.seen["shipped"]
-            .as_str()
-            .is_some_and(|s| s.ends_with("shipped by Courier (TRK-43); the customer is told: On its way")),
+        run.seen["shipped"].as_str().is_some_and(
+            |s| s.ends_with("shipped by Courier (TRK-43); the customer is told: On its way")
+        ),
         "{}",
         run.seen
     );

@@ -24,12 +24,12 @@ use serde_json::{Map, Value as Json};
 use super::pages::record::render;
 use super::session::{Session, first};
 use super::{Error, Result};
+use crate::datasource::CollectionSchema;
+use crate::datasource::action::{FieldType, FormElement, FormField, FormPhase, FormValues};
 use crate::http::ApiError;
 use crate::ops;
 use crate::platform::audit::{HistoryQuery, Order};
 use crate::state::SharedState;
-use crate::datasource::CollectionSchema;
-use crate::datasource::action::{FieldType, FormElement, FormField, FormPhase, FormValues};
 use crate::workflows::definition::{Kind, Mode, Step};
 use crate::workflows::engine::{Completion, StepStatus, WaitingReason};
 use crate::workflows::operations::{RunView, Runs};
@@ -1068,7 +1068,12 @@ mod tests {
         let total = column_field(&schema, "total", &json!("{{context.read.total}}"));
         assert_eq!(total.field_type, FieldType::Number);
         assert_eq!(total.value, None);
-        assert!(total.description.unwrap().contains("{{context.read.total}}"));
+        assert!(
+            total
+                .description
+                .unwrap()
+                .contains("{{context.read.total}}")
+        );
         let status = column_field(&schema, "status", &json!("paid"));
         assert_eq!(status.field_type, FieldType::String);
         assert_eq!(status.value, Some(json!("paid")));

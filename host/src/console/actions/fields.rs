@@ -591,12 +591,18 @@ mod tests {
             FormElement::Page {
                 next_button_label: None,
                 previous_button_label: Some("  ".into()),
-                elements: vec![FormElement::Field(FormField::new("Note", FieldType::String))],
+                elements: vec![FormElement::Field(FormField::new(
+                    "Note",
+                    FieldType::String,
+                ))],
             },
         ];
         let shown = blocks(&form, &Vec::new(), &[], chrono_tz::UTC);
         let kinds: Vec<&str> = shown.iter().map(|b| b.kind).collect();
-        assert_eq!(kinds, ["page", "field", "page-end", "page", "field", "page-end"]);
+        assert_eq!(
+            kinds,
+            ["page", "field", "page-end", "page", "field", "page-end"]
+        );
         assert!(shown.iter().all(|b| b.pages == 2));
         assert_eq!((shown[0].page, shown[0].heading.as_str()), (1, "Step 1"));
         assert_eq!(shown[2].next, "On to the customer");
