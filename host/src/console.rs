@@ -76,15 +76,23 @@ pub fn router(state: &SharedState) -> Router {
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'";
 
+/// An origin one answer's script may connect to beside the console's own (the webhook an
+/// action's result asks the browser to call): added to that answer's `connect-src` only.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectTo(pub String);
+
 /// Security headers on every console answer; pages (not the hashed assets) are never cached,
 /// since they show one user's data.
 async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
+    // `connect-src` is the CSP's last directive: an origin appended extends it, and only it.
+    let csp = response
+        .extensions()
+        .get::<ConnectTo>()
+        .and_then(|to| HeaderValue::from_str(&format!("{CSP} {}", to.0)).ok())
+        .unwrap_or_else(|| HeaderValue::from_static(CSP));
     let out = response.headers_mut();
-    out.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    out.insert(header::CONTENT_SECURITY_POLICY, csp);
     out.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     out.insert(
         header::X_CONTENT_TYPE_OPTIONS,

@@ -147,7 +147,10 @@ fn console_in_headless_chromium_on_the_demo() {
 /// Actions and approvals (`actions.mjs`): a dynamic form whose reason field appears as the amount
 /// is typed, a bulk action on selected rows, an action's error with the form kept, a file
 /// download, a file field, an approval filed by the editor and approved by the admin from the
-/// inbox, and the viewer without buttons and refused by URL.
+/// inbox (its sidebar badge), and the viewer without buttons and refused by URL; a form of two
+/// pages (Next checks the page, Back keeps the values, the server checks them all); a webhook
+/// result called by the browser (a local listener records the call, the page's CSP names that
+/// origin only, a CORS refusal explained).
 #[test]
 fn console_actions_in_chromium() {
     let run = run_script("actions.mjs");
@@ -166,14 +169,29 @@ fn console_actions_in_chromium() {
         "approval-request",
         "inbox",
         "approval-decided",
+        "action-pages",
+        "action-webhook",
     ]);
-    run.photographed(&["console-action-form", "console-inbox"]);
+    assert!(
+        run.seen["shipped"].as_str().is_some_and(
+            |s| s.ends_with("shipped by Courier (TRK-43); the customer is told: On its way")
+        ),
+        "{}",
+        run.seen
+    );
+    run.photographed(&[
+        "console-action-form",
+        "console-inbox",
+        "console-action-pages",
+        "console-action-webhook",
+    ]);
 }
 
 /// Dashboards (`charts.mjs`): the demo opens on the home dashboard, one chart of every kind
 /// drawn as SVG with the seed's figures and the wire's (`POST /forest/stats/{c}`), a
-/// collection's dashboard from its table, a plugin chart on a record, another timezone's weeks,
-/// the viewer's fewer charts and the editor's scoped figures.
+/// collection's dashboard from its table, a plugin chart on a record, a plugin chart that fails
+/// (its message in its place, the rest of the page drawn), another timezone's weeks, the
+/// viewer's fewer charts and the editor's scoped figures.
 #[test]
 fn console_charts_in_chromium() {
     let run = run_script("charts.mjs");
@@ -189,8 +207,16 @@ fn console_charts_in_chromium() {
         "dashboard",
         "collection-dashboard",
         "record-chart",
+        "record-chart-failed",
         "viewer-dashboard",
     ]);
+    assert!(
+        run.seen["failedChart"]
+            .as_str()
+            .is_some_and(|m| m.contains("This order is cancelled")),
+        "{}",
+        run.seen
+    );
     run.photographed(&["console-dashboard", "console-collection-dashboard"]);
 }
 
@@ -198,7 +224,9 @@ fn console_charts_in_chromium() {
 /// replied to and archived (the viewer sees it without an archive button); an order edited
 /// through the console and the change in History with its value before and after; the Activity
 /// tab; the review workflow started on the order, its manual step refused empty then completed,
-/// and the run's steps drawn done. axe-core on the record page with each tab.
+/// its manual update's form (a bad total refused next to its field, nothing written; then the
+/// total written), the runs list agreeing with the run's picture, and the run's steps drawn
+/// done. axe-core on the record page with each tab.
 #[test]
 fn console_collaboration_in_chromium() {
     let run = run_script("collab.mjs");
@@ -209,10 +237,16 @@ fn console_collaboration_in_chromium() {
         "collab-activity",
         "collab-runs-empty",
         "collab-run-waiting",
+        "collab-step-form",
         "collab-run",
         "collab-phone",
     ]);
-    run.photographed(&["console-notes", "console-history", "console-run"]);
+    run.photographed(&[
+        "console-notes",
+        "console-history",
+        "console-run",
+        "console-step-form",
+    ]);
 }
 
 #[test]

@@ -14,7 +14,7 @@
 //! - `fields`: the form's inputs and the posted inputs back to form values.
 //! - `inbox`: the approval requests a user may review, and their own.
 
-mod fields;
+pub(in crate::console) mod fields;
 mod inbox;
 
 use askama::Template;
@@ -255,6 +255,31 @@ impl<'s> Request<'s> {
             .await?;
         Ok(fields::values(&every, pairs, caller.timezone))
     }
+}
+
+/// The form of `action` (its name or slug) on the record `id` of `collection`, for these values
+/// in this phase, as the hooks compute it: what a workflow's manual `trigger-action` step asks
+/// the person who completes it.
+pub(in crate::console) async fn record_form(
+    state: &SharedState,
+    caller: &Caller,
+    (collection, id): (&str, &str),
+    action: &str,
+    values: &FormValues,
+    phase: &FormPhase,
+) -> Result<Vec<FormElement>> {
+    let data = Data::new(state, caller);
+    let schema = super::pages::named(&data, collection)?;
+    let (name, found) = schema
+        .actions
+        .iter()
+        .find(|(name, _)| *name == action || slug(name) == action)
+        .ok_or_else(|| {
+            Error::NotFound(format!("There is no action \"{action}\" on {collection}."))
+        })?;
+    let body = action_body(collection, name, &[id.to_owned()], values);
+    let target = Target::parse(state, &QueryString::default(), schema, found.scope, &body)?;
+    Ok(ops_actions::form(state, caller, schema, name, target, values, phase).await?)
 }
 
 /// The form page of a request: the fields for these values, any error at the top.
@@ -524,7 +549,31 @@ struct ResultPage {
     links: Vec<(String, String)>,
     webhook_method: String,
     webhook_url: String,
+    /// The body shown (pretty JSON), and sent (the script's data attributes).
     webhook_body: String,
+    webhook_body_json: String,
+    webhook_headers_json: String,
+    /// Why the console does not call it (an address the browser may not be let to reach).
+    webhook_refused: String,
+}
+
+/// The origin the browser may call for a webhook result (`http` or `https`, a host the CSP can
+/// name), else why not.
+fn webhook_origin(url: &str) -> std::result::Result<String, String> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|_| format!("The action gave an address that is not a URL: {url:?}."))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err("The console only calls http and https services.".to_owned());
+    }
+    let origin = parsed.origin().ascii_serialization();
+    // The origin goes into a Content-Security-Policy header: nothing that could end a directive.
+    if origin
+        .chars()
+        .any(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '/' | '-')))
+    {
+        return Err("The console cannot allow calls to this address.".to_owned());
+    }
+    Ok(origin)
 }
 
 /// The page (or file) of an executed action's result.
@@ -567,7 +616,11 @@ async fn result_page(
         webhook_method: String::new(),
         webhook_url: String::new(),
         webhook_body: String::new(),
+        webhook_body_json: String::new(),
+        webhook_headers_json: String::new(),
+        webhook_refused: String::new(),
     };
+    let mut connect = None;
     match outcome {
         ActionOutcome::Success {
             message,
@@ -610,19 +663,41 @@ async fn result_page(
             result.message = path;
         }
         ActionOutcome::Webhook {
-            url, method, body, ..
+            url,
+            method,
+            headers,
+            body,
         } => {
+            // The browser makes the call, as Forest's UI does: this one page may connect to the
+            // webhook's origin (and to no other).
             result.kind = "webhook";
-            result.webhook_method = method;
+            match webhook_origin(&url) {
+                Ok(origin) => connect = Some(super::ConnectTo(origin)),
+                Err(why) => result.webhook_refused = why,
+            }
+            result.webhook_method = if method.trim().is_empty() {
+                "POST".to_owned()
+            } else {
+                method.to_ascii_uppercase()
+            };
             result.webhook_url = url;
-            result.webhook_body = serde_json::to_string_pretty(&body).unwrap_or_default();
+            if !body.is_null() {
+                result.webhook_body = serde_json::to_string_pretty(&body).unwrap_or_default();
+                result.webhook_body_json = serde_json::to_string(&body).unwrap_or_default();
+            }
+            result.webhook_headers_json =
+                serde_json::to_string(&headers).unwrap_or_else(|_| "{}".to_owned());
         }
         ActionOutcome::Error { message, .. } => {
             // Handled by the caller (the form is kept); shown plainly if it gets here.
             result.message = message;
         }
     }
-    page(StatusCode::OK, &result)
+    let mut response = page(StatusCode::OK, &result)?;
+    if let Some(connect) = connect {
+        response.extensions_mut().insert(connect);
+    }
+    Ok(response)
 }
 
 /// A file an action generated, as an attachment the browser downloads.
@@ -638,4 +713,29 @@ fn download(name: &str, mime_type: &str, bytes: Vec<u8>) -> Response {
         headers.insert(header::CONTENT_DISPOSITION, value);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_is_called_only_at_an_http_origin_the_csp_can_name() {
+        assert_eq!(
+            webhook_origin("http://127.0.0.1:8900/orders?x=1").as_deref(),
+            Ok("http://127.0.0.1:8900")
+        );
+        assert_eq!(
+            webhook_origin("https://hooks.example.com/a").as_deref(),
+            Ok("https://hooks.example.com")
+        );
+        for refused in [
+            "ftp://127.0.0.1/orders",
+            "javascript:alert(1)",
+            "data:text/plain,hi",
+            "not a url",
+        ] {
+            assert!(webhook_origin(refused).is_err(), "{refused}");
+        }
+    }
 }

@@ -24,10 +24,12 @@ use serde_json::{Map, Value as Json};
 use super::pages::record::render;
 use super::session::{Session, first};
 use super::{Error, Result};
+use crate::datasource::CollectionSchema;
+use crate::datasource::action::{FieldType, FormElement, FormField, FormPhase, FormValues};
 use crate::ops;
 use crate::platform::audit::{HistoryQuery, Order};
 use crate::state::SharedState;
-use crate::workflows::definition::{Kind, Mode};
+use crate::workflows::definition::{Kind, Mode, Step};
 use crate::workflows::engine::{Completion, StepStatus, WaitingReason};
 use crate::workflows::operations::{RunView, Runs};
 use crate::workflows::{Queued, RunState};
@@ -67,6 +69,8 @@ pub struct Problem {
     pub typed: Vec<(String, String)>,
     /// The note or run the form was about, when not a new one.
     pub about: Option<String>,
+    /// A message per field of a step's form (`v:<field>` inputs) that did not read.
+    pub field_errors: Vec<(String, String)>,
 }
 
 impl Problem {
@@ -162,6 +166,9 @@ pub struct StepForm {
     pub confirm: bool,
     pub typed_answer: String,
     pub error: Option<String>,
+    /// The values a manual `update-data` or `trigger-action` step runs with: the columns it
+    /// sets, or the action's form (the action form's inputs, `v:<field>`).
+    pub blocks: Vec<super::actions::fields::Block>,
 }
 
 pub struct RunDetail {
@@ -364,7 +371,14 @@ pub async fn panel(
         _ => {
             if let Some(runs) = &runs {
                 runs_tab(
-                    &mut panel, runs, session, collection, id, here, pairs, &problem,
+                    &mut panel,
+                    (state, runs),
+                    session,
+                    collection,
+                    id,
+                    here,
+                    pairs,
+                    &problem,
                 )
                 .await?;
             }
@@ -459,7 +473,7 @@ fn state_text(state: RunState) -> String {
 )]
 async fn runs_tab(
     panel: &mut Panel,
-    runs: &Runs<'_>,
+    (state, runs): (&SharedState, &Runs<'_>),
     session: &Session,
     collection: &str,
     id: &str,
@@ -490,8 +504,18 @@ async fn runs_tab(
         .map(str::to_owned)
         .or_else(|| problem.as_ref().and_then(|p| p.about.clone()))
         .or_else(|| listed.first().map(|r| r.id.clone()));
+    // The run shown is read once, and its row drawn from that same read: the list and the
+    // picture never disagree on its state (the list may be a moment older than the read).
+    let shown = match chosen.clone().filter(|c| listed.iter().any(|r| &r.id == c)) {
+        Some(run_id) => Some(runs.read(caller, &run_id).await.map_err(workflow_error)?),
+        None => None,
+    };
     panel.runs = listed
         .iter()
+        .map(|run| match &shown {
+            Some(view) if view.run.id == run.id => &view.run,
+            _ => run,
+        })
         .map(|run| RunRow {
             workflow: name_of_workflow(&run.workflow_id),
             state: state_text(run.state),
@@ -506,10 +530,21 @@ async fn runs_tab(
             current: chosen.as_deref() == Some(run.id.as_str()),
         })
         .collect();
-    if let Some(run_id) = chosen.filter(|c| listed.iter().any(|r| &r.id == c)) {
-        let view = runs.read(caller, &run_id).await.map_err(workflow_error)?;
+    if let Some(view) = shown {
         let workflow = name_of_workflow(&view.run.workflow_id);
-        panel.run = Some(run_detail(&view, workflow, here, tz, problem.as_ref()));
+        let mut detail = run_detail(&view, workflow, here, tz, problem.as_ref());
+        if let Some(form) = detail.form.as_mut()
+            && let Some(step) = waiting_step(&view)
+            && let Some(elements) = step_elements(state, caller, (collection, id), step).await?
+        {
+            let mine = problem
+                .as_ref()
+                .filter(|p| p.about.as_deref() == Some(view.run.id.as_str()));
+            let typed = mine.map(|p| p.typed.clone()).unwrap_or_default();
+            let errors = mine.map(|p| p.field_errors.clone()).unwrap_or_default();
+            form.blocks = super::actions::fields::blocks(&elements, &typed, &errors, tz);
+        }
+        panel.run = Some(detail);
     }
     panel.startable = startable
         .into_iter()
@@ -520,6 +555,88 @@ async fn runs_tab(
         })
         .collect();
     Ok(())
+}
+
+/// The step of the definition a run waits on for a person's values (a manual step).
+fn waiting_step(view: &RunView) -> Option<&Step> {
+    let run = &view.run;
+    if run.state != RunState::AwaitingInput || run.waiting_reason != Some(WaitingReason::UserInput)
+    {
+        return None;
+    }
+    let index = run.current_step_index?;
+    let key = &view.steps.iter().find(|s| s.index == index)?.key;
+    view.definition
+        .as_ref()?
+        .steps
+        .iter()
+        .find(|s| &s.key == key)
+        .filter(|s| s.mode() == Mode::Manual)
+}
+
+/// The form a manual `update-data` or `trigger-action` step asks: the columns it sets (typed by
+/// the collection; the definition's value as the default, a template's field left empty, the
+/// template then being used), or the action's form on the record as its load hook computes it.
+/// Other steps ask no values.
+async fn step_elements(
+    state: &SharedState,
+    caller: &crate::datasource::Caller,
+    (collection, id): (&str, &str),
+    step: &Step,
+) -> Result<Option<Vec<FormElement>>> {
+    match &step.kind {
+        Kind::UpdateData { values } => {
+            let data = super::data::Data::new(state, caller);
+            let schema = super::pages::named(&data, collection)?;
+            Ok(Some(
+                values
+                    .iter()
+                    .map(|(name, value)| FormElement::Field(column_field(schema, name, value)))
+                    .collect(),
+            ))
+        }
+        Kind::TriggerAction { action, .. } => Ok(Some(
+            super::actions::record_form(
+                state,
+                caller,
+                (collection, id),
+                action,
+                &FormValues::new(),
+                &FormPhase::Load,
+            )
+            .await?,
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// A column an `update-data` step sets, as a form field of the column's type.
+fn column_field(schema: &CollectionSchema, name: &str, value: &Json) -> FormField {
+    use crate::datasource::PrimitiveType as P;
+    let mut field = FormField::new(name, FieldType::String);
+    if let Some(column) = schema.column(name) {
+        field.field_type = match column.column_type.primitive() {
+            Some(P::Number) => FieldType::Number,
+            Some(P::Boolean) => FieldType::Boolean,
+            Some(P::Date) => FieldType::Date,
+            Some(P::Dateonly) => FieldType::Dateonly,
+            Some(P::Time) => FieldType::Time,
+            Some(P::Enum) => {
+                field.enum_values = Some(column.enum_values.clone());
+                FieldType::Enum
+            }
+            Some(P::String | P::Uuid | P::Binary) => FieldType::String,
+            Some(P::Json | P::Point) | None => FieldType::Json,
+        };
+    }
+    match value.as_str().filter(|text| text.contains("{{")) {
+        Some(template) => {
+            field.description = Some(format!("Left empty, the workflow sets {template}."));
+        }
+        None if !value.is_null() => field.value = Some(value.clone()),
+        None => {}
+    }
+    field
 }
 
 /// A run's steps as a diagram, and the form of the step it waits on when the caller may do it.
@@ -614,6 +731,7 @@ fn run_detail(
                     confirm: reason == Some(WaitingReason::Confirmation),
                     typed_answer: mine.map(|p| p.typed("answer")).unwrap_or_default(),
                     error: mine.map(|p| p.message.clone()),
+                    blocks: Vec::new(),
                 };
                 if let Some(step) = step
                     && !f.confirm
@@ -709,6 +827,7 @@ async fn again(
         panel,
         typed,
         about,
+        field_errors: Vec::new(),
     };
     render(state, session, collection, id, &[], Some(problem)).await
 }
@@ -868,14 +987,46 @@ async fn complete_step(
         .parse()
         .map_err(|_| Error::NotFound(format!("There is no step {index}.")))?;
     let answer = first(&form, "answer").map(|a| a.trim().to_owned());
+    let target = (collection.as_str(), id.as_str());
+    let mut typed = vec![("answer".to_owned(), answer.clone().unwrap_or_default())];
+    typed.extend(form.iter().filter(|(k, _)| k.starts_with("v:")).cloned());
+    // A manual write step's values, read by the types of its form; a value that does not read
+    // (or a required one missing) is refused next to its field, and nothing runs.
+    let mut values = Map::new();
+    let view = runs
+        .read(&session.caller, &run)
+        .await
+        .map_err(workflow_error)?;
+    if let Some(step) = waiting_step(&view)
+        && view.run.current_step_index == Some(index)
+        && let Some(elements) = step_elements(&state, &session.caller, target, step).await?
+    {
+        let tz = session.caller.timezone;
+        let (read, mut errors) = super::actions::fields::values(&elements, &form, tz);
+        for missing in super::actions::fields::missing(&elements, &read) {
+            if !errors.iter().any(|(e, _)| *e == missing.0) {
+                errors.push(missing);
+            }
+        }
+        if !errors.is_empty() {
+            let problem = Problem {
+                status: StatusCode::BAD_REQUEST,
+                message: "Correct the fields marked below.".to_owned(),
+                panel: RUNS,
+                typed,
+                about: Some(run),
+                field_errors: errors,
+            };
+            return render(&state, &session, &collection, &id, &[], Some(problem)).await;
+        }
+        values = read.into_iter().collect();
+    }
     let completion = Completion {
         answer: answer.clone().filter(|a| !a.is_empty()),
         option: first(&form, "option").map(str::to_owned),
-        values: Map::new(),
+        values,
         confirmation: first(&form, "confirmation").map(|c| c == "true"),
     };
-    let typed = vec![("answer".to_owned(), answer.unwrap_or_default())];
-    let target = (collection.as_str(), id.as_str());
     match runs
         .complete(&session.caller, &run, index, &completion)
         .await
@@ -898,6 +1049,33 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_update_steps_columns_become_fields_of_their_type() {
+        use crate::datasource::{ColumnSchema, FieldSchema, PrimitiveType};
+        let mut schema = CollectionSchema::new("orders");
+        schema.fields.insert(
+            "total".into(),
+            FieldSchema::Column(ColumnSchema::new(PrimitiveType::Number)),
+        );
+        schema.fields.insert(
+            "status".into(),
+            FieldSchema::Column(ColumnSchema::new(PrimitiveType::String)),
+        );
+        let total = column_field(&schema, "total", &json!("{{context.read.total}}"));
+        assert_eq!(total.field_type, FieldType::Number);
+        assert_eq!(total.value, None);
+        assert!(
+            total
+                .description
+                .unwrap()
+                .contains("{{context.read.total}}")
+        );
+        let status = column_field(&schema, "status", &json!("paid"));
+        assert_eq!(status.field_type, FieldType::String);
+        assert_eq!(status.value, Some(json!("paid")));
+        assert!(!status.is_required);
+    }
 
     #[test]
     fn typed_text_becomes_escaped_paragraphs() {

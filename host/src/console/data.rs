@@ -97,6 +97,21 @@ impl<'a> Data<'a> {
         self.ops().schema()
     }
 
+    /// How many approval requests wait for this user's decision (the sidebar's inbox badge), as
+    /// text: empty for none, `99+` past what is looked at. A failure to count shows no badge
+    /// rather than no page.
+    pub async fn inbox_count(&self) -> String {
+        match crate::ops::approvals::decidable(self.ops(), self.caller).await {
+            Ok(0) => String::new(),
+            Ok(n) if n >= crate::ops::approvals::DECIDABLE_LOOKED_AT => "99+".to_owned(),
+            Ok(n) => n.to_string(),
+            Err(error) => {
+                tracing::warn!(%error, "the inbox badge could not be counted");
+                String::new()
+            }
+        }
+    }
+
     /// The collections the user may browse, in schema order.
     pub async fn browsable(&self) -> OpsResult<Vec<String>> {
         let mut names = Vec::new();

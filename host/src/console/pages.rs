@@ -69,6 +69,9 @@ pub struct Layout {
     pub collections: Vec<String>,
     pub current: String,
     pub title: String,
+    /// The approval requests waiting for the user's decision (the Inbox link's badge; empty
+    /// for none).
+    pub inbox_count: String,
 }
 
 impl Layout {
@@ -91,6 +94,7 @@ impl Layout {
             collections: data.browsable().await?,
             current: current.to_owned(),
             title,
+            inbox_count: data.inbox_count().await,
         })
     }
 }

@@ -352,6 +352,28 @@ pub async fn may_decide(
     }
 }
 
+/// The most pending requests [`decidable`] looks at (the console's sidebar shows `99+` beyond).
+pub const DECIDABLE_LOOKED_AT: usize = 100;
+
+/// How many pending requests the caller may decide now (the console's inbox badge): the
+/// newest [`DECIDABLE_LOOKED_AT`] pending ones they may see, each by [`may_decide`]. A request
+/// whose action is gone is not counted. No store: none.
+pub async fn decidable(ops: &Ops, caller: &Caller) -> Result<usize> {
+    if ops.store.is_none() {
+        return Ok(0);
+    }
+    let mut count = 0;
+    let pending = list(ops, caller, Some(ApprovalStatus::Pending)).await?;
+    for approval in pending.iter().take(DECIDABLE_LOOKED_AT) {
+        match may_decide(ops, caller, &QueryString::default(), approval).await {
+            Ok(true) => count += 1,
+            Ok(false) | Err(Error::Approval { .. } | Error::Agent(_) | Error::NotFound) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(count)
+}
+
 /// Admins see every request; others their own, and those of actions their role may approve.
 async fn may_see(ops: &Ops, caller: &Caller, approval: &Approval) -> Result<bool> {
     let permissions = &ops.permissions;

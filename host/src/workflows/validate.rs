@@ -88,7 +88,8 @@ pub fn check(definition: &Definition, known: &Known<'_>) -> Result<(), Vec<Probl
 pub fn allowed_modes(kind: &Kind) -> &'static [Mode] {
     match kind {
         Kind::Guidance { .. } => &[Mode::Manual],
-        Kind::UpdateData { .. } => &[Mode::Confirm, Mode::Automatic],
+        // Manual: a person gives the values (the console shows the columns it sets).
+        Kind::UpdateData { .. } => &[Mode::Confirm, Mode::Automatic, Mode::Manual],
         Kind::TriggerAction { .. } => &[Mode::Confirm, Mode::Automatic, Mode::Manual],
         Kind::LoadRelated { .. } => &[Mode::Automatic, Mode::Confirm, Mode::Manual],
         Kind::Decision { .. } => &[Mode::Automatic, Mode::Manual],

@@ -6,7 +6,9 @@
 // The admin signs in and lands on the home dashboard: one card per chart kind, each drawn as SVG
 // with the seed's figures (5,000 orders, 1,000 per status), the value and the leaderboard equal
 // to what `POST /forest/stats/{c}` answers for the same chart; the collection cards stay below.
-// The orders table links its dashboard; a customer's page draws the plugin's `lifetime_value`.
+// The orders table links its dashboard; a customer's page draws the plugin's `lifetime_value`;
+// on a cancelled order the plugin's `items_ordered` fails and its message takes its place while
+// the rest of the page is drawn (a paid order's is drawn).
 // In another timezone the weekly chart buckets differently, as the wire does for that timezone.
 // The viewer (below editor) sees only the charts their team lists; the editor sees their scope's
 // figures. axe-core on every dashboard page; screenshots console-dashboard and
@@ -145,6 +147,21 @@ try {
   const lifetimeValue = (await lifetimeWire.json()).countCurrent;
   check(lifetimeValue > 0 && Math.abs(Number(lifetime.value) - lifetimeValue) < 0.005, `customer 1's lifetime value ${lifetime.value} = ${lifetimeValue}`);
   await audit(page, 'record-chart');
+
+  // ----- a chart that fails: its message in its place, the rest of the page drawn ------------
+  await page.goto(`${origin}/console/c/orders?ff=status&fo=equal&fv=cancelled`);
+  await Promise.all([page.waitForNavigation(), page.click('table tbody tr:first-child a:text-is("Open")')]);
+  const failed = (await cards(page)).find((c) => c.title === 'Items ordered') || {};
+  check(/This order is cancelled: its items went back to stock/.test(failed.error || ''), `the failing chart's message: ${JSON.stringify(failed)}`);
+  check(!failed.svg && failed.value === null, 'no figure in place of the failed chart');
+  check((await page.$$('dl.fields div')).length > 3, 'the record\'s fields are drawn');
+  check(await page.isVisible('section.collab'), 'the rest of the page is drawn');
+  await audit(page, 'record-chart-failed');
+  seen.failedChart = failed.error;
+  await page.goto(`${origin}/console/c/orders?ff=status&fo=equal&fv=paid`);
+  await Promise.all([page.waitForNavigation(), page.click('table tbody tr:first-child a:text-is("Open")')]);
+  const items = byTitle(await cards(page), 'Items ordered');
+  check(items.error === null && Number(items.value) > 0, `a paid order's items are counted: ${JSON.stringify(items)}`);
   check(page.cspErrors.length === 0, `no CSP violation: ${page.cspErrors}`);
   await signOut(page);
 

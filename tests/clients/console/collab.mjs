@@ -7,7 +7,9 @@
 // seen in the thread with its author and time, a reply, then archived; the order edited through
 // the console's form and the change seen in History with its value before and after; the
 // Activity tab listing what was done; the review workflow started on the order, its manual step
-// completed with an answer, and the run's steps drawn done. As the viewer: no archive button on
+// completed with an answer, its manual update (the form of the columns it sets: a value that is
+// not a number refused next to its field with nothing written, then a total written), and the
+// run's steps drawn done; the runs list and the run's picture never disagree on its state. As the viewer: no archive button on
 // the admin's note. axe-core on the record page with each tab. Prints one JSON line of what it saw.
 import {
   origin, seen, check, audit, shot, signIn, signOut, launch, newPage,
@@ -101,12 +103,19 @@ try {
   const options = await page.$$eval('#start-workflow option', (os) => os.map((o) => o.textContent.trim()));
   check(options.some((o) => o.startsWith('review')), `the review workflow is offered: ${options}`);
   await audit(page, 'collab-runs-empty');
+  // The selected run's row in the list and the run's picture show one state (one read).
+  const agree = async () => {
+    const row = await page.$eval('tr.selected .state', (s) => s.textContent.trim()).catch(() => null);
+    const pictured = await page.$eval('article.run h3 .state', (s) => s.textContent.trim()).catch(() => null);
+    check(row === pictured, `the runs list and the run agree: ${row} vs ${pictured}`);
+  };
   await page.selectOption('#start-workflow', { label: options.find((o) => o.startsWith('review')) });
   await submit('form.start-run button[type=submit]');
   check(/Workflow started/.test(await page.textContent('section.collab [role=status]')), 'started notice');
   // The run is queued, then runs to its manual step: follow it.
   let waiting = false;
   for (let i = 0; i < 40 && !waiting; i += 1) {
+    await agree();
     waiting = (await page.$$('form.step-form')).length > 0;
     if (!waiting) {
       await page.waitForTimeout(250);
@@ -125,8 +134,43 @@ try {
   check(refusal.length > 0, `an empty answer is refused next to the form: ${refusal}`);
   await page.fill('#step-answer', 'Status and total checked: all good.');
   await submit('form.step-form button[type=submit]');
+  // The manual update: the form of the columns it sets, each typed by the collection.
+  let correcting = false;
+  for (let i = 0; i < 40 && !correcting; i += 1) {
+    await agree();
+    correcting = /Correct the order/.test(await page.textContent('form.step-form h4').catch(() => ''));
+    if (!correcting) {
+      await page.waitForTimeout(250);
+      await page.goto(page.url().replace(/[&?](started|completed)=1/, ''));
+    }
+  }
+  check(correcting, `the run waits on its manual update: ${await page.textContent('article.run')}`);
+  check(await page.isVisible('form.step-form [data-field="status"] input'), 'the status to set');
+  check(await page.isVisible('form.step-form [data-field="total"] input'), 'the total to set');
+  check(/Left empty, the workflow sets/.test(await page.textContent('form.step-form [data-field="total"]')), 'a field left empty keeps the workflow\'s value');
+  await audit(page, 'collab-step-form');
+  await page.$eval('article.run', (a) => a.scrollIntoView());
+  await shot(page, 'console-step-form');
+  const totalOf = async () => {
+    const html = await (await page.context().request.get(recordUrl)).text();
+    const match = /<dt>total<\/dt>\s*<dd[^>]*>([^<]*)</.exec(html);
+    return match ? match[1].trim() : html.slice(0, 0);
+  };
+  const totalBefore = await totalOf();
+  // Refused: a total that is not a number, next to its field; nothing is written.
+  await page.$eval('form.step-form [data-field="total"] input', (i) => { i.type = 'text'; });
+  await page.fill('form.step-form [data-field="total"] input', 'lots');
+  await submit('form.step-form button[type=submit]');
+  check(/not a number/.test(await page.textContent('form.step-form [data-field="total"] .field-error')), 'a bad total is refused next to its field');
+  // (A number input shows no text that is not a number: the page sends it back as typed.)
+  check((await page.getAttribute('form.step-form [data-field="total"] input', 'value')) === 'lots', 'what was typed is kept');
+  check(/Correct the order/.test(await page.textContent('form.step-form h4')), 'the run still waits');
+  check((await totalOf()) === totalBefore, `nothing written: ${await totalOf()} vs ${totalBefore}`);
+  await page.fill('form.step-form [data-field="total"] input', '42.5');
+  await submit('form.step-form button[type=submit]');
   let ended = false;
   for (let i = 0; i < 40 && !ended; i += 1) {
+    await agree();
     ended = /Succeeded/.test(await page.textContent('article.run h3'));
     if (!ended) {
       await page.waitForTimeout(250);
@@ -135,7 +179,9 @@ try {
   }
   check(ended, `the run succeeded: ${await page.textContent('article.run')}`);
   const done = await page.$$eval('ol.steps li.step', (lis) => lis.map((li) => li.className));
-  check(done.length === 3 && done.every((c) => c.includes('done')), `every step drawn done: ${done}`);
+  check(done.length === 4 && done.every((c) => c.includes('done')), `every step drawn done: ${done}`);
+  const written = await totalOf();
+  check(Number(written) === 42.5, `the manual update wrote the total: ${written}`);
   await audit(page, 'collab-run');
   await page.$eval('article.run', (a) => a.scrollIntoView());
   await shot(page, 'console-run');

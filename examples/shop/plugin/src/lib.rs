@@ -6,12 +6,14 @@
 //! - actions: `Offer a coupon` (Single, with a form), `Mark as VIP` (Bulk), `Export orders`
 //!   (Global, a generated file), `Refund` (Single, on a paid, shipped or delivered order; the
 //!   refund workflow of `examples/shop/workflows` runs it), `Attach a document` (Single, a file
-//!   field);
+//!   field), `Ship the order` (Single, a form of two pages), `Notify the warehouse` (Single, a
+//!   webhook result the browser calls);
 //! - a hook: Before Create on customers refuses an email without `@` and lower-cases it;
 //! - segments: `VIP customers` (static) and `Above average` orders (dynamic, from an aggregate);
 //! - search: customers by email and names only; orders by a handler (a number is an id, a word a
 //!   status);
-//! - charts: `lifetime_value` on a customer, `orders_by_status` on the dashboard;
+//! - charts: `lifetime_value` on a customer, `items_ordered` on an order (an error on a cancelled
+//!   one), `orders_by_status` on the dashboard;
 //! - relations: `customers.purchases` (one-to-many), `products.labels` (many-to-many through
 //!   `product_tags`); `orders.customer_email` imported read-only from the customer;
 //! - `products.price_band`, filtered and sorted through `price`; a price validation; products'
@@ -301,6 +303,116 @@ impl Plugin for Shop {
                 .description("Attaches a file (an invoice, a receipt) to the order")
                 .form(vec![FormElement::new("Document", FieldType::File).required()]),
             )
+            .add_action(
+                "Ship the order",
+                Action::new(Scope::Single, |ctx| {
+                    let order = ctx.get_record(&["id"])?;
+                    let carrier = ctx
+                        .form_value("Carrier")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let tracking = ctx
+                        .form_value("Tracking number")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let filter = json!({"field": "id", "operator": "Equal", "value": order["id"]});
+                    ctx.collection()?
+                        .update(&filter, &json!({"status": "shipped"}))?;
+                    let told = match ctx.form_value("Notify the customer") {
+                        Some(Value::Bool(false)) => "the customer is not told".to_owned(),
+                        _ => format!(
+                            "the customer is told: {}",
+                            ctx.form_value("Message")
+                                .and_then(Value::as_str)
+                                .unwrap_or("(no message)")
+                        ),
+                    };
+                    Ok(ActionResult::success(format!(
+                        "Order #{} shipped by {carrier} ({tracking}); {told}",
+                        number(&order["id"])
+                    )))
+                })
+                .description("Marks the order shipped, in two steps: the parcel, then the customer")
+                .submit_button_label("Ship it")
+                // A form of two pages: the parcel, then what the customer is told (the message
+                // shows only when the customer is notified: a change hook across pages).
+                .form(vec![
+                    FormElement::page(vec![
+                        FormElement::new("Carrier", FieldType::Enum)
+                            .enum_values(["Post", "Courier", "Pickup"])
+                            .required(),
+                        FormElement::new("Tracking number", FieldType::String).required(),
+                    ])
+                    .next_button_label("Next: the customer"),
+                    FormElement::page(vec![
+                        FormElement::new("Notify the customer", FieldType::Boolean)
+                            .default_value(json!(true)),
+                        FormElement::new("Message", FieldType::String)
+                            .widget("TextArea")
+                            .visible_if(|ctx| {
+                                Ok(ctx.form_value("Notify the customer") != Some(&json!(false)))
+                            }),
+                    ])
+                    .previous_button_label("Back: the parcel"),
+                ]),
+            )
+            .add_action(
+                "Notify the warehouse",
+                Action::new(Scope::Single, |ctx| {
+                    let order = ctx.get_record(&["id", "status"])?;
+                    let url = ctx
+                        .form_value("Warehouse URL")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned();
+                    // The browser makes the call (as Forest's UI does): the warehouse's service
+                    // must allow this console's origin (CORS).
+                    Ok(ActionResult::webhook(
+                        url,
+                        "POST",
+                        json!({"Content-Type": "application/json"}),
+                        json!({"order": number(&order["id"]), "status": order["status"]}),
+                    ))
+                })
+                .description("Tells the warehouse's service about the order (the browser calls it)")
+                .form(vec![
+                    FormElement::new("Warehouse URL", FieldType::String)
+                        .required()
+                        .default_value(json!("http://127.0.0.1:8900/orders")),
+                ]),
+            )
+            // A record chart that can fail: a cancelled order's items went back to stock, and
+            // the chart says so in place of a figure (the console shows the message).
+            .add_chart("items_ordered", |ctx| {
+                let id = ctx.record_id().cloned().unwrap_or(Value::Null);
+                let id = id
+                    .as_str()
+                    .and_then(|s| s.parse::<f64>().ok())
+                    .map_or(id, |n| json!(n));
+                let order = ctx.context().collection("orders").list_page(
+                    &json!({"field": "id", "operator": "Equal", "value": id}),
+                    &["status"],
+                    &json!([{"field": "id", "ascending": true}]),
+                    Some((0, 1)),
+                )?;
+                let status = order
+                    .records()
+                    .first()
+                    .and_then(|r| r["status"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                if status == "cancelled" {
+                    return Err(Error::validation(
+                        "This order is cancelled: its items went back to stock, so none is counted",
+                    ));
+                }
+                let filter = json!({"field": "order_id", "operator": "Equal", "value": id});
+                let rows = ctx.context().collection("order_items").aggregate(
+                    &filter,
+                    &json!({"operation": "Sum", "field": "quantity"}),
+                    None,
+                )?;
+                Ok(ChartResult::value(rows[0]["value"].as_f64().unwrap_or(0.0), None))
+            })
             // The customer's email as a read-only field of the order.
             .import_field("customer_email", "customer:email", true)
             // A computed field cannot be sorted by the database: sorted in memory.

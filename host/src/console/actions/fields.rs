@@ -41,14 +41,20 @@ pub struct Input {
     pub error: Option<String>,
 }
 
-/// A piece of the form: fields (one, or a row of them), a separator, an HTML block (sanitized)
-/// or the heading of a page of a multi-page form.
+/// A piece of the form: fields (one, or a row of them), a separator, an HTML block (sanitized),
+/// or the start or end of a page of a multi-page form (the blocks between them are the page's).
 pub struct Block {
-    /// field, row, separator, html, page.
+    /// field, row, separator, html, page (a page starts), page-end.
     pub kind: &'static str,
     pub inputs: Vec<Input>,
     pub html: String,
     pub heading: String,
+    /// A page's number (1-based) and the form's number of pages.
+    pub page: usize,
+    pub pages: usize,
+    /// A page's buttons (the agent's `nextButtonLabel`, `previousButtonLabel`, else ours).
+    pub next: String,
+    pub previous: String,
 }
 
 /// The posted text of each field (`v:<id>`), several for multiple choices.
@@ -80,8 +86,15 @@ pub fn blocks(
 ) -> Vec<Block> {
     let mut blocks = Vec::new();
     let mut n = 0;
+    let pages = form
+        .iter()
+        .filter(|e| matches!(e, FormElement::Page { .. }))
+        .count();
     for element in form {
         push(element, pairs, errors, tz, &mut n, &mut blocks);
+    }
+    for block in &mut blocks {
+        block.pages = pages;
     }
     blocks
 }
@@ -99,6 +112,10 @@ fn push(
         inputs,
         html,
         heading,
+        page: 0,
+        pages: 0,
+        next: String::new(),
+        previous: String::new(),
     };
     match element {
         FormElement::Field(field) => {
@@ -125,18 +142,34 @@ fn push(
             ammonia::clean(content),
             String::new(),
         )),
-        FormElement::Page { elements, .. } => {
-            // One page shows every page of a multi-page form, each under its heading.
+        FormElement::Page {
+            elements,
+            next_button_label,
+            previous_button_label,
+        } => {
+            // Every page is in the document (the form posts every value, and works without the
+            // script, which shows one page at a time with its Next and Back buttons).
             let page = blocks.iter().filter(|b| b.kind == "page").count() + 1;
-            blocks.push(block(
-                "page",
-                Vec::new(),
-                String::new(),
-                format!("Step {page}"),
-            ));
+            let mut start = block("page", Vec::new(), String::new(), format!("Step {page}"));
+            start.page = page;
+            start.next = next_button_label
+                .clone()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or_else(|| "Next".to_owned());
+            start.previous = previous_button_label
+                .clone()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or_else(|| "Back".to_owned());
+            let (next, previous) = (start.next.clone(), start.previous.clone());
+            blocks.push(start);
             for element in elements {
                 push(element, pairs, errors, tz, n, blocks);
             }
+            let mut end = block("page-end", Vec::new(), String::new(), String::new());
+            end.page = page;
+            end.next = next;
+            end.previous = previous;
+            blocks.push(end);
         }
     }
 }
@@ -543,6 +576,43 @@ mod tests {
             missing,
             [("Amount".to_owned(), "Amount is required.".to_owned())]
         );
+    }
+
+    #[test]
+    fn a_form_of_pages_marks_each_page_with_its_buttons_and_keeps_every_field() {
+        let mut tracking = FormField::new("Tracking", FieldType::String);
+        tracking.is_required = true;
+        let form = vec![
+            FormElement::Page {
+                next_button_label: Some("On to the customer".into()),
+                previous_button_label: None,
+                elements: vec![FormElement::Field(tracking)],
+            },
+            FormElement::Page {
+                next_button_label: None,
+                previous_button_label: Some("  ".into()),
+                elements: vec![FormElement::Field(FormField::new(
+                    "Note",
+                    FieldType::String,
+                ))],
+            },
+        ];
+        let shown = blocks(&form, &Vec::new(), &[], chrono_tz::UTC);
+        let kinds: Vec<&str> = shown.iter().map(|b| b.kind).collect();
+        assert_eq!(
+            kinds,
+            ["page", "field", "page-end", "page", "field", "page-end"]
+        );
+        assert!(shown.iter().all(|b| b.pages == 2));
+        assert_eq!((shown[0].page, shown[0].heading.as_str()), (1, "Step 1"));
+        assert_eq!(shown[2].next, "On to the customer");
+        // A blank label is the console's own.
+        assert_eq!((shown[5].page, shown[5].previous.as_str()), (2, "Back"));
+        // Every page's fields are read and checked, whatever page the person is on.
+        let missing = missing(&form, &FormValues::new());
+        assert_eq!(missing.len(), 1);
+        let (values, _) = values(&form, &pairs(&[("v:Note", "hi")]), chrono_tz::UTC);
+        assert_eq!(values["Note"], json!("hi"));
     }
 
     #[test]

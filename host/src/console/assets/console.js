@@ -52,6 +52,7 @@ document.addEventListener('DOMContentLoaded', () => {
   timezone();
   filters();
   actionForm();
+  webhookCall();
 });
 
 /* ----- actions ----- */
@@ -66,6 +67,7 @@ function actionForm() {
   const changed = form.querySelector('[data-changed]');
   const button = form.querySelector('[data-refresh-button]');
   if (button) button.hidden = true;
+  const pages = actionPages(form, fields);
   let timer = null;
   let sequence = 0;
   let last = '';
@@ -113,6 +115,7 @@ function actionForm() {
     const focused = active && fields.contains(active) ? fieldOf(active) : null;
     const typed = focused !== null && active.type !== 'file' ? active.value : null;
     fields.innerHTML = text;
+    pages.apply(false);
     if (focused !== null) {
       const again = control(focused);
       if (again) {
@@ -145,6 +148,107 @@ function actionForm() {
   };
   form.addEventListener('input', typedIn);
   form.addEventListener('change', typedIn);
+}
+
+// A form of pages (the agent's `Page` layout) shows one page at a time: Next checks the page's
+// required fields first, Back keeps what was typed (every page stays in the form, hidden, so the
+// form posts every value and the server checks them all). The run button shows on the last page;
+// Enter on an earlier page goes to the next one. After the server refused a value, the first
+// page with a message opens.
+function actionPages(form, fields) {
+  let current = 1;
+  const all = () => Array.from(fields.querySelectorAll('section.form-page'));
+  const run = form.querySelector('button[name=run]');
+  const clear = (page) => {
+    for (const error of page.querySelectorAll('[data-client-error]')) error.remove();
+    for (const box of page.querySelectorAll('.field[data-client-invalid]')) {
+      box.classList.remove('invalid');
+      delete box.dataset.clientInvalid;
+      for (const control of box.querySelectorAll('[aria-invalid]')) {
+        control.removeAttribute('aria-invalid');
+        control.removeAttribute('aria-describedby');
+      }
+    }
+  };
+  // The required fields of `page` left empty get a message; answers the first one's control.
+  const check = (page) => {
+    clear(page);
+    let first = null;
+    for (const box of page.querySelectorAll('.field[data-field]')) {
+      if (!box.querySelector('.required')) continue;
+      const inputs = Array.from(box.querySelectorAll('[name]'))
+        .filter((i) => i.name === `v:${box.dataset.field}`);
+      const filled = inputs.some((i) => (i.type === 'checkbox' ? i.checked : i.value.trim() !== ''));
+      if (filled) continue;
+      const control = box.querySelector('input:not([type=hidden]), select, textarea, fieldset');
+      const label = box.querySelector('label, legend');
+      const message = document.createElement('span');
+      message.className = 'field-error';
+      message.dataset.clientError = '';
+      message.id = `ce-${box.dataset.field.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+      const name = label ? label.firstChild.textContent.trim() : box.dataset.field;
+      message.textContent = `${name} is required.`;
+      box.appendChild(message);
+      box.classList.add('invalid');
+      box.dataset.clientInvalid = '';
+      if (control) {
+        control.setAttribute('aria-invalid', 'true');
+        control.setAttribute('aria-describedby', message.id);
+      }
+      if (!first) first = control;
+    }
+    return first;
+  };
+  const show = (focus) => {
+    const list = all();
+    if (list.length === 0) return;
+    current = Math.min(Math.max(current, 1), list.length);
+    list.forEach((page, i) => {
+      page.hidden = i + 1 !== current;
+      const buttons = page.querySelector('[data-page-buttons]');
+      if (buttons) buttons.hidden = false;
+    });
+    if (run) run.hidden = current !== list.length;
+    form.dataset.page = String(current);
+    if (focus) {
+      const heading = list[current - 1].querySelector('.form-step');
+      if (heading) heading.focus();
+    }
+  };
+  const next = () => {
+    const list = all();
+    const page = list[current - 1];
+    if (!page) return;
+    const invalid = check(page);
+    if (invalid) {
+      invalid.focus();
+      return;
+    }
+    current += 1;
+    show(true);
+  };
+  fields.addEventListener('click', (event) => {
+    const target = event.target.closest && event.target.closest('[data-page-next], [data-page-back]');
+    if (!target) return;
+    if (target.matches('[data-page-next]')) {
+      next();
+    } else {
+      current -= 1;
+      show(true);
+    }
+  });
+  form.addEventListener('submit', (event) => {
+    const list = all();
+    if (list.length > 1 && current < list.length && !(event.submitter && event.submitter.name === 'refresh')) {
+      event.preventDefault();
+      next();
+    }
+  });
+  const list = all();
+  const refused = list.findIndex((page) => page.querySelector('.field.invalid'));
+  if (refused >= 0) current = refused + 1;
+  show(false);
+  return { apply: (focus) => show(focus) };
 }
 /* ----- admin ----- */
 // A button[data-copy=<input id>] copies that input's value (a new token's secret); without the
@@ -224,3 +328,47 @@ function refreshFilterRows(root) {
 }
 
 document.addEventListener('DOMContentLoaded', chartForm);
+
+/* ----- an action's webhook result ----- */
+// The browser calls the webhook an action answered, as Forest's UI does (the page's CSP lets it
+// connect to that one origin), and says what came back: the status, or why the call failed.
+function webhookCall() {
+  const box = document.querySelector('[data-webhook]');
+  if (!box) return;
+  const outcome = box.querySelector('#webhook-outcome');
+  const again = box.querySelector('[data-webhook-again]');
+  const say = (text, failed) => {
+    outcome.textContent = text;
+    outcome.classList.toggle('error', failed);
+    outcome.dataset.done = failed ? 'failed' : 'ok';
+  };
+  const call = async () => {
+    const method = (box.dataset.method || 'POST').toUpperCase();
+    const options = { method, mode: 'cors', credentials: 'omit', redirect: 'follow' };
+    try {
+      options.headers = new Headers(JSON.parse(box.dataset.headers || '{}'));
+    } catch (_) {
+      say('Not called: the action gave headers the browser cannot send.', true);
+      return;
+    }
+    if (box.dataset.body && method !== 'GET' && method !== 'HEAD') options.body = box.dataset.body;
+    say(`Calling ${box.dataset.url} …`, false);
+    delete outcome.dataset.done;
+    if (again) again.hidden = true;
+    try {
+      const response = await fetch(box.dataset.url, options);
+      const status = `${response.status}${response.statusText ? ` ${response.statusText}` : ''}`;
+      if (response.ok) {
+        say(`Called: the service answered ${status}.`, false);
+      } else {
+        say(`The service refused the call: it answered ${status}.`, true);
+      }
+    } catch (_) {
+      say('The call failed: the service could not be reached, or it does not let this console call '
+        + `it (CORS: it must answer with Access-Control-Allow-Origin: ${window.location.origin}).`, true);
+    }
+    if (again) again.hidden = false;
+  };
+  if (again) again.addEventListener('click', call);
+  call();
+}
