@@ -360,13 +360,19 @@ fn filter_leaf(
             leaf["value"] = Json::Array(items);
         }
         ValueKind::Number => {
-            let number: f64 = value.trim().parse().map_err(|_| {
-                format!(
-                    "\"{}\" on \"{field}\" needs a number.",
-                    view::operator_label(operator)
-                )
-            })?;
-            leaf["value"] = json!(number);
+            // An integer stays one, so that the address and the builder show what was typed.
+            leaf["value"] = match value.trim().parse::<i64>() {
+                Ok(integer) => json!(integer),
+                Err(_) => {
+                    let number: f64 = value.trim().parse().map_err(|_| {
+                        format!(
+                            "\"{}\" on \"{field}\" needs a number.",
+                            view::operator_label(operator)
+                        )
+                    })?;
+                    json!(number)
+                }
+            };
         }
         _ => {
             leaf["value"] = Json::String(value.clone());
