@@ -345,7 +345,10 @@ impl<'a> Data<'a> {
         collection: &CollectionSchema,
         relation_name: &str,
     ) -> ApiResult<LinkRights> {
-        let Some(relation) = collection.relation(relation_name).filter(|r| !r.is_to_one()) else {
+        let Some(relation) = collection
+            .relation(relation_name)
+            .filter(|r| !r.is_to_one())
+        else {
             return Ok(LinkRights::default());
         };
         let schema = self.schema();

@@ -119,9 +119,7 @@ impl Group {
     /// `filters` of the address does not read as a condition tree.
     pub fn from_pairs(pairs: &[(String, String)]) -> (Self, Option<String>) {
         let fx = first(pairs, "fx").unwrap_or("");
-        let mut group = match first(pairs, "filters")
-            .filter(|text| !text.trim().is_empty())
-        {
+        let mut group = match first(pairs, "filters").filter(|text| !text.trim().is_empty()) {
             Some(text) => match serde_json::from_str::<Json>(text)
                 .ok()
                 .and_then(|tree| Self::from_tree(&tree))
@@ -207,8 +205,7 @@ impl Group {
                 "fv" => legacy_values.push(value.clone()),
                 _ => {}
             }
-            let Some((number, part)) = key.strip_prefix('c').and_then(|k| k.split_once('.'))
-            else {
+            let Some((number, part)) = key.strip_prefix('c').and_then(|k| k.split_once('.')) else {
                 continue;
             };
             let Ok(number) = number.parse::<usize>() else {
@@ -439,7 +436,9 @@ mod tests {
     }
 
     fn plain(condition: &Condition) -> Result<Json, String> {
-        Ok(json!({"field": condition.field, "operator": condition.operator, "value": condition.value}))
+        Ok(
+            json!({"field": condition.field, "operator": condition.operator, "value": condition.value}),
+        )
     }
 
     #[test]
@@ -511,11 +510,8 @@ mod tests {
 
     #[test]
     fn older_links_and_unreadable_trees() {
-        let (group, error) = Group::from_pairs(&pairs(&[
-            ("ff", "status"),
-            ("fo", "equal"),
-            ("fv", "paid"),
-        ]));
+        let (group, error) =
+            Group::from_pairs(&pairs(&[("ff", "status"), ("fo", "equal"), ("fv", "paid")]));
         assert!(error.is_none());
         assert_eq!(
             group.tree(&plain).unwrap().unwrap(),
@@ -523,9 +519,6 @@ mod tests {
         );
         let (_, error) = Group::from_pairs(&pairs(&[("filters", "{\"aggregator\": 3}")]));
         assert!(error.is_some());
-        assert_eq!(
-            Group::from_pairs(&pairs(&[])).0.tree(&plain).unwrap(),
-            None
-        );
+        assert_eq!(Group::from_pairs(&pairs(&[])).0.tree(&plain).unwrap(), None);
     }
 }

@@ -309,7 +309,10 @@ async fn linking_of(
             "Removing empties their {origin_key}; the {} records are kept.",
             foreign.name
         ),
-        _ => format!("Removing unlinks them; the {} records are kept.", foreign.name),
+        _ => format!(
+            "Removing unlinks them; the {} records are kept.",
+            foreign.name
+        ),
     };
     let mut linking = Linking {
         rights,
@@ -357,13 +360,7 @@ async fn linking_of(
             })
         })
         .collect();
-    let href = |p: u64| {
-        format!(
-            "{here}?tab={}&pick={}&ppage={p}",
-            enc(relation),
-            enc(pick)
-        )
-    };
+    let href = |p: u64| format!("{here}?tab={}&pick={}&ppage={p}", enc(relation), enc(pick));
     linking.candidates_prev = (page > 1).then(|| href(page - 1));
     linking.candidates_next = (found.len() as u64 == CANDIDATES_PAGE).then(|| href(page + 1));
     Ok(linking)

@@ -85,8 +85,10 @@ pub async fn add(
         return refused(&state, &session, place, StatusCode::BAD_REQUEST, message).await;
     }
     match data.associate(&name, &id, &relation, target).await {
-        Ok(()) => Ok(Redirect::to(&tab_href(&session.base, &name, &id, &relation, "added=1"))
-            .into_response()),
+        Ok(()) => Ok(
+            Redirect::to(&tab_href(&session.base, &name, &id, &relation, "added=1"))
+                .into_response(),
+        ),
         Err(failure) => failed(&state, &session, place, failure).await,
     }
 }
@@ -128,18 +130,18 @@ pub async fn remove(
     let data = Data::new(&state, &session.caller);
     let collection = named(&data, &name)?;
     let place = (name.as_str(), id.as_str(), relation.as_str());
-    let (mode, ids): (String, Vec<String>) = match first(&pairs, "row").and_then(|r| r.split_once(':'))
-    {
-        Some((mode, one)) => (mode.to_owned(), vec![one.to_owned()]),
-        None => (
-            first(&pairs, "mode").unwrap_or("remove").to_owned(),
-            pairs
-                .iter()
-                .filter(|(k, v)| k == "id" && !v.is_empty())
-                .map(|(_, v)| v.clone())
-                .collect(),
-        ),
-    };
+    let (mode, ids): (String, Vec<String>) =
+        match first(&pairs, "row").and_then(|r| r.split_once(':')) {
+            Some((mode, one)) => (mode.to_owned(), vec![one.to_owned()]),
+            None => (
+                first(&pairs, "mode").unwrap_or("remove").to_owned(),
+                pairs
+                    .iter()
+                    .filter(|(k, v)| k == "id" && !v.is_empty())
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+            ),
+        };
     let delete = match mode.as_str() {
         "remove" => false,
         "delete" => true,
@@ -223,9 +225,9 @@ async fn confirm(
         )
     } else {
         let effect = match collection.relation(relation) {
-            Some(crate::datasource::RelationSchema::OneToMany { origin_key, .. }) => format!(
-                "Their {origin_key} will be emptied. The {foreign} records are kept."
-            ),
+            Some(crate::datasource::RelationSchema::OneToMany { origin_key, .. }) => {
+                format!("Their {origin_key} will be emptied. The {foreign} records are kept.")
+            }
             _ => format!("The links are removed. The {foreign} records are kept."),
         };
         (

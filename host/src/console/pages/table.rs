@@ -72,8 +72,7 @@ impl TableState {
                 .collect()
         };
         let (filter, filter_error) = Group::from_pairs(pairs);
-        let built =
-            first(pairs, "filters").is_none() && pairs.iter().any(|(k, _)| builder_key(k));
+        let built = first(pairs, "filters").is_none() && pairs.iter().any(|(k, _)| builder_key(k));
         Self {
             page: get("page").parse().unwrap_or(1).max(1),
             size: get("size")
@@ -612,34 +611,35 @@ pub async fn table(
     // "Select all N matching records" goes past the page to the whole query, for the bulk
     // delete (which takes `all_records`); actions run on the rows checked on the page.
     let more = count.map_or(has_next || table.page > 1, |c| c > rows.len() as u64);
-    let select_all = (bulk_action.is_some() && !rows.is_empty() && (more || selecting_all)).then(|| {
-        let matching = match count {
-            Some(1) => "the 1 matching record".to_owned(),
-            Some(n) => format!("all {n} matching records"),
-            None => "all matching records".to_owned(),
-        };
-        let mut hidden = vec![("all".to_owned(), "1".to_owned())];
-        let mut keep = |key: &str, value: &str| {
-            if !value.is_empty() {
-                hidden.push((key.to_owned(), value.to_owned()));
+    let select_all =
+        (bulk_action.is_some() && !rows.is_empty() && (more || selecting_all)).then(|| {
+            let matching = match count {
+                Some(1) => "the 1 matching record".to_owned(),
+                Some(n) => format!("all {n} matching records"),
+                None => "all matching records".to_owned(),
+            };
+            let mut hidden = vec![("all".to_owned(), "1".to_owned())];
+            let mut keep = |key: &str, value: &str| {
+                if !value.is_empty() {
+                    hidden.push((key.to_owned(), value.to_owned()));
+                }
+            };
+            keep("q", &table.search);
+            keep("ext", if table.extended { "1" } else { "" });
+            keep("segment", &table.segment);
+            keep(
+                "filters",
+                &table.tree.as_ref().map(Json::to_string).unwrap_or_default(),
+            );
+            SelectAll {
+                active: selecting_all,
+                href: table.with(|s| s.all = true).href(&base, &name),
+                clear_href: table.href(&base, &name),
+                matching,
+                page_rows: rows.len(),
+                hidden,
             }
-        };
-        keep("q", &table.search);
-        keep("ext", if table.extended { "1" } else { "" });
-        keep("segment", &table.segment);
-        keep(
-            "filters",
-            &table.tree.as_ref().map(Json::to_string).unwrap_or_default(),
-        );
-        SelectAll {
-            active: selecting_all,
-            href: table.with(|s| s.all = true).href(&base, &name),
-            clear_href: table.href(&base, &name),
-            matching,
-            page_rows: rows.len(),
-            hidden,
-        }
-    });
+        });
     let template = TablePage {
         layout,
         collection: name.clone(),
@@ -892,7 +892,14 @@ async fn delete_all(
     hidden.extend(
         [
             ("q", view.search.clone()),
-            ("ext", if view.extended { "1".to_owned() } else { String::new() }),
+            (
+                "ext",
+                if view.extended {
+                    "1".to_owned()
+                } else {
+                    String::new()
+                },
+            ),
             ("segment", view.segment.clone()),
             (
                 "filters",
@@ -903,7 +910,11 @@ async fn delete_all(
         .filter(|(_, v)| !v.is_empty())
         .map(|(k, v)| (k.to_owned(), v)),
     );
-    hidden.extend(excluded.iter().map(|id| ("excluded".to_owned(), id.clone())));
+    hidden.extend(
+        excluded
+            .iter()
+            .map(|id| ("excluded".to_owned(), id.clone())),
+    );
     let layout = Layout::new(session, data, name, heading.clone()).await?;
     page(
         StatusCode::OK,
