@@ -303,3 +303,38 @@ fn console_administration_in_chromium() {
         "console-admin-phone-permissions",
     ]);
 }
+
+/// The data pages' gaps (`data.mjs`): a tag linked to a product from its relation tab (found by
+/// the tags' own search) and removed after a confirmation; a missing id, a non-id, an empty
+/// choice and an order outside the editor's scope refused with a message and no change; no
+/// "Remove" where the foreign key may not be empty, no "Delete" without the delete right; a
+/// composite-key order item edited (its keys read-only) and deleted; a nested OR-in-AND filter
+/// built partly from the keyboard, its address (`filters=<tree>`) shared with another user; and
+/// "Select all N matching records" deleting every matching record but the unchecked one.
+#[test]
+fn console_data_gaps_in_chromium() {
+    let run = run_script("data.mjs");
+    assert_eq!(run.seen["associated"], 2, "{}", run.seen);
+    assert_eq!(run.seen["dissociated"], 1, "{}", run.seen);
+    assert!(
+        run.seen["composite"]
+            .as_str()
+            .is_some_and(|id| id.contains("%7C")),
+        "{}",
+        run.seen
+    );
+    let deleted = run.seen["selectAll"]["deleted"].as_u64().unwrap();
+    assert_eq!(
+        deleted + 1,
+        run.seen["selectAll"]["matching"].as_u64().unwrap()
+    );
+    run.audited(&[
+        "relation-add",
+        "relation-error",
+        "relation-remove-confirm",
+        "nested-filter",
+        "select-all-confirm",
+        "editor-relation",
+    ]);
+    run.photographed(&["console-relation-add", "console-nested-filter"]);
+}

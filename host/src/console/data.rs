@@ -8,7 +8,9 @@
 //! `GET /forest/{collection}`, so a table page filters, sorts, searches and pages exactly as the
 //! route does. Pages only call the methods of [`Data`].
 
-use crate::agent::query_string::{Params, QueryString, match_ids, parse_filter, parse_projection};
+use crate::agent::query_string::{
+    Params, QueryString, Selection, match_ids, parse_filter, parse_projection,
+};
 use crate::auth::CollectionRight;
 use crate::datasource::Caller;
 use crate::datasource::{
@@ -18,7 +20,7 @@ use crate::datasource::{
 use crate::ops::Result as OpsResult;
 use crate::ops::permission::{LiveSegmentQuery, scoped};
 use crate::ops::records::{self, Counted, FilterRequest, GetRequest, ListRequest};
-use crate::ops::relations::{self, Parent};
+use crate::ops::relations::{self, DissociateRequest, Parent};
 use crate::ops::{Ops, served};
 use crate::state::SharedState;
 
@@ -36,6 +38,18 @@ pub struct Rights {
     pub add: bool,
     pub delete: bool,
     pub export: bool,
+}
+
+/// What a user may do on a to-many relation's tab of a record.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LinkRights {
+    /// Link existing records of the foreign collection (associate).
+    pub add: bool,
+    /// Unlink records, keeping them (dissociate): not where unlinking would empty a foreign key
+    /// that may not be empty.
+    pub remove: bool,
+    /// Delete linked records (dissociate with `delete`).
+    pub delete: bool,
 }
 
 /// One page of a table, in the agent's query-string terms (what `GET /forest/{c}` takes).
@@ -331,6 +345,190 @@ impl<'a> Data<'a> {
                 .await?
                 .records,
         )
+    }
+
+    /// What the user may do on the to-many relation `relation_name` of `collection`: the rights
+    /// `ops::relations` checks when it links, unlinks or deletes (edit on the parent, and on the
+    /// foreign collection for a one-to-many; delete on the foreign collection), and whether the
+    /// data allows it (read-only collections, a foreign key that may not be empty).
+    pub async fn link_rights(
+        &self,
+        collection: &CollectionSchema,
+        relation_name: &str,
+    ) -> OpsResult<LinkRights> {
+        let Some(relation) = collection
+            .relation(relation_name)
+            .filter(|r| !r.is_to_one())
+        else {
+            return Ok(LinkRights::default());
+        };
+        let schema = self.schema();
+        let foreign = served(schema, relation.foreign_collection())?;
+        let read_only = |name: &str| schema.collections.get(name).is_none_or(|c| c.is_read_only);
+        // The collection the links are written in, and the key that unlinking empties.
+        let (written, emptied) = match relation {
+            RelationSchema::OneToMany { origin_key, .. } => {
+                (foreign.name.as_str(), foreign.column(origin_key))
+            }
+            RelationSchema::ManyToMany {
+                through_collection, ..
+            } => (through_collection.as_str(), None),
+            _ => return Ok(LinkRights::default()),
+        };
+        let add = !read_only(written)
+            && relations::may_link(self.ops(), self.caller, &collection.name, relation).await?;
+        let remove = add && emptied.is_none_or(|key| key.allow_null && !key.is_read_only);
+        let delete = !foreign.is_read_only
+            && !read_only(written)
+            && self
+                .ops()
+                .permissions
+                .has(self.caller, &foreign.name, CollectionRight::Delete)
+                .await?;
+        Ok(LinkRights {
+            add,
+            remove,
+            delete,
+        })
+    }
+
+    /// Links the record `target` of the relation's foreign collection to the record `id`: the
+    /// operation behind `POST /forest/{c}/{id}/relationships/{r}` (edit rights, scope, activity
+    /// entry). A target that does not exist within the caller's scope is refused with a message
+    /// and nothing changes (the operation itself would leave such a record silently).
+    pub async fn associate(
+        &self,
+        collection: &str,
+        id: &str,
+        relation_name: &str,
+        target: &str,
+    ) -> OpsResult<()> {
+        let parent = Parent {
+            collection: collection.to_owned(),
+            packed_id: id.to_owned(),
+            relation: relation_name.to_owned(),
+        };
+        let (parent_schema, relation, foreign) = relations::locate(self.ops(), &parent, false)?;
+        if !relations::may_link(self.ops(), self.caller, &parent_schema.name, relation).await? {
+            return Err(crate::auth::Error::forbidden().into());
+        }
+        let unpacked = unpack_id(foreign, target).map_err(|_| {
+            crate::ops::Error::from(crate::agent::Error::validation(format!(
+                "\"{target}\" is not an id of {}; nothing was added.",
+                foreign.name
+            )))
+        })?;
+        if !self.exists(foreign, target).await? {
+            return Err(crate::ops::Error::from(crate::agent::Error::validation(
+                format!(
+                    "There is no record {target} in {} that you may see; nothing was added.",
+                    foreign.name
+                ),
+            )));
+        }
+        relations::associate(self.ops(), self.caller, &parent, unpacked).await?;
+        Ok(())
+    }
+
+    /// Unlinks the records `ids` of the relation from the record `id`, or deletes them
+    /// (`delete`): the operation behind `DELETE /forest/{c}/{id}/relationships/{r}[?delete=true]`.
+    /// Only records linked to this record and within the caller's scope are touched; how many
+    /// there were.
+    pub async fn dissociate(
+        &self,
+        collection: &str,
+        id: &str,
+        relation_name: &str,
+        ids: &[String],
+        delete: bool,
+    ) -> OpsResult<usize> {
+        let parent = Parent {
+            collection: collection.to_owned(),
+            packed_id: id.to_owned(),
+            relation: relation_name.to_owned(),
+        };
+        let (parent_schema, relation, foreign) = relations::locate(self.ops(), &parent, false)?;
+        let unpacked = ids
+            .iter()
+            .map(|id| unpack_id(foreign, id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let filter = Filter::new(Some(match_ids(foreign, &unpacked)?));
+        // Counted first: afterwards a removed record no longer matches the relation.
+        let parent_id = unpack_id(parent_schema, id)?;
+        let tree =
+            relations::related_tree(self.ops(), self.caller, parent_schema, &parent_id, relation)
+                .await?;
+        let within = scoped(self.ops(), self.caller, foreign, filter.clone())
+            .await?
+            .and(Some(tree));
+        let keys = Projection::new(foreign.primary_keys());
+        let linked = self
+            .ops()
+            .datasource
+            .collection(&foreign.name)?
+            .list(self.caller, &within, &keys)
+            .await?
+            .len();
+        let request = DissociateRequest {
+            delete,
+            selection: records::SelectionRequest {
+                collection: foreign.name.clone(),
+                all_records: false,
+                ids: unpacked,
+                filter: crate::agent::query_string::RequestFilter {
+                    filter,
+                    live_query_segment: None,
+                },
+            },
+        };
+        relations::dissociate(self.ops(), self.caller, &parent, request).await?;
+        Ok(linked)
+    }
+
+    /// Deletes every record of a table's query (filter, search, segment) but `excluded`: the
+    /// operation behind `DELETE /forest/{c}` with `all_records: true` and
+    /// `all_records_ids_excluded` (delete right, scope, one activity entry); how many there were
+    /// within the scope, when the collection counts.
+    pub async fn delete_all(
+        &self,
+        collection: &str,
+        query: &ListQuery,
+        excluded: &[String],
+    ) -> OpsResult<Option<u64>> {
+        let schema = self.schema();
+        let collection_schema = served(schema, collection)?;
+        let unpacked = excluded
+            .iter()
+            .map(|id| unpack_id(collection_schema, id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let query = QueryString::from_pairs(query.pairs(false));
+        let selection = Selection {
+            all_records: true,
+            ids: unpacked.clone(),
+            subset_query: None,
+        };
+        let filter = selection.filter(&query, schema, collection_schema)?;
+        let counted = records::count(
+            self.ops(),
+            self.caller,
+            FilterRequest {
+                collection: collection.to_owned(),
+                filter: filter.clone(),
+                segment_query: LiveSegmentQuery::of(&query),
+            },
+        )
+        .await?;
+        let request = records::SelectionRequest {
+            collection: collection.to_owned(),
+            all_records: true,
+            ids: unpacked,
+            filter,
+        };
+        records::delete_selection(self.ops(), self.caller, request).await?;
+        Ok(match counted {
+            Counted::Count(count) => Some(count),
+            Counted::Deactivated => None,
+        })
     }
 
     /// The to-many relations of `collection` whose foreign collection the user may browse.

@@ -6,8 +6,10 @@
 //! collection or a record up); each page is a module of its own.
 
 mod delete;
+mod filters;
 mod form;
 pub(crate) mod record;
+mod related;
 mod table;
 
 use askama::Template;
@@ -141,6 +143,14 @@ pub fn routes() -> Router<SharedState> {
         .route(
             "/c/{collection}/r/{id}/delete",
             get(delete::delete_confirm).post(delete::delete),
+        )
+        .route(
+            "/c/{collection}/r/{id}/related/{relation}/add",
+            post(related::add),
+        )
+        .route(
+            "/c/{collection}/r/{id}/related/{relation}/remove",
+            post(related::remove),
         )
 }
 

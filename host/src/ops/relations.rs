@@ -330,6 +330,22 @@ async fn link_rights(
     Ok(())
 }
 
+/// Whether the caller may link and unlink records of the to-many relation `relation` of
+/// `parent` ([`link_rights`] as a yes or no), so that an interface shows its buttons only to
+/// those who may use them.
+pub async fn may_link(
+    ops: &Ops,
+    caller: &Caller,
+    parent: &str,
+    relation: &RelationSchema,
+) -> Result<bool> {
+    match link_rights(ops, caller, parent, relation).await {
+        Ok(()) => Ok(true),
+        Err(Error::Auth(crate::auth::Error::Forbidden(_))) => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
 /// Links the record `target` of the foreign collection to the parent (associate). A record
 /// outside the caller's scope is left as it is.
 pub async fn associate(

@@ -372,3 +372,28 @@ function webhookCall() {
   if (again) again.addEventListener('click', call);
   call();
 }
+/* ----- data: select the page, then every matching record ----- */
+// The table's header checkbox (hidden without the script) checks every row of the page; once
+// they all are, the "Select all N matching records" link shows (the server renders the
+// selection of the whole query at that link, so the selection works without the script too).
+document.addEventListener('DOMContentLoaded', () => {
+  const form = document.getElementById('bulk');
+  if (!form) return;
+  const page = form.querySelector('input[data-select-page]');
+  const boxes = Array.from(form.querySelectorAll('tbody input[type=checkbox][name=id]'));
+  const banner = form.querySelector('[data-select-all]');
+  if (!page || boxes.length === 0) return;
+  page.hidden = false;
+  const sync = () => {
+    const checked = boxes.filter((box) => box.checked).length;
+    page.checked = checked === boxes.length;
+    page.indeterminate = checked > 0 && checked < boxes.length;
+    if (banner) banner.hidden = !page.checked;
+  };
+  page.addEventListener('change', () => {
+    for (const box of boxes) box.checked = page.checked;
+    sync();
+  });
+  for (const box of boxes) box.addEventListener('change', sync);
+  sync();
+});

@@ -1,5 +1,6 @@
-//! A collection's table: paging, count, sort, columns, search, segments, the filter builder,
-//! CSV export and bulk delete.
+//! A collection's table: paging, count, sort, columns, search, segments, the filter builder
+//! (nested AND/OR groups, `filters`), CSV export, bulk delete of the selected rows or of every
+//! record matching the table ("Select all N matching records").
 
 use std::fmt::Write as _;
 
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use chrono_tz::Tz;
 use serde_json::{Value as Json, json};
 
+use super::filters::{Condition, Group, Item};
 use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, named, page, record_href};
 use crate::console::data::{Data, ListQuery, to_one_target};
 use crate::console::session::{Session, first, form_pairs};
@@ -32,14 +34,35 @@ struct TableState {
     segment: String,
     /// Chosen columns; empty: the default ones.
     columns: Vec<String>,
-    /// Filter rows: (field, operator, value).
-    filters: Vec<(String, String, String)>,
+    /// The filter builder's conditions and groups, as typed.
+    filter: Group,
+    /// The condition tree of `filter` once checked (what links carry as `filters`).
+    tree: Option<Json>,
+    /// Why the address's `filters` could not be read.
+    filter_error: Option<String>,
+    /// Whether the builder's fields or a builder button came with the request (not a link).
+    built: bool,
+    /// "Select all N matching records": the selection is every record of this table.
+    all: bool,
+}
+
+/// A field of the filter builder's form (`ff`, `fx`, `ga.<path>`, `c<n>.<part>`), as opposed to
+/// a link's `filters`.
+fn builder_key(key: &str) -> bool {
+    let numbered = key
+        .strip_prefix('c')
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    numbered || key == "ff" || key == "fx" || key.starts_with("ga.")
 }
 
 impl TableState {
     fn parse(query: &str) -> Self {
-        let pairs = form_pairs(query.as_bytes());
-        let get = |key: &str| first(&pairs, key).unwrap_or("").to_owned();
+        Self::from_pairs(&form_pairs(query.as_bytes()))
+    }
+
+    fn from_pairs(pairs: &[(String, String)]) -> Self {
+        let get = |key: &str| first(pairs, key).unwrap_or("").to_owned();
         let all = |key: &str| -> Vec<String> {
             pairs
                 .iter()
@@ -47,21 +70,8 @@ impl TableState {
                 .map(|(_, v)| v.clone())
                 .collect()
         };
-        let fields = all("ff");
-        let operators = all("fo");
-        let values = all("fv");
-        let filters = fields
-            .into_iter()
-            .enumerate()
-            .filter(|(_, field)| !field.is_empty())
-            .map(|(i, field)| {
-                (
-                    field,
-                    operators.get(i).cloned().unwrap_or_default(),
-                    values.get(i).cloned().unwrap_or_default(),
-                )
-            })
-            .collect();
+        let (filter, filter_error) = Group::from_pairs(pairs);
+        let built = first(pairs, "filters").is_none() && pairs.iter().any(|(k, _)| builder_key(k));
         Self {
             page: get("page").parse().unwrap_or(1).max(1),
             size: get("size")
@@ -77,7 +87,11 @@ impl TableState {
                 .flat_map(|c| c.split(',').map(str::to_owned).collect::<Vec<_>>())
                 .filter(|c| !c.is_empty())
                 .collect(),
-            filters,
+            filter,
+            tree: None,
+            filter_error,
+            built,
+            all: get("all") == "1",
         }
     }
 
@@ -108,10 +122,16 @@ impl TableState {
         if !self.columns.is_empty() {
             add("col", &self.columns.join(","));
         }
-        for (field, operator, value) in &self.filters {
-            add("ff", field);
-            add("fo", operator);
-            add("fv", value);
+        match &self.tree {
+            Some(tree) => add("filters", &tree.to_string()),
+            None => {
+                for (key, value) in self.filter.form_pairs() {
+                    add(&key, &value);
+                }
+            }
+        }
+        if self.all {
+            add("all", "1");
         }
         out.pop();
         out
@@ -141,12 +161,6 @@ struct FilterField {
     operators: String,
 }
 
-struct FilterRow {
-    field: String,
-    operator: String,
-    value: String,
-}
-
 struct Column {
     name: String,
     sort_href: Option<String>,
@@ -166,6 +180,20 @@ pub(super) struct Row {
     pub(super) edit_href: Option<String>,
     pub(super) label: String,
     pub(super) cells: Vec<Cell>,
+}
+
+/// The selection of every record the table's query matches, past this page.
+struct SelectAll {
+    /// The selection is every matching record (the rows left unchecked are kept).
+    active: bool,
+    /// The table with every matching record selected, and without.
+    href: String,
+    clear_href: String,
+    /// "all 2345 matching records".
+    matching: String,
+    page_rows: usize,
+    /// The query the selection posts (`all`, `q`, `ext`, `segment`, `filters`).
+    hidden: Vec<(String, String)>,
 }
 
 struct Choice {
@@ -197,6 +225,8 @@ struct TablePage {
     selectable: bool,
     /// Where the selection form posts by default (each button names its own target).
     selection_target: String,
+    /// "Select all N matching records", on a table whose rows may be deleted.
+    select_all: Option<SelectAll>,
     columns: Vec<Column>,
     choices: Vec<Choice>,
     rows: Vec<Row>,
@@ -212,7 +242,11 @@ struct TablePage {
     all_href: String,
     filter_fields: Vec<FilterField>,
     operators: Vec<(String, String)>,
-    filters: Vec<FilterRow>,
+    /// The filter builder's lines (groups and conditions).
+    builder: Vec<Item>,
+    /// Conditions filled in; the builder is open when there are some.
+    filter_count: usize,
+    filters_open: bool,
     state_sort: String,
     state_segment: String,
     reset_href: String,
@@ -275,60 +309,74 @@ fn filter_fields(data: &Data<'_>, collection: &CollectionSchema) -> Vec<FilterFi
     out
 }
 
-/// The condition tree of the filter rows (`filters` JSON), or the message of a row that does
-/// not read.
+/// The condition tree of the filter builder (`filters` JSON), or the message of a condition
+/// that does not read.
 fn filter_tree(
     data: &Data<'_>,
     collection: &CollectionSchema,
-    rows: &[(String, String, String)],
+    group: &Group,
 ) -> std::result::Result<Option<Json>, String> {
-    let mut conditions = Vec::new();
-    for (field, operator, value) in rows {
-        let (_, column) = data
-            .schema()
-            .resolve_column(collection, field)
-            .map_err(|_| format!("There is no field \"{field}\" to filter on."))?;
-        let parsed: Operator = operator
-            .parse()
-            .map_err(|_| format!("Choose an operator for \"{field}\"."))?;
-        if !column.filter_operators.contains(&parsed) {
-            return Err(format!(
-                "\"{field}\" cannot be filtered with \"{}\".",
-                view::operator_label(operator)
-            ));
-        }
-        let mut leaf = json!({"field": field, "operator": parsed.snake_case()});
-        match parsed.value_kind() {
-            ValueKind::None => {}
-            ValueKind::List => {
-                let items: Vec<Json> = value
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|v| !v.is_empty())
-                    .map(|v| Json::String(v.to_owned()))
-                    .collect();
-                leaf["value"] = Json::Array(items);
-            }
-            ValueKind::Number => {
-                let number: f64 = value.trim().parse().map_err(|_| {
-                    format!(
-                        "\"{}\" on \"{field}\" needs a number.",
-                        view::operator_label(operator)
-                    )
-                })?;
-                leaf["value"] = json!(number);
-            }
-            _ => {
-                leaf["value"] = Json::String(value.clone());
-            }
-        }
-        conditions.push(leaf);
+    group.tree(&|condition| filter_leaf(data, collection, condition))
+}
+
+/// One condition of the builder as a leaf of the condition tree, its value typed as its
+/// operator wants it.
+fn filter_leaf(
+    data: &Data<'_>,
+    collection: &CollectionSchema,
+    condition: &Condition,
+) -> std::result::Result<Json, String> {
+    let Condition {
+        field,
+        operator,
+        value,
+        ..
+    } = condition;
+    let (_, column) = data
+        .schema()
+        .resolve_column(collection, field)
+        .map_err(|_| format!("There is no field \"{field}\" to filter on."))?;
+    let parsed: Operator = operator
+        .parse()
+        .map_err(|_| format!("Choose an operator for \"{field}\"."))?;
+    if !column.filter_operators.contains(&parsed) {
+        return Err(format!(
+            "\"{field}\" cannot be filtered with \"{}\".",
+            view::operator_label(operator)
+        ));
     }
-    Ok(match conditions.len() {
-        0 => None,
-        1 => conditions.pop(),
-        _ => Some(json!({"aggregator": "and", "conditions": conditions})),
-    })
+    let mut leaf = json!({"field": field, "operator": parsed.snake_case()});
+    match parsed.value_kind() {
+        ValueKind::None => {}
+        ValueKind::List => {
+            let items: Vec<Json> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(|v| Json::String(v.to_owned()))
+                .collect();
+            leaf["value"] = Json::Array(items);
+        }
+        ValueKind::Number => {
+            // An integer stays one, so that the address and the builder show what was typed.
+            leaf["value"] = match value.trim().parse::<i64>() {
+                Ok(integer) => json!(integer),
+                Err(_) => {
+                    let number: f64 = value.trim().parse().map_err(|_| {
+                        format!(
+                            "\"{}\" on \"{field}\" needs a number.",
+                            view::operator_label(operator)
+                        )
+                    })?;
+                    json!(number)
+                }
+            };
+        }
+        _ => {
+            leaf["value"] = Json::String(value.clone());
+        }
+    }
+    Ok(leaf)
 }
 
 /// The cells of a record for `columns`: values as text, to-one relations as links.
@@ -402,9 +450,24 @@ pub async fn table(
     if !rights.browse {
         return Err(crate::auth::Error::forbidden().into());
     }
-    let table = TableState::parse(query.as_deref().unwrap_or(""));
+    let mut table = TableState::parse(query.as_deref().unwrap_or(""));
     let base = session.base.clone();
     let tz = session.caller.timezone;
+    let mut error = table.filter_error.clone();
+    if error.is_none() {
+        match filter_tree(&data, collection, &table.filter) {
+            Ok(tree) => table.tree = tree,
+            Err(message) => error = Some(message),
+        }
+    }
+    let pairs = form_pairs(query.as_deref().unwrap_or("").as_bytes());
+    let command = first(&pairs, "fx").is_some();
+    if table.built && !command && error.is_none() {
+        // Applied: the address carries the condition tree itself, a link to share.
+        return Ok(Redirect::to(&table.href(&base, &name)).into_response());
+    }
+    // Every link of the page is to the table as it is, without the selection.
+    let selecting_all = std::mem::take(&mut table.all);
     let defaults = default_columns(collection);
     let shown: Vec<String> = if table.columns.is_empty() {
         defaults.clone()
@@ -416,14 +479,7 @@ pub async fn table(
             .cloned()
             .collect()
     };
-    let mut error = None;
-    let filters = match filter_tree(&data, collection, &table.filters) {
-        Ok(filters) => filters,
-        Err(message) => {
-            error = Some(message);
-            None
-        }
-    };
+    let filters = table.tree.clone();
     let list = ListQuery {
         page: table.page,
         size: table.size,
@@ -528,28 +584,14 @@ pub async fn table(
             active: table.segment == *segment,
         })
         .collect();
-    let mut filter_rows: Vec<FilterRow> = table
-        .filters
-        .iter()
-        .map(|(field, operator, value)| FilterRow {
-            field: field.clone(),
-            operator: operator.clone(),
-            value: value.clone(),
-        })
-        .collect();
-    filter_rows.push(FilterRow {
-        field: String::new(),
-        operator: String::new(),
-        value: String::new(),
-    });
     let mut operators: Vec<(String, String)> = Operator::ALL
         .iter()
         .map(|o| (o.snake_case(), view::operator_label(&o.snake_case())))
         .collect();
     operators.dedup();
-    let query_pairs = form_pairs(query.as_deref().unwrap_or("").as_bytes());
-    let notice = first(&query_pairs, "deleted").map(|n| match n.parse::<u64>() {
+    let notice = first(&pairs, "deleted").map(|n| match n.parse::<u64>() {
         Ok(count) if count != 1 => format!("{count} records were deleted."),
+        Err(_) if n == "all" => "The matching records were deleted.".to_owned(),
         _ => "The record was deleted.".to_owned(),
     });
     let layout = Layout::new(&session, &data, &name, name.clone()).await?;
@@ -565,6 +607,38 @@ pub async fn table(
         .clone()
         .or_else(|| selection_actions.first().map(|b| b.href.clone()))
         .unwrap_or_default();
+    // "Select all N matching records" goes past the page to the whole query, for the bulk
+    // delete (which takes `all_records`); actions run on the rows checked on the page.
+    let more = count.map_or(has_next || table.page > 1, |c| c > rows.len() as u64);
+    let select_all =
+        (bulk_action.is_some() && !rows.is_empty() && (more || selecting_all)).then(|| {
+            let matching = match count {
+                Some(1) => "the 1 matching record".to_owned(),
+                Some(n) => format!("all {n} matching records"),
+                None => "all matching records".to_owned(),
+            };
+            let mut hidden = vec![("all".to_owned(), "1".to_owned())];
+            let mut keep = |key: &str, value: &str| {
+                if !value.is_empty() {
+                    hidden.push((key.to_owned(), value.to_owned()));
+                }
+            };
+            keep("q", &table.search);
+            keep("ext", if table.extended { "1" } else { "" });
+            keep("segment", &table.segment);
+            keep(
+                "filters",
+                &table.tree.as_ref().map(Json::to_string).unwrap_or_default(),
+            );
+            SelectAll {
+                active: selecting_all,
+                href: table.with(|s| s.all = true).href(&base, &name),
+                clear_href: table.href(&base, &name),
+                matching,
+                page_rows: rows.len(),
+                hidden,
+            }
+        });
     let template = TablePage {
         layout,
         collection: name.clone(),
@@ -573,7 +647,13 @@ pub async fn table(
         dashboard_href: crate::console::charts::dashboard_href(&state, &base, &name).await,
         selectable: bulk_action.is_some() || !selection_actions.is_empty(),
         bulk_action,
-        selection_actions,
+        // Every record of the query is selected: actions (which take the checked rows) wait.
+        selection_actions: if selecting_all {
+            Vec::new()
+        } else {
+            selection_actions
+        },
+        select_all,
         global_actions,
         selection_target,
         columns,
@@ -596,7 +676,9 @@ pub async fn table(
             .href(&base, &name),
         filter_fields: filter_fields(&data, collection),
         operators,
-        filters: filter_rows,
+        builder: table.filter.items(),
+        filter_count: table.filter.count(),
+        filters_open: table.filter.count() > 0 || command,
         state_sort: table.sort.clone(),
         state_segment: table.segment.clone(),
         reset_href: format!("{base}/c/{}", enc(&name)),
@@ -627,7 +709,10 @@ pub async fn export(
             .cloned()
             .collect()
     };
-    let filters = filter_tree(&data, collection, &table.filters)
+    if let Some(message) = table.filter_error {
+        return Err(Error::from(crate::agent::Error::Validation(message)));
+    }
+    let filters = filter_tree(&data, collection, &table.filter)
         .map_err(|message| Error::from(crate::agent::Error::Validation(message)))?;
     let list = ListQuery {
         sort: Some(table.sort.clone()).filter(|s| !s.is_empty()),
@@ -668,13 +753,24 @@ fn csv_download(csv: crate::ops::export::Csv) -> Response {
 struct BulkDeletePage {
     layout: Layout,
     collection: String,
+    heading: String,
+    /// The selected ids (none when every matching record is selected).
     ids: Vec<String>,
+    /// Every record matching the table: what the table showed, in words, and the rows left out.
+    all: bool,
+    view: Vec<String>,
+    excluded: Vec<String>,
+    /// The fields posted again with the confirmation.
+    hidden: Vec<(String, String)>,
+    submit: String,
     action: String,
     cancel_href: String,
 }
 
-/// `POST /console/c/{collection}/bulk-delete`: the selected rows. Without `confirm`, a page
-/// listing what will be deleted; with it, one delete of those records within the caller's scope.
+/// `POST /console/c/{collection}/bulk-delete`: the selected rows, or with `all=1` every record
+/// of the table's query (`q`, `ext`, `segment`, `filters`) but the rows of the page left
+/// unchecked (`page_id` without `id`). Without `confirm`, a page saying what will be deleted;
+/// with it, one delete of those records within the caller's scope.
 pub async fn bulk_delete(
     State(state): State<SharedState>,
     session: Session,
@@ -684,32 +780,48 @@ pub async fn bulk_delete(
 ) -> Result<Response> {
     let pairs = session.form(&headers, &body)?;
     let data = Data::new(&state, &session.caller);
-    guarded(&data, &name, |rights| rights.delete).await?;
-    let ids: Vec<String> = pairs
-        .iter()
-        .filter(|(k, v)| k == "id" && !v.is_empty())
-        .map(|(_, v)| v.clone())
-        .collect();
+    let collection = guarded(&data, &name, |rights| rights.delete).await?;
+    let values = |key: &str| -> Vec<String> {
+        pairs
+            .iter()
+            .filter(|(k, v)| k == key && !v.is_empty())
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let ids = values("id");
     let table = format!("{}/c/{}", session.base, enc(&name));
+    let confirmed = first(&pairs, "confirm") == Some("1");
+    if first(&pairs, "all") == Some("1") {
+        let excluded: Vec<String> = if confirmed {
+            values("excluded")
+        } else {
+            values("page_id")
+                .into_iter()
+                .filter(|id| !ids.contains(id))
+                .collect()
+        };
+        return delete_all(&session, &data, collection, &pairs, excluded, confirmed).await;
+    }
     if ids.is_empty() {
         return Err(Error::from(crate::agent::Error::Validation(
             "Select at least one record to delete.".to_owned(),
         )));
     }
-    if first(&pairs, "confirm") != Some("1") {
-        let layout = Layout::new(
-            &session,
-            &data,
-            &name,
-            format!("Delete {} records", ids.len()),
-        )
-        .await?;
+    if !confirmed {
+        let heading = format!("Delete {} records of {name}?", ids.len());
+        let layout = Layout::new(&session, &data, &name, heading.clone()).await?;
         return page(
             StatusCode::OK,
             &BulkDeletePage {
                 layout,
                 collection: name.clone(),
+                heading,
+                submit: format!("Delete these {} records", ids.len()),
                 ids,
+                all: false,
+                view: Vec::new(),
+                excluded: Vec::new(),
+                hidden: Vec::new(),
                 action: format!("{table}/bulk-delete"),
                 cancel_href: table,
             },
@@ -717,4 +829,126 @@ pub async fn bulk_delete(
     }
     let deleted = data.delete_many(&name, &ids).await?;
     Ok(Redirect::to(&format!("{table}?deleted={deleted}")).into_response())
+}
+
+/// Deletes every record of the table's query posted in `pairs` but `excluded`, after a page
+/// saying how many and which view they come from: `DELETE /forest/{c}` with `all_records`.
+async fn delete_all(
+    session: &Session,
+    data: &Data<'_>,
+    collection: &CollectionSchema,
+    pairs: &[(String, String)],
+    excluded: Vec<String>,
+    confirmed: bool,
+) -> Result<Response> {
+    let name = &collection.name;
+    let mut view = TableState::from_pairs(pairs);
+    if let Some(message) = view.filter_error.take() {
+        return Err(Error::from(crate::agent::Error::Validation(message)));
+    }
+    view.tree = filter_tree(data, collection, &view.filter)
+        .map_err(|message| Error::from(crate::agent::Error::Validation(message)))?;
+    let list = ListQuery {
+        search: Some(view.search.clone()).filter(|s| !s.trim().is_empty()),
+        search_extended: view.extended,
+        segment: Some(view.segment.clone()).filter(|s| !s.is_empty()),
+        filters: view.tree.clone(),
+        ..ListQuery::default()
+    };
+    let table = view.href(&session.base, name);
+    if confirmed {
+        let deleted = data.delete_all(name, &list, &excluded).await?;
+        let notice = match deleted {
+            Some(count) => format!("deleted={count}"),
+            None => "deleted=all".to_owned(),
+        };
+        let base = format!("{}/c/{}", session.base, enc(name));
+        return Ok(Redirect::to(&format!("{base}?{notice}")).into_response());
+    }
+    let count = data.count(name, &list).await?;
+    let (heading, submit) = match count {
+        Some(count) => {
+            let n = count.saturating_sub(excluded.len() as u64);
+            let records = if n == 1 {
+                "1 record".to_owned()
+            } else {
+                format!("{n} records")
+            };
+            (
+                format!("Delete {records} of {name}?"),
+                format!("Delete these {records}"),
+            )
+        }
+        None => (
+            format!("Delete every matching record of {name}?"),
+            "Delete them".to_owned(),
+        ),
+    };
+    let mut described = Vec::new();
+    if !view.search.trim().is_empty() {
+        described.push(format!(
+            "Search: \"{}\"{}",
+            view.search,
+            if view.extended {
+                ", also in related records"
+            } else {
+                ""
+            }
+        ));
+    }
+    if !view.segment.is_empty() {
+        described.push(format!("Segment: {}", view.segment));
+    }
+    match view.filter.count() {
+        0 => {}
+        1 => described.push("Filters: 1 condition".to_owned()),
+        n => described.push(format!("Filters: {n} conditions")),
+    }
+    if described.is_empty() {
+        described.push(format!("Every record of {name} you may see"));
+    }
+    let mut hidden = vec![("all".to_owned(), "1".to_owned())];
+    hidden.extend(
+        [
+            ("q", view.search.clone()),
+            (
+                "ext",
+                if view.extended {
+                    "1".to_owned()
+                } else {
+                    String::new()
+                },
+            ),
+            ("segment", view.segment.clone()),
+            (
+                "filters",
+                view.tree.as_ref().map(Json::to_string).unwrap_or_default(),
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.to_owned(), v)),
+    );
+    hidden.extend(
+        excluded
+            .iter()
+            .map(|id| ("excluded".to_owned(), id.clone())),
+    );
+    let layout = Layout::new(session, data, name, heading.clone()).await?;
+    page(
+        StatusCode::OK,
+        &BulkDeletePage {
+            layout,
+            collection: name.clone(),
+            submit,
+            heading,
+            ids: Vec::new(),
+            all: true,
+            view: described,
+            excluded,
+            hidden,
+            action: format!("{}/c/{}/bulk-delete", session.base, enc(name)),
+            cancel_href: table,
+        },
+    )
 }
