@@ -380,10 +380,7 @@ pub async fn action_form(
 ) -> Result<Response> {
     let (found, rights) =
         rights::action_rights_of(&state.ops, &session.caller, role, &collection, &action).await?;
-    let schema = state
-        .ops
-        .collection(&collection)
-        .map_err(crate::ops::Error::from)?;
+    let schema = state.ops.collection(&collection)?;
     let builders = action_builders(&state, schema, &rights);
     render_action(
         &state,
@@ -410,10 +407,7 @@ pub async fn action_save(
     let pairs = session.form(&headers, &body)?;
     let (found, mut rights) =
         rights::action_rights_of(&state.ops, &session.caller, role, &collection, &action).await?;
-    let schema = state
-        .ops
-        .collection(&collection)
-        .map_err(crate::ops::Error::from)?;
+    let schema = state.ops.collection(&collection)?;
     let ticked = |key: &str| first(&pairs, key) == Some("on");
     rights.trigger = ticked("trigger");
     rights.approval_required = ticked("approvalRequired");
@@ -595,10 +589,7 @@ pub async fn scope_form(
 ) -> Result<Response> {
     let (team, collection) = scope_of(&form_pairs(query.unwrap_or_default().as_bytes()))?;
     let (team, scope) = rights::team_scope(&state.ops, &session.caller, team, &collection).await?;
-    let schema = state
-        .ops
-        .collection(&collection)
-        .map_err(crate::ops::Error::from)?;
+    let schema = state.ops.collection(&collection)?;
     let builder = scope_builder(&state, schema, scope.as_ref());
     render_scope(&state, &session, &team, &collection, builder, None).await
 }
@@ -613,10 +604,7 @@ pub async fn scope_save(
     let pairs = session.form(&headers, &body)?;
     let (team, collection) = scope_of(&pairs)?;
     let (team, scope) = rights::team_scope(&state.ops, &session.caller, team, &collection).await?;
-    let schema = state
-        .ops
-        .collection(&collection)
-        .map_err(crate::ops::Error::from)?;
+    let schema = state.ops.collection(&collection)?;
     let mut builder = scope_builder(&state, schema, scope.as_ref());
     builder.read(&pairs);
     let Some(tree) = builder.tree(state.ops.schema(), schema) else {
