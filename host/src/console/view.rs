@@ -7,7 +7,7 @@ use chrono_tz::Tz;
 use serde_json::Value as Json;
 
 use crate::datasource::schema::{ColumnSchema, ColumnType, PrimitiveType};
-use crate::datasource::{CollectionSchema, Record, Value};
+use crate::datasource::{CollectionSchema, DataSourceSchema, Operator, Record, Value};
 
 /// A value as text, dates in `tz`.
 pub fn display(value: &Value, tz: Tz) -> String {
@@ -200,6 +200,54 @@ pub fn parse_input(
 /// The operators of a filter builder's list, with a label each.
 pub fn operator_label(snake: &str) -> String {
     snake.replace('_', " ")
+}
+
+/// A field offered by a condition builder (the table's filters, the permission editor's
+/// conditions and scopes), with the operators it supports.
+pub struct FilterField {
+    pub path: String,
+    pub label: String,
+    /// Snake-case operators, space-separated (read by the script to narrow the operator list).
+    pub operators: String,
+}
+
+/// The fields of `collection` that take a condition: its columns with operators, and those of
+/// its first-level to-one relations (`customer:email`).
+pub fn filter_fields(schema: &DataSourceSchema, collection: &CollectionSchema) -> Vec<FilterField> {
+    let mut out = Vec::new();
+    let mut push = |path: String, label: String, column: &ColumnSchema| {
+        if column.filter_operators.is_empty() {
+            return;
+        }
+        let operators: Vec<String> = Operator::in_agent_order(&column.filter_operators)
+            .into_iter()
+            .map(Operator::snake_case)
+            .collect();
+        out.push(FilterField {
+            path,
+            label,
+            operators: operators.join(" "),
+        });
+    };
+    for (name, column) in collection.columns() {
+        push(name.clone(), name.clone(), column);
+    }
+    for (name, relation) in collection.relations() {
+        if !relation.is_to_one() {
+            continue;
+        }
+        let Ok(foreign) = schema.collection(relation.foreign_collection()) else {
+            continue;
+        };
+        for (column_name, column) in foreign.columns() {
+            push(
+                format!("{name}:{column_name}"),
+                format!("{name} › {column_name}"),
+                column,
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]

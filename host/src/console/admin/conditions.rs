@@ -15,12 +15,8 @@ use crate::datasource::query::ValueKind;
 use crate::datasource::schema::PrimitiveType;
 use crate::datasource::{CollectionSchema, ColumnSchema, DataSourceSchema, Operator};
 
-/// A field offered, with its operators (snake case, space-separated, for the script).
-pub struct Field {
-    pub path: String,
-    pub label: String,
-    pub operators: String,
-}
+/// A field the builder offers: the table's filter builder's own (`view::filter_fields`).
+pub use crate::console::view::FilterField as Field;
 
 pub struct Row {
     pub field: String,
@@ -45,45 +41,6 @@ pub struct Builder {
     /// Whether the values offer the `{{currentUser.*}}` variables.
     pub variables: bool,
     pub error: Option<String>,
-}
-
-/// The fields of `collection` that take a condition: its columns, and those of its first-level
-/// to-one relations (`customer:email`).
-fn fields(schema: &DataSourceSchema, collection: &CollectionSchema) -> Vec<Field> {
-    let mut out = Vec::new();
-    let mut push = |path: String, label: String, column: &ColumnSchema| {
-        if column.filter_operators.is_empty() {
-            return;
-        }
-        let operators: Vec<String> = Operator::in_agent_order(&column.filter_operators)
-            .into_iter()
-            .map(Operator::snake_case)
-            .collect();
-        out.push(Field {
-            path,
-            label,
-            operators: operators.join(" "),
-        });
-    };
-    for (name, column) in collection.columns() {
-        push(name.clone(), name.clone(), column);
-    }
-    for (name, relation) in collection.relations() {
-        if !relation.is_to_one() {
-            continue;
-        }
-        let Ok(foreign) = schema.collection(relation.foreign_collection()) else {
-            continue;
-        };
-        for (column_name, column) in foreign.columns() {
-            push(
-                format!("{name}:{column_name}"),
-                format!("{name} › {column_name}"),
-                column,
-            );
-        }
-    }
-    out
 }
 
 fn value_text(value: Option<&Json>) -> String {
@@ -157,7 +114,7 @@ impl Builder {
             prefix,
             legend,
             hint,
-            fields: fields(schema, collection),
+            fields: view::filter_fields(schema, collection),
             operators,
             rows,
             any,

@@ -95,22 +95,8 @@ function actionForm() {
   const refresh = async () => {
     const mine = ++sequence;
     changed.value = last;
-    const body = new URLSearchParams();
-    for (const [key, value] of new FormData(form)) {
-      if (typeof value === 'string') body.append(key, value);
-    }
-    let response;
-    try {
-      response = await fetch(form.dataset.refresh, {
-        method: 'POST', body, credentials: 'same-origin',
-        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
-      });
-    } catch (_) {
-      return;
-    }
-    if (!response.ok || mine !== sequence) return;
-    const text = await response.text();
-    if (mine !== sequence) return;
+    const text = await postForm(form, form.dataset.refresh, () => mine === sequence);
+    if (text === null) return;
     const active = document.activeElement;
     const focused = active && fields.contains(active) ? fieldOf(active) : null;
     const typed = focused !== null && active.type !== 'file' ? active.value : null;
@@ -282,22 +268,8 @@ function chartForm() {
   let sequence = 0;
   const refresh = async () => {
     const mine = ++sequence;
-    const body = new URLSearchParams();
-    for (const [key, value] of new FormData(form)) {
-      if (typeof value === 'string' && key !== 'do') body.append(key, value);
-    }
-    let response;
-    try {
-      response = await fetch(form.dataset.preview, {
-        method: 'POST', body, credentials: 'same-origin',
-        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
-      });
-    } catch (_) {
-      return;
-    }
-    if (!response.ok || mine !== sequence) return;
-    const text = await response.text();
-    if (mine !== sequence) return;
+    const text = await postForm(form, form.dataset.preview, () => mine === sequence, 'do');
+    if (text === null) return;
     const active = document.activeElement;
     const focused = active && editor.contains(active) ? active.id : null;
     const typed = focused && active.tagName === 'INPUT' && active.type !== 'checkbox' ? active.value : null;
@@ -397,3 +369,25 @@ document.addEventListener('DOMContentLoaded', () => {
   for (const box of boxes) box.addEventListener('change', sync);
   sync();
 });
+
+// Posts a form's text fields (all but `skip`) to `url`, a live refresh or preview of part of
+// the page, and returns the answer's HTML; null when the request failed or a newer one started
+// meanwhile (`isLatest`), so that a slow answer never overwrites what the user typed since.
+async function postForm(form, url, isLatest, skip) {
+  const body = new URLSearchParams();
+  for (const [key, value] of new FormData(form)) {
+    if (typeof value === 'string' && key !== skip) body.append(key, value);
+  }
+  let response;
+  try {
+    response = await fetch(url, {
+      method: 'POST', body, credentials: 'same-origin',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    });
+  } catch (_) {
+    return null;
+  }
+  if (!response.ok || !isLatest()) return null;
+  const text = await response.text();
+  return isLatest() ? text : null;
+}

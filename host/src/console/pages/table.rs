@@ -18,7 +18,7 @@ use crate::console::session::{Session, first, form_pairs};
 use crate::console::view::{self, InputKind};
 use crate::console::{Error, Result};
 use crate::datasource::query::ValueKind;
-use crate::datasource::{CollectionSchema, ColumnSchema, Operator, Record, Value, pack_id};
+use crate::datasource::{CollectionSchema, Operator, Record, Value, pack_id};
 use crate::state::SharedState;
 
 // ----- table -----------------------------------------------------------------------------
@@ -153,14 +153,6 @@ impl TableState {
     }
 }
 
-/// A field offered by the filter builder, with the operators it supports.
-struct FilterField {
-    path: String,
-    label: String,
-    /// Snake-case operators, space-separated (read by the script to narrow the operator list).
-    operators: String,
-}
-
 struct Column {
     name: String,
     sort_href: Option<String>,
@@ -240,7 +232,7 @@ struct TablePage {
     searchable: bool,
     segments: Vec<SegmentLink>,
     all_href: String,
-    filter_fields: Vec<FilterField>,
+    filter_fields: Vec<view::FilterField>,
     operators: Vec<(String, String)>,
     /// The filter builder's lines (groups and conditions).
     builder: Vec<Item>,
@@ -268,45 +260,6 @@ fn default_columns(collection: &CollectionSchema) -> Vec<String> {
         })
         .map(|(name, _)| name.clone())
         .collect()
-}
-
-/// The filter builder's fields: columns with operators, and those of first-level to-one
-/// relations (`customer:email`).
-fn filter_fields(data: &Data<'_>, collection: &CollectionSchema) -> Vec<FilterField> {
-    let mut out = Vec::new();
-    let mut push = |path: String, label: String, column: &ColumnSchema| {
-        if column.filter_operators.is_empty() {
-            return;
-        }
-        let operators: Vec<String> = Operator::in_agent_order(&column.filter_operators)
-            .into_iter()
-            .map(Operator::snake_case)
-            .collect();
-        out.push(FilterField {
-            path,
-            label,
-            operators: operators.join(" "),
-        });
-    };
-    for (name, column) in collection.columns() {
-        push(name.clone(), name.clone(), column);
-    }
-    for (name, relation) in collection.relations() {
-        if !relation.is_to_one() {
-            continue;
-        }
-        let Ok(foreign) = data.schema().collection(relation.foreign_collection()) else {
-            continue;
-        };
-        for (column_name, column) in foreign.columns() {
-            push(
-                format!("{name}:{column_name}"),
-                format!("{name} › {column_name}"),
-                column,
-            );
-        }
-    }
-    out
 }
 
 /// The condition tree of the filter builder (`filters` JSON), or the message of a condition
@@ -674,7 +627,7 @@ pub async fn table(
                 s.page = 1;
             })
             .href(&base, &name),
-        filter_fields: filter_fields(&data, collection),
+        filter_fields: view::filter_fields(data.schema(), collection),
         operators,
         builder: table.filter.items(),
         filter_count: table.filter.count(),
