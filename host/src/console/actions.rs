@@ -26,9 +26,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde_json::{Value as Json, json};
 
-use self::fields::{Block, Posted};
-use super::data::Data;
+use self::fields::{Block, Pairs};
+use super::data::{Data, ListQuery};
 use super::pages::{Layout, enc, html, page, record_href};
+use super::session::Posted;
 use super::session::{Session, first, form_pairs};
 use super::{Error, Result};
 use crate::agent::action::{content_disposition, slug};
@@ -112,6 +113,8 @@ struct FormPage {
     target: String,
     selected: Vec<Selected>,
     ids: Vec<String>,
+    /// The table's view, when the action runs on every matching record.
+    hidden: Vec<(String, String)>,
     post_href: String,
     refresh_href: String,
     back_href: String,
@@ -147,18 +150,103 @@ fn located<'s>(
         })
 }
 
+/// "Select all N matching records" on the table: every record of its view (search, segment,
+/// filters) but the rows of the page left unchecked. The action's own form posts it again.
+struct AllMatching {
+    /// The table's view as the wire's `all_records_subset_query`.
+    subset: serde_json::Map<String, Json>,
+    /// `all_records_ids_excluded`.
+    excluded: Vec<String>,
+    /// The view, as a list query (to count the records).
+    view: ListQuery,
+    /// The fields the action's form posts again.
+    hidden: Vec<(String, String)>,
+}
+
+impl AllMatching {
+    /// The selection of a post with `all=1`: from the table (`page_id` without `id` is a row
+    /// left out) or from the action's form (`excluded`).
+    fn from_pairs(pairs: &Pairs) -> Option<Self> {
+        if first(pairs, "all") != Some("1") {
+            return None;
+        }
+        let values = |key: &str| -> Vec<String> {
+            pairs
+                .iter()
+                .filter(|(k, v)| k == key && !v.is_empty())
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        let checked = values("id");
+        let mut excluded = values("excluded");
+        excluded.extend(
+            values("page_id")
+                .into_iter()
+                .filter(|id| !checked.contains(id)),
+        );
+        let text = |key: &str| first(pairs, key).filter(|v| !v.is_empty());
+        let mut subset = serde_json::Map::new();
+        let mut hidden = vec![("all".to_owned(), "1".to_owned())];
+        for (key, wire) in [
+            ("q", "search"),
+            ("segment", "segment"),
+            ("filters", "filters"),
+        ] {
+            if let Some(value) = text(key) {
+                subset.insert(wire.to_owned(), Json::String(value.to_owned()));
+                hidden.push((key.to_owned(), value.to_owned()));
+            }
+        }
+        let extended = text("ext") == Some("1");
+        if extended {
+            subset.insert("searchExtended".to_owned(), Json::String("1".to_owned()));
+            hidden.push(("ext".to_owned(), "1".to_owned()));
+        }
+        hidden.extend(
+            excluded
+                .iter()
+                .map(|id| ("excluded".to_owned(), id.clone())),
+        );
+        let view = ListQuery {
+            search: text("q").map(str::to_owned),
+            search_extended: extended,
+            segment: text("segment").map(str::to_owned),
+            // A tree that does not read is refused by the action's own parsing, with its message.
+            filters: text("filters").and_then(|f| serde_json::from_str(f).ok()),
+            ..ListQuery::default()
+        };
+        Some(Self {
+            subset,
+            excluded,
+            view,
+            hidden,
+        })
+    }
+}
+
 /// The wire's action body for this selection and these values: the same body the agent's
 /// routes and the approval routes read.
-fn action_body(collection: &str, action: &str, ids: &[String], values: &FormValues) -> Json {
+fn action_body(
+    collection: &str,
+    action: &str,
+    (ids, all): (&[String], Option<&AllMatching>),
+    values: &FormValues,
+) -> Json {
+    let mut attributes = json!({
+        "collection_name": collection,
+        "ids": ids,
+        "all_records": false,
+        "all_records_ids_excluded": [],
+        "values": values,
+    });
+    if let Some(all) = all {
+        attributes["all_records"] = Json::Bool(true);
+        attributes["all_records_ids_excluded"] = json!(all.excluded);
+        attributes["all_records_subset_query"] = Json::Object(all.subset.clone());
+    }
     json!({
         "action": action,
-        "data": {"type": "custom-action-requests", "attributes": {
-            "collection_name": collection,
-            "ids": ids,
-            "all_records": false,
-            "all_records_ids_excluded": [],
-            "values": values,
-        }},
+        "data": {"type": "custom-action-requests", "attributes": attributes},
     })
 }
 
@@ -170,18 +258,20 @@ struct Request<'s> {
     name: String,
     action: &'s ActionSchema,
     ids: Vec<String>,
+    /// Every matching record of the table, for a bulk action (then `ids` is empty).
+    all: Option<AllMatching>,
 }
 
 impl<'s> Request<'s> {
-    fn new(
-        data: &'s Data<'_>,
-        collection: &str,
-        action_slug: &str,
-        pairs: &Posted,
-    ) -> Result<Self> {
+    fn new(data: &'s Data<'_>, collection: &str, action_slug: &str, pairs: &Pairs) -> Result<Self> {
         let (schema, name, action) = located(data, collection, action_slug)?;
+        let all = match action.scope {
+            ActionScope::Bulk => AllMatching::from_pairs(pairs),
+            _ => None,
+        };
         let ids: Vec<String> = match action.scope {
             ActionScope::Global => Vec::new(),
+            _ if all.is_some() => Vec::new(),
             _ => pairs
                 .iter()
                 .filter(|(k, v)| k == "id" && !v.is_empty())
@@ -192,7 +282,7 @@ impl<'s> Request<'s> {
             ActionScope::Single if ids.len() != 1 => Some(format!(
                 "\"{name}\" runs on one record: select exactly one in the table, or open it from a record's page."
             )),
-            ActionScope::Bulk if ids.is_empty() => Some(format!(
+            ActionScope::Bulk if ids.is_empty() && all.is_none() => Some(format!(
                 "\"{name}\" runs on the selected records: select at least one in the table first."
             )),
             _ => None,
@@ -205,11 +295,17 @@ impl<'s> Request<'s> {
             name,
             action,
             ids,
+            all,
         })
     }
 
+    /// The selection as `action_body` takes it.
+    fn selection(&self) -> (&[String], Option<&AllMatching>) {
+        (&self.ids, self.all.as_ref())
+    }
+
     fn target(&self, state: &SharedState, values: &FormValues) -> Result<Target> {
-        let body = action_body(&self.schema.name, &self.name, &self.ids, values);
+        let body = action_body(&self.schema.name, &self.name, self.selection(), values);
         Target::parse(
             state,
             &QueryString::default(),
@@ -248,7 +344,7 @@ impl<'s> Request<'s> {
         &self,
         state: &SharedState,
         caller: &Caller,
-        pairs: &Posted,
+        pairs: &Pairs,
     ) -> Result<(FormValues, Vec<(String, String)>)> {
         let every = self
             .form(state, caller, &FormValues::new(), &FormPhase::Execute)
@@ -277,7 +373,7 @@ pub(in crate::console) async fn record_form(
         .ok_or_else(|| {
             Error::NotFound(format!("There is no action \"{action}\" on {collection}."))
         })?;
-    let body = action_body(collection, name, &[id.to_owned()], values);
+    let body = action_body(collection, name, (&[id.to_owned()], None), values);
     let target = Target::parse(state, &QueryString::default(), schema, found.scope, &body)?;
     Ok(ops_actions::form(state, caller, schema, name, target, values, phase).await?)
 }
@@ -289,7 +385,7 @@ async fn form_page(
     data: &Data<'_>,
     request: &Request<'_>,
     form: &[FormElement],
-    pairs: &Posted,
+    pairs: &Pairs,
     errors: &[(String, String)],
     error: Option<String>,
     error_html: Option<String>,
@@ -310,10 +406,11 @@ async fn form_page(
             href: record_href(base, collection, id),
         });
     }
-    let target = match request.action.scope {
-        ActionScope::Global => format!("Runs on {collection} as a whole."),
-        ActionScope::Single => format!("Runs on this record of {collection}:"),
-        ActionScope::Bulk => format!(
+    let target = match (request.action.scope, &request.all) {
+        (_, Some(all)) => all_target(data, collection, all).await,
+        (ActionScope::Global, _) => format!("Runs on {collection} as a whole."),
+        (ActionScope::Single, _) => format!("Runs on this record of {collection}:"),
+        (ActionScope::Bulk, _) => format!(
             "Runs on {} selected record{} of {collection}:",
             request.ids.len(),
             if request.ids.len() == 1 { "" } else { "s" }
@@ -338,6 +435,11 @@ async fn form_page(
             target,
             selected,
             ids: request.ids.clone(),
+            hidden: request
+                .all
+                .as_ref()
+                .map(|all| all.hidden.clone())
+                .unwrap_or_default(),
             refresh_href: format!("{here}/form"),
             post_href: here,
             back_href,
@@ -351,6 +453,29 @@ async fn form_page(
             blocks: fields::blocks(form, pairs, errors, session.caller.timezone),
         },
     )
+}
+
+/// What an action on every matching record runs on, in words: how many, and how many left out.
+async fn all_target(data: &Data<'_>, collection: &str, all: &AllMatching) -> String {
+    let left_out = match all.excluded.len() {
+        0 => String::new(),
+        1 => " (1 left out)".to_owned(),
+        n => format!(" ({n} left out)"),
+    };
+    match data.count(collection, &all.view).await {
+        Ok(Some(count)) => {
+            let n = count.saturating_sub(all.excluded.len() as u64);
+            let records = if n == 1 {
+                "1 record".to_owned()
+            } else {
+                format!("{n} records")
+            };
+            format!(
+                "Runs on {records} of {collection}: every one matching the table's view{left_out}."
+            )
+        }
+        _ => format!("Runs on every record of {collection} matching the table's view{left_out}."),
+    }
 }
 
 /// `GET /console/c/{collection}/actions/{action}?id=…`: the action's form as it opens (its load
@@ -471,7 +596,12 @@ async fn submit(
             outcome => return result_page(&session, &data, &request, outcome).await,
         },
         Err(crate::ops::Error::Auth(crate::auth::Error::ActionRequiresApproval { .. })) => {
-            let body = action_body(&request.schema.name, &request.name, &request.ids, &values);
+            let body = action_body(
+                &request.schema.name,
+                &request.name,
+                request.selection(),
+                &values,
+            );
             let filed = crate::ops::approvals::file(
                 &state,
                 caller,
@@ -511,12 +641,9 @@ async fn submit(
 /// the values typed so far, computed by the change hook of the field that changed.
 async fn refresh(
     State(state): State<SharedState>,
-    session: Session,
     Path((collection, action)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let data = Data::new(&state, &session.caller);
     let caller = &session.caller;
     let request = Request::new(&data, &collection, &action, &pairs)?;

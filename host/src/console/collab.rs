@@ -11,15 +11,15 @@
 //! the user typed.
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::post;
 use chrono::DateTime;
 use chrono_tz::Tz;
 
 use crate::auth::login::page::escape;
+use crate::console::session::Posted;
 use serde_json::Value as Json;
 
 mod runs;
@@ -424,12 +424,9 @@ async fn again(
 /// `POST …/r/{id}/notes` `title`, `content`: a new note on the record.
 async fn create_note(
     State(state): State<SharedState>,
-    session: Session,
     Path((collection, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    Posted(session, form): Posted,
 ) -> Result<Response> {
-    let form = session.form(&headers, &body)?;
     let title = first(&form, "title").unwrap_or("").trim().to_owned();
     let content = first(&form, "content").unwrap_or("").trim().to_owned();
     let typed = vec![
@@ -470,12 +467,9 @@ fn note_id(raw: &str) -> Result<i64> {
 /// `POST …/notes/{note}/messages` `content`: a reply in a note's thread.
 async fn add_message(
     State(state): State<SharedState>,
-    session: Session,
     Path((collection, id, note)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    Posted(session, form): Posted,
 ) -> Result<Response> {
-    let form = session.form(&headers, &body)?;
     let note = note_id(&note)?;
     let content = first(&form, "content").unwrap_or("").trim().to_owned();
     let typed = vec![("content".to_owned(), content.clone())];
@@ -497,12 +491,9 @@ async fn add_message(
 /// `POST …/notes/{note}/archive` `archived=true|false`: archives or restores a note.
 async fn archive(
     State(state): State<SharedState>,
-    session: Session,
     Path((collection, id, note)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    Posted(session, form): Posted,
 ) -> Result<Response> {
-    let form = session.form(&headers, &body)?;
     let note = note_id(&note)?;
     let archived = first(&form, "archived") != Some("false");
     ops::notes::archive(&state, &session.caller, note, archived)

@@ -15,7 +15,7 @@
 use std::net::SocketAddr;
 
 use askama::Template;
-use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -56,7 +56,7 @@ impl Session {
     }
 
     /// The fields of a form posted by this session: a same-site, URL-encoded post carrying the
-    /// session's CSRF token (anything else is refused before the body is read).
+    /// session's CSRF token. Handlers that read nothing else of the request take [`Posted`].
     pub fn form(&self, headers: &HeaderMap, body: &[u8]) -> super::Result<Vec<(String, String)>> {
         same_site(headers)?;
         form_content_type(headers)?;
@@ -117,6 +117,35 @@ pub struct SignInRequired {
 impl IntoResponse for SignInRequired {
     fn into_response(self) -> Response {
         Redirect::to(&self.target).into_response()
+    }
+}
+
+/// A form posted by a signed-in user, checked as [`Session::form`] checks it: the session, then
+/// a same-site `application/x-www-form-urlencoded` post (refused before its body is read, so a
+/// cross-site `text/plain` post costs nothing), then the CSRF token among its fields. A
+/// handler takes `Posted(session, fields)` as its last argument (it reads the body).
+pub struct Posted(pub Session, pub Vec<(String, String)>);
+
+impl FromRequest<SharedState> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &SharedState,
+    ) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = request.into_parts();
+        let session = Session::from_request_parts(&mut parts, state).await?;
+        same_site(&parts.headers).map_err(IntoResponse::into_response)?;
+        form_content_type(&parts.headers).map_err(IntoResponse::into_response)?;
+        let request = axum::extract::Request::from_parts(parts, body);
+        let body = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let pairs = form_pairs(&body);
+        session
+            .check_csrf(first(&pairs, "csrf").unwrap_or(""))
+            .map_err(IntoResponse::into_response)?;
+        Ok(Self(session, pairs))
     }
 }
 

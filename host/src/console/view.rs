@@ -6,6 +6,7 @@ use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone as _};
 use chrono_tz::Tz;
 use serde_json::Value as Json;
 
+use crate::datasource::query::ValueKind;
 use crate::datasource::schema::{ColumnSchema, ColumnType, PrimitiveType};
 use crate::datasource::{CollectionSchema, DataSourceSchema, Operator, Record, Value};
 
@@ -250,6 +251,118 @@ pub fn filter_fields(schema: &DataSourceSchema, collection: &CollectionSchema) -
     out
 }
 
+/// Where a condition is written, which decides how its value reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ConditionUse {
+    /// The table's filter builder: applied at once, values as typed.
+    Filter,
+    /// A stored condition (an action's condition, a team's scope): its values are typed for
+    /// their column, may be `{{currentUser.*}}` variables (substituted at each request), and
+    /// may not be left empty, since a stored condition is read long after it is written.
+    Stored,
+}
+
+/// Whether `value` is a `{{…}}` variable (substituted at each request: not typed here).
+pub fn is_variable(value: &str) -> bool {
+    let value = value.trim();
+    value.starts_with("{{") && value.ends_with("}}")
+}
+
+/// One row of a condition builder (the table's filters, the permission editor's conditions and
+/// scopes) as a leaf of the condition tree, its value shaped as its operator wants it; or the
+/// message to show beside the builder.
+pub fn condition_leaf(
+    schema: &DataSourceSchema,
+    collection: &CollectionSchema,
+    field: &str,
+    operator: &str,
+    value: &str,
+    usage: ConditionUse,
+) -> Result<Json, String> {
+    let stored = usage == ConditionUse::Stored;
+    let (_, column) = schema
+        .resolve_column(collection, field)
+        .map_err(|_| format!("There is no field \"{field}\"."))?;
+    let parsed: Operator = operator
+        .parse()
+        .map_err(|_| format!("Choose an operator for \"{field}\"."))?;
+    if !column.filter_operators.contains(&parsed) {
+        return Err(format!(
+            "\"{field}\" cannot be filtered with \"{}\".",
+            operator_label(operator)
+        ));
+    }
+    let mut leaf = serde_json::json!({"field": field, "operator": parsed.snake_case()});
+    // The filter compares what was typed; a stored condition drops stray spaces.
+    let value = if stored { value.trim() } else { value };
+    let text = |v: &str| {
+        if stored {
+            typed(column, v)
+        } else {
+            Json::String(v.to_owned())
+        }
+    };
+    match parsed.value_kind() {
+        ValueKind::None => {}
+        ValueKind::List => {
+            let items: Vec<Json> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(text)
+                .collect();
+            if stored && items.is_empty() {
+                return Err(format!("\"{field}\" needs at least one value."));
+            }
+            leaf["value"] = Json::Array(items);
+        }
+        ValueKind::Number if stored && is_variable(value) => {
+            leaf["value"] = Json::String(value.to_owned());
+        }
+        ValueKind::Number => {
+            // An integer stays one, so that the address and the builder show what was typed.
+            let value = value.trim();
+            leaf["value"] = match value.parse::<i64>() {
+                Ok(integer) => Json::from(integer),
+                Err(_) => value.parse::<f64>().map(Json::from).map_err(|_| {
+                    format!(
+                        "\"{}\" on \"{field}\" needs a number.",
+                        operator_label(operator)
+                    )
+                })?,
+            };
+        }
+        _ => {
+            if stored && value.is_empty() {
+                return Err(format!("\"{field}\" needs a value to compare with."));
+            }
+            leaf["value"] = text(value);
+        }
+    }
+    Ok(leaf)
+}
+
+/// A stored condition's value typed for `column`: a number for a number column, a boolean for a
+/// boolean one, text otherwise (and for a variable).
+fn typed(column: &ColumnSchema, value: &str) -> Json {
+    if is_variable(value) {
+        return Json::String(value.to_owned());
+    }
+    match column.column_type.primitive() {
+        Some(PrimitiveType::Number) => value
+            .parse::<i64>()
+            .map(Json::from)
+            .or_else(|_| value.parse::<f64>().map(Json::from))
+            .unwrap_or_else(|_| Json::String(value.to_owned())),
+        Some(PrimitiveType::Boolean) => match value {
+            "true" => Json::Bool(true),
+            "false" => Json::Bool(false),
+            _ => Json::String(value.to_owned()),
+        },
+        _ => Json::String(value.to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +370,83 @@ mod tests {
 
     fn column(ty: PrimitiveType) -> ColumnSchema {
         ColumnSchema::new(ty)
+    }
+
+    /// `orders` with a number `total` (equal, in, greater than) and a string `status` (equal).
+    fn orders() -> DataSourceSchema {
+        let mut total = column(PrimitiveType::Number);
+        total.filter_operators = [Operator::Equal, Operator::In, Operator::GreaterThan].into();
+        let mut status = column(PrimitiveType::String);
+        status.filter_operators = [Operator::Equal].into();
+        let mut orders = CollectionSchema::new("orders");
+        orders.fields.extend([
+            (
+                "total".to_owned(),
+                crate::datasource::schema::FieldSchema::Column(total),
+            ),
+            (
+                "status".to_owned(),
+                crate::datasource::schema::FieldSchema::Column(status),
+            ),
+        ]);
+        DataSourceSchema {
+            collections: [("orders".to_owned(), orders)].into_iter().collect(),
+            charts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_condition_row_reads_as_a_leaf_for_the_filter_and_for_a_stored_condition() {
+        let schema = orders();
+        let orders = schema.collection("orders").unwrap();
+        let leaf = |field, operator, value, usage| {
+            condition_leaf(&schema, orders, field, operator, value, usage)
+        };
+        use ConditionUse::{Filter, Stored};
+        // An integer stays one in both; a stored list is typed for its column, a filter's is
+        // kept as typed.
+        assert_eq!(
+            leaf("total", "greater_than", " 12 ", Filter),
+            Ok(serde_json::json!({"field": "total", "operator": "greater_than", "value": 12}))
+        );
+        assert_eq!(
+            leaf("total", "in", "1, 2.5", Stored).unwrap()["value"],
+            serde_json::json!([1, 2.5])
+        );
+        assert_eq!(
+            leaf("total", "in", "1, 2.5", Filter).unwrap()["value"],
+            serde_json::json!(["1", "2.5"])
+        );
+        // A variable is kept for a stored condition only.
+        assert_eq!(
+            leaf("total", "greater_than", "{{currentUser.id}}", Stored).unwrap()["value"],
+            serde_json::json!("{{currentUser.id}}")
+        );
+        assert_eq!(
+            leaf("total", "greater_than", "{{currentUser.id}}", Filter),
+            Err("\"greater than\" on \"total\" needs a number.".to_owned())
+        );
+        // What does not read says why.
+        assert_eq!(
+            leaf("nope", "equal", "1", Filter),
+            Err("There is no field \"nope\".".to_owned())
+        );
+        assert_eq!(
+            leaf("status", "greater_than", "a", Filter),
+            Err("\"status\" cannot be filtered with \"greater than\".".to_owned())
+        );
+        assert_eq!(
+            leaf("status", "equal", " ", Stored),
+            Err("\"status\" needs a value to compare with.".to_owned())
+        );
+        assert_eq!(
+            leaf("total", "in", " , ", Stored),
+            Err("\"total\" needs at least one value.".to_owned())
+        );
+        assert_eq!(
+            leaf("status", "equal", " paid", Filter).unwrap()["value"],
+            serde_json::json!(" paid")
+        );
     }
 
     #[test]

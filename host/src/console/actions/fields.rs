@@ -58,10 +58,10 @@ pub struct Block {
 }
 
 /// The posted text of each field (`v:<id>`), several for multiple choices.
-pub type Posted = Vec<(String, String)>;
+pub type Pairs = Vec<(String, String)>;
 
 /// What the user posted for field `id`.
-fn posted<'a>(pairs: &'a Posted, id: &str) -> Vec<&'a str> {
+fn posted<'a>(pairs: &'a Pairs, id: &str) -> Vec<&'a str> {
     let key = format!("v:{id}");
     pairs
         .iter()
@@ -71,7 +71,7 @@ fn posted<'a>(pairs: &'a Posted, id: &str) -> Vec<&'a str> {
 }
 
 /// Whether the user posted anything for field `id` (a form that was submitted, not opened).
-fn was_posted(pairs: &Posted, id: &str) -> bool {
+fn was_posted(pairs: &Pairs, id: &str) -> bool {
     let key = format!("v:{id}");
     pairs.iter().any(|(k, _)| *k == key)
 }
@@ -80,7 +80,7 @@ fn was_posted(pairs: &Posted, id: &str) -> bool {
 /// else the form's value (its default, or the value a hook computed).
 pub fn blocks(
     form: &[FormElement],
-    pairs: &Posted,
+    pairs: &Pairs,
     errors: &[(String, String)],
     tz: Tz,
 ) -> Vec<Block> {
@@ -101,7 +101,7 @@ pub fn blocks(
 
 fn push(
     element: &FormElement,
-    pairs: &Posted,
+    pairs: &Pairs,
     errors: &[(String, String)],
     tz: Tz,
     n: &mut usize,
@@ -215,13 +215,7 @@ fn value_text(value: &Json, kind: &str, tz: Tz) -> String {
     }
 }
 
-fn input(
-    field: &FormField,
-    pairs: &Posted,
-    errors: &[(String, String)],
-    tz: Tz,
-    n: usize,
-) -> Input {
+fn input(field: &FormField, pairs: &Pairs, errors: &[(String, String)], tz: Tz, n: usize) -> Input {
     let mut input = Input {
         id: field.id.clone(),
         html_id: format!("a-{n}"),
@@ -386,7 +380,7 @@ pub fn all_fields(form: &[FormElement]) -> Vec<&FormField> {
 /// The form values of the posted inputs, read by the type of each field of `form`, and a
 /// message per field that does not read. Fields not posted are left out (the action reads
 /// them as absent).
-pub fn values(form: &[FormElement], pairs: &Posted, tz: Tz) -> (FormValues, Vec<(String, String)>) {
+pub fn values(form: &[FormElement], pairs: &Pairs, tz: Tz) -> (FormValues, Vec<(String, String)>) {
     let mut values = FormValues::new();
     let mut errors = Vec::new();
     for field in all_fields(form) {
@@ -533,7 +527,7 @@ mod tests {
         ]
     }
 
-    fn pairs(list: &[(&str, &str)]) -> Posted {
+    fn pairs(list: &[(&str, &str)]) -> Pairs {
         list.iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()

@@ -5,9 +5,8 @@
 
 use askama::Template;
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use chrono_tz::Tz;
@@ -16,6 +15,7 @@ use serde_json::Value as Json;
 use crate::agent::query_string::QueryString;
 use crate::console::data::Data;
 use crate::console::pages::{Layout, page, record_href};
+use crate::console::session::Posted;
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
 use crate::ops::approvals::{self, Decision, MAX_COMMENT_CHARS, Refusal};
@@ -266,36 +266,21 @@ fn path_id(raw: &str) -> Result<i64> {
 }
 
 /// `POST /console/inbox/{id}/approve`: runs the action as the approver.
-async fn approve(
-    state: State<SharedState>,
-    session: Session,
-    id: Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response> {
-    decide(state, session, id, headers, body, ApprovalStatus::Approved).await
+async fn approve(state: State<SharedState>, id: Path<String>, posted: Posted) -> Result<Response> {
+    decide(state, id, ApprovalStatus::Approved, posted).await
 }
 
 /// `POST /console/inbox/{id}/reject`.
-async fn reject(
-    state: State<SharedState>,
-    session: Session,
-    id: Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response> {
-    decide(state, session, id, headers, body, ApprovalStatus::Rejected).await
+async fn reject(state: State<SharedState>, id: Path<String>, posted: Posted) -> Result<Response> {
+    decide(state, id, ApprovalStatus::Rejected, posted).await
 }
 
 async fn decide(
     State(state): State<SharedState>,
-    session: Session,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
     status: ApprovalStatus,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let approval_id = path_id(&id)?;
     let comment = first(&pairs, "comment")
         .map(str::trim)

@@ -8,7 +8,7 @@
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::{Map, Value as Json, json};
 
@@ -17,6 +17,7 @@ use super::{Tab, admin_layout, tabs};
 use crate::config::ChartKind;
 use crate::console::charts::{Card, card};
 use crate::console::pages::{Layout, enc, html, page};
+use crate::console::session::Posted;
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
 use crate::datasource::PrimitiveType;
@@ -419,11 +420,8 @@ pub async fn list(
 /// `POST /console/admin/charts`: "Preview" draws the chart below the form; "Add" adds it.
 pub async fn save(
     State(state): State<SharedState>,
-    session: Session,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let mut editor = Editor::read(&state, &pairs);
     if first(&pairs, "do") != Some("add") {
         editor.draw(&state, &session).await?;
@@ -449,11 +447,8 @@ pub async fn save(
 /// script's refresh).
 pub async fn preview(
     State(state): State<SharedState>,
-    session: Session,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     ops::tokens::require_admin(&state.ops, &session.caller).await?;
     let mut editor = Editor::read(&state, &pairs);
     editor.draw(&state, &session).await?;
@@ -463,12 +458,9 @@ pub async fn preview(
 /// `POST /console/admin/charts/{id}/remove`.
 pub async fn remove(
     State(state): State<SharedState>,
-    session: Session,
     Path(id): Path<i64>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, _): Posted,
 ) -> Result<Response> {
-    session.form(&headers, &body)?;
     ops::dashboard::remove_chart(&state.ops, &session.caller, id).await?;
     Ok(Redirect::to(&format!("{}/admin/charts?done=removed", session.base)).into_response())
 }

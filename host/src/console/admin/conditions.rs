@@ -11,9 +11,7 @@
 use serde_json::{Value as Json, json};
 
 use crate::console::view;
-use crate::datasource::query::ValueKind;
-use crate::datasource::schema::PrimitiveType;
-use crate::datasource::{CollectionSchema, ColumnSchema, DataSourceSchema, Operator};
+use crate::datasource::{CollectionSchema, DataSourceSchema, Operator};
 
 /// A field the builder offers: the table's filter builder's own (`view::filter_fields`).
 pub use crate::console::view::FilterField as Field;
@@ -189,96 +187,24 @@ impl Builder {
     }
 }
 
-/// Whether `value` is a `{{…}}` variable (substituted at each request: not typed here).
-fn is_variable(value: &str) -> bool {
-    let value = value.trim();
-    value.starts_with("{{") && value.ends_with("}}")
-}
-
 fn tree_of(
     schema: &DataSourceSchema,
     collection: &CollectionSchema,
     rows: &[Row],
 ) -> Result<Vec<Json>, String> {
-    let mut conditions = Vec::new();
-    for Row {
-        field,
-        operator,
-        value,
-    } in rows.iter().filter(|r| !r.field.is_empty())
-    {
-        let (_, column) = schema
-            .resolve_column(collection, field)
-            .map_err(|_| format!("There is no field \"{field}\"."))?;
-        let parsed: Operator = operator
-            .parse()
-            .map_err(|_| format!("Choose an operator for \"{field}\"."))?;
-        if !column.filter_operators.contains(&parsed) {
-            return Err(format!(
-                "\"{field}\" cannot be compared with \"{}\".",
-                view::operator_label(operator)
-            ));
-        }
-        let mut leaf = json!({"field": field, "operator": parsed.snake_case()});
-        let value = value.trim();
-        match parsed.value_kind() {
-            ValueKind::None => {}
-            ValueKind::List => {
-                let items: Vec<Json> = value
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|v| !v.is_empty())
-                    .map(|v| typed(column, v))
-                    .collect();
-                if items.is_empty() {
-                    return Err(format!("\"{field}\" needs at least one value."));
-                }
-                leaf["value"] = Json::Array(items);
-            }
-            ValueKind::Number => {
-                if is_variable(value) {
-                    leaf["value"] = json!(value);
-                } else {
-                    let number: f64 = value.parse().map_err(|_| {
-                        format!(
-                            "\"{}\" on \"{field}\" needs a number.",
-                            view::operator_label(operator)
-                        )
-                    })?;
-                    leaf["value"] = json!(number);
-                }
-            }
-            _ => {
-                if value.is_empty() {
-                    return Err(format!("\"{field}\" needs a value to compare with."));
-                }
-                leaf["value"] = typed(column, value);
-            }
-        }
-        conditions.push(leaf);
-    }
-    Ok(conditions)
-}
-
-/// A value typed for `column`: a number for a number column, a boolean for a boolean one, text
-/// otherwise (and for a variable).
-fn typed(column: &ColumnSchema, value: &str) -> Json {
-    if is_variable(value) {
-        return json!(value);
-    }
-    match column.column_type.primitive() {
-        Some(PrimitiveType::Number) => value
-            .parse::<i64>()
-            .map(Json::from)
-            .or_else(|_| value.parse::<f64>().map(Json::from))
-            .unwrap_or_else(|_| json!(value)),
-        Some(PrimitiveType::Boolean) => match value {
-            "true" => json!(true),
-            "false" => json!(false),
-            _ => json!(value),
-        },
-        _ => json!(value),
-    }
+    rows.iter()
+        .filter(|r| !r.field.is_empty())
+        .map(|row| {
+            view::condition_leaf(
+                schema,
+                collection,
+                &row.field,
+                &row.operator,
+                &row.value,
+                view::ConditionUse::Stored,
+            )
+        })
+        .collect()
 }
 
 /// The `{{currentUser.*}}` variables a scope may use, `tags` the tag keys of the users.

@@ -5,11 +5,12 @@
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::{Tab, admin_layout, tabs};
 use crate::console::pages::{Layout, page};
+use crate::console::session::Posted;
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
 use crate::ops;
@@ -179,12 +180,9 @@ fn done(session: &Session, what: &str) -> Response {
 /// `POST /console/admin/groups/{kind}`: creates a team or a role.
 pub async fn create(
     State(state): State<SharedState>,
-    session: Session,
     Path(kind): Path<String>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let kind = kind_of(&kind)?;
     let name = first(&pairs, "name").unwrap_or("").to_owned();
     match ops::users::create_group(&state.ops, &session.caller, kind, &name).await {
@@ -196,12 +194,9 @@ pub async fn create(
 /// `POST /console/admin/groups/{kind}/{id}/rename`.
 pub async fn rename(
     State(state): State<SharedState>,
-    session: Session,
     Path((kind, id)): Path<(String, i64)>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let kind = kind_of(&kind)?;
     let name = first(&pairs, "name").unwrap_or("").to_owned();
     match ops::users::rename_group(&state.ops, &session.caller, kind, id, &name).await {
@@ -213,12 +208,9 @@ pub async fn rename(
 /// `POST /console/admin/groups/{kind}/{id}/remove`: refused while it is used.
 pub async fn remove(
     State(state): State<SharedState>,
-    session: Session,
     Path((kind, id)): Path<(String, i64)>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, _): Posted,
 ) -> Result<Response> {
-    session.form(&headers, &body)?;
     let kind = kind_of(&kind)?;
     match ops::users::remove_group(&state.ops, &session.caller, kind, id).await {
         Ok(()) => Ok(done(&session, "removed")),

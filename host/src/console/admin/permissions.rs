@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::conditions::{self, Builder};
 use super::{Tab, admin_layout, tabs};
 use crate::console::pages::{Layout, page};
+use crate::console::session::Posted;
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
 use crate::datasource::CollectionSchema;
@@ -218,12 +219,9 @@ async fn render(
 /// `POST /console/admin/permissions/{role}`: saves the role's grid.
 pub async fn save(
     State(state): State<SharedState>,
-    session: Session,
     Path(role): Path<i64>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let mut rows: BTreeMap<String, Row> = pairs
         .iter()
         .filter(|(k, _)| k == "row")
@@ -399,12 +397,9 @@ pub async fn action_form(
 /// `POST /console/admin/permissions/{role}/actions/{collection}/{action}`.
 pub async fn action_save(
     State(state): State<SharedState>,
-    session: Session,
     Path((role, collection, action)): Path<(i64, String, String)>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let (found, mut rights) =
         rights::action_rights_of(&state.ops, &session.caller, role, &collection, &action).await?;
     let schema = state.ops.collection(&collection)?;
@@ -597,11 +592,8 @@ pub async fn scope_form(
 /// `POST /console/admin/scopes`: saves the team's scope on the collection.
 pub async fn scope_save(
     State(state): State<SharedState>,
-    session: Session,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let (team, collection) = scope_of(&pairs)?;
     let (team, scope) = rights::team_scope(&state.ops, &session.caller, team, &collection).await?;
     let schema = state.ops.collection(&collection)?;

@@ -6,11 +6,12 @@ use std::sync::atomic::Ordering;
 
 use askama::Template;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::{Tab, admin_layout, tabs};
 use crate::console::pages::{Layout, page};
+use crate::console::session::Posted;
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
 use crate::ops::tokens::require_admin;
@@ -103,11 +104,8 @@ pub async fn list(
 /// stays, and the page says why.
 pub async fn reload(
     State(state): State<SharedState>,
-    session: Session,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, _): Posted,
 ) -> Result<Response> {
-    session.form(&headers, &body)?;
     require_admin(&state.ops, &session.caller).await?;
     tracing::info!(
         by = session.caller.id,

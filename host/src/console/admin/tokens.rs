@@ -11,6 +11,7 @@ use chrono::{NaiveDate, TimeZone as _};
 use super::{Tab, admin_layout, tabs, when};
 use crate::console::data::Data;
 use crate::console::pages::{Layout, page};
+use crate::console::session::Posted;
 use crate::console::session::{Session, first};
 use crate::console::{Error, Result};
 use crate::ops;
@@ -351,12 +352,9 @@ pub async fn revoke_confirm(
 /// `POST /console/tokens/{id}/revoke`: revokes it; it stops working at once.
 pub async fn revoke(
     State(state): State<SharedState>,
-    session: Session,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let verifier = state.tokens.as_deref();
     ops::tokens::revoke(&state.ops, &session.caller, &id, verifier).await?;
     let from_admin = first(&pairs, "back") == Some("admin");

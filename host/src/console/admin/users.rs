@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::{Tab, admin_layout, tabs};
 use crate::console::pages::{Layout, page};
+use crate::console::session::Posted;
 use crate::console::session::{Session, first};
 use crate::console::{Error, Result};
 use crate::ops;
@@ -340,11 +341,8 @@ fn refusal(draft: &mut Draft, error: ops::Error) -> Result<()> {
 /// wrong.
 pub async fn create(
     State(state): State<SharedState>,
-    session: Session,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let (mut draft, level) = read_form(&pairs);
     let password_hash = hash_of(&mut draft);
     let (Some(level), false) = (level, draft.refused()) else {
@@ -374,12 +372,9 @@ pub async fn create(
 /// `POST /console/admin/users/{id}`: saves the form, or shows it again with what is wrong.
 pub async fn save(
     State(state): State<SharedState>,
-    session: Session,
     Path(id): Path<i64>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let user = ops::users::get(&state.ops, &session.caller, id).await?;
     let (mut draft, level) = read_form(&pairs);
     let password_hash = hash_of(&mut draft);
@@ -451,12 +446,9 @@ async fn confirm(
 /// says why).
 pub async fn remove(
     State(state): State<SharedState>,
-    session: Session,
     Path(id): Path<i64>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, _): Posted,
 ) -> Result<Response> {
-    session.form(&headers, &body)?;
     let user = ops::users::get(&state.ops, &session.caller, id).await?;
     match ops::users::remove(&state.ops, &session.caller, id).await {
         Ok(()) => {

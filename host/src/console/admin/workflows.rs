@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use super::{Tab, admin_layout, tabs, when};
 use crate::console::pages::{Layout, page};
+use crate::console::session::Posted;
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
 use crate::ops::tokens::{actor, require_admin};
@@ -124,12 +125,9 @@ pub async fn list(
 /// `POST /console/admin/workflows/{id}/webhook/{change}`: enable, disable or regenerate.
 pub async fn webhook(
     State(state): State<SharedState>,
-    session: Session,
     Path((id, change)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, _): Posted,
 ) -> Result<Response> {
-    session.form(&headers, &body)?;
     require_admin(&state.ops, &session.caller).await?;
     let triggers = triggers(&state).ok_or_else(|| {
         Error::NotFound("The workflow engine does not run on this server.".to_owned())

@@ -3,15 +3,15 @@
 //! and a run's steps drawn as a diagram. Everything goes through `workflows::operations`, as
 //! the `/v1` routes and MCP's workflow tools do.
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use chrono_tz::Tz;
 use serde_json::{Map, Value as Json};
 
 use super::{Panel, Problem, RUNS, again, back, when};
 use crate::console::pages::record::render;
+use crate::console::session::Posted;
 use crate::console::session::{Session, first};
 use crate::console::{Error, Result};
 use crate::datasource::CollectionSchema;
@@ -437,12 +437,9 @@ fn workflow_error(error: crate::workflows::Error) -> Error {
 /// `POST …/r/{id}/runs` `workflow`: starts a workflow on the record.
 pub(super) async fn start_run(
     State(state): State<SharedState>,
-    session: Session,
     Path((collection, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    Posted(session, form): Posted,
 ) -> Result<Response> {
-    let form = session.form(&headers, &body)?;
     let runs = runs_of(&state).ok_or_else(|| Error::NotFound("Workflows are off.".to_owned()))?;
     let workflow = first(&form, "workflow").unwrap_or("").to_owned();
     let target = (collection.as_str(), id.as_str());
@@ -482,12 +479,9 @@ fn enc(text: &str) -> String {
 /// run waits on.
 pub(super) async fn complete_step(
     State(state): State<SharedState>,
-    session: Session,
     Path((collection, id, run, index)): Path<(String, String, String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    Posted(session, form): Posted,
 ) -> Result<Response> {
-    let form = session.form(&headers, &body)?;
     let runs = runs_of(&state).ok_or_else(|| Error::NotFound("Workflows are off.".to_owned()))?;
     let index: i64 = index
         .parse()

@@ -2,12 +2,13 @@
 
 use askama::Template;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::{Layout, enc, guarded, load, page, record_href};
 use crate::console::Result;
 use crate::console::data::Data;
+use crate::console::session::Posted;
 use crate::console::session::Session;
 use crate::console::view::{self};
 use crate::state::SharedState;
@@ -53,12 +54,9 @@ pub async fn delete_confirm(
 /// `POST /console/c/{collection}/r/{id}/delete`.
 pub async fn delete(
     State(state): State<SharedState>,
-    session: Session,
     Path((name, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, _): Posted,
 ) -> Result<Response> {
-    let _pairs = session.form(&headers, &body)?;
     let data = Data::new(&state, &session.caller);
     data.delete(&name, &id).await?;
     Ok(Redirect::to(&format!("{}/c/{}?deleted=1", session.base, enc(&name))).into_response())

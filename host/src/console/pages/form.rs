@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::{Layout, enc, guarded, load, page, record_href};
 use crate::console::data::Data;
+use crate::console::session::Posted;
 use crate::console::session::{Session, first};
 use crate::console::view::{self, InputKind};
 use crate::console::{Error, Result};
@@ -349,12 +350,9 @@ pub async fn new_form(
 /// each checked, then one create.
 pub async fn create(
     State(state): State<SharedState>,
-    session: Session,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let data = Data::new(&state, &session.caller);
     let collection = guarded(&data, &name, |rights| rights.add).await?;
     let tz = session.caller.timezone;

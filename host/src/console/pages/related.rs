@@ -8,11 +8,12 @@
 
 use askama::Template;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::{Layout, enc, named, page, record_href};
 use crate::console::data::Data;
+use crate::console::session::Posted;
 use crate::console::session::{Session, first};
 use crate::console::view;
 use crate::console::{Error, Result};
@@ -69,12 +70,9 @@ async fn failed(
 /// the relation's foreign collection.
 pub async fn add(
     State(state): State<SharedState>,
-    session: Session,
     Path((name, id, relation)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let data = Data::new(&state, &session.caller);
     named(&data, &name)?;
     let place = (name.as_str(), id.as_str(), relation.as_str());
@@ -120,12 +118,9 @@ struct ConfirmPage {
 /// `confirm`, a page listing what will be removed or deleted; with it, one dissociation.
 pub async fn remove(
     State(state): State<SharedState>,
-    session: Session,
     Path((name, id, relation)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let data = Data::new(&state, &session.caller);
     let collection = named(&data, &name)?;
     let place = (name.as_str(), id.as_str(), relation.as_str());

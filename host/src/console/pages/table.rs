@@ -6,18 +6,18 @@ use std::fmt::Write as _;
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono_tz::Tz;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use super::filters::{Condition, Group, Item};
 use super::{DEFAULT_SIZE, Layout, MAX_SIZE, SIZES, enc, guarded, named, page, record_href};
 use crate::console::data::{Data, ListQuery, to_one_target};
+use crate::console::session::Posted;
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::view::{self, InputKind};
 use crate::console::{Error, Result};
-use crate::datasource::query::ValueKind;
 use crate::datasource::{CollectionSchema, Operator, Record, Value, pack_id};
 use crate::state::SharedState;
 
@@ -272,8 +272,7 @@ fn filter_tree(
     group.tree(&|condition| filter_leaf(data, collection, condition))
 }
 
-/// One condition of the builder as a leaf of the condition tree, its value typed as its
-/// operator wants it.
+/// One condition of the builder as a leaf of the condition tree.
 fn filter_leaf(
     data: &Data<'_>,
     collection: &CollectionSchema,
@@ -285,51 +284,14 @@ fn filter_leaf(
         value,
         ..
     } = condition;
-    let (_, column) = data
-        .schema()
-        .resolve_column(collection, field)
-        .map_err(|_| format!("There is no field \"{field}\" to filter on."))?;
-    let parsed: Operator = operator
-        .parse()
-        .map_err(|_| format!("Choose an operator for \"{field}\"."))?;
-    if !column.filter_operators.contains(&parsed) {
-        return Err(format!(
-            "\"{field}\" cannot be filtered with \"{}\".",
-            view::operator_label(operator)
-        ));
-    }
-    let mut leaf = json!({"field": field, "operator": parsed.snake_case()});
-    match parsed.value_kind() {
-        ValueKind::None => {}
-        ValueKind::List => {
-            let items: Vec<Json> = value
-                .split(',')
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(|v| Json::String(v.to_owned()))
-                .collect();
-            leaf["value"] = Json::Array(items);
-        }
-        ValueKind::Number => {
-            // An integer stays one, so that the address and the builder show what was typed.
-            leaf["value"] = match value.trim().parse::<i64>() {
-                Ok(integer) => json!(integer),
-                Err(_) => {
-                    let number: f64 = value.trim().parse().map_err(|_| {
-                        format!(
-                            "\"{}\" on \"{field}\" needs a number.",
-                            view::operator_label(operator)
-                        )
-                    })?;
-                    json!(number)
-                }
-            };
-        }
-        _ => {
-            leaf["value"] = Json::String(value.clone());
-        }
-    }
-    Ok(leaf)
+    view::condition_leaf(
+        data.schema(),
+        collection,
+        field,
+        operator,
+        value,
+        view::ConditionUse::Filter,
+    )
 }
 
 /// The cells of a record for `columns`: values as text, to-one relations as links.
@@ -561,37 +523,38 @@ pub async fn table(
         .or_else(|| selection_actions.first().map(|b| b.href.clone()))
         .unwrap_or_default();
     // "Select all N matching records" goes past the page to the whole query, for the bulk
-    // delete (which takes `all_records`); actions run on the rows checked on the page.
+    // delete and the bulk actions (both take `all_records`); a single action still needs one
+    // checked row.
     let more = count.map_or(has_next || table.page > 1, |c| c > rows.len() as u64);
-    let select_all =
-        (bulk_action.is_some() && !rows.is_empty() && (more || selecting_all)).then(|| {
-            let matching = match count {
-                Some(1) => "the 1 matching record".to_owned(),
-                Some(n) => format!("all {n} matching records"),
-                None => "all matching records".to_owned(),
-            };
-            let mut hidden = vec![("all".to_owned(), "1".to_owned())];
-            let mut keep = |key: &str, value: &str| {
-                if !value.is_empty() {
-                    hidden.push((key.to_owned(), value.to_owned()));
-                }
-            };
-            keep("q", &table.search);
-            keep("ext", if table.extended { "1" } else { "" });
-            keep("segment", &table.segment);
-            keep(
-                "filters",
-                &table.tree.as_ref().map(Json::to_string).unwrap_or_default(),
-            );
-            SelectAll {
-                active: selecting_all,
-                href: table.with(|s| s.all = true).href(&base, &name),
-                clear_href: table.href(&base, &name),
-                matching,
-                page_rows: rows.len(),
-                hidden,
+    let takes_all = bulk_action.is_some() || selection_actions.iter().any(|b| b.scope == "bulk");
+    let select_all = (takes_all && !rows.is_empty() && (more || selecting_all)).then(|| {
+        let matching = match count {
+            Some(1) => "the 1 matching record".to_owned(),
+            Some(n) => format!("all {n} matching records"),
+            None => "all matching records".to_owned(),
+        };
+        let mut hidden = vec![("all".to_owned(), "1".to_owned())];
+        let mut keep = |key: &str, value: &str| {
+            if !value.is_empty() {
+                hidden.push((key.to_owned(), value.to_owned()));
             }
-        });
+        };
+        keep("q", &table.search);
+        keep("ext", if table.extended { "1" } else { "" });
+        keep("segment", &table.segment);
+        keep(
+            "filters",
+            &table.tree.as_ref().map(Json::to_string).unwrap_or_default(),
+        );
+        SelectAll {
+            active: selecting_all,
+            href: table.with(|s| s.all = true).href(&base, &name),
+            clear_href: table.href(&base, &name),
+            matching,
+            page_rows: rows.len(),
+            hidden,
+        }
+    });
     let template = TablePage {
         layout,
         collection: name.clone(),
@@ -726,12 +689,9 @@ struct BulkDeletePage {
 /// with it, one delete of those records within the caller's scope.
 pub async fn bulk_delete(
     State(state): State<SharedState>,
-    session: Session,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    Posted(session, pairs): Posted,
 ) -> Result<Response> {
-    let pairs = session.form(&headers, &body)?;
     let data = Data::new(&state, &session.caller);
     let collection = guarded(&data, &name, |rights| rights.delete).await?;
     let values = |key: &str| -> Vec<String> {
