@@ -25,6 +25,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 if [ $# -ne 2 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
   sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
@@ -77,11 +79,9 @@ psql -q -v ON_ERROR_STOP=1 -d "$DB" -f examples/shop/seed.postgres.sql
 psql -q -d "$DB" -c 'VACUUM ANALYZE'
 
 # --- servers ------------------------------------------------------------------------------------
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 BASE="http://127.0.0.1:$PORT/forest"
-PID=
-stop_server() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=; fi; }
-trap stop_server EXIT
+bench_server_trap
 export CANOPY_ADMIN_PASSWORD=compare-admin-password
 start_server() { # start_server <label> <binary> [wrapper...]: serves until stop_server
   local label=$1 bin=$2
@@ -95,14 +95,16 @@ start_server() { # start_server <label> <binary> [wrapper...]: serves until stop
     >>"$WORK/$label/server.log" 2>&1 &
   PID=$!
   # Under valgrind the start takes minutes (it compiles nothing: the plugin cache is warm).
-  for _ in $(seq 6000); do
-    curl -fs -o /dev/null "http://127.0.0.1:$PORT/forest" && return 0
-    kill -0 "$PID" 2>/dev/null || { echo "$label: the server died:" >&2; tail -20 "$WORK/$label/server.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "$label: the server did not answer within 10 minutes" >&2; exit 1
+  wait_serving "http://127.0.0.1:$PORT/forest" "$WORK/$label/server.log" 600
 }
-TOKEN=$("$A_BIN" token --email compare@canopy.local --auth-secret "$AUTH_SECRET")
+# A first start bootstraps each build's store (the same admin, id 1, in both), so that one
+# admin token serves both.
+for label in A B; do
+  bin=A_BIN; [ $label = B ] && bin=B_BIN
+  start_server "$label" "${!bin}"
+  stop_server
+done
+TOKEN=$(admin_token "$A_BIN" "$WORK/A/.canopy" "$AUTH_SECRET")
 
 TZ_Q='timezone=Europe/Paris'
 FIELDS='fields[orders]=id,status,total,ordered_at,shipped_on,customer&fields[customer]=email'
@@ -135,7 +137,6 @@ check() { # check <path>: one request, which must answer 200
   code=$(curl -gs -o "$WORK/check.json" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$BASE${1/\/ID\?//1?}")
   [ "$code" = 200 ] || { echo "$1: HTTP $code" >&2; cat "$WORK/check.json" >&2; exit 1; }
 }
-cpu_ticks() { local stat; stat=$(<"/proc/$PID/stat"); stat=${stat##*) }; awk '{ print $12 + $13 }' <<<"$stat"; }
 HZ=$(getconf CLK_TCK)
 
 # --- throughput, alternately --------------------------------------------------------------------
@@ -210,7 +211,6 @@ echo "A = $1 ($A_BIN)"
 echo "B = $2 ($B_BIN)"
 echo "median of $ROUNDS rounds of ${DURATION}s, $CONNECTIONS connections; instructions by $how over $INSTR_REQUESTS requests"
 printf '%-8s %-3s %9s %8s %8s %9s %7s\n' scenario run 'req/s' 'p50 ms' 'p99 ms' 'cpu us/r' failed
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for name in "${NAMES[@]}"; do
   for label in A B; do
     col() { awk -v l="$label" -v n="$name" -v c="$1" '$1 == l && $2 == n { print $c }' "$WORK/rows" | median; }

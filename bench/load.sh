@@ -61,6 +61,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 DB=${DB:-canopy_loadbench}
 PGHOST=${PGHOST:-127.0.0.1}
@@ -101,12 +103,10 @@ psql -q -v ON_ERROR_STOP=1 -d "$DB" -f examples/shop/seed.postgres.sql
 psql -q -d "$DB" -c 'VACUUM ANALYZE'
 
 # --- server -------------------------------------------------------------------------------------
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 BASE="http://127.0.0.1:$PORT/forest"
-PID=
 SERVE_EXTRA=() # extra flags of `canopy serve` (the activity-log comparison sets them)
-stop_server() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=; fi; }
-trap stop_server EXIT
+bench_server_trap
 start_server() { # start_server <log level> <log format> <log file>
   : >"$3"
   "$BIN" serve \
@@ -116,21 +116,15 @@ start_server() { # start_server <log level> <log format> <log file>
     --data-dir "$WORK/.canopy" ${SERVE_EXTRA[@]+"${SERVE_EXTRA[@]}"} \
     --log-level "$1" --log-format "$2" >>"$3" 2>&1 & # appended: the markers below go in between
   PID=$!
-  for _ in $(seq 300); do
-    curl -fs -o /dev/null "http://127.0.0.1:$PORT/forest" && return 0
-    kill -0 "$PID" 2>/dev/null || { echo "server died:" >&2; cat "$3" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "server did not answer within 30 s" >&2; exit 1
+  wait_serving "http://127.0.0.1:$PORT/forest" "$3" 30
 }
-
-TOKEN=$("$BIN" token --email loadbench@canopy.local --auth-secret "$AUTH_SECRET")
 
 # --- Canopy's store: a first start bootstraps it (admin id 1, role Admin with every right);
 # then the non-admin user of the user-* scenarios is written into it while no server runs.
 export CANOPY_ADMIN_PASSWORD=loadbench-admin-password
 start_server warn text "$WORK/bootstrap.log"
 stop_server
+TOKEN=$(admin_token "$BIN" "$WORK/.canopy" "$AUTH_SECRET")
 USER_TOKEN=$(python3 - "$WORK/.canopy/canopy.sqlite" "$AUTH_SECRET" <<'PY'
 import base64, hashlib, hmac, json, sqlite3, sys, time
 path, secret = sys.argv[1], sys.argv[2]
@@ -272,12 +266,6 @@ done = function(summary, latency, requests)
 end
 LUA
 
-cpu_ticks() { # utime + stime of $PID, in clock ticks (fields 14 and 15; comm may hold spaces)
-  local stat
-  stat=$(<"/proc/$PID/stat")
-  stat=${stat##*) }
-  awk '{ print $12 + $13 }' <<<"$stat"
-}
 status_kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$PID/status"; }
 run_wrk() { # run_wrk <path> <out file> [token]
   CANOPY_TOKEN=${3:-$TOKEN} BENCH_PATH="/forest$1" \

@@ -122,6 +122,8 @@ struct FormPage {
     error: Option<String>,
     error_html: String,
     blocks: Vec<Block>,
+    /// Whether a field is required (the hint about the asterisk shows then).
+    required_hint: bool,
 }
 
 /// The fields alone, which the script swaps in as the user types.
@@ -451,6 +453,7 @@ async fn form_page(
             error,
             error_html: error_html.map(|h| ammonia::clean(&h)).unwrap_or_default(),
             blocks: fields::blocks(form, pairs, errors, session.caller.timezone),
+            required_hint: fields::any_required(form),
         },
     )
 }
@@ -652,10 +655,13 @@ async fn refresh(
         changed_field: first(&pairs, "changed").unwrap_or("").to_owned(),
     };
     let shown = request.form(&state, caller, &values, &changed).await?;
-    let fragment = FieldsFragment {
-        blocks: fields::blocks(&shown, &pairs, &errors, caller.timezone),
-    };
-    Ok(html(fragment.render()?).into_response())
+    fields_fragment(fields::blocks(&shown, &pairs, &errors, caller.timezone))
+}
+
+/// The fields alone, which the console's script swaps into a form as the user types (an
+/// action's form, a workflow step's).
+pub(in crate::console) fn fields_fragment(blocks: Vec<Block>) -> Result<Response> {
+    Ok(html(FieldsFragment { blocks }.render()?).into_response())
 }
 
 // ----- results -------------------------------------------------------------------------------

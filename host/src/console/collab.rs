@@ -48,6 +48,10 @@ pub fn routes() -> Router<SharedState> {
             "/c/{collection}/r/{id}/runs/{run}/steps/{index}",
             post(complete_step),
         )
+        .route(
+            "/c/{collection}/r/{id}/runs/{run}/steps/{index}/form",
+            post(runs::refresh_step),
+        )
 }
 
 /// The tabs of the panel.

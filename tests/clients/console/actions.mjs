@@ -18,7 +18,7 @@
 // on the form, result and inbox pages.
 import http from 'node:http';
 import {
-  origin, seen, check, audit, shot, signIn, signOut, launch, newPage,
+  origin, seen, check, audit, shot, column, signIn, signOut, launch, newPage,
 } from './lib.mjs';
 
 // The warehouse's service of `Notify the warehouse` (a webhook result the browser calls): it
@@ -299,6 +299,29 @@ try {
   await page.goto(`${base}/inbox`);
   check(/Nothing is waiting/.test(await page.textContent('main')), 'nothing pending any more');
   check((await page.$$('#inbox-count')).length === 0, 'no badge once decided');
+  await signOut(page);
+
+  // ----- a bulk action on every matching record but one ("Select all N matching records") -----
+  await signIn(page, 'admin@canopy.local', 'canopy-demo-admin');
+  const notVip = `${base}/c/customers?ff=is_vip&fo=equal&fv=false`;
+  await page.goto(notVip);
+  const matching = Number((await page.textContent('#count')).trim().split(' ')[0]);
+  check(matching > (await page.$$('#bulk tbody input[name=id]')).length, `more non-VIP customers than a page: ${matching}`);
+  await page.check('input[data-select-page]');
+  await click(page, `[data-select-all] a:text-is("Select all ${matching} matching records")`);
+  const rowsAll = await page.$$('#bulk tbody input[type=checkbox][name=id]');
+  const leftOut = await rowsAll[0].getAttribute('value');
+  await rowsAll[0].uncheck();
+  await click(page, '#bulk button:text-is("Mark as VIP")');
+  const runsOn = (await page.textContent('main')).replace(/\s+/g, ' ');
+  check(runsOn.includes(`Runs on ${matching - 1} records of customers: every one matching the table's view (1 left out).`), `the form names the whole selection: ${runsOn.slice(0, 300)}`);
+  await audit(page, 'action-select-all');
+  await click(page, 'button[name=run]');
+  check(new RegExp(`${matching - 1} customers are now VIP`).test(await page.textContent('#action-message')), `bulk action on all matching: ${await page.textContent('#action-message')}`);
+  await page.goto(notVip);
+  check((await page.textContent('#count')).trim() === '1 record', `only the row left out stays non-VIP: ${await page.textContent('#count')}`);
+  check((await column(page, 'id')).join() === leftOut, `the row left out: ${await column(page, 'id')} vs ${leftOut}`);
+  seen.bulkSelectAll = { matching, ran: matching - 1 };
   await signOut(page);
 
   // ----- the viewer: no button, 403 by URL ---------------------------------------------------

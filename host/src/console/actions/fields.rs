@@ -60,8 +60,15 @@ pub struct Block {
 /// The posted text of each field (`v:<id>`), several for multiple choices.
 pub type Pairs = Vec<(String, String)>;
 
+/// Whether a field of `form` is required: the form then says what its asterisk means.
+pub fn any_required(form: &[FormElement]) -> bool {
+    form.iter()
+        .flat_map(FormElement::fields)
+        .any(|field| field.is_required)
+}
+
 /// What the user posted for field `id`.
-fn posted<'a>(pairs: &'a Pairs, id: &str) -> Vec<&'a str> {
+fn posted<'a>(pairs: &'a [(String, String)], id: &str) -> Vec<&'a str> {
     let key = format!("v:{id}");
     pairs
         .iter()
@@ -71,7 +78,7 @@ fn posted<'a>(pairs: &'a Pairs, id: &str) -> Vec<&'a str> {
 }
 
 /// Whether the user posted anything for field `id` (a form that was submitted, not opened).
-fn was_posted(pairs: &Pairs, id: &str) -> bool {
+fn was_posted(pairs: &[(String, String)], id: &str) -> bool {
     let key = format!("v:{id}");
     pairs.iter().any(|(k, _)| *k == key)
 }
@@ -80,7 +87,7 @@ fn was_posted(pairs: &Pairs, id: &str) -> bool {
 /// else the form's value (its default, or the value a hook computed).
 pub fn blocks(
     form: &[FormElement],
-    pairs: &Pairs,
+    pairs: &[(String, String)],
     errors: &[(String, String)],
     tz: Tz,
 ) -> Vec<Block> {
@@ -101,7 +108,7 @@ pub fn blocks(
 
 fn push(
     element: &FormElement,
-    pairs: &Pairs,
+    pairs: &[(String, String)],
     errors: &[(String, String)],
     tz: Tz,
     n: &mut usize,
@@ -215,7 +222,13 @@ fn value_text(value: &Json, kind: &str, tz: Tz) -> String {
     }
 }
 
-fn input(field: &FormField, pairs: &Pairs, errors: &[(String, String)], tz: Tz, n: usize) -> Input {
+fn input(
+    field: &FormField,
+    pairs: &[(String, String)],
+    errors: &[(String, String)],
+    tz: Tz,
+    n: usize,
+) -> Input {
     let mut input = Input {
         id: field.id.clone(),
         html_id: format!("a-{n}"),
@@ -380,7 +393,11 @@ pub fn all_fields(form: &[FormElement]) -> Vec<&FormField> {
 /// The form values of the posted inputs, read by the type of each field of `form`, and a
 /// message per field that does not read. Fields not posted are left out (the action reads
 /// them as absent).
-pub fn values(form: &[FormElement], pairs: &Pairs, tz: Tz) -> (FormValues, Vec<(String, String)>) {
+pub fn values(
+    form: &[FormElement],
+    pairs: &[(String, String)],
+    tz: Tz,
+) -> (FormValues, Vec<(String, String)>) {
     let mut values = FormValues::new();
     let mut errors = Vec::new();
     for field in all_fields(form) {

@@ -66,6 +66,11 @@ pub struct StepForm {
     /// The values a manual `update-data` or `trigger-action` step runs with: the columns it
     /// sets, or the action's form (the action form's inputs, `v:<field>`).
     pub blocks: Vec<crate::console::actions::fields::Block>,
+    /// Whether a field is required (the hint about the asterisk shows then).
+    pub required_hint: bool,
+    /// Where the console's script posts the values typed so far, for an action's form whose
+    /// change hooks recompute it (a `trigger-action` step).
+    pub refresh: Option<String>,
 }
 
 pub struct RunDetail {
@@ -179,16 +184,30 @@ pub(super) async fn runs_tab(
     if let Some(view) = shown {
         let workflow = name_of_workflow(&view.run.workflow_id);
         let mut detail = run_detail(&view, workflow, here, tz, problem.as_ref());
+        let mine = problem
+            .as_ref()
+            .filter(|p| p.about.as_deref() == Some(view.run.id.as_str()));
+        // A refused post shows the fields as they were when it was sent.
+        let typed = mine.map(|p| p.typed.clone()).unwrap_or_default();
+        let posted = typed.iter().any(|(k, _)| k.starts_with("v:"));
         if let Some(form) = detail.form.as_mut()
             && let Some(step) = waiting_step(&view)
-            && let Some(elements) = step_elements(state, caller, (collection, id), step).await?
+            && let Some(fields) = step_fields(
+                state,
+                caller,
+                (collection, id),
+                step,
+                posted.then_some(&typed[..]),
+            )
+            .await?
         {
-            let mine = problem
-                .as_ref()
-                .filter(|p| p.about.as_deref() == Some(view.run.id.as_str()));
-            let typed = mine.map(|p| p.typed.clone()).unwrap_or_default();
             let errors = mine.map(|p| p.field_errors.clone()).unwrap_or_default();
-            form.blocks = crate::console::actions::fields::blocks(&elements, &typed, &errors, tz);
+            form.blocks =
+                crate::console::actions::fields::blocks(&fields.shown, &typed, &errors, tz);
+            form.required_hint = crate::console::actions::fields::any_required(&fields.shown);
+            if matches!(step.kind, Kind::TriggerAction { .. }) {
+                form.refresh = Some(format!("{}/form", form.action));
+            }
         }
         panel.run = Some(detail);
     }
@@ -220,40 +239,84 @@ fn waiting_step(view: &RunView) -> Option<&Step> {
         .filter(|s| s.mode() == Mode::Manual)
 }
 
-/// The form a manual `update-data` or `trigger-action` step asks: the columns it sets (typed by
-/// the collection; the definition's value as the default, a template's field left empty, the
-/// template then being used), or the action's form on the record as its load hook computes it.
-/// Other steps ask no values.
-async fn step_elements(
+/// The fields of a manual `update-data` or `trigger-action` step, and the values posted in them.
+struct StepFields {
+    /// The fields shown.
+    shown: Vec<FormElement>,
+    /// The values posted, read by the types of every field the step may ask.
+    values: FormValues,
+    /// A message per posted value that does not read.
+    errors: Vec<(String, String)>,
+}
+
+/// The fields a manual `update-data` or `trigger-action` step asks, and the values `posted`
+/// in them: the columns it sets (typed by the collection; the definition's value as the
+/// default, a template's field left empty, the template then being used), or the action's form
+/// on the record as its hooks compute it (the load hook before anything is posted, then the
+/// change hook of the field that changed, as on the action's own page). Other steps ask none.
+async fn step_fields(
     state: &SharedState,
     caller: &crate::datasource::Caller,
     (collection, id): (&str, &str),
     step: &Step,
-) -> Result<Option<Vec<FormElement>>> {
-    match &step.kind {
+    posted: Option<&[(String, String)]>,
+) -> Result<Option<StepFields>> {
+    use crate::console::actions::{fields, record_form};
+    let tz = caller.timezone;
+    let action = match &step.kind {
         Kind::UpdateData { values } => {
             let data = crate::console::data::Data::new(state, caller);
             let schema = crate::console::pages::named(&data, collection)?;
-            Ok(Some(
-                values
-                    .iter()
-                    .map(|(name, value)| FormElement::Field(column_field(schema, name, value)))
-                    .collect(),
-            ))
+            let shown: Vec<FormElement> = values
+                .iter()
+                .map(|(name, value)| FormElement::Field(column_field(schema, name, value)))
+                .collect();
+            let (values, errors) = fields::values(&shown, posted.unwrap_or_default(), tz);
+            return Ok(Some(StepFields {
+                shown,
+                values,
+                errors,
+            }));
         }
-        Kind::TriggerAction { action, .. } => Ok(Some(
-            crate::console::actions::record_form(
-                state,
-                caller,
-                (collection, id),
-                action,
-                &FormValues::new(),
-                &FormPhase::Load,
-            )
-            .await?,
-        )),
-        _ => Ok(None),
-    }
+        Kind::TriggerAction { action, .. } => action,
+        _ => return Ok(None),
+    };
+    let target = (collection, id);
+    let Some(posted) = posted else {
+        let shown = record_form(
+            state,
+            caller,
+            target,
+            action,
+            &FormValues::new(),
+            &FormPhase::Load,
+        )
+        .await?;
+        return Ok(Some(StepFields {
+            shown,
+            values: FormValues::new(),
+            errors: Vec::new(),
+        }));
+    };
+    let every = record_form(
+        state,
+        caller,
+        target,
+        action,
+        &FormValues::new(),
+        &FormPhase::Execute,
+    )
+    .await?;
+    let (values, errors) = fields::values(&every, posted, tz);
+    let changed = FormPhase::Change {
+        changed_field: first(posted, "changed").unwrap_or("").to_owned(),
+    };
+    let shown = record_form(state, caller, target, action, &values, &changed).await?;
+    Ok(Some(StepFields {
+        shown,
+        values,
+        errors,
+    }))
 }
 
 /// A column an `update-data` step sets, as a form field of the column's type.
@@ -378,6 +441,8 @@ fn run_detail(
                     typed_answer: mine.map(|p| p.typed("answer")).unwrap_or_default(),
                     error: mine.map(|p| p.message.clone()),
                     blocks: Vec::new(),
+                    required_hint: false,
+                    refresh: None,
                 };
                 if let Some(step) = step
                     && !f.confirm
@@ -499,11 +564,13 @@ pub(super) async fn complete_step(
         .map_err(workflow_error)?;
     if let Some(step) = waiting_step(&view)
         && view.run.current_step_index == Some(index)
-        && let Some(elements) = step_elements(&state, &session.caller, target, step).await?
+        && let Some(StepFields {
+            shown,
+            values: read,
+            mut errors,
+        }) = step_fields(&state, &session.caller, target, step, Some(&form)).await?
     {
-        let tz = session.caller.timezone;
-        let (read, mut errors) = crate::console::actions::fields::values(&elements, &form, tz);
-        for missing in crate::console::actions::fields::missing(&elements, &read) {
+        for missing in crate::console::actions::fields::missing(&shown, &read) {
             if !errors.iter().any(|(e, _)| *e == missing.0) {
                 errors.push(missing);
             }
@@ -542,6 +609,41 @@ pub(super) async fn complete_step(
         ) => again(&state, &session, target, message, RUNS, typed, Some(run)).await,
         Err(error) => Err(workflow_error(error)),
     }
+}
+
+/// `POST …/runs/{run}/steps/{index}/form` (the console's script): the fields of the step a run
+/// waits on for the values typed so far, as the action's change hook computes them.
+pub(super) async fn refresh_step(
+    State(state): State<SharedState>,
+    Path((collection, id, run, index)): Path<(String, String, String, String)>,
+    Posted(session, form): Posted,
+) -> Result<Response> {
+    let runs = runs_of(&state).ok_or_else(|| Error::NotFound("Workflows are off.".to_owned()))?;
+    let view = runs
+        .read(&session.caller, &run)
+        .await
+        .map_err(workflow_error)?;
+    let gone =
+        || Error::NotFound("This step no longer waits for values: refresh the page.".to_owned());
+    let step = waiting_step(&view)
+        .filter(|_| view.run.current_step_index.map(|i| i.to_string()) == Some(index.clone()))
+        .ok_or_else(gone)?;
+    let fields = step_fields(
+        &state,
+        &session.caller,
+        (&collection, &id),
+        step,
+        Some(&form),
+    )
+    .await?
+    .ok_or_else(gone)?;
+    let tz = session.caller.timezone;
+    crate::console::actions::fields_fragment(crate::console::actions::fields::blocks(
+        &fields.shown,
+        &form,
+        &fields.errors,
+        tz,
+    ))
 }
 
 #[cfg(test)]

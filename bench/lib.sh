@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# What the bench scripts share (sourced by load.sh and compare.sh): a free port, the served
+# process's lifetime and CPU time, a median, and the admin's token once a store exists.
+# The server's pid is $PID; `stop_server` is set as the EXIT trap by `bench_server_trap`.
+
+free_port() { # a free TCP port on loopback
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+PID=
+stop_server() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=; fi; }
+bench_server_trap() { trap stop_server EXIT; }
+
+wait_serving() { # wait_serving <url> <log file> <seconds>: until <url> answers, or $PID dies
+  local url=$1 log=$2 tenths=$(($3 * 10))
+  for _ in $(seq "$tenths"); do
+    curl -fs -o /dev/null "$url" && return 0
+    kill -0 "$PID" 2>/dev/null || { echo "the server died:" >&2; tail -20 "$log" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "the server did not answer within $3 s" >&2
+  exit 1
+}
+
+cpu_ticks() { # utime + stime of $PID, in clock ticks (fields 14 and 15; comm may hold spaces)
+  local stat
+  stat=$(<"/proc/$PID/stat")
+  stat=${stat##*) }
+  awk '{ print $12 + $13 }' <<<"$stat"
+}
+
+median() { # the median of the numbers on stdin, one per line
+  sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+admin_token() { # admin_token <canopy binary> <data dir> <auth secret>: a session token of the
+  # store's bootstrapped admin (`canopy token` reads the user from the store, so a first
+  # `canopy serve` must have created it)
+  "$1" token --email "${CANOPY_ADMIN_EMAIL:-admin@canopy.local}" --data-dir "$2" --auth-secret "$3"
+}
