@@ -186,6 +186,48 @@ try {
   await page.$eval('article.run', (a) => a.scrollIntoView());
   await shot(page, 'console-run');
 
+  // ----- a manual trigger-action step: the action's form, live as the user types ---------------
+  await go(`${origin}/console/c/customers`);
+  await submit('table tbody tr:first-child a:text-is("Open")');
+  const customerUrl = page.url().split('?')[0];
+  await go(`${customerUrl}?panel=runs`);
+  const choices = await page.$$eval('#start-workflow option', (os) => os.map((o) => o.textContent.trim()));
+  await page.selectOption('#start-workflow', { label: choices.find((o) => o.startsWith('coupon')) });
+  await submit('form.start-run button[type=submit]');
+  let choosing = false;
+  for (let i = 0; i < 40 && !choosing; i += 1) {
+    choosing = /Choose the coupon/.test(await page.textContent('form.step-form h4').catch(() => ''));
+    if (!choosing) {
+      await page.waitForTimeout(250);
+      await page.goto(page.url().replace(/[&?](started|completed)=1/, ''));
+    }
+  }
+  check(choosing, `the run waits on the coupon step: ${await page.textContent('article.run')}`);
+  check((await page.inputValue('form.step-form [data-field="Amount"] input')) === '10', 'the action\'s default amount (its load hook)');
+  check((await page.$('form.step-form [data-field="Reason"]')) === null, 'no reason for a small coupon');
+  check(await page.isVisible('form.step-form .hint:has-text("are required")'), 'the required-fields hint, for a required amount');
+  await page.fill('form.step-form [data-field="Amount"] input', '');
+  await page.type('form.step-form [data-field="Amount"] input', '80', { delay: 60 });
+  await page.waitForSelector('form.step-form [data-field="Reason"] input', { timeout: 10000 });
+  check((await page.inputValue('form.step-form [data-field="Amount"] input')) === '80', 'the typed amount survives the change hook');
+  await page.fill('form.step-form [data-field="Reason"] input', 'A late parcel');
+  await page.waitForTimeout(600);
+  await audit(page, 'collab-step-action');
+  await submit('form.step-form button[type=submit]');
+  let sent = false;
+  for (let i = 0; i < 40 && !sent; i += 1) {
+    sent = /Succeeded/.test(await page.textContent('article.run h3'));
+    if (!sent) {
+      await page.waitForTimeout(250);
+      await page.goto(page.url().replace(/[&?](started|completed)=1/, ''));
+    }
+  }
+  check(sent, `the coupon run succeeded: ${await page.textContent('article.run')}`);
+  await go(`${customerUrl}?panel=activity`);
+  const ran = await page.$$eval('ol.timeline li', (lis) => lis.map((li) => li.textContent.replace(/\s+/g, ' ')));
+  check(ran.some((line) => line.includes('Offer a coupon')), `the action's activity entry: ${ran.slice(0, 3)}`);
+  seen.stepAction = true;
+
   // ----- at phone width -----------------------------------------------------------------------
   await page.setViewportSize({ width: 390, height: 844 });
   await go(`${recordUrl}?panel=notes`);

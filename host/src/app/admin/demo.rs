@@ -167,17 +167,21 @@ fn toml_inline(value: &serde_json::Value) -> String {
 const REFUND_WORKFLOW: &str = include_str!("../../../../examples/shop/workflows/refund.toml");
 /// The review workflow, with a manual step a person completes (from the console).
 const REVIEW_WORKFLOW: &str = include_str!("../../../../examples/shop/workflows/review.toml");
+/// The coupon workflow, whose manual step is an action's form (`Offer a coupon`).
+const COUPON_WORKFLOW: &str = include_str!("../../../../examples/shop/workflows/coupon.toml");
 
-/// Writes the demo's workflows folder (`workflowsDir`) beside its store: the refund workflow
-/// and the review workflow.
+/// Writes the demo's workflows folder (`workflowsDir`) beside its store: the refund, review
+/// and coupon workflows.
 pub fn demo_workflows_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let file = dir.join("refund.toml");
-    std::fs::write(&file, REFUND_WORKFLOW)
-        .with_context(|| format!("cannot write {}", file.display()))?;
-    let file = dir.join("review.toml");
-    std::fs::write(&file, REVIEW_WORKFLOW)
-        .with_context(|| format!("cannot write {}", file.display()))?;
+    for (name, text) in [
+        ("refund.toml", REFUND_WORKFLOW),
+        ("review.toml", REVIEW_WORKFLOW),
+        ("coupon.toml", COUPON_WORKFLOW),
+    ] {
+        let file = dir.join(name);
+        std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
+    }
     Ok(dir.to_owned())
 }
 
