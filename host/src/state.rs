@@ -2,6 +2,9 @@
 //! which `AppState` dereferences to) and the settings and services the transports read. It lives
 //! outside `http` so that the console and MCP, which are transports beside `http`, use it without
 //! importing `http`. The composition root (`app`) builds it; a plugin reload builds a new one.
+//! It sits at the composition level with `app`, so it names each transport's own services (the
+//! executor proxy, liana server and rate limits of `http`, the MCP server), which only that
+//! transport's routes read.
 
 use std::sync::Arc;
 

@@ -375,6 +375,24 @@ try {
   check(/removed/.test(await page.textContent('.notice')), 'the chart is removed');
   await page.goto(`${origin}/console/c/orders/dashboard`);
   check(await page.locator('li.chart-card', { hasText: 'Orders by status (added)' }).count() === 0, 'and gone from the dashboard');
+  // A chart of the home dashboard: added, drawn on the home page, removed from it.
+  await page.goto(`${origin}/console/admin/charts`);
+  await page.selectOption('#c-dashboard', '');
+  await page.fill('#c-title', 'Customers (added to home)');
+  await page.selectOption('#c-kind', 'value');
+  await page.waitForTimeout(600);
+  await page.selectOption('#c-collection', 'customers');
+  await page.waitForTimeout(600);
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Add the chart")')]);
+  check(/added to its dashboard/.test(await page.textContent('.notice')), `the home chart is added: ${await page.textContent('main')}`);
+  check((await page.locator('table.added-charts tbody tr', { hasText: 'Customers (added to home)' }).textContent()).includes('Home'), 'listed on the home dashboard');
+  await page.goto(`${origin}/console/`);
+  check(await page.locator('li.chart-card', { hasText: 'Customers (added to home)' }).count() === 1, 'the home dashboard draws it');
+  await page.goto(`${origin}/console/admin/charts`);
+  await Promise.all([page.waitForNavigation(), page.locator('table.added-charts tbody tr', { hasText: 'Customers (added to home)' }).locator('button:has-text("Remove")').click()]);
+  check(/removed/.test(await page.textContent('.notice')), 'the home chart is removed');
+  await page.goto(`${origin}/console/`);
+  check(await page.locator('li.chart-card', { hasText: 'Customers (added to home)' }).count() === 0, 'and gone from the home dashboard');
 
   // ----- workflows -----------------------------------------------------------------------------
   await page.goto(`${origin}/console/admin/workflows`);
