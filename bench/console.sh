@@ -12,11 +12,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/canopy}
+case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
 rounds=${2:-50}
-root=$(pwd)
 dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-(cd "$dir" && "$root/$bin" demo --listen "127.0.0.1:$port" >"$dir/out.log" 2>"$dir/err.log") &
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+port=$(free_port)
+(cd "$dir" && "$bin" demo --listen "127.0.0.1:$port" >"$dir/out.log" 2>"$dir/err.log") &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 1 300); do grep -q "Press Ctrl-C" "$dir/out.log" 2>/dev/null && break; sleep 1; done
