@@ -563,9 +563,13 @@ pub async fn table(
         dashboard_href: crate::console::charts::dashboard_href(&state, &base, &name).await,
         selectable: bulk_action.is_some() || !selection_actions.is_empty(),
         bulk_action,
-        // Every record of the query is selected: actions (which take the checked rows) wait.
+        // Every record of the query is selected: the bulk actions take them all; a single
+        // action needs one checked row, so it waits.
         selection_actions: if selecting_all {
-            Vec::new()
+            selection_actions
+                .into_iter()
+                .filter(|b| b.scope == "bulk")
+                .collect()
         } else {
             selection_actions
         },
