@@ -17,7 +17,8 @@
 #   5. counts the server's instructions per request, the figure that noise does not move:
 #      with `perf stat -e instructions` where the machine's PMU allows it, else under
 #      `valgrind --tool=callgrind` with collection off until the server is warm, over
-#      $INSTR_REQUESTS (default 200) sequential list-15 requests;
+#      $INSTR_REQUESTS (default 200) sequential list-15 requests (under valgrind without the
+#      plugin: wasmtime's pooling allocator cannot reserve its address space there);
 #   6. prints one row per build and scenario (the median of the rounds) and B against A.
 # Linux only (/proc). Not run by CI. The figures are for this machine: compare runs on one
 # machine, and prefer the instructions column on a shared one.
@@ -89,7 +90,7 @@ start_server() { # start_server <label> <binary> [wrapper...]: serves until stop
   mkdir -p "$WORK/$label"
   "$@" "$bin" serve \
     --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$DB" \
-    --auth-secret "$AUTH_SECRET" --env-secret "$ENV_SECRET" --plugins "$WORK/plugins" \
+    --auth-secret "$AUTH_SECRET" --env-secret "$ENV_SECRET" --plugins "${PLUGINS:-$WORK/plugins}" \
     --listen "127.0.0.1:$PORT" --schema-path "$WORK/$label/.forestadmin-schema.json" \
     --data-dir "$WORK/$label/.canopy" --log-level "${CANOPY_LOG_LEVEL:-info}" \
     >>"$WORK/$label/server.log" 2>&1 &
@@ -190,8 +191,11 @@ for label in A B; do
     how=perf
   else
     # Collection starts off; it is switched on once the server is warm, and the counters
-    # are dumped after the measured requests. The process total is the figure.
-    start_server "$label" "${!bin}" valgrind --tool=callgrind --instr-atstart=no \
+    # are dumped after the measured requests. The process total is the figure. Under valgrind
+    # wasmtime cannot reserve its pooling allocator's address space, so both builds serve
+    # without the plugin here: the figure is the host's path alone.
+    mkdir -p "$WORK/no-plugins"
+    PLUGINS=$WORK/no-plugins start_server "$label" "${!bin}" valgrind --tool=callgrind --instr-atstart=no \
       --callgrind-out-file="$WORK/$label/callgrind.%p" --log-file="$WORK/$label/valgrind.log"
     requests 20
     callgrind_control -i on "$PID" >/dev/null
@@ -211,7 +215,8 @@ echo "A = $1 ($A_BIN)"
 echo "B = $2 ($B_BIN)"
 echo "median of $ROUNDS rounds of ${DURATION}s, $CONNECTIONS connections; instructions by $how over $INSTR_REQUESTS requests"
 printf '%-8s %-3s %9s %8s %8s %9s %7s\n' scenario run 'req/s' 'p50 ms' 'p99 ms' 'cpu us/r' failed
-for name in "${NAMES[@]}"; do
+# ROUNDS=0 counts the instructions only.
+[ "$ROUNDS" -gt 0 ] && for name in "${NAMES[@]}"; do
   for label in A B; do
     col() { awk -v l="$label" -v n="$name" -v c="$1" '$1 == l && $2 == n { print $c }' "$WORK/rows" | median; }
     printf '%-8s %-3s %9.0f %8.2f %8.2f %9.1f %7d\n' "$name" "$label" "$(col 3)" "$(col 4)" "$(col 5)" "$(col 6)" \

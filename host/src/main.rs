@@ -333,6 +333,9 @@ async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()>
         }
         Err(why) => {
             eprintln!("Serving without the shop plugin: {why}");
+            // An empty plugin folder: the demo serves the shop's tables as they are.
+            std::fs::create_dir_all(&plugin_dir)
+                .with_context(|| format!("cannot create {}", plugin_dir.display()))?;
             false
         }
     };

@@ -718,6 +718,62 @@ async fn serve_accepts_connections_only_once_its_plugins_are_loaded() {
     assert_eq!(greeting(&address, &token(&dir.0)), "Hello from alpha, Dune");
 }
 
+/// A process whose address space is capped (`ulimit -v`, as some containers and valgrind cap
+/// it) cannot reserve the plugin instance pool: `canopy serve` says so on stderr, instantiates
+/// plugins on demand instead, and serves the plugin's field.
+#[tokio::test]
+async fn a_capped_address_space_serves_plugins_instantiated_on_demand() {
+    let plugins = scaffolded().await;
+    let dir = TempDir::new("binary");
+    let database_url = seed(&dir.0.join("books.sqlite")).await;
+    let plugin_dir = dir.0.join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    std::fs::copy(&plugins.alpha, plugin_dir.join("hello.wasm")).unwrap();
+    std::fs::write(
+        plugin_dir.join("hello.toml"),
+        "[options]\ncollection = \"books\"\nfield = \"title\"\n",
+    )
+    .unwrap();
+    let log = dir.0.join("stderr.log");
+    // 64 GiB: a few on-demand instances fit, the pool's 128 reserved memories do not.
+    let child = Command::new("sh")
+        .args(["-c", "ulimit -v 67108864 && exec \"$0\" \"$@\"", BIN])
+        .args(["serve", "--database-url", &database_url])
+        .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
+        .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
+        .arg("--schema-path")
+        .arg(dir.0.join(".forestadmin-schema.json"))
+        .arg("--plugins")
+        .arg(&plugin_dir)
+        .env("CANOPY_PLUGIN_CACHE_DIR", dir.0.join("cache"))
+        .env("CANOPY_DATA_DIR", dir.0.join(".canopy"))
+        .env("CANOPY_ADMIN_EMAIL", ADMIN_EMAIL)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    let address = line
+        .trim()
+        .strip_prefix("Canopy is serving on http://")
+        .and_then(|rest| rest.strip_suffix("/forest"))
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}; stderr: {stderr}"))
+        .to_owned();
+    assert!(
+        stderr.contains("plugins are instantiated on demand"),
+        "the fallback is logged: {stderr}"
+    );
+    let token = token(&dir.0);
+    for _ in 0..3 {
+        assert_eq!(greeting(&address, &token), "Hello from alpha, Dune");
+    }
+}
+
 /// A plugin that fails to load stops the start before anything is announced: exit code 1, the
 /// plugin named on stderr, nothing on stdout, and no backtrace even with `RUST_BACKTRACE` set.
 #[tokio::test]

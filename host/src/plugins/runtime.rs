@@ -88,7 +88,22 @@ impl Runtime {
                 Cache::new(cache).map_err(|e| format!("plugin cache {}: {e}", dir.display()))?;
             config.cache(Some(cache));
         }
-        let engine = Engine::new(&config).map_err(|e| format!("wasm engine: {e}"))?;
+        let engine = match Engine::new(&config) {
+            Ok(engine) => engine,
+            Err(pooled) => {
+                // A process whose address space is capped (`ulimit -v`, some container
+                // runtimes, valgrind) cannot reserve the pool's slots. Instances are then made
+                // one by one: each call pays its page faults, but plugins serve, and each
+                // store's limiter still caps memory.
+                tracing::warn!(
+                    error = %pooled,
+                    "the plugin instance pool cannot reserve its address space: plugins are \
+                     instantiated on demand, which makes each call slower"
+                );
+                config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+                Engine::new(&config).map_err(|e| format!("wasm engine: {e}"))?
+            }
+        };
         let weak = engine.weak();
         std::thread::Builder::new()
             .name("canopy-epoch".into())
