@@ -627,7 +627,7 @@ async fn workflow_tools_and_filed_approvals_run_the_operations_as_the_mcp_user()
         .call(
             token,
             "listWorkflows",
-            json!({"collectionName": "customers"}),
+            json!({"collectionName": "products"}),
         )
         .await;
     assert!(!error, "{none}");

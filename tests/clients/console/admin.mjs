@@ -361,6 +361,8 @@ try {
     return card && card.dataset.kind === 'distribution' && card.querySelector('svg') && /Orders by status \(added\)/.test(card.textContent);
   }, null, { timeout: 10000 });
   check(await page.inputValue('#c-title') === 'Orders by status (added)', 'the title typed survives the refresh');
+  // The screenshot shows the drawing, below the form.
+  await page.$eval('#chart-preview', (preview) => preview.scrollIntoView({ block: 'center' }));
   await shot(page, 'console-admin-chart');
   await Promise.all([page.waitForNavigation(), page.click('button:has-text("Add the chart")')]);
   check(/added to its dashboard/.test(await page.textContent('.notice')), 'the chart is added');
