@@ -339,7 +339,7 @@ async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()>
             false
         }
     };
-    let (_, permissions_file) = canopy::app::admin::demo_permissions_file(&store_dir)?;
+    let (_, permissions_file) = canopy::app::admin::demo_permissions_file(&store_dir, plugins)?;
     args.permissions_file = Some(permissions_file);
     // The refund workflow needs the plugin's `Refund` action: without the plugin, no workflow.
     args.workflows_dir = if plugins {

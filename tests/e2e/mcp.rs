@@ -51,7 +51,7 @@ impl Demo {
         let database = path.join("shop.sqlite");
         let database_url = canopy::app::seed_demo(&database).await.unwrap();
         let (data_dir, permissions_file) =
-            canopy::app::admin::demo_permissions_file(&path.join("demo-store")).unwrap();
+            canopy::app::admin::demo_permissions_file(&path.join("demo-store"), true).unwrap();
         let workflows_dir =
             canopy::app::admin::demo_workflows_dir(&path.join("workflows")).unwrap();
         let mut settings = McpArgs {

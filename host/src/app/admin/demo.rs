@@ -99,13 +99,23 @@ password_hash = "{viewer}"
 
 /// Clears the demo's store folder and writes its permissions file there; returns the folder
 /// (`dataDir`) and the file (`permissionsFile`) for the demo's settings.
-pub fn demo_permissions_file(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+pub fn demo_permissions_file(dir: &Path, plugin: bool) -> anyhow::Result<(PathBuf, PathBuf)> {
     if dir.exists() {
         std::fs::remove_dir_all(dir)
             .with_context(|| format!("cannot replace the demo store {}", dir.display()))?;
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut text = TEMPLATE.replace("{operations_charts}", &viewer_charts()?);
+    // Without the shop plugin the schema has none of its actions, and a grant of an unknown
+    // action makes the whole file refused: the Support role's action grants go.
+    if !plugin
+        && let (Some(start), Some(end)) = (
+            text.find("[roles.Support.actions.customers]"),
+            text.find("[roles.Viewer]"),
+        )
+    {
+        text.replace_range(start..end, "");
+    }
     for (placeholder, login) in ["{admin}", "{editor}", "{viewer}"].iter().zip(DEMO_LOGINS) {
         text = text.replace(placeholder, &password::hash(login.password)?);
     }
@@ -250,4 +260,31 @@ async fn demo_admin(store: &Store) -> anyhow::Result<crate::platform::User> {
         .user_by_email(admin)
         .await?
         .with_context(|| format!("the demo user {admin} is missing"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without the shop plugin, the permissions file grants none of its actions (the schema
+    /// has none, and an unknown action refuses the whole file); with it, the Support role's
+    /// grants are there. Both stay valid TOML with every role, team and user.
+    #[test]
+    fn the_permissions_file_grants_the_plugins_actions_only_with_the_plugin() {
+        let root = std::env::temp_dir().join(format!("canopy-demo-perms-{}", std::process::id()));
+        for plugin in [true, false] {
+            let (_, file) = demo_permissions_file(&root.join(plugin.to_string()), plugin).unwrap();
+            let text = std::fs::read_to_string(&file).unwrap();
+            let parsed: toml::Table = toml::from_str(&text).unwrap();
+            let roles = parsed["roles"].as_table().unwrap();
+            assert_eq!(roles.len(), 3, "{text}");
+            assert_eq!(parsed["users"].as_array().unwrap().len(), 3, "{text}");
+            assert_eq!(
+                roles["Support"].get("actions").is_some(),
+                plugin,
+                "Support's action grants with the plugin {plugin}: {text}"
+            );
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
