@@ -441,6 +441,7 @@ pub async fn export(ops: &Ops, caller: &Caller, request: ExportRequest) -> Resul
     // An included record outside the caller's scope on its collection is written as a null
     // relation: its columns are empty, as for an order without a customer.
     let included = IncludedScopes::new(ops, caller, collection_schema, &projection).await?;
+    let paging = Paging::of(collection_schema, &filter.sort);
     let export = Export {
         wires: agent::serialize::csv_wires(schema, collection_schema, &columns.0),
         collection,
@@ -450,7 +451,7 @@ pub async fn export(ops: &Ops, caller: &Caller, request: ExportRequest) -> Resul
         included,
         columns,
         remaining: ops.limit_export_size,
-        skip: 0,
+        paging,
         done: false,
     };
     activity.done();
@@ -472,8 +473,111 @@ pub struct Export {
     wires: Vec<crate::datasource::schema::Wire>,
     /// Records still allowed by `limitExportSize`.
     remaining: Option<u64>,
-    skip: u64,
+    paging: Paging,
     done: bool,
+}
+
+/// How an export reaches its next page. An offset makes the database read and drop every row
+/// before the page, so a whole export costs the square of its rows; when the sort is the primary
+/// keys (the export's default), the next page starts after the last row's keys instead, one
+/// index range per page, and the cost stays linear. Another sort keeps the offset: its fields
+/// may repeat or be null, where "after this row" has no simple condition.
+#[derive(Debug)]
+enum Paging {
+    Offset(u64),
+    /// The sort's primary keys in order, and the last written row's values of them.
+    Keyset {
+        keys: Vec<datasource::SortClause>,
+        after: Option<Vec<Value>>,
+    },
+}
+
+impl Paging {
+    /// Keyset paging when `sort` names every primary key of `collection` and nothing else, and
+    /// each key answers the comparisons the condition needs; offset paging otherwise.
+    fn of(collection: &CollectionSchema, sort: &datasource::Sort) -> Self {
+        let primary_keys = collection.primary_keys();
+        let comparable = |clause: &datasource::SortClause| {
+            let step = if clause.ascending {
+                Operator::GreaterThan
+            } else {
+                Operator::LessThan
+            };
+            collection.column(&clause.field).is_some_and(|column| {
+                column.is_primary_key
+                    && column.filter_operators.contains(&step)
+                    && column.filter_operators.contains(&Operator::Equal)
+            })
+        };
+        // A collection without a key (a view) has nothing to start a page after.
+        let covers_keys = !primary_keys.is_empty()
+            && sort.0.len() == primary_keys.len()
+            && primary_keys
+                .iter()
+                .all(|pk| sort.0.iter().any(|clause| clause.field == *pk));
+        if covers_keys && sort.0.iter().all(comparable) {
+            Self::Keyset {
+                keys: sort.0.clone(),
+                after: None,
+            }
+        } else {
+            Self::Offset(0)
+        }
+    }
+
+    /// `filter` restricted to the next page of `limit` rows.
+    fn page(&self, filter: &Filter, limit: u64) -> Filter {
+        match self {
+            Self::Offset(skip) => filter.clone().with_page(Page::new(*skip, limit)),
+            Self::Keyset { keys, after } => {
+                let after = after.as_ref().and_then(|values| after_row(keys, values));
+                filter.clone().and(after).with_page(Page::new(0, limit))
+            }
+        }
+    }
+
+    /// Moves past the `read` rows just read, `last` the last of them.
+    fn advance(&mut self, read: u64, last: &Record) {
+        match self {
+            Self::Offset(skip) => *skip += read,
+            Self::Keyset { keys, after } => {
+                *after = Some(
+                    keys.iter()
+                        .map(|clause| last.get(&clause.field).cloned().unwrap_or(Value::Null))
+                        .collect(),
+                );
+            }
+        }
+    }
+}
+
+/// The rows after `values` in the order of `keys`: for keys k1..kn, the OR over i of
+/// (k1 = v1 AND … AND k(i-1) = v(i-1) AND ki > vi), with `<` where ki descends; `None`
+/// without keys.
+fn after_row(keys: &[datasource::SortClause], values: &[Value]) -> Option<ConditionTree> {
+    let step = |clause: &datasource::SortClause, value: &Value| {
+        let operator = if clause.ascending {
+            Operator::GreaterThan
+        } else {
+            Operator::LessThan
+        };
+        ConditionTree::leaf(clause.field.clone(), operator, value.clone())
+    };
+    let branches = keys
+        .iter()
+        .zip(values)
+        .enumerate()
+        .map(|(i, (key, value))| {
+            let equal = keys[..i].iter().zip(values).map(|(clause, value)| {
+                Some(ConditionTree::leaf(
+                    clause.field.clone(),
+                    Operator::Equal,
+                    value.clone(),
+                ))
+            });
+            ConditionTree::intersect(equal.chain([Some(step(key, value))]))
+        });
+    ConditionTree::union(branches)
 }
 
 impl Export {
@@ -487,7 +591,7 @@ impl Export {
         if limit == 0 {
             return None;
         }
-        let filter = self.filter.clone().with_page(Page::new(self.skip, limit));
+        let filter = self.paging.page(&self.filter, limit);
         let mut records = match self
             .collection
             .list(&self.caller, &filter, &self.projection)
@@ -504,7 +608,9 @@ impl Export {
             return None;
         }
         let read = records.len() as u64;
-        self.skip += read;
+        if let Some(last) = records.last() {
+            self.paging.advance(read, last);
+        }
         self.remaining = self.remaining.map(|r| r.saturating_sub(read));
         self.done = read < limit;
         if read == 0 {
@@ -690,4 +796,115 @@ fn id_record(id: &CompositeId) -> Record {
         record.insert(pk.as_str(), value.clone());
     }
     record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datasource::{ColumnSchema, FieldSchema, PrimitiveType, Sort, SortClause};
+
+    /// `stock (shelf, slot)` keyed by both, with the comparisons of a SQL column on them;
+    /// `qty` not a key.
+    fn stock() -> CollectionSchema {
+        let mut stock = CollectionSchema::new("stock");
+        for (name, key) in [("shelf", true), ("slot", true), ("qty", false)] {
+            let mut column = ColumnSchema::new(PrimitiveType::Number);
+            column.is_primary_key = key;
+            column.filter_operators =
+                [Operator::Equal, Operator::GreaterThan, Operator::LessThan].into();
+            stock
+                .fields
+                .insert(name.into(), FieldSchema::Column(column));
+        }
+        stock
+    }
+
+    fn clause(field: &str, ascending: bool) -> SortClause {
+        SortClause {
+            field: field.into(),
+            ascending,
+        }
+    }
+
+    fn is_keyset(sort: &str) -> bool {
+        matches!(
+            Paging::of(&stock(), &Sort::parse(sort)),
+            Paging::Keyset { .. }
+        )
+    }
+
+    #[test]
+    fn exports_sorted_by_every_key_page_by_keyset_the_others_by_offset() {
+        assert!(is_keyset("shelf,slot"));
+        assert!(is_keyset("-slot,shelf"));
+        // Not every key (rows repeat the value), or a field that is not a key.
+        assert!(!is_keyset("shelf"));
+        assert!(!is_keyset("shelf,slot,qty"));
+        assert!(!is_keyset("qty"));
+        assert!(!is_keyset(""));
+        // A collection without a key.
+        let mut view = stock();
+        for field in view.fields.values_mut() {
+            if let FieldSchema::Column(column) = field {
+                column.is_primary_key = false;
+            }
+        }
+        assert!(matches!(
+            Paging::of(&view, &Sort::default()),
+            Paging::Offset(0)
+        ));
+        // A key that cannot be compared (a collection whose key has no `GreaterThan`).
+        let mut stock = stock();
+        if let Some(FieldSchema::Column(slot)) = stock.fields.get_mut("slot") {
+            slot.filter_operators.remove(&Operator::GreaterThan);
+        }
+        assert!(matches!(
+            Paging::of(&stock, &Sort::parse("shelf,slot")),
+            Paging::Offset(0)
+        ));
+    }
+
+    #[test]
+    fn the_next_keyset_page_starts_after_the_last_rows_keys() {
+        let keys = [clause("shelf", true), clause("slot", false)];
+        let after = after_row(&keys, &[Value::Int(2), Value::Int(40)]).unwrap();
+        let leaf = |field: &str, operator, value: i64| {
+            ConditionTree::leaf(field, operator, Value::Int(value))
+        };
+        assert_eq!(
+            after,
+            ConditionTree::or(vec![
+                leaf("shelf", Operator::GreaterThan, 2),
+                ConditionTree::and(vec![
+                    leaf("shelf", Operator::Equal, 2),
+                    leaf("slot", Operator::LessThan, 40),
+                ]),
+            ])
+        );
+
+        let mut paging = Paging::of(&stock(), &Sort::parse("shelf,-slot"));
+        let first = paging.page(&Filter::default(), 10);
+        assert_eq!(first.condition_tree, None);
+        assert_eq!(first.page, Some(Page::new(0, 10)));
+        let mut last = Record::new();
+        last.insert("shelf", Value::Int(2));
+        last.insert("slot", Value::Int(40));
+        paging.advance(10, &last);
+        let next = paging.page(&Filter::new(Some(leaf("qty", Operator::Equal, 1))), 10);
+        assert_eq!(
+            next.condition_tree,
+            ConditionTree::intersect([Some(leaf("qty", Operator::Equal, 1)), Some(after)])
+        );
+        assert_eq!(next.page, Some(Page::new(0, 10)));
+    }
+
+    #[test]
+    fn offset_pages_move_by_the_rows_read() {
+        let mut paging = Paging::of(&stock(), &Sort::parse("qty"));
+        paging.advance(1000, &Record::new());
+        paging.advance(250, &Record::new());
+        let filter = paging.page(&Filter::default(), 1000);
+        assert_eq!(filter.page, Some(Page::new(1250, 1000)));
+        assert_eq!(filter.condition_tree, None);
+    }
 }
