@@ -6,6 +6,7 @@
 //! - `loader`: the directory (`<name>.wasm` + optional `<name>.toml`), limits, the ABI check
 //!   (which version a component targets).
 //! - `runtime`: the engine, linker and one call (store, instance, deadline, trap mapping).
+//! - `incremental`: compiled functions on disk, so a changed plugin recompiles only what changed.
 //! - `guard`: per plugin, the concurrency limit and the circuit breaker its calls pass.
 //! - `bindings`: the generated bindings of both versions and the imports plugins call back into.
 //! - `convert`: typed values ↔ WIT shapes. `handlers`: the trait implementations.
@@ -15,6 +16,7 @@ mod bindings;
 mod convert;
 mod guard;
 mod handlers;
+mod incremental;
 mod loader;
 mod runtime;
 mod workflow;

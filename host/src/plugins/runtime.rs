@@ -87,6 +87,19 @@ impl Runtime {
             let cache =
                 Cache::new(cache).map_err(|e| format!("plugin cache {}: {e}", dir.display()))?;
             config.cache(Some(cache));
+            // Per-function artifacts beside the components: a changed plugin compiles only
+            // the functions that changed (a hot swap in a fraction of a full compile).
+            match super::incremental::FunctionCache::new(&dir.join("functions")) {
+                Ok(functions) => {
+                    config
+                        .enable_incremental_compilation(Arc::new(functions))
+                        .map_err(|e| format!("plugin function cache: {e}"))?;
+                }
+                Err(error) => tracing::warn!(
+                    %error,
+                    "plugin function cache disabled: each changed plugin compiles in full"
+                ),
+            }
         }
         let engine = match Engine::new(&config) {
             Ok(engine) => engine,
