@@ -4,11 +4,15 @@
 //! Everything here is pure: routes fetch records, then hand them over with the schema. The CSV
 //! writer works one batch at a time so that an export can be streamed page by page.
 
+use std::borrow::Cow;
+
 use indexmap::IndexMap;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value as Json, json};
+
+mod write;
 
 use super::wire::{self, WireValue};
 use super::{Error, Result, js};
@@ -184,8 +188,7 @@ impl Document<'_> {
             Data::Many(resources) => resources.len(),
         } + self.included.len();
         let mut out = Vec::with_capacity(128 + 384 * resources);
-        serde_json::to_writer(&mut out, self)
-            .map_err(|e| internal(format!("document serialization: {e}")))?;
+        self.write(&mut out)?;
         Ok(out)
     }
 }
@@ -194,45 +197,6 @@ enum Data<'a> {
     None,
     One(Resource<'a>),
     Many(Vec<Resource<'a>>),
-}
-
-impl Serialize for Document<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut document = s.serialize_map(None)?;
-        match &self.data {
-            Data::None => document.serialize_entry("data", &())?,
-            Data::One(resource) => document.serialize_entry("data", resource)?,
-            Data::Many(resources) => document.serialize_entry("data", resources)?,
-        }
-        // The agent's serializer omits `included` when it is empty (no loaded, non-null to-one).
-        if !self.included.is_empty() {
-            document.serialize_entry("included", &Values(&self.included))?;
-        }
-        document.serialize_entry("jsonapi", &JsonApi { version: "1.0" })?;
-        if let Some(decorators) = &self.decorators {
-            document.serialize_entry("meta", &Meta { decorators })?;
-        }
-        document.end()
-    }
-}
-
-#[derive(Serialize)]
-struct JsonApi {
-    version: &'static str,
-}
-
-#[derive(Serialize)]
-struct Meta<'a> {
-    decorators: &'a Map<String, Json>,
-}
-
-/// The values of a map, written as a JSON array.
-struct Values<'m, K, V>(&'m IndexMap<K, V>);
-
-impl<K, V: Serialize> Serialize for Values<'_, K, V> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.values())
-    }
 }
 
 /// Related records met while building a document, by `(type, id)`, in first-seen order.
@@ -256,8 +220,9 @@ struct Resource<'a> {
 
 /// What a relationship says of its relation.
 enum Linkage<'a> {
-    /// To-many: `{"links":{"related":{"href": …}}}`.
-    Related(String),
+    /// To-many: `{"links":{"related":{"href": …}}}`, the href made of the resource's collection
+    /// and id and the relation's name as it is written.
+    Related,
     /// To-one without a related record: `{"data": null}`.
     Null,
     /// To-one: `{"data":{"type","id"}}`.
@@ -281,12 +246,7 @@ impl<'a> Resource<'a> {
             let foreign = relation.foreign_collection();
             let linkage = match relation {
                 RelationSchema::OneToMany { .. } | RelationSchema::ManyToMany { .. } => {
-                    Linkage::Related(format!(
-                        "/forest/{}/{}/relationships/{}",
-                        collection.name,
-                        utf8_percent_encode(&id, URI_COMPONENT),
-                        name
-                    ))
+                    Linkage::Related
                 }
                 // To-one: only when the relation was loaded (it is in the projection), as the
                 // agent's serializer reads the relation's own key and nothing else; a foreign
@@ -327,71 +287,6 @@ impl<'a> Resource<'a> {
                     (!earlier.iter().any(|r| r.get(name).is_some())).then_some((name, value, wire))
                 })
             })
-    }
-}
-
-impl Serialize for Resource<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut object = s.serialize_map(None)?;
-        object.serialize_entry("type", &self.collection.name)?;
-        object.serialize_entry("id", &self.id)?;
-        object.serialize_entry("attributes", &Attributes(self))?;
-        if !self.relationships.is_empty() {
-            object.serialize_entry("relationships", &Relationships(&self.relationships))?;
-        }
-        object.end()
-    }
-}
-
-struct Attributes<'r, 'a>(&'r Resource<'a>);
-
-impl Serialize for Attributes<'_, '_> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_map(
-            self.0
-                .attributes()
-                .map(|(name, value, wire)| (name, WireValue(value, wire))),
-        )
-    }
-}
-
-struct Relationships<'r, 'a>(&'r [(&'a str, Linkage<'a>)]);
-
-impl Serialize for Relationships<'_, '_> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_map(self.0.iter().map(|(name, linkage)| (name, linkage)))
-    }
-}
-
-impl Serialize for Linkage<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Href<'h> {
-            href: &'h str,
-        }
-        #[derive(Serialize)]
-        struct Links<'h> {
-            related: Href<'h>,
-        }
-        #[derive(Serialize)]
-        struct Identifier<'h> {
-            r#type: &'h str,
-            id: &'h str,
-        }
-        let mut object = s.serialize_map(Some(1))?;
-        match self {
-            Linkage::Related(href) => object.serialize_entry(
-                "links",
-                &Links {
-                    related: Href { href },
-                },
-            )?,
-            Linkage::Null => object.serialize_entry("data", &())?,
-            Linkage::To(r#type, id) => {
-                object.serialize_entry("data", &Identifier { r#type, id })?;
-            }
-        }
-        object.end()
     }
 }
 
@@ -482,10 +377,9 @@ fn internal(message: impl Into<String>) -> Error {
 /// needed, and a `\n`.
 pub fn csv_header(header: &str) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    write_csv_rows(
-        &mut out,
-        std::iter::once(header.split(',').map(str::to_owned).collect()),
-    )?;
+    let mut writer = CsvOut::new(&mut out);
+    writer.row(&mut header.split(',').map(Cow::Borrowed).collect::<Vec<_>>())?;
+    writer.finish()?;
     Ok(out)
 }
 
@@ -519,67 +413,94 @@ pub fn write_csv_batch<S: AsRef<str>>(
     wires: &[Wire],
     records: &[Record],
 ) -> Result<()> {
-    let rows = records.iter().map(|record| {
-        projection
-            .iter()
-            .enumerate()
-            .map(|(i, path)| {
-                let wire = wires.get(i).copied().unwrap_or_default();
-                csv_cell(record.get_path(path.as_ref()), wire)
-            })
-            .collect::<Result<Vec<String>>>()
-    });
-    let rows: Vec<Vec<String>> = rows.collect::<Result<_>>()?;
-    write_csv_rows(out, rows)
+    let mut writer = CsvOut::new(out);
+    // One row of cells, reused: a cell borrows its record's text where it can.
+    let mut row = Vec::with_capacity(projection.len());
+    for record in records {
+        row.clear();
+        for (i, path) in projection.iter().enumerate() {
+            let wire = wires.get(i).copied().unwrap_or_default();
+            row.push(csv_cell(record.get_path(path.as_ref()), wire)?);
+        }
+        writer.row(&mut row)?;
+    }
+    writer.finish()
 }
 
 /// The text of one CSV cell.
-fn csv_cell(value: Option<&Value>, wire: Wire) -> Result<String> {
+fn csv_cell(value: Option<&Value>, wire: Wire) -> Result<Cow<'_, str>> {
     let Some(value) = value else {
-        return Ok(String::new());
+        return Ok(Cow::Borrowed(""));
     };
     if let Some(text) = wire::csv_text(value, wire) {
-        return Ok(text);
+        return Ok(Cow::Owned(text));
     }
     Ok(match value {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        Value::Int(i) => i.to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Float(f) => js::number(*f),
-        other => match to_json(other, wire)? {
+        Value::Null => Cow::Borrowed(""),
+        Value::String(s) => Cow::Borrowed(s),
+        Value::Int(i) => Cow::Owned(itoa::Buffer::new().format(*i).to_owned()),
+        Value::Bool(b) => Cow::Borrowed(if *b { "true" } else { "false" }),
+        Value::Float(f) => Cow::Owned(js::number(*f)),
+        // What the JSON form's string is, without building it.
+        Value::Date(d) => Cow::Owned(datasource::format_datetime(d)),
+        other => Cow::Owned(match to_json(other, wire)? {
             Json::Null => String::new(),
             json => js::string_with_objects(&json, &Json::to_string),
-        },
+        }),
     })
 }
 
-/// Writes rows with the `csv` crate (quoting only where needed, `\n` terminator).
-fn write_csv_rows(out: &mut Vec<u8>, rows: impl IntoIterator<Item = Vec<String>>) -> Result<()> {
-    let mut builder = csv::WriterBuilder::new();
-    builder
-        .terminator(csv::Terminator::Any(b'\n'))
-        .quote_style(csv::QuoteStyle::Necessary)
-        .flexible(true);
-    let mut writer = builder.from_writer(out);
-    for mut row in rows {
+/// Rows written with the `csv` crate (quoting only where needed, `\n` terminator).
+struct CsvOut<'o> {
+    builder: csv::WriterBuilder,
+    /// Always `Some` between calls: taken only to write an empty line by hand.
+    writer: Option<csv::Writer<&'o mut Vec<u8>>>,
+}
+
+impl<'o> CsvOut<'o> {
+    fn new(out: &'o mut Vec<u8>) -> Self {
+        let mut builder = csv::WriterBuilder::new();
+        builder
+            .terminator(csv::Terminator::Any(b'\n'))
+            .quote_style(csv::QuoteStyle::Necessary)
+            .flexible(true);
+        let writer = Some(builder.from_writer(out));
+        Self { builder, writer }
+    }
+
+    fn row(&mut self, row: &mut [Cow<'_, str>]) -> Result<()> {
         // The agent's CSV library drops NUL characters.
-        for cell in &mut row {
+        for cell in row.iter_mut() {
             if cell.contains('\0') {
-                cell.retain(|c| c != '\0');
+                cell.to_mut().retain(|c| c != '\0');
             }
         }
-        if row.len() == 1 && row[0].is_empty() {
+        if let [cell] = &*row
+            && cell.is_empty()
+        {
             // The csv crate writes `""` for a lone empty field (so that the row is not lost);
             // the agent writes an empty line. Written by hand to keep the same bytes.
-            let out = writer.into_inner().map_err(csv_error)?;
-            out.push(b'\n');
-            writer = builder.from_writer(out);
-            continue;
+            if let Some(writer) = self.writer.take() {
+                let out = writer.into_inner().map_err(csv_error)?;
+                out.push(b'\n');
+                self.writer = Some(self.builder.from_writer(out));
+            }
+            return Ok(());
         }
-        writer.write_record(&row).map_err(csv_error)?;
+        match &mut self.writer {
+            Some(writer) => writer
+                .write_record(row.iter().map(|cell| cell.as_bytes()))
+                .map_err(csv_error),
+            None => Err(csv_error("the writer was lost")),
+        }
     }
-    writer.flush().map_err(csv_error)
+
+    fn finish(self) -> Result<()> {
+        match self.writer {
+            Some(mut writer) => writer.flush().map_err(csv_error),
+            None => Err(csv_error("the writer was lost")),
+        }
+    }
 }
 
 fn csv_error(e: impl std::fmt::Display) -> Error {
@@ -645,7 +566,7 @@ fn has_percent_escape(s: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// The document as a JSON value, through the same `Serialize` the routes write with.
+    /// The document as a JSON value, read back from the bytes the routes write.
     fn list_json(
         schema: &DataSourceSchema,
         collection: &str,
@@ -653,12 +574,12 @@ mod tests {
         search: Option<&str>,
     ) -> Result<Json> {
         let document = serialize_list(schema, collection, records, search)?;
-        Ok(serde_json::to_value(document).expect("a document serializes"))
+        Ok(serde_json::from_slice(&document.to_bytes()?).expect("a document is JSON"))
     }
 
     fn one_json(schema: &DataSourceSchema, collection: &str, record: &Record) -> Result<Json> {
         let document = serialize_one(schema, collection, record)?;
-        Ok(serde_json::to_value(document).expect("a document serializes"))
+        Ok(serde_json::from_slice(&document.to_bytes()?).expect("a document is JSON"))
     }
     use crate::datasource::schema::{ColumnSchema, FieldSchema, PrimitiveType};
 

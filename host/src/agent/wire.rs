@@ -102,7 +102,10 @@ fn push_id(value: &Value, wire: Wire, id: &mut String) {
             id.push_str(s);
             Ok(())
         }
-        Value::Int(i) => write!(id, "{i}"),
+        Value::Int(i) => {
+            id.push_str(itoa::Buffer::new().format(*i));
+            Ok(())
+        }
         Value::Decimal(d) if wire == Wire::Number => {
             id.push_str(&js::number(d.to_f64().unwrap_or(f64::NAN)));
             Ok(())

@@ -247,8 +247,42 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 /// Formats a date the way the agent emits it: UTC, milliseconds, `Z`.
+///
+/// Years 0 to 9999 (every date a database of this century holds) are written digit by digit
+/// into a fixed buffer; chrono's formatter, which takes the others, went through `fmt` for each
+/// part and cost a list of 15 orders 2% of its instructions.
 pub fn format_datetime(d: &DateTime<Utc>) -> String {
-    d.to_rfc3339_opts(SecondsFormat::Millis, true)
+    use chrono::{Datelike as _, Timelike as _};
+    let Ok(year) = u32::try_from(d.year()) else {
+        return d.to_rfc3339_opts(SecondsFormat::Millis, true);
+    };
+    if year > 9999 {
+        return d.to_rfc3339_opts(SecondsFormat::Millis, true);
+    }
+    // A leap second (nanoseconds past 1e9) is shown as chrono shows it: at second 60.
+    let (second, millis) = match d.nanosecond() / 1_000_000 {
+        ms @ 0..1000 => (d.second(), ms),
+        ms => (d.second() + 1, ms - 1000),
+    };
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut digits = |at: usize, width: usize, mut n: u32| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    };
+    digits(0, 4, year);
+    digits(5, 2, d.month());
+    digits(8, 2, d.day());
+    digits(11, 2, d.hour());
+    digits(14, 2, d.minute());
+    digits(17, 2, second);
+    digits(20, 3, millis);
+    // Only ASCII digits and separators were written.
+    std::str::from_utf8(&out).map_or_else(
+        |_| d.to_rfc3339_opts(SecondsFormat::Millis, true),
+        str::to_owned,
+    )
 }
 
 impl Serialize for Value {
@@ -712,6 +746,39 @@ pub fn unpack_id(schema: &CollectionSchema, packed: &str) -> Result<Vec<(String,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_are_formatted_as_chrono_formats_them() {
+        use chrono::TimeZone as _;
+        let mut dates: Vec<DateTime<Utc>> = [
+            (1970, 1, 1, 0, 0, 0, 0),
+            (2025, 6, 8, 7, 20, 0, 5_000_000),
+            (1999, 12, 31, 23, 59, 59, 999_999_999),
+            (2024, 2, 29, 12, 34, 56, 123_456_789),
+            (9, 3, 4, 5, 6, 7, 80_000_000),
+            (9999, 12, 31, 23, 59, 59, 0),
+        ]
+        .into_iter()
+        .map(|(y, mo, d, h, mi, s, ns)| {
+            Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap() + chrono::Duration::nanoseconds(ns)
+        })
+        .collect();
+        // A leap second, and years chrono writes its own way.
+        let leap = NaiveDate::from_ymd_opt(2016, 12, 31)
+            .unwrap()
+            .and_hms_nano_opt(23, 59, 59, 1_250_000_000)
+            .unwrap();
+        dates.push(DateTime::from_naive_utc_and_offset(leap, Utc));
+        dates.push(Utc.with_ymd_and_hms(10000, 1, 1, 0, 0, 0).unwrap());
+        dates.push(Utc.with_ymd_and_hms(-1, 1, 1, 0, 0, 0).unwrap());
+        for date in dates {
+            assert_eq!(
+                format_datetime(&date),
+                date.to_rfc3339_opts(SecondsFormat::Millis, true),
+                "{date:?}"
+            );
+        }
+    }
 
     fn keys(record: &Record) -> Vec<&str> {
         record.keys().collect()

@@ -309,12 +309,17 @@ impl FieldSchema {
     }
 }
 
+/// A collection's fields by name. Hashed with foldhash rather than SipHash: serving a row looks
+/// up each of its fields here, and the names are the schema's own (a client's names are only
+/// looked up, never inserted, so no one can grow a chain of collisions).
+pub type Fields = IndexMap<String, FieldSchema, foldhash::fast::RandomState>;
+
 /// The schema of one collection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectionSchema {
     pub name: String,
     /// Fields in a stable order: columns in table order, then relations.
-    pub fields: IndexMap<String, FieldSchema>,
+    pub fields: Fields,
     /// Whether `filter.search` is answered by the collection itself.
     pub searchable: bool,
     /// Whether counting is allowed (`disableCount` turns it off).
@@ -340,7 +345,7 @@ impl CollectionSchema {
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
-            fields: IndexMap::new(),
+            fields: Fields::default(),
             searchable: true,
             countable: true,
             segments: Vec::new(),
