@@ -142,7 +142,7 @@ pub fn serialize_one<'a>(
 pub fn serialize_none<'a>() -> Document<'a> {
     Document {
         data: Data::None,
-        included: IndexMap::new(),
+        included: IndexMap::default(),
         decorators: None,
     }
 }
@@ -174,7 +174,7 @@ pub fn count_body_for(collection: &CollectionSchema, count: u64) -> Json {
 /// `serde_json::Value` tree first cost more than the database query on a list of 100 rows.
 pub struct Document<'a> {
     data: Data<'a>,
-    included: IndexMap<(&'a str, String), Resource<'a>>,
+    included: IndexMap<(&'a str, String), Resource<'a>, foldhash::fast::RandomState>,
     decorators: Option<Map<String, Json>>,
 }
 
@@ -202,7 +202,7 @@ enum Data<'a> {
 /// Related records met while building a document, by `(type, id)`, in first-seen order.
 #[derive(Default)]
 struct Included<'a> {
-    resources: IndexMap<(&'a str, String), Resource<'a>>,
+    resources: IndexMap<(&'a str, String), Resource<'a>, foldhash::fast::RandomState>,
 }
 
 /// One resource object: `{type, id, attributes, relationships}`.
