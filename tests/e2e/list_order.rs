@@ -59,13 +59,19 @@ async fn app(backend: Backend) -> (TestDb, Router) {
         Backend::Sqlite => "ANALYZE;",
     })
     .await;
+    let app = served(&db).await;
+    (db, app)
+}
+
+/// The routes over the database's tables as they are now.
+async fn served(db: &TestDb) -> Router {
     let datasource = db.datasource(Options::default()).await;
     let state = AppState::new(
         Arc::new(datasource),
         SessionKey::new("a-test-auth-secret"),
         &canopy::config::HttpConfig::default(),
     );
-    (db, router(Arc::new(state)))
+    router(Arc::new(state))
 }
 
 fn ids(body: &Json) -> Vec<u64> {
@@ -175,13 +181,7 @@ async fn csv_pages_write_every_row_once_in_order(backend: Backend) {
         rows.join(", ")
     ))
     .await;
-    let datasource = db.datasource(Options::default()).await;
-    let state = AppState::new(
-        Arc::new(datasource),
-        SessionKey::new("a-test-auth-secret"),
-        &canopy::config::HttpConfig::default(),
-    );
-    let app = router(Arc::new(state));
+    let app = served(&db).await;
     let export = |query: String| {
         let app = app.clone();
         async move {
