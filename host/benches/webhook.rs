@@ -4,11 +4,13 @@
 //! answers). The whole served stack answers each call in process (`tower::ServiceExt::oneshot`
 //! on `Served::router()`): URL check, token (cached), the webhook's limiter (raised out of the
 //! way), the trigger's lookup, the user's rights, the body, the run queued in a batch, the
-//! activity entry. Every call names a distinct record; no engine runs the runs.
+//! activity entry. Every call names a distinct record. Each store is measured twice: with no
+//! engine in the process, then with the run engine's workers executing the accepted runs
+//! beside the accepts (issue 23: accepts must not wait behind the engine's steps).
 //!
 //! Prints runs/s and latency percentiles for each store. Run:
 //! `cargo bench -p canopy --bench webhook` (`WEBHOOK_BENCH_CALLS`, `WEBHOOK_BENCH_CONCURRENCY`
-//! change the defaults).
+//! change the defaults, `WEBHOOK_BENCH_WORKERS=0,1,4` the engine's workers per measurement).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -22,10 +24,12 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use canopy::app::Served;
+use canopy::config::EngineConfig;
 use canopy::config::{Config, ServeArgs};
 use canopy::datasource::DataSource;
 use canopy::datasource::sql::{Options, SqlDataSource};
 use canopy::platform::{Actor, NewToken, Scope, Store};
+use canopy::workflows::engine::{Engine, EngineSettings};
 use tower::ServiceExt as _;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -76,7 +80,12 @@ struct Figures {
     max: Duration,
 }
 
-async fn run(state_url: &str, dir: &std::path::Path, calls: usize, concurrency: usize) -> Figures {
+async fn run(
+    state_url: &str,
+    dir: &std::path::Path,
+    (calls, concurrency): (usize, usize),
+    workers: u32,
+) -> Figures {
     let data = dir.join("data.sqlite");
     let data_url = format!("sqlite://{}?mode=rwc", data.display());
     let pool = sqlx::SqlitePool::connect(&data_url).await.unwrap();
@@ -136,6 +145,19 @@ async fn run(state_url: &str, dir: &std::path::Path, calls: usize, concurrency: 
     ));
     let token = Arc::new(format!("Bearer {}", secret.expose()));
     let router = served.router();
+    // The engine of `canopy serve`, with its default settings and `workers` workers.
+    let engine = (workers > 0).then(|| {
+        let settings = EngineSettings {
+            workers,
+            ..EngineSettings::new(&EngineConfig::default(), state_url)
+        };
+        Engine::start(
+            store.clone(),
+            served.state(),
+            platform.workflow_wakeup.clone(),
+            settings,
+        )
+    });
 
     // Warm up: caches (token, permission documents, rendering) and connections.
     let call = move |record: usize| {
@@ -200,6 +222,9 @@ async fn run(state_url: &str, dir: &std::path::Path, calls: usize, concurrency: 
         calls + 200,
         "every accepted run is in the store"
     );
+    if let Some(engine) = engine {
+        engine.stop().await;
+    }
     platform.flush_activity().await;
     store.close().await;
     Figures {
@@ -210,10 +235,11 @@ async fn run(state_url: &str, dir: &std::path::Path, calls: usize, concurrency: 
     }
 }
 
-fn print(store: &str, calls: usize, concurrency: usize, figures: &Figures) {
+fn print(store: &str, (calls, concurrency): (usize, usize), workers: u32, figures: &Figures) {
     println!(
-        "{store:<10} {:>8.0} runs/s accepted  p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.2} ms  \
-         ({calls} calls, {concurrency} concurrent, target ≥ 5000 runs/s)",
+        "{store:<10} {workers} engine workers {:>8.0} runs/s accepted  p50 {:>7.2} ms  \
+         p99 {:>7.2} ms  max {:>7.2} ms  ({calls} calls, {concurrency} concurrent, target ≥ \
+         5000 runs/s)",
         figures.runs_per_second,
         figures.p50.as_secs_f64() * 1e3,
         figures.p99.as_secs_f64() * 1e3,
@@ -223,33 +249,47 @@ fn print(store: &str, calls: usize, concurrency: usize, figures: &Figures) {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let calls = env_usize("WEBHOOK_BENCH_CALLS", 20_000);
-    let concurrency = env_usize("WEBHOOK_BENCH_CONCURRENCY", 64);
-    let dir = std::env::temp_dir().join(format!("canopy_bench_webhook_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-
-    let sqlite = format!("sqlite://{}?mode=rwc", dir.join("state.sqlite").display());
-    let figures = run(&sqlite, &dir, calls, concurrency).await;
-    print("SQLite", calls, concurrency, &figures);
-
+    let load = (
+        env_usize("WEBHOOK_BENCH_CALLS", 20_000),
+        env_usize("WEBHOOK_BENCH_CONCURRENCY", 64),
+    );
+    let workers: Vec<u32> = std::env::var("WEBHOOK_BENCH_WORKERS")
+        .unwrap_or_else(|_| "0,1".to_owned())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .expect("WEBHOOK_BENCH_WORKERS: counts, comma-separated")
+        })
+        .collect();
+    let root = std::env::temp_dir().join(format!("canopy_bench_webhook_{}", std::process::id()));
     let admin_url = "postgres://postgres@127.0.0.1:5432/postgres";
-    match sqlx::PgPool::connect(admin_url).await {
-        Ok(admin) => {
-            let name = format!("canopy_bench_webhook_{}", std::process::id());
+    let admin = sqlx::PgPool::connect(admin_url).await;
+    if let Err(error) = &admin {
+        println!("PostgreSQL skipped: {error}");
+    }
+    for (round, workers) in workers.into_iter().enumerate() {
+        let dir = root.join(format!("sqlite-{round}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sqlite = format!("sqlite://{}?mode=rwc", dir.join("state.sqlite").display());
+        let figures = run(&sqlite, &dir, load, workers).await;
+        print("SQLite", load, workers, &figures);
+
+        if let Ok(admin) = &admin {
+            let name = format!("canopy_bench_webhook_{}_{round}", std::process::id());
             sqlx::query(&format!("CREATE DATABASE {name}"))
-                .execute(&admin)
+                .execute(admin)
                 .await
                 .unwrap();
-            let pg_dir = dir.join("pg");
+            let pg_dir = root.join(format!("pg-{round}"));
             std::fs::create_dir_all(&pg_dir).unwrap();
             let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
-            let figures = run(&url, &pg_dir, calls, concurrency).await;
-            print("PostgreSQL", calls, concurrency, &figures);
+            let figures = run(&url, &pg_dir, load, workers).await;
+            print("PostgreSQL", load, workers, &figures);
             let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-                .execute(&admin)
+                .execute(admin)
                 .await;
         }
-        Err(error) => println!("PostgreSQL skipped: {error}"),
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -1,17 +1,22 @@
-//! Benchmark: throughput of the workflow engine — runs of a 5-step automatic workflow completed
-//! per second, with one worker and with two, on a SQLite store (a temporary file) and on a
-//! PostgreSQL store (a fresh database on 127.0.0.1:5432, user postgres; skipped with a message
-//! when unreachable). The user data is a SQLite file of orders in both cases.
+//! Benchmark: throughput of the workflow engine — runs completed per second with 1, 2 and 4
+//! workers, on a SQLite store (a temporary file) and on a PostgreSQL store (a fresh database on
+//! 127.0.0.1:5432, user postgres; skipped with a message when unreachable). The user data is a
+//! SQLite file of orders in both cases.
 //!
-//! The workflow, as the run's user (the store's first admin) through the permission layer, with
-//! its activity log entries: `get-data` (status), `decision` (status = new), `update-data` (a
-//! note, under the write-ahead marker), `get-data` (the note), `end`. Runs are queued first,
-//! on distinct orders, then the engine starts; the time until the last run succeeded is
-//! measured.
+//! Two workflows, as the run's user (the store's first admin) through the permission layer,
+//! with their activity log entries:
+//! - `read`, 4 read-only steps (issue 23's figure): `get-data` (status), `decision` (status =
+//!   new), `get-data` (status and note), `end`;
+//! - `write`, 5 steps: `get-data` (status), `decision`, `update-data` (a note, under the
+//!   write-ahead marker), `get-data` (the note), `end`.
+//!
+//! Runs are queued first, on distinct orders, then the engine starts; the time until the last
+//! run succeeded is measured.
 //!
 //! Run: `cargo bench -p canopy --bench workflow_engine`. `WORKFLOW_BENCH_ONLY=sqlite` (or
 //! `postgres`) runs one store, `WORKFLOW_BENCH_RUNS=n` queues n runs per measurement (default
-//! 2,000).
+//! 2,000), `WORKFLOW_BENCH_WORKERS=1,4` picks the worker counts, `WORKFLOW_BENCH_SHAPES=read`
+//! one workflow.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +42,16 @@ fn runs_wanted() -> i64 {
         .unwrap_or(2_000)
 }
 
+/// A comma-separated list from the environment, or the default.
+fn list(name: &str, default: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.to_owned())
+        .split(',')
+        .map(|item| item.trim().to_owned())
+        .filter(|item| !item.is_empty())
+        .collect()
+}
+
 fn runs(name: &str) -> bool {
     std::env::var("WORKFLOW_BENCH_ONLY").map_or(true, |only| only.eq_ignore_ascii_case(name))
 }
@@ -60,18 +75,35 @@ async fn user_data(dir: &std::path::Path, count: i64) -> Result<String> {
     Ok(url)
 }
 
-/// A workflow of five automatic steps, stored as `wfdef` stores it; its id and version.
-async fn workflow(store: &Store, name: &str) -> Result<(String, String)> {
-    let definition = json!({"name": name, "collection": "orders", "steps": [
-        {"key": "read", "type": "get-data", "fields": ["status"]},
-        {"key": "check", "type": "decision", "options": [
-            {"name": "new", "when": {"field": "status", "operator": "equal", "value": "new"},
-             "next": "write"},
-            {"name": "other", "next": "end"}]},
-        {"key": "write", "type": "update-data", "mode": "automatic", "values": {"note": "seen"}},
-        {"key": "again", "type": "get-data", "fields": ["note"]},
-        {"key": "end", "type": "end"},
-    ]});
+/// The steps of the `shape` workflow (`read` or `write`, see the module's comment).
+fn steps(shape: &str) -> Result<serde_json::Value> {
+    Ok(match shape {
+        "read" => json!([
+            {"key": "read", "type": "get-data", "fields": ["status"]},
+            {"key": "check", "type": "decision", "options": [
+                {"name": "new", "when": {"field": "status", "operator": "equal", "value": "new"},
+                 "next": "again"},
+                {"name": "other", "next": "end"}]},
+            {"key": "again", "type": "get-data", "fields": ["status", "note"]},
+            {"key": "end", "type": "end"},
+        ]),
+        "write" => json!([
+            {"key": "read", "type": "get-data", "fields": ["status"]},
+            {"key": "check", "type": "decision", "options": [
+                {"name": "new", "when": {"field": "status", "operator": "equal", "value": "new"},
+                 "next": "write"},
+                {"name": "other", "next": "end"}]},
+            {"key": "write", "type": "update-data", "mode": "automatic", "values": {"note": "seen"}},
+            {"key": "again", "type": "get-data", "fields": ["note"]},
+            {"key": "end", "type": "end"},
+        ]),
+        other => return Err(format!("no workflow shape {other:?}: read or write").into()),
+    })
+}
+
+/// A workflow of automatic steps, stored as `wfdef` stores it; its id and version.
+async fn workflow(store: &Store, name: &str, steps: serde_json::Value) -> Result<(String, String)> {
+    let definition = json!({"name": name, "collection": "orders", "steps": steps});
     let id = uuid::Uuid::new_v4().to_string();
     let version = uuid::Uuid::new_v4().to_string();
     sqlx::query(
@@ -114,10 +146,13 @@ async fn measure(
     state: &Arc<ArcSwap<AppState>>,
     listen_url: Option<String>,
     user_id: i64,
-    workers: u32,
+    (shape, workers): (&str, u32),
     runs: i64,
 ) -> Result<()> {
-    let (workflow_id, version_id) = workflow(store, &format!("bench-{workers}")).await?;
+    let steps = steps(shape)?;
+    let per_run = steps.as_array().map_or(0, Vec::len) as i64;
+    let (workflow_id, version_id) =
+        workflow(store, &format!("bench-{shape}-{workers}"), steps).await?;
     for order in 1..=runs {
         store
             .queue_run(&NewRun {
@@ -138,7 +173,7 @@ async fn measure(
     let settings = EngineSettings {
         workers,
         step_timeout: Duration::from_secs(300),
-        lease: Duration::from_secs(30),
+        lease: Duration::from_secs(4),
         poll: Duration::from_millis(100),
         retry_base: Duration::from_millis(500),
         listen_url,
@@ -160,11 +195,11 @@ async fn measure(
     let elapsed = started.elapsed();
     engine.stop().await;
     println!(
-        "  {label}, {workers} worker{}: {runs} runs of 5 steps in {:.2} s = {:.0} runs/s ({:.0} steps/s)",
+        "  {label}, {shape}, {workers} worker{}: {runs} runs of {per_run} steps in {:.2} s = {:.0} runs/s ({:.0} steps/s)",
         if workers == 1 { "" } else { "s" },
         elapsed.as_secs_f64(),
         runs as f64 / elapsed.as_secs_f64(),
-        (runs * 5) as f64 / elapsed.as_secs_f64(),
+        (runs * per_run) as f64 / elapsed.as_secs_f64(),
     );
     Ok(())
 }
@@ -206,17 +241,22 @@ async fn bench(
     let state = Arc::new(ArcSwap::from_pointee(state));
     let runs = runs_wanted();
     println!("{label} store ({runs} runs per measurement):");
-    for workers in [1, 2] {
-        measure(
-            label,
-            &store,
-            &state,
-            listen_url.clone(),
-            user_id,
-            workers,
-            runs,
-        )
-        .await?;
+    for shape in list("WORKFLOW_BENCH_SHAPES", "read,write") {
+        for workers in list("WORKFLOW_BENCH_WORKERS", "1,2,4") {
+            let workers: u32 = workers
+                .parse()
+                .map_err(|_| format!("WORKFLOW_BENCH_WORKERS: {workers:?} is not a count"))?;
+            measure(
+                label,
+                &store,
+                &state,
+                listen_url.clone(),
+                user_id,
+                (&shape, workers),
+                runs,
+            )
+            .await?;
+        }
     }
     activity.flush().await;
     store.close().await;

@@ -29,8 +29,9 @@ const AUTH_SECRET: &str = "workflows-kill-test-auth-secret";
 const ENV_SECRET: &str = "3333333333333333333333333333333333333333333333333333333333333333";
 const RUNS: i64 = 300;
 
-/// `canopy serve` on the data and store given, with two workers and a two-second lease.
-fn serve(dir: &Path, data_url: &str, state_url: &str) -> Server {
+/// `canopy serve` on the data and store given, with two workers and the `lease` given
+/// (`None`: the default one).
+fn serve(dir: &Path, data_url: &str, state_url: &str, lease: Option<&str>) -> Server {
     let child = Command::new(BIN)
         .args([
             "serve",
@@ -41,12 +42,13 @@ fn serve(dir: &Path, data_url: &str, state_url: &str) -> Server {
         ])
         .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
         .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
-        .args([
-            "--workflow-workers",
-            "2",
-            "--workflow-lease-in-seconds",
-            "2",
-        ])
+        .args(["--workflow-workers", "2"])
+        .args(
+            lease
+                .map(|seconds| ["--workflow-lease-in-seconds", seconds])
+                .into_iter()
+                .flatten(),
+        )
         .arg("--schema-path")
         .arg(dir.join(".forestadmin-schema.json"))
         .arg("--data-dir")
@@ -162,20 +164,9 @@ async fn until(store: &Store, what: &str, done: impl Fn(&HashMap<String, i64>) -
     }
 }
 
-async fn kill_and_restart(state_url: &str) {
-    let dir = TempDir::new("workflows-kill");
-    let data_url = data(&dir.0).await;
-    // The first start bootstraps the store: its first admin has every right.
-    let mut server = serve(&dir.0, &data_url, state_url);
-    let store = Store::open(state_url, "canopy", "production")
-        .await
-        .unwrap();
-    let admin = store
-        .user_by_email("admin@canopy.local")
-        .await
-        .unwrap()
-        .unwrap();
-    let (workflow_id, version_id) = workflow(&store).await;
+/// Queues one run of the `settle` workflow per order, as `user_id`; the workflow's id.
+async fn queue(store: &Store, user_id: i64) -> String {
+    let (workflow_id, version_id) = workflow(store).await;
     for order in 1..=RUNS {
         let queued = store
             .queue_run(&NewRun {
@@ -186,7 +177,7 @@ async fn kill_and_restart(state_url: &str) {
                 trigger_kind: TriggerKind::Manual,
                 trigger_id: None,
                 trigger_url_version: None,
-                user_id: admin.id,
+                user_id,
                 token_id: None,
                 parent_run_id: None,
             })
@@ -194,27 +185,20 @@ async fn kill_and_restart(state_url: &str) {
             .unwrap();
         assert!(matches!(queued, Queued::Created(_)));
     }
-    // Killed once some runs are done, with others in flight and the rest queued.
-    until(&store, "the first runs", |s| count(s, "succeeded") >= 10).await;
-    server.0.kill().unwrap();
-    server.0.wait().unwrap();
-    let at_kill = states(&store).await;
-    assert!(count(&at_kill, "succeeded") < RUNS, "{at_kill:?}");
+    workflow_id
+}
 
-    let _again = serve(&dir.0, &data_url, state_url);
-    until(&store, "every run settled", |s| {
-        count(s, "queued") == 0 && count(s, "running") == 0
-    })
-    .await;
-    let settled = states(&store).await;
+/// Every run ended, or waits for a person because it was stopped during its write, and no
+/// write ran twice.
+async fn settled_once(store: &Store, data_url: &str) {
+    let settled = states(store).await;
     let succeeded = count(&settled, "succeeded");
     let uncertain = count(&settled, "awaiting_input:uncertain");
-    println!("runs by state when killed: {at_kill:?}; after the restart: {settled:?}");
     // No run lost; each ended, or waits for a person because it was killed during its write.
     assert_eq!(succeeded + uncertain, RUNS, "{settled:?}");
 
     // No write twice: one UPDATE per succeeded run's order, at most one for an uncertain one.
-    let pool = sqlx::SqlitePool::connect(&data_url).await.unwrap();
+    let pool = sqlx::SqlitePool::connect(data_url).await.unwrap();
     let writes: HashMap<i64, i64> =
         sqlx::query_as::<_, (i64, i64)>("SELECT order_id, COUNT(*) FROM writes GROUP BY order_id")
             .fetch_all(&pool)
@@ -234,7 +218,7 @@ async fn kill_and_restart(state_url: &str) {
         let steps = store.workflow_run_steps(id).await.unwrap();
         if state == "succeeded" {
             assert_eq!(writes.get(&order), Some(&1), "run {id}");
-            // Each step once: none ran again after the restart.
+            // Each step once: none ran again after the kill.
             let keys: Vec<&str> = steps.iter().map(|s| s.key.as_str()).collect();
             assert_eq!(keys, ["read", "write", "check", "end"], "run {id}");
         } else {
@@ -242,6 +226,37 @@ async fn kill_and_restart(state_url: &str) {
             assert_eq!(write.phase.as_deref(), Some("executing"), "run {id}");
         }
     }
+}
+
+async fn kill_and_restart(state_url: &str) {
+    let dir = TempDir::new("workflows-kill");
+    let data_url = data(&dir.0).await;
+    // The first start bootstraps the store: its first admin has every right.
+    let mut server = serve(&dir.0, &data_url, state_url, Some("2"));
+    let store = Store::open(state_url, "canopy", "production")
+        .await
+        .unwrap();
+    let admin = store
+        .user_by_email("admin@canopy.local")
+        .await
+        .unwrap()
+        .unwrap();
+    let workflow_id = queue(&store, admin.id).await;
+    // Killed once some runs are done, with others in flight and the rest queued.
+    until(&store, "the first runs", |s| count(s, "succeeded") >= 10).await;
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    let at_kill = states(&store).await;
+    assert!(count(&at_kill, "succeeded") < RUNS, "{at_kill:?}");
+
+    let _again = serve(&dir.0, &data_url, state_url, Some("2"));
+    until(&store, "every run settled", |s| {
+        count(s, "queued") == 0 && count(s, "running") == 0
+    })
+    .await;
+    let settled = states(&store).await;
+    println!("runs by state when killed: {at_kill:?}; after the restart: {settled:?}");
+    settled_once(&store, &data_url).await;
 
     cli_runs(&dir.0, state_url, &workflow_id);
     store.close().await;
@@ -308,4 +323,93 @@ async fn kill_9_loses_no_run_and_writes_nothing_twice_on_a_postgres_store() {
     let url = fresh_postgres("kill").await;
     kill_and_restart(&url).await;
     drop_postgres(&url).await;
+}
+
+/// Runs `locked_by` a worker of the instance whose workers' ids start with `prefix`.
+async fn held_by(store: &Store, prefix: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM workflow_runs WHERE state = 'running' AND locked_by LIKE $1",
+    )
+    .bind(format!("{prefix}-%"))
+    .fetch_one(store.pool())
+    .await
+    .unwrap()
+}
+
+/// Two instances share a PostgreSQL store with the default lease; one is killed with runs in
+/// flight. The other takes them over within five seconds (heartbeats every second, four
+/// seconds without one hand a run on; the old default lease took thirty), and still every
+/// run ends once, with no write twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_instances_runs_are_taken_over_by_another_within_five_seconds() {
+    let state_url = fresh_postgres("takeover").await;
+    let dir = TempDir::new("workflows-takeover");
+    let other_dir = TempDir::new("workflows-takeover-other");
+    let data_url = data(&dir.0).await;
+    let mut doomed = serve(&dir.0, &data_url, &state_url, None);
+    let store = Store::open(&state_url, "canopy", "production")
+        .await
+        .unwrap();
+    let admin = store
+        .user_by_email("admin@canopy.local")
+        .await
+        .unwrap()
+        .unwrap();
+    queue(&store, admin.id).await;
+    // The first instance's id, from a run it claimed before the other one started.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let prefix = loop {
+        let holder: Option<String> = sqlx::query_scalar(
+            "SELECT locked_by FROM workflow_runs WHERE state = 'running' LIMIT 1",
+        )
+        .fetch_optional(store.pool())
+        .await
+        .unwrap()
+        .flatten();
+        if let Some(holder) = holder {
+            break holder.split('-').next().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no run was claimed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    until(&store, "the first runs", |s| count(s, "succeeded") >= 10).await;
+    let _other = serve(&other_dir.0, &data_url, &state_url, None);
+    // Killed while it holds runs: frozen (SIGSTOP) until it is seen holding one, then killed.
+    let pid = doomed.0.id().to_string();
+    let signal = |name: &str| {
+        let status = Command::new("kill").args([name, &pid]).status().unwrap();
+        assert!(status.success(), "kill {name}");
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (killed, at_kill) = loop {
+        signal("-STOP");
+        let frozen = Instant::now();
+        let held = held_by(&store, &prefix).await;
+        if held > 0 {
+            break (frozen, held);
+        }
+        signal("-CONT");
+        assert!(Instant::now() < deadline, "the first instance holds no run");
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    };
+    doomed.0.kill().unwrap();
+    doomed.0.wait().unwrap();
+    while held_by(&store, &prefix).await > 0 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "the killed instance's runs are still held after 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!(
+        "{at_kill} runs of the killed instance taken over {} ms after the kill",
+        killed.elapsed().as_millis()
+    );
+    until(&store, "every run settled", |s| {
+        count(s, "queued") == 0 && count(s, "running") == 0
+    })
+    .await;
+    settled_once(&store, &data_url).await;
+    store.close().await;
+    drop_postgres(&state_url).await;
 }

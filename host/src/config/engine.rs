@@ -1,5 +1,6 @@
 //! Settings of the workflow run engine (`workflows::engine`, issue 13 §3): how many workers this
-//! process runs, how long one step may take, and how long a claimed run's lease lasts.
+//! process runs, how long one step may take, and how many seconds of missed heartbeats hand a
+//! claimed run on to another worker.
 
 use std::time::Duration;
 
@@ -13,9 +14,11 @@ use super::{ConfigError, Layers, invalid};
 pub const DEFAULT_WORKERS: u32 = 1;
 /// The executor's step timeout (platform-api.md §1.10).
 pub const DEFAULT_STEP_TIMEOUT_SECONDS: u64 = 300;
-/// How long a claimed run stays claimed without a renewal: a worker renews it every third of
-/// this while a step runs, and a run whose worker died is claimed again once it passed.
-pub const DEFAULT_LEASE_SECONDS: u64 = 30;
+/// How long a claimed run stays claimed without a heartbeat: the worker holding it renews it
+/// every second (`EngineSettings::heartbeat`), and a run whose worker died is taken over by
+/// another instance once this passed without one. Four seconds tolerates three missed beats
+/// (a stalled store) and hands a dead instance's runs on within five (issue 23).
+pub const DEFAULT_LEASE_SECONDS: u64 = 4;
 /// Most workers one process may run (each holds at most one store connection at a time).
 const MAX_WORKERS: u32 = 64;
 
@@ -38,8 +41,9 @@ pub struct EngineArgs {
     )]
     pub workflow_step_timeout_in_seconds: Option<u64>,
 
-    /// How long a worker's claim on a run lasts without renewal; a run whose worker died is
-    /// taken up again after this. [default: 30] [file key: workflowLeaseInSeconds]
+    /// How long a worker's claim on a run lasts without a heartbeat (sent every second while
+    /// it holds the run); a run whose worker died is taken up again after this. [default: 4]
+    /// [file key: workflowLeaseInSeconds]
     #[arg(long, env = "CANOPY_WORKFLOW_LEASE_IN_SECONDS", value_name = "SECONDS")]
     pub workflow_lease_in_seconds: Option<u64>,
 }

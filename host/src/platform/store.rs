@@ -35,6 +35,9 @@ pub enum Dialect {
 #[derive(Clone)]
 pub struct Store {
     pool: AnyPool,
+    /// The workflow engine's progress, committed without waiting for the disk (see
+    /// [`Store::progress_pool`]); connected on first use.
+    progress: AnyPool,
     dialect: Dialect,
     project: String,
     environment: String,
@@ -298,6 +301,30 @@ fn user_fields(row: &AnyRow, teams: Vec<Team>) -> Result<User> {
     })
 }
 
+/// The options of [`Store::progress_pool`]'s connections: few (the engine's workers take one
+/// at a time), each set to commit without waiting for the disk.
+fn progress_options(dialect: Dialect) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(10))
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                let settings: &[&str] = match dialect {
+                    Dialect::Sqlite => &[
+                        "PRAGMA busy_timeout = 5000",
+                        "PRAGMA foreign_keys = ON",
+                        "PRAGMA synchronous = NORMAL",
+                    ],
+                    Dialect::Postgres => &["SET synchronous_commit = off"],
+                };
+                for setting in settings {
+                    sqlx::query(setting).execute(&mut *conn).await?;
+                }
+                Ok(())
+            })
+        })
+}
+
 impl Store {
     /// Connects to `url` (`sqlite:` or `postgres:`), runs the migrations of its dialect (sqlx
     /// takes an advisory lock on PostgreSQL, so instances starting together migrate once) and
@@ -351,8 +378,15 @@ impl Store {
             Dialect::Sqlite => sqlx::migrate!("migrations/sqlite").run(&pool).await?,
             Dialect::Postgres => sqlx::migrate!("migrations/postgres").run(&pool).await?,
         }
+        let progress = progress_options(dialect)
+            .connect_lazy(url)
+            .map_err(|source| Error::Open {
+                url: crate::datasource::sql::redact_url(url),
+                source,
+            })?;
         Ok(Self {
             pool,
+            progress,
             dialect,
             project: project.to_owned(),
             environment: environment.to_owned(),
@@ -377,6 +411,20 @@ impl Store {
         &self.pool
     }
 
+    /// The pool of the workflow engine's progress: claims, leases, step rows of steps that
+    /// only read, waits and ends. Its commits do not wait for the disk (SQLite `synchronous =
+    /// NORMAL` in WAL mode, PostgreSQL `synchronous_commit = off`): a crash of Canopy loses
+    /// none of them, since the database has them; a crash of the machine may roll back the
+    /// last fraction of a second, after which those runs redo their read steps. What must
+    /// outlive a power loss (an accepted webhook's run, the write-ahead marker before a
+    /// step's write, whatever a person does) commits on [`Store::pool`], and each such commit
+    /// also makes every earlier progress commit durable (one log, flushed in order). Issue 23:
+    /// one flush per step held the engine to the disk's flush rate (about 500–2,000 a second
+    /// here).
+    pub(crate) fn progress_pool(&self) -> &AnyPool {
+        &self.progress
+    }
+
     /// The same database seen from another environment of the project (tests, `--environment`).
     #[must_use]
     pub fn for_environment(&self, environment: &str) -> Self {
@@ -392,6 +440,7 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        self.progress.close().await;
         self.pool.close().await;
     }
 
@@ -1514,4 +1563,42 @@ pub(crate) fn sqlite_path(url: &str) -> Option<&str> {
         .or_else(|| url.strip_prefix("sqlite:"))?;
     let path = rest.split('?').next()?;
     (!path.is_empty() && path != ":memory:").then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn synchronous(pool: &AnyPool) -> i64 {
+        sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn engine_progress_commits_without_waiting_for_the_disk_and_the_rest_with() {
+        let dir = std::env::temp_dir().join(format!("canopy-store-{}", uuid::Uuid::new_v4()));
+        let url = format!("sqlite:{}?mode=rwc", dir.join("canopy.sqlite").display());
+        let store = Store::open(&url, "p", "e").await.unwrap();
+        // SQLite: 2 = FULL (the WAL flushed at each commit), 1 = NORMAL (at checkpoints).
+        assert_eq!(synchronous(store.pool()).await, 2);
+        assert_eq!(synchronous(store.progress_pool()).await, 1);
+        // One database: what the engine commits, the rest of the store reads at once.
+        sqlx::query("CREATE TABLE seen (n INTEGER)")
+            .execute(store.progress_pool())
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO seen VALUES (7)")
+            .execute(store.progress_pool())
+            .await
+            .unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT n FROM seen")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(n, 7);
+        store.close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

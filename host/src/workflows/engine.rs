@@ -4,13 +4,17 @@
 //! - One tokio task per worker (`workflowWorkers`, 0 = no engine in this process), each with its
 //!   own id. A worker claims the next due run with a lease (`locked_by`, `lease_expires_at`):
 //!   PostgreSQL with `FOR UPDATE SKIP LOCKED`, SQLite with one `UPDATE … RETURNING` (one
-//!   writer). It renews the lease while a step runs and drives the run until it waits, ends or
-//!   is retried later (`execute`).
+//!   writer). While it holds the run it sends a heartbeat every second (the lease renewed, see
+//!   [`EngineSettings::heartbeat`]) and drives the run until it waits, ends or is retried
+//!   later (`execute`).
 //! - Workers sleep until [`Wakeup::notify`] (called when a run is queued or re-queued), a
 //!   PostgreSQL `NOTIFY` from another instance sharing the store (`LISTEN` on a connection of
 //!   its own), or the poll fallback.
-//! - A reaper turns runs whose lease expired back to `queued`, except a run whose current step
-//!   was writing: that one waits for a person (reason `uncertain`), never a blind re-run.
+//! - A reaper turns runs whose heartbeats stopped for a lease (4 s by default) back to
+//!   `queued`, except a run whose current step was writing: that one waits for a person
+//!   (reason `uncertain`), never a blind re-run. A dead instance's runs are thus taken over
+//!   within five seconds. The reaper never takes a run its own process is driving: a late
+//!   heartbeat of a live worker (a store stalled for seconds) costs nothing.
 //! - [`Engine::stop`] is graceful: each worker finishes its current step, gives its run back to
 //!   the queue, and ends.
 //!
@@ -23,7 +27,7 @@ pub mod control;
 mod execute;
 pub mod store;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -78,6 +82,18 @@ impl EngineSettings {
             retry_base: Duration::from_millis(500),
             listen_url: postgres.then(|| state_url.to_owned()),
         }
+    }
+
+    /// How often a worker renews the lease of the run it holds: every second, or a quarter of
+    /// a shorter lease, so that three beats may be missed before the run is taken over.
+    pub fn heartbeat(&self) -> Duration {
+        (self.lease / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
+
+    /// How often the reaper looks for runs whose heartbeats stopped: an eighth of the lease,
+    /// at most every second, so a dead worker's run waits at most a lease and a half-beat.
+    pub fn reap_every(&self) -> Duration {
+        (self.lease / 8).clamp(Duration::from_millis(50), Duration::from_secs(1))
     }
 }
 
@@ -176,6 +192,9 @@ pub(crate) struct Shared {
     pub settings: EngineSettings,
     /// Versions never change once written: each is parsed once.
     definitions: Mutex<HashMap<String, Arc<Loaded>>>,
+    /// The runs this process's workers are driving: the reaper leaves them alone even when
+    /// a heartbeat is late, since their worker is alive and fences its own writes.
+    held: Mutex<HashSet<String>>,
 }
 
 /// Most parsed versions kept; past it the cache starts again (rare: one entry per version).
@@ -254,6 +273,7 @@ impl Engine {
             wakeup,
             settings,
             definitions: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashSet::new()),
         });
         let mut tasks = Vec::new();
         for n in 0..shared.settings.workers {
@@ -322,7 +342,10 @@ async fn work(shared: Arc<Shared>, worker: String, mut shutdown: watch::Receiver
             Ok(Some(run)) => {
                 // There may be more: let another idle worker look too.
                 shared.wakeup.notify_local();
+                let id = run.id.clone();
+                hold(&shared.held).insert(id.clone());
                 execute::drive(&shared, &worker, run, &shutdown).await;
+                hold(&shared.held).remove(&id);
             }
             Ok(None) => {
                 tokio::select! {
@@ -342,16 +365,25 @@ async fn work(shared: Arc<Shared>, worker: String, mut shutdown: watch::Receiver
     }
 }
 
-/// The lease reaper: every half lease.
+fn hold(held: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    held.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The lease reaper: every eighth of a lease (at most a second), so a dead worker's runs are
+/// queued again within a lease and a little.
 async fn reap(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let every =
-        (shared.settings.lease / 2).clamp(Duration::from_millis(100), Duration::from_secs(15));
+    let every = shared.settings.reap_every();
     loop {
         tokio::select! {
             () = tokio::time::sleep(every) => {}
             _ = shutdown.changed() => return,
         }
-        match shared.store.reap_workflow_leases().await {
+        let held = hold(&shared.held).clone();
+        match shared
+            .store
+            .reap_workflow_leases_except(|run| held.contains(run))
+            .await
+        {
             Ok(reaped) => {
                 for id in &reaped.requeued {
                     tracing::info!(run = id, "workflow run's lease expired: queued again");
@@ -415,4 +447,34 @@ async fn listen(shared: Arc<Shared>, url: String, mut shutdown: watch::Receiver<
 
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_lease_outlives_three_missed_heartbeats_and_hands_a_run_on_within_five_seconds() {
+        let settings = EngineSettings::default();
+        assert_eq!(settings.heartbeat(), Duration::from_secs(1));
+        assert!(settings.lease >= settings.heartbeat() * 4);
+        // The worst case: the last beat just before the death, then one reaper period.
+        assert!(settings.lease + settings.reap_every() <= Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_short_lease_beats_and_reaps_faster_but_never_busy_loops() {
+        let settings = EngineSettings {
+            lease: Duration::from_secs(1),
+            ..EngineSettings::default()
+        };
+        assert_eq!(settings.heartbeat(), Duration::from_millis(250));
+        assert_eq!(settings.reap_every(), Duration::from_millis(125));
+        let tiny = EngineSettings {
+            lease: Duration::from_millis(10),
+            ..EngineSettings::default()
+        };
+        assert_eq!(tiny.heartbeat(), Duration::from_millis(50));
+        assert_eq!(tiny.reap_every(), Duration::from_millis(50));
+    }
 }

@@ -88,8 +88,9 @@ pub(super) async fn drive(
     renewal.abort();
 }
 
-/// Renews the lease every third of it until aborted; flags `lost` when the run is no longer
-/// held.
+/// The run's heartbeat: renews the lease every [`EngineSettings::heartbeat`] until aborted;
+/// flags `lost` when the run is no longer held (aborted by a person, or taken over after the
+/// process stalled for a whole lease).
 fn renew(
     shared: &Arc<Shared>,
     worker: &str,
@@ -102,8 +103,9 @@ fn renew(
     let lost = Arc::clone(lost);
     tokio::spawn(async move {
         let lease = shared.settings.lease;
+        let beat = shared.settings.heartbeat();
         loop {
-            tokio::time::sleep(lease / 3).await;
+            tokio::time::sleep(beat).await;
             let until = now_ms() + millis(lease);
             match shared.store.renew_lease(&run_id, &worker, until).await {
                 Ok(true) => {}

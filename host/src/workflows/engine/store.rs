@@ -467,7 +467,7 @@ impl Store {
         .bind(now_ms())
         .bind(self.project())
         .bind(self.environment())
-        .fetch_optional(self.pool())
+        .fetch_optional(self.progress_pool())
         .await?;
         row.as_ref().map(run_from_row).transpose()
     }
@@ -486,7 +486,7 @@ impl Store {
         .bind(lease_until)
         .bind(run_id)
         .bind(worker)
-        .execute(self.pool())
+        .execute(self.progress_pool())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -502,7 +502,7 @@ impl Store {
         .bind(now)
         .bind(run_id)
         .bind(worker)
-        .execute(self.pool())
+        .execute(self.progress_pool())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -512,6 +512,15 @@ impl Store {
     /// running the write again could do it twice. Each change is conditioned on the lease
     /// still being expired, so a worker renewing at the same moment keeps its run.
     pub async fn reap_workflow_leases(&self) -> Result<Reaped> {
+        self.reap_workflow_leases_except(|_| false).await
+    }
+
+    /// [`Self::reap_workflow_leases`], leaving alone the runs `driven` says this process's
+    /// own workers are driving (alive, only late with a heartbeat).
+    pub async fn reap_workflow_leases_except(
+        &self,
+        driven: impl Fn(&str) -> bool,
+    ) -> Result<Reaped> {
         let now = now_ms();
         let expired = sqlx::query(
             "SELECT r.id, s.phase, s.step_index FROM workflow_runs r \
@@ -523,15 +532,18 @@ impl Store {
         .bind(self.project())
         .bind(self.environment())
         .bind(now)
-        .fetch_all(self.pool())
+        .fetch_all(self.progress_pool())
         .await?;
         let mut reaped = Reaped::default();
         for row in expired {
             let id: String = row.try_get(0)?;
+            if driven(&id) {
+                continue;
+            }
             let phase: Option<String> = row.try_get(1)?;
             let index: Option<i64> = row.try_get(2)?;
             if phase.as_deref() == Some(EXECUTING) {
-                let mut tx = self.pool().begin().await?;
+                let mut tx = self.progress_pool().begin().await?;
                 let done = sqlx::query(
                     "UPDATE workflow_runs SET state = 'awaiting_input', \
                      waiting_reason = 'uncertain', locked_by = NULL, lease_expires_at = NULL, \
@@ -564,7 +576,7 @@ impl Store {
                 )
                 .bind(now)
                 .bind(&id)
-                .execute(self.pool())
+                .execute(self.progress_pool())
                 .await?;
                 if done.rows_affected() == 1 {
                     reaped.requeued.push(id);
@@ -594,7 +606,7 @@ impl Store {
         step: &NewStep<'_>,
     ) -> Result<bool> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.progress_pool().begin().await?;
         if !owned(&mut tx, run_id, worker, now, Some(step.index)).await? {
             tx.rollback().await?;
             return Ok(false);
@@ -647,7 +659,7 @@ impl Store {
         next: Option<&NewStep<'_>>,
     ) -> Result<bool> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.progress_pool().begin().await?;
         write_done(&mut tx, run_id, index, done, now).await?;
         let held = sqlx::query(
             "UPDATE workflow_runs SET context = $1, updated_at = $2, \
@@ -681,7 +693,7 @@ impl Store {
         wait: &StepWait,
     ) -> Result<bool> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.progress_pool().begin().await?;
         let status = if wait.failed.is_some() {
             StepStatus::Failed
         } else {
@@ -738,7 +750,7 @@ impl Store {
         available_at: i64,
     ) -> Result<bool> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.progress_pool().begin().await?;
         sqlx::query(
             "UPDATE workflow_run_steps SET status = 'pending', attempt = $1, error_message = $2 \
              WHERE run_id = $3 AND step_index = $4",
@@ -777,7 +789,7 @@ impl Store {
         error: Option<(&str, &str)>,
     ) -> Result<(bool, Option<String>)> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.progress_pool().begin().await?;
         let held = sqlx::query(
             "UPDATE workflow_runs SET state = $1, waiting_reason = NULL, locked_by = NULL, \
              lease_expires_at = NULL, finished_at = $2, updated_at = $2, error_code = $3, \
