@@ -4,7 +4,8 @@
 //! killed during its write waits for a person, reason `uncertain`), and no write ran twice: a
 //! trigger of the user data counts every UPDATE of each order. On a SQLite store and on a
 //! PostgreSQL store (user data on SQLite in both). Also `canopy workflows runs list|show|abort`
-//! on the store the runs left.
+//! on the store the runs left. And with two instances on one PostgreSQL store and the default
+//! lease, a killed instance's runs are taken over by the other within five seconds.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
