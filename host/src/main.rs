@@ -175,7 +175,13 @@ async fn serve(args: ServeArgs, watch: bool) -> anyhow::Result<()> {
     let socket = reserve(config_listen)?;
     let mount_path = config.http.mount_path();
     let mcp = config.mcp.clone();
-    let ready = canopy::app::prepare(config).await?;
+    // Signals count from here: one that arrives while the stack starts stops it there, at once
+    // (before, the handler came only with the server, and a SIGTERM during the start killed
+    // the process).
+    let mut shutdown = Box::pin(shutdown_signal());
+    let Some(ready) = until_stopped(canopy::app::prepare(config), &mut shutdown).await? else {
+        return Ok(());
+    };
     let listener = start_listening(socket, config_listen)?;
     let address = listener.local_addr()?;
     match &mcp {
@@ -193,7 +199,22 @@ async fn serve(args: ServeArgs, watch: bool) -> anyhow::Result<()> {
         None => canopy::outln!("Canopy is serving on http://{address}{mount_path}"),
     }
     let options = canopy::app::ServeOptions { watch };
-    ready.serve(listener, shutdown_signal(), options).await
+    ready.serve(listener, shutdown, options).await
+}
+
+/// Runs `start` unless `shutdown` resolves first: `None` then (the command was stopped while
+/// starting).
+async fn until_stopped<T>(
+    start: impl Future<Output = anyhow::Result<T>>,
+    shutdown: &mut std::pin::Pin<Box<impl Future<Output = ()>>>,
+) -> anyhow::Result<Option<T>> {
+    tokio::select! {
+        started = start => started.map(Some),
+        () = shutdown.as_mut() => {
+            tracing::info!("stopped while starting");
+            Ok(None)
+        }
+    }
 }
 
 async fn run(command: Command) -> anyhow::Result<()> {
@@ -362,7 +383,10 @@ async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()>
     let settings = demo_settings(&config, &database_url);
     let workflows = config.workflows_dir.is_some();
     let admin = &canopy::app::admin::DEMO_LOGINS[0];
-    let ready = canopy::app::prepare(config).await?;
+    let mut shutdown = Box::pin(shutdown_signal());
+    let Some(ready) = until_stopped(canopy::app::prepare(config), &mut shutdown).await? else {
+        return Ok(());
+    };
     let token = canopy::app::admin::demo_session_token(ready.store(), DEMO_AUTH_SECRET).await?;
     let listener = start_listening(socket, address)?;
     let bound = listener.local_addr()?;
@@ -411,11 +435,7 @@ async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()>
     );
     canopy::outln!("\nPress Ctrl-C to stop.");
     ready
-        .serve(
-            listener,
-            shutdown_signal(),
-            canopy::app::ServeOptions::default(),
-        )
+        .serve(listener, shutdown, canopy::app::ServeOptions::default())
         .await
 }
 
@@ -532,31 +552,44 @@ fn load(args: ServeArgs) -> anyhow::Result<(Config, canopy::logging::LogGuard)> 
     Ok((config, guard))
 }
 
-/// Resolves on the first SIGINT (Ctrl-C) or SIGTERM; in-flight requests then finish.
-async fn shutdown_signal() {
-    let interrupt = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "cannot listen for SIGINT");
+/// Listens for SIGINT (Ctrl-C) and SIGTERM from the moment it is called, not from its first
+/// poll, and resolves on the first one; in-flight requests then finish.
+#[cfg(unix)]
+fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let interrupt = signal(SignalKind::interrupt());
+    let terminate = signal(SignalKind::terminate());
+    async move {
+        tokio::select! {
+            () = received(interrupt, "SIGINT") => {}
+            () = received(terminate, "SIGTERM") => {}
+        }
+        tracing::info!("shutting down: finishing requests in flight");
+    }
+}
+
+/// Resolves when `signal` arrives; never when it could not be listened for (said once).
+#[cfg(unix)]
+async fn received(signal: std::io::Result<tokio::signal::unix::Signal>, name: &str) {
+    match signal {
+        Ok(mut signal) => {
+            signal.recv().await;
+        }
+        Err(error) => {
+            tracing::error!(%error, "cannot listen for {name}");
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
     }
-    tracing::info!("shutting down: finishing requests in flight");
+}
+
+/// Resolves on Ctrl-C; in-flight requests then finish.
+#[cfg(not(unix))]
+fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+        tracing::info!("shutting down: finishing requests in flight");
+    }
 }
