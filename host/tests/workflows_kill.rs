@@ -165,9 +165,19 @@ async fn until(store: &Store, what: &str, done: impl Fn(&HashMap<String, i64>) -
     }
 }
 
-/// Queues one run of the `settle` workflow per order, as `user_id`; the workflow's id.
-async fn queue(store: &Store, user_id: i64) -> String {
-    let (workflow_id, version_id) = workflow(store).await;
+/// Opens the store a first start bootstrapped and queues one run of the `settle` workflow per
+/// order, as its first admin (who has every right); the store and the workflow's id.
+async fn queue(state_url: &str) -> (Store, String) {
+    let store = Store::open(state_url, "canopy", "production")
+        .await
+        .unwrap();
+    let user_id = store
+        .user_by_email("admin@canopy.local")
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
+    let (workflow_id, version_id) = workflow(&store).await;
     for order in 1..=RUNS {
         let queued = store
             .queue_run(&NewRun {
@@ -186,7 +196,7 @@ async fn queue(store: &Store, user_id: i64) -> String {
             .unwrap();
         assert!(matches!(queued, Queued::Created(_)));
     }
-    workflow_id
+    (store, workflow_id)
 }
 
 /// Every run ended, or waits for a person because it was stopped during its write, and no
@@ -234,15 +244,7 @@ async fn kill_and_restart(state_url: &str) {
     let data_url = data(&dir.0).await;
     // The first start bootstraps the store: its first admin has every right.
     let mut server = serve(&dir.0, &data_url, state_url, Some("2"));
-    let store = Store::open(state_url, "canopy", "production")
-        .await
-        .unwrap();
-    let admin = store
-        .user_by_email("admin@canopy.local")
-        .await
-        .unwrap()
-        .unwrap();
-    let workflow_id = queue(&store, admin.id).await;
+    let (store, workflow_id) = queue(state_url).await;
     // Killed once some runs are done, with others in flight and the rest queued.
     until(&store, "the first runs", |s| count(s, "succeeded") >= 10).await;
     server.0.kill().unwrap();
@@ -348,15 +350,7 @@ async fn a_killed_instances_runs_are_taken_over_by_another_within_five_seconds()
     let other_dir = TempDir::new("workflows-takeover-other");
     let data_url = data(&dir.0).await;
     let mut doomed = serve(&dir.0, &data_url, &state_url, None);
-    let store = Store::open(&state_url, "canopy", "production")
-        .await
-        .unwrap();
-    let admin = store
-        .user_by_email("admin@canopy.local")
-        .await
-        .unwrap()
-        .unwrap();
-    queue(&store, admin.id).await;
+    let (store, _) = queue(&state_url).await;
     // The first instance's id, from a run it claimed before the other one started.
     let deadline = Instant::now() + Duration::from_secs(60);
     let prefix = loop {
