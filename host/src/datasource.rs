@@ -26,8 +26,12 @@ pub use query::{
     Filter, Group, Leaf, Operator, Page, Projection, Sort, SortClause,
 };
 pub use record::{
-    Record, Value, decode_binary, format_datetime, pack_id, pack_id_with, parse_datetime, unpack_id,
+    Record, Value, decode_binary, format_datetime, pack_id, pack_id_with, parse_datetime,
+    push_datetime, unpack_id,
 };
+// Records that share their names (the rows of a result set), for tests outside this module.
+#[cfg(test)]
+pub(crate) use record::RecordShape;
 pub use schema::{
     CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, FieldSchema, PrimitiveType,
     RelationSchema,

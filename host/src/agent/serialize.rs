@@ -4,8 +4,6 @@
 //! Everything here is pure: routes fetch records, then hand them over with the schema. The CSV
 //! writer works one batch at a time so that an export can be streamed page by page.
 
-use std::borrow::Cow;
-
 use indexmap::IndexMap;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Serialize;
@@ -378,7 +376,12 @@ fn internal(message: impl Into<String>) -> Error {
 pub fn csv_header(header: &str) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut writer = CsvOut::new(&mut out);
-    writer.row(&mut header.split(',').map(Cow::Borrowed).collect::<Vec<_>>())?;
+    let mut scratch = String::new();
+    let cells: Vec<Cell<'_>> = header
+        .split(',')
+        .map(|name| Cell::text(name, &mut scratch))
+        .collect();
+    writer.row(&cells, &scratch)?;
     writer.finish()?;
     Ok(out)
 }
@@ -414,40 +417,91 @@ pub fn write_csv_batch<S: AsRef<str>>(
     records: &[Record],
 ) -> Result<()> {
     let mut writer = CsvOut::new(out);
-    // One row of cells, reused: a cell borrows its record's text where it can.
-    let mut row = Vec::with_capacity(projection.len());
+    // The rows of a page share their field names: each plain field's position is found once,
+    // in the first record, instead of a name search per cell.
+    let first = records.first();
+    let positions: Vec<Option<usize>> = projection
+        .iter()
+        .map(|path| {
+            let path = path.as_ref();
+            first.filter(|_| !path.contains(':'))?.position(path)
+        })
+        .collect();
+    // One row of cells and one text buffer, reused: a cell borrows its record's text, or is a
+    // range of the buffer where its value was written (numbers, dates, decimals).
+    let mut cells = Vec::with_capacity(projection.len());
+    let mut scratch = String::new();
     for record in records {
-        row.clear();
+        cells.clear();
+        scratch.clear();
+        let shared = first.is_some_and(|first| first.shares_names(record));
         for (i, path) in projection.iter().enumerate() {
             let wire = wires.get(i).copied().unwrap_or_default();
-            row.push(csv_cell(record.get_path(path.as_ref()), wire)?);
+            let value = match positions[i] {
+                Some(position) if shared => record.value_at(position),
+                _ => record.get_path(path.as_ref()),
+            };
+            cells.push(csv_cell(value, wire, &mut scratch)?);
         }
-        writer.row(&mut row)?;
+        writer.row(&cells, &scratch)?;
     }
     writer.finish()
 }
 
-/// The text of one CSV cell.
-fn csv_cell(value: Option<&Value>, wire: Wire) -> Result<Cow<'_, str>> {
-    let Some(value) = value else {
-        return Ok(Cow::Borrowed(""));
-    };
-    if let Some(text) = wire::csv_text(value, wire) {
-        return Ok(Cow::Owned(text));
+/// One CSV cell: text borrowed from a record, or a range of the row's buffer.
+enum Cell<'r> {
+    Text(&'r str),
+    Written(std::ops::Range<usize>),
+}
+
+impl<'r> Cell<'r> {
+    /// A record's text as a cell. The agent's CSV library drops NUL characters: a text that
+    /// holds one is written to `scratch` without them.
+    fn text(text: &'r str, scratch: &mut String) -> Self {
+        if !text.contains('\0') {
+            return Self::Text(text);
+        }
+        let start = scratch.len();
+        scratch.extend(text.chars().filter(|c| *c != '\0'));
+        Self::Written(start..scratch.len())
     }
-    Ok(match value {
-        Value::Null => Cow::Borrowed(""),
-        Value::String(s) => Cow::Borrowed(s),
-        Value::Int(i) => Cow::Owned(itoa::Buffer::new().format(*i).to_owned()),
-        Value::Bool(b) => Cow::Borrowed(if *b { "true" } else { "false" }),
-        Value::Float(f) => Cow::Owned(js::number(*f)),
+
+    fn as_str<'a>(&'a self, scratch: &'a str) -> &'a str {
+        match self {
+            Self::Text(text) => text,
+            Self::Written(range) => scratch.get(range.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+/// The cell of one value; values that are not text are written to `scratch`.
+fn csv_cell<'r>(value: Option<&'r Value>, wire: Wire, scratch: &mut String) -> Result<Cell<'r>> {
+    let Some(value) = value else {
+        return Ok(Cell::Text(""));
+    };
+    let start = scratch.len();
+    if let Some(text) = wire::csv_text(value, wire) {
+        scratch.push_str(&text);
+        return Ok(Cell::Written(start..scratch.len()));
+    }
+    match value {
+        Value::Null => return Ok(Cell::Text("")),
+        Value::String(s) => return Ok(Cell::text(s, scratch)),
+        Value::Bool(b) => return Ok(Cell::Text(if *b { "true" } else { "false" })),
+        Value::Int(i) => scratch.push_str(itoa::Buffer::new().format(*i)),
+        Value::Float(f) => scratch.push_str(&js::number(*f)),
         // What the JSON form's string is, without building it.
-        Value::Date(d) => Cow::Owned(datasource::format_datetime(d)),
-        other => Cow::Owned(match to_json(other, wire)? {
-            Json::Null => String::new(),
-            json => js::string_with_objects(&json, &Json::to_string),
-        }),
-    })
+        Value::Date(d) => datasource::push_datetime(scratch, d),
+        Value::Decimal(d) if wire == Wire::NumberString => wire::push_plain_decimal(scratch, d),
+        other => match to_json(other, wire)? {
+            Json::Null => return Ok(Cell::Text("")),
+            json => {
+                let text = js::string_with_objects(&json, &Json::to_string);
+                scratch.extend(text.chars().filter(|c| *c != '\0'));
+            }
+        },
+    }
+    Ok(Cell::Written(start..scratch.len()))
 }
 
 /// Rows written with the `csv` crate (quoting only where needed, `\n` terminator).
@@ -468,15 +522,9 @@ impl<'o> CsvOut<'o> {
         Self { builder, writer }
     }
 
-    fn row(&mut self, row: &mut [Cow<'_, str>]) -> Result<()> {
-        // The agent's CSV library drops NUL characters.
-        for cell in row.iter_mut() {
-            if cell.contains('\0') {
-                cell.to_mut().retain(|c| c != '\0');
-            }
-        }
-        if let [cell] = &*row
-            && cell.is_empty()
+    fn row(&mut self, row: &[Cell<'_>], scratch: &str) -> Result<()> {
+        if let [cell] = row
+            && cell.as_str(scratch).is_empty()
         {
             // The csv crate writes `""` for a lone empty field (so that the row is not lost);
             // the agent writes an empty line. Written by hand to keep the same bytes.
@@ -489,7 +537,7 @@ impl<'o> CsvOut<'o> {
         }
         match &mut self.writer {
             Some(writer) => writer
-                .write_record(row.iter().map(|cell| cell.as_bytes()))
+                .write_record(row.iter().map(|cell| cell.as_str(scratch).as_bytes()))
                 .map_err(csv_error),
             None => Err(csv_error("the writer was lost")),
         }
@@ -984,6 +1032,35 @@ mod tests {
             b"\"Full \"\"name\"\"\",Author - Name\n"
         );
         assert_eq!(csv_header("").unwrap(), b"\n");
+    }
+
+    #[test]
+    fn csv_rows_read_the_records_of_one_shape_by_position_and_others_by_name() {
+        let shape = crate::datasource::RecordShape::new(["id", "price", "sku"]);
+        let decimal = |text: &str| Value::Decimal(text.parse().unwrap());
+        let records = vec![
+            shape.record(vec![Value::Int(1), decimal("-0.50"), "a\0b".into()]),
+            shape.record(vec![Value::Int(2), decimal("1e3"), "c".into()]),
+            // Built on its own: other names, in another order.
+            rec(vec![
+                ("sku", "d".into()),
+                ("extra", Value::Int(9)),
+                ("id", Value::Int(3)),
+            ]),
+        ];
+        let mut out = Vec::new();
+        let wires = [Wire::Plain, Wire::NumberString, Wire::Plain, Wire::Plain];
+        write_csv_batch(
+            &mut out,
+            &["sku", "price", "id", "missing"],
+            &wires,
+            &records,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "ab,-0.50,1,\nc,1000,2,\nd,,3,\n"
+        );
     }
 
     #[test]
