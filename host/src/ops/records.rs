@@ -401,7 +401,7 @@ pub struct ExportRequest {
 }
 
 /// Starts an export: the checks (browse, `export`, relation reads) and the filter within the
-/// caller's scope; the pages are read as [`Export::next_page`] is called. The activity entry
+/// caller's scope; the pages are read as [`Export::next_records`] is called. The activity entry
 /// is recorded when the export starts: a page failing later is logged by the export itself.
 pub async fn export(ops: &Ops, caller: &Caller, request: ExportRequest) -> Result<Export> {
     let schema = ops.schema();
@@ -443,13 +443,16 @@ pub async fn export(ops: &Ops, caller: &Caller, request: ExportRequest) -> Resul
     let included = IncludedScopes::new(ops, caller, collection_schema, &projection).await?;
     let paging = Paging::of(collection_schema, &filter.sort);
     let export = Export {
-        wires: agent::serialize::csv_wires(schema, collection_schema, &columns.0),
+        rows: CsvRows {
+            wires: agent::serialize::csv_wires(schema, collection_schema, &columns.0),
+            columns,
+            page_bytes: 0,
+        },
         collection,
         caller: caller.clone(),
         filter,
         projection,
         included,
-        columns,
         remaining: ops.limit_export_size,
         paging,
         done: false,
@@ -467,14 +470,39 @@ pub struct Export {
     projection: Projection,
     /// The caller's scopes on the records included through to-one relations (`strictScopes`).
     included: IncludedScopes,
-    /// What is written, in order: the fields the client asked for.
-    columns: Projection,
-    /// The wire form of each written column.
-    wires: Vec<crate::datasource::schema::Wire>,
+    /// How the records are written.
+    rows: CsvRows,
     /// Records still allowed by `limitExportSize`.
     remaining: Option<u64>,
     paging: Paging,
     done: bool,
+}
+
+/// The writing half of an export: pages of records as CSV rows. Apart from [`Export`], so that
+/// a download can write one page while the next is read.
+pub struct CsvRows {
+    /// What is written, in order: the fields the client asked for.
+    columns: Projection,
+    /// The wire form of each written column.
+    wires: Vec<crate::datasource::schema::Wire>,
+    /// The size of the last page written: the next one's buffer starts at it, not empty.
+    page_bytes: usize,
+}
+
+impl CsvRows {
+    /// One page of records as CSV rows; `None` when they cannot be written (logged: the answer
+    /// has started, so the stream ends there).
+    pub fn write(&mut self, records: &[Record]) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.page_bytes);
+        if let Err(error) =
+            agent::serialize::write_csv_batch(&mut out, &self.columns.0, &self.wires, records)
+        {
+            tracing::error!(%error, "CSV export stopped");
+            return None;
+        }
+        self.page_bytes = out.len();
+        Some(out)
+    }
 }
 
 /// How an export reaches its next page. An offset makes the database read and drop every row
@@ -581,9 +609,20 @@ fn after_row(keys: &[datasource::SortClause], values: &[Value]) -> Option<Condit
 }
 
 impl Export {
-    /// The next page as CSV rows; `None` once every record (or the limit) is written, or when
-    /// a page fails (logged: the answer has started, so the stream ends there).
-    pub async fn next_page(&mut self) -> Option<Vec<u8>> {
+    /// Splits the export into its reading half (this, read with [`Export::next_records`]) and
+    /// its writing half.
+    pub fn into_parts(mut self) -> (Self, CsvRows) {
+        let rows = CsvRows {
+            columns: std::mem::take(&mut self.rows.columns),
+            wires: std::mem::take(&mut self.rows.wires),
+            page_bytes: 0,
+        };
+        (self, rows)
+    }
+
+    /// The next page of records, with the caller's scopes applied to the included ones; `None`
+    /// once every record (or the limit) is read, or when a page fails (logged).
+    pub async fn next_records(&mut self) -> Option<Vec<Record>> {
         if self.done {
             return None;
         }
@@ -616,14 +655,7 @@ impl Export {
         if read == 0 {
             return None;
         }
-        let mut out = Vec::new();
-        if let Err(error) =
-            agent::serialize::write_csv_batch(&mut out, &self.columns.0, &self.wires, &records)
-        {
-            tracing::error!(%error, "CSV export stopped");
-            return None;
-        }
-        Some(out)
+        Some(records)
     }
 }
 
