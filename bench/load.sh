@@ -150,13 +150,18 @@ for team, document in [(operations, {}), (ops, {"collections": {
                          "value": "{{currentUser.tags.hidden_status}}"}},
     "customers": {"scope": {"field": "email", "operator": "not_equal", "value": "{{currentUser.email}}"}},
 }})]:
-    db.execute("INSERT INTO renderings (project, environment, team_id, document, updated_at) VALUES (?, ?, ?, ?, ?)",
+    # The first start already made the admin team's rendering: replaced, not added.
+    db.execute("INSERT INTO renderings (project, environment, team_id, document, updated_at) VALUES (?, ?, ?, ?, ?)"
+               " ON CONFLICT (project, environment, team_id) DO UPDATE SET document = excluded.document,"
+               " updated_at = excluded.updated_at",
                (project, env, team, json.dumps(document), now))
 rendering = one("SELECT id FROM renderings WHERE project = ? AND environment = ? AND team_id = ?", project, env, ops)
 # Support browses and reads orders and customers (and customers through orders' relation).
 document = json.loads(one("SELECT document FROM environment_permissions WHERE project = ? AND environment = ?", project, env))
+collections = document["collections"]
 for name in ("orders", "customers"):
-    rights = document["collections"][name]["collection"]
+    # The first start grants every collection at once (`*`); these two get entries of their own.
+    rights = collections.setdefault(name, json.loads(json.dumps(collections["*"])))["collection"]
     for right in ("browseEnabled", "readEnabled"):
         rights[right]["roles"].append(support)
 db.execute("UPDATE environment_permissions SET document = ? WHERE project = ? AND environment = ?",
