@@ -192,9 +192,11 @@ pub(crate) struct Shared {
     pub settings: EngineSettings,
     /// Versions never change once written: each is parsed once.
     definitions: Mutex<HashMap<String, Arc<Loaded>>>,
-    /// The runs this process's workers are driving: the reaper leaves them alone even when
-    /// a heartbeat is late, since their worker is alive and fences its own writes.
-    held: Mutex<HashSet<String>>,
+    /// The runs this process's workers are driving, with how many workers hold each: the
+    /// reaper leaves them alone even when a heartbeat is late, since their worker is alive and
+    /// fences its own writes. Counted, because a run can be claimed again by a second worker
+    /// (after another instance requeued it) before the first one has let go of it.
+    held: Held,
 }
 
 /// Most parsed versions kept; past it the cache starts again (rare: one entry per version).
@@ -273,7 +275,7 @@ impl Engine {
             wakeup,
             settings,
             definitions: Mutex::new(HashMap::new()),
-            held: Mutex::new(HashSet::new()),
+            held: Held::default(),
         });
         let mut tasks = Vec::new();
         for n in 0..shared.settings.workers {
@@ -342,10 +344,9 @@ async fn work(shared: Arc<Shared>, worker: String, mut shutdown: watch::Receiver
             Ok(Some(run)) => {
                 // There may be more: let another idle worker look too.
                 shared.wakeup.notify_local();
-                let id = run.id.clone();
-                hold(&shared.held).insert(id.clone());
+                // Let go of when the drive ends, however it ends.
+                let _holding = shared.held.hold(&run.id);
                 execute::drive(&shared, &worker, run, &shutdown).await;
-                hold(&shared.held).remove(&id);
             }
             Ok(None) => {
                 tokio::select! {
@@ -365,8 +366,46 @@ async fn work(shared: Arc<Shared>, worker: String, mut shutdown: watch::Receiver
     }
 }
 
-fn hold(held: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
-    held.lock().unwrap_or_else(|p| p.into_inner())
+/// The runs held by this process's workers, each with the number of workers holding it.
+#[derive(Default)]
+struct Held(Mutex<HashMap<String, usize>>);
+
+impl Held {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks `run` as held until the returned value is dropped.
+    fn hold(&self, run: &str) -> Holding<'_> {
+        *self.lock().entry(run.to_owned()).or_insert(0) += 1;
+        Holding {
+            held: self,
+            run: run.to_owned(),
+        }
+    }
+
+    /// The runs held now.
+    fn runs(&self) -> HashSet<String> {
+        self.lock().keys().cloned().collect()
+    }
+}
+
+/// One worker's hold on a run ([`Held::hold`]).
+struct Holding<'h> {
+    held: &'h Held,
+    run: String,
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        let mut held = self.held.lock();
+        if let Some(count) = held.get_mut(&self.run) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.run);
+            }
+        }
+    }
 }
 
 /// The lease reaper: every eighth of a lease (at most a second), so a dead worker's runs are
@@ -378,7 +417,7 @@ async fn reap(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
             () = tokio::time::sleep(every) => {}
             _ = shutdown.changed() => return,
         }
-        let held = hold(&shared.held).clone();
+        let held = shared.held.runs();
         match shared
             .store
             .reap_workflow_leases_except(|run| held.contains(run))
@@ -452,6 +491,29 @@ fn millis(duration: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_stays_held_until_every_worker_holding_it_lets_go() {
+        let held = Held::default();
+        let first = held.hold("run-1");
+        // Claimed again by a second worker before the first one has let go.
+        let second = held.hold("run-1");
+        let other = held.hold("run-2");
+        drop(first);
+        assert!(held.runs().contains("run-1"));
+        drop(second);
+        assert!(!held.runs().contains("run-1"));
+        assert!(held.runs().contains("run-2"));
+        // A drive that ends in a panic lets go too.
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _holding = held.hold("run-3");
+            panic!("the drive failed");
+        }));
+        assert!(unwound.is_err());
+        assert!(!held.runs().contains("run-3"));
+        drop(other);
+        assert!(held.runs().is_empty());
+    }
 
     #[test]
     fn the_default_lease_outlives_three_missed_heartbeats_and_hands_a_run_on_within_five_seconds() {
