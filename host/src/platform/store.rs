@@ -301,22 +301,34 @@ fn user_fields(row: &AnyRow, teams: Vec<Team>) -> Result<User> {
     })
 }
 
-/// The options of [`Store::progress_pool`]'s connections: few (the engine's workers take one
-/// at a time), each set to commit without waiting for the disk.
-fn progress_options(dialect: Dialect) -> AnyPoolOptions {
+/// What each new connection of a store pool runs first. On SQLite: wait for the one writer
+/// rather than fail with SQLITE_BUSY, and enforce foreign keys. The store's own pool also turns
+/// WAL on (kept in the file); the engine's progress pool ([`Store::progress_pool`]) commits
+/// without waiting for the disk, on both databases.
+fn session(dialect: Dialect, durable: bool) -> &'static [&'static str] {
+    match (dialect, durable) {
+        (Dialect::Sqlite, true) => &[
+            "PRAGMA busy_timeout = 5000",
+            "PRAGMA foreign_keys = ON",
+            "PRAGMA journal_mode = WAL",
+        ],
+        (Dialect::Sqlite, false) => &[
+            "PRAGMA busy_timeout = 5000",
+            "PRAGMA foreign_keys = ON",
+            "PRAGMA synchronous = NORMAL",
+        ],
+        (Dialect::Postgres, true) => &[],
+        (Dialect::Postgres, false) => &["SET synchronous_commit = off"],
+    }
+}
+
+/// A store pool of at most `max_connections`, each connection set up with `settings`.
+fn pool_options(max_connections: u32, settings: &'static [&'static str]) -> AnyPoolOptions {
     AnyPoolOptions::new()
-        .max_connections(4)
+        .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
         .after_connect(move |conn, _| {
             Box::pin(async move {
-                let settings: &[&str] = match dialect {
-                    Dialect::Sqlite => &[
-                        "PRAGMA busy_timeout = 5000",
-                        "PRAGMA foreign_keys = ON",
-                        "PRAGMA synchronous = NORMAL",
-                    ],
-                    Dialect::Postgres => &["SET synchronous_commit = off"],
-                };
                 for setting in settings {
                     sqlx::query(setting).execute(&mut *conn).await?;
                 }
@@ -350,26 +362,8 @@ impl Store {
                 source: sqlx::Error::Io(e),
             })?;
         }
-        let options = AnyPoolOptions::new()
-            .max_connections(if dialect == Dialect::Sqlite { 4 } else { 8 })
-            .acquire_timeout(Duration::from_secs(10))
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if dialect == Dialect::Sqlite {
-                        // One writer at a time: wait for it rather than failing with SQLITE_BUSY.
-                        sqlx::query("PRAGMA busy_timeout = 5000")
-                            .execute(&mut *conn)
-                            .await?;
-                        sqlx::query("PRAGMA foreign_keys = ON")
-                            .execute(&mut *conn)
-                            .await?;
-                        sqlx::query("PRAGMA journal_mode = WAL")
-                            .execute(&mut *conn)
-                            .await?;
-                    }
-                    Ok(())
-                })
-            });
+        let max_connections = if dialect == Dialect::Sqlite { 4 } else { 8 };
+        let options = pool_options(max_connections, session(dialect, true));
         let pool = options.connect(url).await.map_err(|source| Error::Open {
             url: crate::datasource::sql::redact_url(url),
             source,
@@ -378,7 +372,8 @@ impl Store {
             Dialect::Sqlite => sqlx::migrate!("migrations/sqlite").run(&pool).await?,
             Dialect::Postgres => sqlx::migrate!("migrations/postgres").run(&pool).await?,
         }
-        let progress = progress_options(dialect)
+        // Few connections: the engine's workers take one at a time.
+        let progress = pool_options(4, session(dialect, false))
             .connect_lazy(url)
             .map_err(|source| Error::Open {
                 url: crate::datasource::sql::redact_url(url),
