@@ -4,6 +4,8 @@
 //! Everything here is pure: routes fetch records, then hand them over with the schema. The CSV
 //! writer works one batch at a time so that an export can be streamed page by page.
 
+use std::fmt::Write as _;
+
 use indexmap::IndexMap;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Serialize;
@@ -492,7 +494,10 @@ fn csv_cell<'r>(value: Option<&'r Value>, wire: Wire, scratch: &mut String) -> R
         Value::Float(f) => scratch.push_str(&js::number(*f)),
         // What the JSON form's string is, without building it.
         Value::Date(d) => datasource::push_datetime(scratch, d),
-        Value::Decimal(d) if wire == Wire::NumberString => wire::push_plain_decimal(scratch, d),
+        Value::Decimal(d) if wire == Wire::NumberString => {
+            // Writing to a `String` cannot fail.
+            let _ = write!(scratch, "{}", wire::Plain(d));
+        }
         other => match to_json(other, wire)? {
             Json::Null => return Ok(Cell::Text("")),
             json => {

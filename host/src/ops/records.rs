@@ -480,6 +480,7 @@ pub struct Export {
 
 /// The writing half of an export: pages of records as CSV rows. Apart from [`Export`], so that
 /// a download can write one page while the next is read.
+#[derive(Default)]
 pub struct CsvRows {
     /// What is written, in order: the fields the client asked for.
     columns: Projection,
@@ -612,11 +613,7 @@ impl Export {
     /// Splits the export into its reading half (this, read with [`Export::next_records`]) and
     /// its writing half.
     pub fn into_parts(mut self) -> (Self, CsvRows) {
-        let rows = CsvRows {
-            columns: std::mem::take(&mut self.rows.columns),
-            wires: std::mem::take(&mut self.rows.wires),
-            page_bytes: 0,
-        };
+        let rows = std::mem::take(&mut self.rows);
         (self, rows)
     }
 
