@@ -571,14 +571,7 @@ pub fn shop_plugin(plugin_dir: &Path) -> Result<(), String> {
     let built = plugins_target(&root).join("wasm32-wasip2/release/shop_plugin.wasm");
     if example.join("Cargo.toml").is_file() {
         eprintln!("Building the shop plugin ({}) …", example.display());
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = std::process::Command::new(cargo)
-            .current_dir(&example)
-            .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
-            .env("CARGO_TARGET_DIR", plugins_target(&root))
-            .env_remove("RUSTFLAGS")
-            .status();
-        if !matches!(status, Ok(s) if s.success()) && !built.is_file() {
+        if !build_plugin(&example, &plugins_target(&root)) && !built.is_file() {
             return Err(
                 "the shop plugin could not be built (`rustup target add wasm32-wasip2`, then \
                  `cargo build --target wasm32-wasip2 --release` in examples/shop/plugin)"
@@ -607,19 +600,28 @@ pub fn shop_plugin(plugin_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// `cargo build --release --target wasm32-wasip2` of the plugin crate in `dir`; whether it
+/// succeeded. The settings of a surrounding build are for the host (flags, and the lint wrapper
+/// that CI's test build runs under), not for the plugin.
+fn build_plugin(dir: &Path, target_dir: &Path) -> bool {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    std::process::Command::new(cargo)
+        .current_dir(dir)
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
+        .env("CARGO_TARGET_DIR", target_dir)
+        .env_remove("RUSTFLAGS")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Builds `plugins/flattener` like the shop plugin and copies it into `plugin_dir` as
 /// `flattener.wasm` with its `flattener.toml` (the demo's options).
 fn flattener_plugin(root: &Path, plugin_dir: &Path) -> Result<(), String> {
     let crate_dir = root.join("plugins").join("flattener");
     let built = plugins_target(root).join("wasm32-wasip2/release/flattener.wasm");
     if crate_dir.join("Cargo.toml").is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let _ = std::process::Command::new(cargo)
-            .current_dir(&crate_dir)
-            .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
-            .env("CARGO_TARGET_DIR", plugins_target(root))
-            .env_remove("RUSTFLAGS")
-            .status();
+        build_plugin(&crate_dir, &plugins_target(root));
     }
     if !built.is_file() {
         return Err(format!("it is not built ({})", built.display()));
