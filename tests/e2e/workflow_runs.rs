@@ -54,6 +54,8 @@ on_store_backends!(
     a_sub_workflow_runs_and_its_parent_resumes,
     expired_leases_are_taken_up_again_and_a_write_in_flight_waits,
     a_webhook_run_is_logged_with_the_webhook_origin,
+    reads_before_a_wait_are_written_with_it,
+    a_go_to_loop_ends_after_the_most_steps_with_every_step_written,
 );
 
 async fn every_step_kind_runs_as_the_runs_user(backend: Backend) {
@@ -141,6 +143,81 @@ async fn every_step_kind_runs_as_the_runs_user(backend: Backend) {
     assert_eq!(run.state, RunState::Succeeded);
     assert_eq!(keys(&fx.steps(&id).await), ["read", "check", "finish"]);
     assert_eq!(run.context["check"]["option"], "other");
+}
+
+/// The steps that only read run in memory and are written together (`execute::Unwritten`):
+/// when the run comes to a step that waits, they are all there, with the context.
+async fn reads_before_a_wait_are_written_with_it(backend: Backend) {
+    let fx = fixture(backend).await;
+    let workflow = fx
+        .workflow(orders(
+            "reads then a question",
+            json!([
+                {"key": "read", "type": "get-data", "fields": ["status"]},
+                {"key": "check", "type": "decision", "options": [
+                    {"name": "paid", "next": "buyer",
+                     "when": {"field": "status", "operator": "equal", "value": "paid"}},
+                    {"name": "other", "next": "ask"}]},
+                {"key": "buyer", "type": "load-related", "relation": "customer", "fields": ["name"]},
+                {"key": "ask", "type": "guidance", "prompt": "Call them?", "answer": true},
+            ]),
+        ))
+        .await;
+    let id = fx.queue(&workflow, "1", &fx.manager).await;
+    let run = fx.settled(&id).await;
+    assert_eq!(run.state, RunState::AwaitingInput, "{run:?}");
+    assert_eq!(run.current_step_index, Some(3));
+    let steps = fx.steps(&id).await;
+    assert_eq!(keys(&steps), ["read", "check", "buyer", "ask"]);
+    let statuses: Vec<StepStatus> = steps.iter().map(|s| s.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            StepStatus::Succeeded,
+            StepStatus::Succeeded,
+            StepStatus::Succeeded,
+            StepStatus::AwaitingInput
+        ]
+    );
+    assert_eq!(steps[0].output, json!({"status": "paid"}));
+    assert_eq!(steps[1].selected_option.as_deref(), Some("paid"));
+    assert!(steps[..3].iter().all(|s| s.finished_at.is_some()));
+    assert_eq!(run.context["read"], json!({"status": "paid"}));
+    assert_eq!(run.context["buyer"]["name"], "Ann");
+    let (status, body) = complete(&fx, &id, 3, &fx.manager, json!({"answer": "done"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let run = fx.settled(&id).await;
+    assert_eq!(run.state, RunState::Succeeded, "{run:?}");
+    assert_eq!(run.context["ask"], json!({"answer": "done"}));
+}
+
+/// A loop of reads is written in batches as it goes, and stops at the most steps a run may
+/// make, with each of them recorded.
+async fn a_go_to_loop_ends_after_the_most_steps_with_every_step_written(backend: Backend) {
+    let fx = fixture(backend).await;
+    let workflow = fx
+        .workflow(orders(
+            "loop",
+            json!([
+                {"key": "read", "type": "get-data", "fields": ["status"]},
+                {"key": "again", "type": "go-to", "target": "read"},
+            ]),
+        ))
+        .await;
+    let id = fx.queue(&workflow, "1", &fx.manager).await;
+    let run = fx.settled(&id).await;
+    assert_eq!(run.state, RunState::Failed, "{run:?}");
+    assert_eq!(run.error_code.as_deref(), Some("invalid_definition"));
+    let message = run.error_message.unwrap_or_default();
+    assert!(message.contains("go-to loop"), "{message}");
+    let steps = fx.steps(&id).await;
+    let max = usize::try_from(canopy::workflows::engine::MAX_STEPS).unwrap();
+    assert_eq!(steps.len(), max);
+    assert!(steps.iter().all(|s| s.status == StepStatus::Succeeded));
+    for (n, step) in steps.iter().enumerate() {
+        assert_eq!(step.index, i64::try_from(n).unwrap());
+        assert_eq!(step.key, if n % 2 == 0 { "read" } else { "again" });
+    }
 }
 
 async fn modes_wait_for_a_person_then_go_on(backend: Backend) {

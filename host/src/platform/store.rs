@@ -372,8 +372,12 @@ impl Store {
             Dialect::Sqlite => sqlx::migrate!("migrations/sqlite").run(&pool).await?,
             Dialect::Postgres => sqlx::migrate!("migrations/postgres").run(&pool).await?,
         }
-        // Few connections: the engine's workers take one at a time.
-        let progress = pool_options(4, session(dialect, false))
+        // Few connections: the engine's workers take one at a time. On SQLite, one: the file
+        // has one writer, and writers of one process queue in the pool, in order, rather than
+        // in SQLite's busy handler, which sleeps up to 100 ms between tries; each connection
+        // also drops its page cache whenever another one wrote.
+        let progress_connections = if dialect == Dialect::Sqlite { 1 } else { 4 };
+        let progress = pool_options(progress_connections, session(dialect, false))
             .connect_lazy(url)
             .map_err(|source| Error::Open {
                 url: crate::datasource::sql::redact_url(url),

@@ -138,6 +138,19 @@ impl Step {
     pub fn mode(&self) -> Mode {
         self.mode.unwrap_or_else(|| self.kind.default_mode())
     }
+
+    /// Whether the step only reads and steers: `end` and `go-to`, and `get-data`,
+    /// `load-related` and `decision` when automatic. Running one again after a crash changes
+    /// nothing, so the engine writes its row together with the next ones.
+    pub fn only_reads(&self) -> bool {
+        match self.kind {
+            Kind::End { .. } | Kind::GoTo { .. } => true,
+            Kind::GetData { .. } | Kind::LoadRelated { .. } | Kind::Decision { .. } => {
+                self.mode() == Mode::Automatic
+            }
+            _ => false,
+        }
+    }
 }
 
 /// How a step completes.

@@ -175,7 +175,7 @@ pub struct StepRow {
 }
 
 impl StepRow {
-    /// The row `insert_step` writes for `step`, as read back.
+    /// The row of `step` as it starts, before it is written (see [`Progress`]).
     pub(crate) fn pending(run_id: &str, step: &NewStep<'_>) -> Self {
         Self {
             run_id: run_id.to_owned(),
@@ -302,6 +302,35 @@ pub(crate) struct StepDone {
     pub output: Json,
     pub option: Option<String>,
     pub actor_user_id: Option<i64>,
+}
+
+/// A finished step as [`Store::record_progress`] writes it: its row as it ended (status,
+/// output, option, actor, times), and whether that row exists already (written as `pending`
+/// when the step started) or is inserted whole.
+#[derive(Debug, Clone)]
+pub(crate) struct Finished {
+    pub row: StepRow,
+    pub written: bool,
+}
+
+/// A run's progress since its last write, written in one transaction: the steps finished
+/// meanwhile, its context, and its current step (with that step's row when it is not written
+/// yet). The engine runs the steps that only read and steer one after the other in memory and
+/// writes them together (see `execute::Unwritten`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Progress<'a> {
+    pub finished: &'a [Finished],
+    pub context: &'a Json,
+    pub current_index: Option<i64>,
+    /// The current step's row, when it is not written yet.
+    pub current: Option<&'a StepRow>,
+}
+
+impl Progress<'_> {
+    /// Nothing happened since the last write (the context changes only with a finished step).
+    pub fn is_empty(&self) -> bool {
+        self.finished.is_empty() && self.current.is_none()
+    }
 }
 
 /// How a step waits: what it prepared, the approval request it filed, the person it was
@@ -450,25 +479,14 @@ impl Store {
     /// PostgreSQL skips runs another instance is claiming (`FOR UPDATE SKIP LOCKED`); SQLite
     /// has one writer, so one statement is enough.
     pub(crate) async fn claim_run(&self, worker: &str, lease_until: i64) -> Result<Option<Run>> {
-        let lock = match self.dialect() {
-            Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
-            Dialect::Sqlite => "",
-        };
-        let row = sqlx::query(&format!(
-            "UPDATE workflow_runs SET state = 'running', locked_by = $1, lease_expires_at = $2, \
-             started_at = COALESCE(started_at, $3), updated_at = $3 \
-             WHERE id = (SELECT id FROM workflow_runs WHERE project = $4 AND environment = $5 \
-             AND state = 'queued' AND available_at <= $3 ORDER BY available_at, created_at \
-             LIMIT 1{lock}) AND state = 'queued' \
-             RETURNING {RUN_COLUMNS}"
-        ))
-        .bind(worker)
-        .bind(lease_until)
-        .bind(now_ms())
-        .bind(self.project())
-        .bind(self.environment())
-        .fetch_optional(self.progress_pool())
-        .await?;
+        let row = sqlx::query(&claim_sql(self.dialect()))
+            .bind(worker)
+            .bind(lease_until)
+            .bind(now_ms())
+            .bind(self.project())
+            .bind(self.environment())
+            .fetch_optional(self.progress_pool())
+            .await?;
         row.as_ref().map(run_from_row).transpose()
     }
 
@@ -597,23 +615,20 @@ impl Store {
         )
     }
 
-    /// Adds the run's next step and makes it current; `false` (nothing written) when `worker`
-    /// no longer holds the run.
-    pub(crate) async fn start_step(
+    /// Writes a run's progress ([`Progress`]) in one transaction: the finished steps, the
+    /// context, the current step. Rows that exist already are finished whatever happened to the
+    /// run, since their side effect happened; the rest is written only while `worker` holds
+    /// the run. Returns whether it does.
+    pub(crate) async fn record_progress(
         &self,
         run_id: &str,
         worker: &str,
-        step: &NewStep<'_>,
+        progress: &Progress<'_>,
     ) -> Result<bool> {
-        let now = now_ms();
         let mut tx = self.progress_pool().begin().await?;
-        if !owned(&mut tx, run_id, worker, now, Some(step.index)).await? {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        insert_step(&mut tx, run_id, step, now).await?;
+        let held = write_progress(&mut tx, run_id, worker, progress, now_ms()).await?;
         tx.commit().await?;
-        Ok(true)
+        Ok(held)
     }
 
     /// Sets the write-ahead marker before a step's side effect. `false` when the marker was
@@ -643,43 +658,6 @@ impl Store {
         .execute(self.pool())
         .await?;
         Ok(())
-    }
-
-    /// Records a finished step (a write's marker becomes `done`) and the run's new context, and
-    /// adds the run's next step (`next`) and makes it current, in one transaction: one commit
-    /// per step. The step row is written even when `worker` lost the run (the side effect
-    /// happened); the run and its next step only while it holds it. Returns whether it does.
-    pub(crate) async fn finish_step(
-        &self,
-        run_id: &str,
-        worker: &str,
-        index: i64,
-        done: &StepDone,
-        context: &Json,
-        next: Option<&NewStep<'_>>,
-    ) -> Result<bool> {
-        let now = now_ms();
-        let mut tx = self.progress_pool().begin().await?;
-        write_done(&mut tx, run_id, index, done, now).await?;
-        let held = sqlx::query(
-            "UPDATE workflow_runs SET context = $1, updated_at = $2, \
-             current_step_index = COALESCE($3, current_step_index) \
-             WHERE id = $4 AND locked_by = $5 AND state = 'running'",
-        )
-        .bind(context.to_string())
-        .bind(now)
-        .bind(next.map(|step| step.index))
-        .bind(run_id)
-        .bind(worker)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if held && let Some(next) = next {
-            insert_step(&mut tx, run_id, next, now).await?;
-        }
-        tx.commit().await?;
-        Ok(held)
     }
 
     /// The run waits for a person (`reason`); its step waits too (or failed, with `wait.failed`).
@@ -778,18 +756,25 @@ impl Store {
         Ok(held)
     }
 
-    /// Ends a run `worker` holds (`succeeded`, `failed`), its current step failed with the
-    /// message when it failed. A sub-workflow's run wakes its parent in the same transaction.
-    /// Returns whether it held the run, and the parent to wake.
+    /// Ends a run `worker` holds (`succeeded`, `failed`) after writing its last `progress`, its
+    /// current step failed with the message when it failed. A sub-workflow's run wakes its
+    /// parent in the same transaction. Returns whether it held the run, and the parent to wake.
     pub(crate) async fn end_run(
         &self,
         run: &Run,
         worker: &str,
+        progress: &Progress<'_>,
         state: RunState,
         error: Option<(&str, &str)>,
     ) -> Result<(bool, Option<String>)> {
         let now = now_ms();
         let mut tx = self.progress_pool().begin().await?;
+        if !progress.is_empty()
+            && !write_progress(&mut tx, run.id.as_str(), worker, progress, now).await?
+        {
+            tx.rollback().await?;
+            return Ok((false, None));
+        }
         let held = sqlx::query(
             "UPDATE workflow_runs SET state = $1, waiting_reason = NULL, locked_by = NULL, \
              lease_expires_at = NULL, finished_at = $2, updated_at = $2, error_code = $3, \
@@ -851,6 +836,23 @@ impl Store {
     }
 }
 
+/// The claim of [`Store::claim_run`]: the environment's oldest due queued run, read from the
+/// `workflow_runs_due` index (one entry, whatever the history).
+fn claim_sql(dialect: Dialect) -> String {
+    let lock = match dialect {
+        Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
+        Dialect::Sqlite => "",
+    };
+    format!(
+        "UPDATE workflow_runs SET state = 'running', locked_by = $1, lease_expires_at = $2, \
+         started_at = COALESCE(started_at, $3), updated_at = $3 \
+         WHERE id = (SELECT id FROM workflow_runs WHERE project = $4 AND environment = $5 \
+         AND state = 'queued' AND available_at <= $3 ORDER BY available_at, created_at \
+         LIMIT 1{lock}) AND state = 'queued' \
+         RETURNING {RUN_COLUMNS}"
+    )
+}
+
 /// A write that changes nothing, to take the row's lock (PostgreSQL) or the store's write lock
 /// (SQLite) before reading in a transaction.
 pub(crate) async fn touch(tx: &mut Transaction<'_, Any>, run_id: &str) -> Result<()> {
@@ -861,50 +863,93 @@ pub(crate) async fn touch(tx: &mut Transaction<'_, Any>, run_id: &str) -> Result
     Ok(())
 }
 
-async fn insert_step(
-    tx: &mut Transaction<'_, Any>,
-    run_id: &str,
-    step: &NewStep<'_>,
-    now: i64,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO workflow_run_steps (run_id, step_index, step_key, step_type, mode, \
-         status, revised, original_step_index, attempt, input, started_at) \
-         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, 0, $7, $8)",
-    )
-    .bind(run_id)
-    .bind(step.index)
-    .bind(step.key)
-    .bind(step.kind)
-    .bind(step.mode)
-    .bind(step.original_step_index)
-    .bind(text(&step.input))
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// Whether `worker` holds the run (and touches it, moving it to `index` when given).
-async fn owned(
+/// [`Store::record_progress`] inside a transaction; whether `worker` holds the run.
+async fn write_progress(
     tx: &mut Transaction<'_, Any>,
     run_id: &str,
     worker: &str,
+    progress: &Progress<'_>,
     now: i64,
-    index: Option<i64>,
 ) -> Result<bool> {
-    let done = sqlx::query(
-        "UPDATE workflow_runs SET updated_at = $1, \
-         current_step_index = COALESCE($2, current_step_index) \
-         WHERE id = $3 AND locked_by = $4 AND state = 'running'",
+    let held = sqlx::query(
+        "UPDATE workflow_runs SET context = $1, updated_at = $2, \
+         current_step_index = COALESCE($3, current_step_index) \
+         WHERE id = $4 AND locked_by = $5 AND state = 'running'",
     )
+    .bind(progress.context.to_string())
     .bind(now)
-    .bind(index)
+    .bind(progress.current_index)
     .bind(run_id)
     .bind(worker)
     .execute(&mut **tx)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    .await?
+    .rows_affected()
+        == 1;
+    for finished in progress.finished.iter().filter(|f| f.written) {
+        let row = &finished.row;
+        let done = StepDone {
+            status: row.status,
+            output: row.output.clone(),
+            option: row.selected_option.clone(),
+            actor_user_id: row.actor_user_id,
+        };
+        write_done(tx, run_id, row.index, &done, now).await?;
+    }
+    if held {
+        let new: Vec<&StepRow> = progress
+            .finished
+            .iter()
+            .filter(|f| !f.written)
+            .map(|f| &f.row)
+            .chain(progress.current)
+            .collect();
+        insert_rows(tx, &new).await?;
+    }
+    Ok(held)
+}
+
+/// Columns bound per row by [`insert_rows`].
+const BOUND_PER_ROW: usize = 13;
+
+/// Inserts step rows whole (pending, or already finished), in one statement.
+async fn insert_rows(tx: &mut Transaction<'_, Any>, rows: &[&StepRow]) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let values: Vec<String> = (0..rows.len())
+        .map(|n| {
+            let first = n * BOUND_PER_ROW;
+            let binds: Vec<String> = (1..=BOUND_PER_ROW)
+                .map(|c| format!("${}", first + c))
+                .collect();
+            format!("({}, 0, 0)", binds.join(", "))
+        })
+        .collect();
+    let sql = format!(
+        "INSERT INTO workflow_run_steps (run_id, step_index, step_key, step_type, mode, status, \
+         original_step_index, input, output, selected_option, actor_user_id, started_at, \
+         finished_at, revised, attempt) VALUES {}",
+        values.join(", ")
+    );
+    let mut query = sqlx::query(&sql);
+    for row in rows {
+        query = query
+            .bind(&row.run_id)
+            .bind(row.index)
+            .bind(&row.key)
+            .bind(&row.kind)
+            .bind(&row.mode)
+            .bind(row.status.as_str())
+            .bind(row.original_step_index)
+            .bind(text(&row.input))
+            .bind(text(&row.output))
+            .bind(&row.selected_option)
+            .bind(row.actor_user_id)
+            .bind(row.started_at)
+            .bind(row.finished_at);
+    }
+    query.execute(&mut **tx).await?;
+    Ok(())
 }
 
 async fn write_done(
@@ -1030,5 +1075,181 @@ pub(crate) async fn wake_parent(
         .execute(&mut **tx)
         .await?;
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::workflows::runs::NewRun;
+
+    /// A store in a fresh SQLite file with one workflow version, and a run of it queued.
+    async fn queued_run() -> (Store, std::path::PathBuf, String) {
+        let path =
+            std::env::temp_dir().join(format!("canopy-progress-{}.sqlite", uuid::Uuid::new_v4()));
+        let store = Store::open(&format!("sqlite://{}?mode=rwc", path.display()), "p", "e")
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO workflows (id, project, environment, name, collection_name, active, \
+             latest_version, source, created_at, updated_at) \
+             VALUES ('w', 'p', 'e', 'w', 'orders', 1, 1, 'api', 0, 0)",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO workflow_versions (id, workflow_id, version, definition, \
+             definition_hash, created_at) VALUES ('v', 'w', 1, '{}', 'h', 0)",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let queued = store
+            .queue_run(&NewRun {
+                workflow_id: "w".into(),
+                version_id: "v".into(),
+                collection_name: "orders".into(),
+                record_id: "1".into(),
+                trigger_kind: TriggerKind::Manual,
+                trigger_id: None,
+                trigger_url_version: None,
+                user_id: 1,
+                token_id: None,
+                parent_run_id: None,
+            })
+            .await
+            .unwrap();
+        let crate::workflows::runs::Queued::Created(id) = queued else {
+            panic!("not queued: {queued:?}");
+        };
+        (store, path, id)
+    }
+
+    fn step(run: &str, index: i64, key: &str) -> StepRow {
+        StepRow::pending(
+            run,
+            &NewStep {
+                index,
+                key,
+                kind: "get-data",
+                mode: "automatic",
+                original_step_index: None,
+                input: Json::Null,
+            },
+        )
+    }
+
+    fn finished(mut row: StepRow, output: Json, written: bool) -> Finished {
+        row.status = StepStatus::Succeeded;
+        row.output = output;
+        row.actor_user_id = Some(1);
+        row.finished_at = Some(now_ms());
+        Finished { row, written }
+    }
+
+    #[tokio::test]
+    async fn a_claim_reads_the_due_index_whatever_the_history() {
+        let (store, path, _) = queued_run().await;
+        // `EXPLAIN QUERY PLAN` answers (id, parent, notused, detail) rows.
+        let plan: Vec<String> = sqlx::query(&format!(
+            "EXPLAIN QUERY PLAN {}",
+            claim_sql(Dialect::Sqlite)
+        ))
+        .bind("w1")
+        .bind(1_i64)
+        .bind(1_i64)
+        .bind("p")
+        .bind("e")
+        .fetch_all(store.pool())
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.try_get::<String, _>(3).unwrap())
+        .collect();
+        let plan = plan.join("\n");
+        assert!(plan.contains("workflow_runs_due"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        store.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
+    #[tokio::test]
+    async fn progress_made_in_memory_is_written_in_one_go_and_only_by_the_runs_holder() {
+        let (store, path, id) = queued_run().await;
+        let run = store
+            .claim_run("w1", now_ms() + 60_000)
+            .await
+            .unwrap()
+            .unwrap();
+        // Two steps finished in memory (never written) and a third current one, in one write.
+        let first = [
+            finished(step(&id, 0, "a"), json!({"n": 1}), false),
+            finished(step(&id, 1, "b"), json!({"n": 2}), false),
+        ];
+        let current = step(&id, 2, "c");
+        let context = json!({"a": {"n": 1}, "b": {"n": 2}});
+        let progress = Progress {
+            finished: &first,
+            context: &context,
+            current_index: Some(2),
+            current: Some(&current),
+        };
+        // Another worker's write changes nothing: the run is not its own.
+        assert!(!store.record_progress(&id, "w2", &progress).await.unwrap());
+        assert!(store.workflow_run_steps(&id).await.unwrap().is_empty());
+        assert!(store.record_progress(&id, "w1", &progress).await.unwrap());
+        let rows = store.workflow_run_steps(&id).await.unwrap();
+        let seen: Vec<_> = rows.iter().map(|r| (r.key.as_str(), r.status)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("a", StepStatus::Succeeded),
+                ("b", StepStatus::Succeeded),
+                ("c", StepStatus::Pending)
+            ]
+        );
+        assert_eq!(rows[1].output, json!({"n": 2}));
+        assert_eq!(rows[1].actor_user_id, Some(1));
+        assert!(rows[0].finished_at.is_some() && rows[2].finished_at.is_none());
+        let stored = store.workflow_run(&id).await.unwrap().unwrap();
+        assert_eq!(stored.context, context);
+        assert_eq!(stored.current_step_index, Some(2));
+
+        // The current step (written) and a fourth (not) finish, and the run ends, in one write.
+        let last = [
+            finished(current, json!({"n": 3}), true),
+            finished(step(&id, 3, "d"), json!({}), false),
+        ];
+        let context = json!({"a": {"n": 1}, "b": {"n": 2}, "c": {"n": 3}, "d": {}});
+        let mut ended = run.clone();
+        ended.current_step_index = Some(3);
+        let progress = Progress {
+            finished: &last,
+            context: &context,
+            current_index: Some(3),
+            current: None,
+        };
+        let (held, parent) = store
+            .end_run(&ended, "w1", &progress, RunState::Succeeded, None)
+            .await
+            .unwrap();
+        assert!(held);
+        assert_eq!(parent, None);
+        let rows = store.workflow_run_steps(&id).await.unwrap();
+        assert_eq!(rows.len(), 4);
+        assert!(rows.iter().all(|r| r.status == StepStatus::Succeeded));
+        assert_eq!(rows[2].output, json!({"n": 3}));
+        let stored = store.workflow_run(&id).await.unwrap().unwrap();
+        assert_eq!(stored.state, RunState::Succeeded);
+        assert_eq!(stored.context, context);
+        store.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
     }
 }
