@@ -149,7 +149,7 @@ async fn counts(store: &Store, workflow: &str) -> Result<(i64, i64)> {
 
 /// How often the measurement looks whether every run is done: each look reads every run of
 /// the workflow, so a tight loop would cost the engine it measures (three counts every 10 ms
-/// took a third of the store's time with 2,000 runs).
+/// read some 600,000 rows a second with 2,000 runs).
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
 /// Queues `runs` runs, starts `workers` workers, and times them until every run succeeded.
