@@ -202,10 +202,6 @@ const BATCH_STEPS: usize = 32;
 const BATCH_AGE: Duration = Duration::from_millis(250);
 
 impl Unwritten {
-    fn is_empty(&self) -> bool {
-        self.finished.is_empty() && !self.current
-    }
-
     fn touched(&mut self) {
         self.since.get_or_insert_with(Instant::now);
     }
@@ -341,12 +337,13 @@ impl Driver<'_> {
 
     /// Writes what was done in memory ([`Unwritten`]); `false` when the run is no longer held.
     async fn flush(&mut self) -> Result<bool, StoreError> {
-        if self.unwritten.is_empty() {
+        let progress = self.progress();
+        if progress.is_empty() {
             return Ok(true);
         }
         let held = self
             .store()
-            .record_progress(&self.run.id, self.worker, &self.progress())
+            .record_progress(&self.run.id, self.worker, &progress)
             .await?;
         self.unwritten = Unwritten::default();
         Ok(held)
