@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# What the bench scripts share (sourced by load.sh and compare.sh): a free port, the served
-# process's lifetime and CPU time, a median, and the admin's token once a store exists.
+# What the bench scripts share (sourced by load.sh, compare.sh, export.sh and scale.sh): a free
+# port, the served process's lifetime and CPU time, a median, the admin's token once a store
+# exists, and a wrk script.
 # The server's pid is $PID; `stop_server` is set as the EXIT trap by `bench_server_trap`.
 
 free_port() { # a free TCP port on loopback
@@ -37,4 +38,18 @@ admin_token() { # admin_token <canopy binary> <data dir> <auth secret>: a sessio
   # store's bootstrapped admin (`canopy token` reads the user from the store, so a first
   # `canopy serve` must have created it)
   "$1" token --email "${CANOPY_ADMIN_EMAIL:-admin@canopy.local}" --data-dir "$2" --auth-secret "$3"
+}
+
+wrk_lua() { # wrk_lua <file>: a wrk script that sends $CANOPY_TOKEN, requests $BENCH_PATH and
+  # prints one machine-readable line: RESULT requests= duration_us= p50_us= p99_us= errors= non2xx=
+  cat >"$1" <<'LUA'
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("CANOPY_TOKEN")
+wrk.path = os.getenv("BENCH_PATH")
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d non2xx=%d\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.timeout, e.status))
+end
+LUA
 }
