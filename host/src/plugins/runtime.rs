@@ -48,6 +48,9 @@ pub const WARM_MEMORY: usize = 16 << 20;
 /// Idle warm pairs kept per plugin: each holds one of the engine's pooling slots (128 in all,
 /// shared by every plugin and by the generation being swapped in).
 const WARM_IDLE: usize = 4;
+/// Pooling slots left warm (memory kept resident for their module's next instance) while no
+/// instance uses them: enough for the warm pairs of a few busy plugins.
+const MAX_UNUSED_WARM_SLOTS: u32 = 16;
 
 /// The engine and linker shared by every plugin (one per process; kept across reloads so the
 /// pooling slots and the code cache are reused).
@@ -79,7 +82,12 @@ impl Runtime {
             // A freed slot's first MiBs are zeroed in place instead of returned to the kernel:
             // the next call then starts without page faults (wasm-host.md §2: +15% throughput).
             .linear_memory_keep_resident(4 << 20)
-            .table_keep_resident(64 << 10);
+            .table_keep_resident(64 << 10)
+            // Slots keep what they held for the next instance of the same module; past this
+            // many unused ones, a new module takes the least recently used slot instead of a
+            // fresh one. wasmtime's default (100) let every plugin loaded keep a slot of its
+            // own resident: 50 plugins held 182 MB (bench/scale.sh).
+            .max_unused_warm_slots(MAX_UNUSED_WARM_SLOTS);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         if let Some(dir) = cache_dir {
             let mut cache = CacheConfig::new();
