@@ -97,18 +97,14 @@ async fn backlog(store: &Store, workflow_id: &str, user_id: i64, count: usize) {
             store
                 .queue_run_in(
                     &mut tx,
-                    &NewRun {
-                        workflow_id: workflow_id.to_owned(),
-                        version_id: version_id.clone(),
-                        collection_name: "orders".to_owned(),
-                        record_id: (2_000_000_000 + n).to_string(),
-                        trigger_kind: TriggerKind::Manual,
-                        trigger_id: None,
-                        trigger_url_version: None,
+                    &NewRun::new(
+                        workflow_id,
+                        &version_id,
+                        "orders",
+                        (2_000_000_000 + n).to_string(),
+                        TriggerKind::Manual,
                         user_id,
-                        token_id: None,
-                        parent_run_id: None,
-                    },
+                    ),
                 )
                 .await
                 .unwrap();

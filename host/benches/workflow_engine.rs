@@ -168,18 +168,14 @@ async fn measure(
         workflow(store, &format!("bench-{shape}-{workers}"), steps).await?;
     for order in 1..=runs {
         store
-            .queue_run(&NewRun {
-                workflow_id: workflow_id.clone(),
-                version_id: version_id.clone(),
-                collection_name: "orders".to_owned(),
-                record_id: order.to_string(),
-                trigger_kind: TriggerKind::Manual,
-                trigger_id: None,
-                trigger_url_version: None,
+            .queue_run(&NewRun::new(
+                &workflow_id,
+                &version_id,
+                "orders",
+                order.to_string(),
+                TriggerKind::Manual,
                 user_id,
-                token_id: None,
-                parent_run_id: None,
-            })
+            ))
             .await?;
     }
     let wakeup = state.load().workflow_wakeup.clone();

@@ -377,18 +377,14 @@ impl Fixture {
     ) -> String {
         let queued = self
             .store
-            .queue_run(&NewRun {
-                workflow_id: workflow.0.clone(),
-                version_id: workflow.1.clone(),
-                collection_name: collection.to_owned(),
-                record_id: record.to_owned(),
-                trigger_kind: trigger,
-                trigger_id: None,
-                trigger_url_version: None,
+            .queue_run(&NewRun::new(
+                &workflow.0,
+                &workflow.1,
+                collection,
+                record,
+                trigger,
                 user_id,
-                token_id: None,
-                parent_run_id: None,
-            })
+            ))
             .await
             .unwrap();
         let Queued::Created(id) = queued else {

@@ -201,16 +201,15 @@ pub async fn queue_manual(
     request_id: uuid::Uuid,
 ) -> Result<Queued> {
     let run = NewRun {
-        workflow_id: workflow.id.clone(),
-        version_id: version_id.to_owned(),
-        collection_name: workflow.collection.clone(),
-        record_id: record_id.to_owned(),
-        trigger_kind: TriggerKind::Manual,
-        trigger_id: None,
-        trigger_url_version: None,
-        user_id: acting.user.id,
         token_id: acting.token_id.map(str::to_owned),
-        parent_run_id: None,
+        ..NewRun::new(
+            &workflow.id,
+            version_id,
+            &workflow.collection,
+            record_id,
+            TriggerKind::Manual,
+            acting.user.id,
+        )
     };
     let queued = triggers.queue(run).await?;
     if matches!(queued, Queued::Created(_)) {

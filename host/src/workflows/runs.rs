@@ -102,6 +102,33 @@ pub struct NewRun {
     pub parent_run_id: Option<String>,
 }
 
+impl NewRun {
+    /// A run of `workflow_id` at `version_id` on one record, started by `user_id`, with no
+    /// trigger, token or parent run of record: what a manual start fills in before its own
+    /// fields, and what tests and benches queue.
+    pub fn new(
+        workflow_id: impl Into<String>,
+        version_id: impl Into<String>,
+        collection_name: impl Into<String>,
+        record_id: impl Into<String>,
+        trigger_kind: TriggerKind,
+        user_id: i64,
+    ) -> Self {
+        Self {
+            workflow_id: workflow_id.into(),
+            version_id: version_id.into(),
+            collection_name: collection_name.into(),
+            record_id: record_id.into(),
+            trigger_kind,
+            trigger_id: None,
+            trigger_url_version: None,
+            user_id,
+            token_id: None,
+            parent_run_id: None,
+        }
+    }
+}
+
 /// The answer to queuing a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Queued {
