@@ -769,16 +769,15 @@ impl Store {
     ) -> Result<(bool, Option<String>)> {
         let now = now_ms();
         let mut tx = self.progress_pool().begin().await?;
-        if !progress.is_empty()
-            && !write_progress(&mut tx, run.id.as_str(), worker, progress, now).await?
-        {
-            tx.rollback().await?;
-            return Ok((false, None));
-        }
+        // The last progress's context and current step go with the end, in its one UPDATE of
+        // the run (a round trip less per run than writing the progress first).
+        let written = !progress.is_empty();
         let held = sqlx::query(
             "UPDATE workflow_runs SET state = $1, waiting_reason = NULL, locked_by = NULL, \
              lease_expires_at = NULL, finished_at = $2, updated_at = $2, error_code = $3, \
-             error_message = $4 WHERE id = $5 AND locked_by = $6 AND state = 'running'",
+             error_message = $4, context = COALESCE($7, context), \
+             current_step_index = COALESCE($8, current_step_index) \
+             WHERE id = $5 AND locked_by = $6 AND state = 'running'",
         )
         .bind(state.as_str())
         .bind(now)
@@ -786,6 +785,8 @@ impl Store {
         .bind(error.map(|(_, message)| message))
         .bind(&run.id)
         .bind(worker)
+        .bind(written.then(|| progress.context.to_string()))
+        .bind(progress.current_index.filter(|_| written))
         .execute(&mut *tx)
         .await?
         .rows_affected()
@@ -793,6 +794,9 @@ impl Store {
         if !held {
             tx.rollback().await?;
             return Ok((false, None));
+        }
+        if written {
+            write_steps(&mut tx, run.id.as_str(), progress, true, now).await?;
         }
         if let (Some((_, message)), Some(index)) = (error, run.current_step_index) {
             sqlx::query(
@@ -885,6 +889,19 @@ async fn write_progress(
     .await?
     .rows_affected()
         == 1;
+    write_steps(tx, run_id, progress, held, now).await?;
+    Ok(held)
+}
+
+/// The step rows of `progress`: the rows written before are finished whatever happened to the
+/// run (their side effect happened); the new ones are inserted only while the run is `held`.
+async fn write_steps(
+    tx: &mut Transaction<'_, Any>,
+    run_id: &str,
+    progress: &Progress<'_>,
+    held: bool,
+    now: i64,
+) -> Result<()> {
     for finished in progress.finished.iter().filter(|f| f.written) {
         let row = &finished.row;
         let done = StepDone {
@@ -905,7 +922,7 @@ async fn write_progress(
             .collect();
         insert_rows(tx, &new).await?;
     }
-    Ok(held)
+    Ok(())
 }
 
 /// Columns bound per row by [`insert_rows`].
@@ -1108,18 +1125,14 @@ mod tests {
         .await
         .unwrap();
         let queued = store
-            .queue_run(&NewRun {
-                workflow_id: "w".into(),
-                version_id: "v".into(),
-                collection_name: "orders".into(),
-                record_id: "1".into(),
-                trigger_kind: TriggerKind::Manual,
-                trigger_id: None,
-                trigger_url_version: None,
-                user_id: 1,
-                token_id: None,
-                parent_run_id: None,
-            })
+            .queue_run(&NewRun::new(
+                "w",
+                "v",
+                "orders",
+                "1",
+                TriggerKind::Manual,
+                1,
+            ))
             .await
             .unwrap();
         let crate::workflows::runs::Queued::Created(id) = queued else {
@@ -1234,6 +1247,16 @@ mod tests {
             current_index: Some(3),
             current: None,
         };
+        // Another worker's end writes nothing, neither the run nor the steps.
+        let (held, _) = store
+            .end_run(&ended, "w2", &progress, RunState::Succeeded, None)
+            .await
+            .unwrap();
+        assert!(!held);
+        assert_eq!(store.workflow_run_steps(&id).await.unwrap().len(), 3);
+        let stored = store.workflow_run(&id).await.unwrap().unwrap();
+        assert_eq!(stored.state, RunState::Running);
+        assert_eq!(stored.current_step_index, Some(2));
         let (held, parent) = store
             .end_run(&ended, "w1", &progress, RunState::Succeeded, None)
             .await
@@ -1247,6 +1270,7 @@ mod tests {
         let stored = store.workflow_run(&id).await.unwrap().unwrap();
         assert_eq!(stored.state, RunState::Succeeded);
         assert_eq!(stored.context, context);
+        assert_eq!(stored.current_step_index, Some(3));
         store.close().await;
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
