@@ -114,25 +114,7 @@ declare -A PATHS=(
   [list-15]="/orders?$TZ_Q&$FIELDS&page[number]=1&page[size]=15&sort=-id"
   [get-one]="/orders/ID?$TZ_Q"
 )
-cat >"$WORK/wrk.lua" <<'LUA'
-local path = os.getenv("BENCH_PATH")
-wrk.headers["Authorization"] = "Bearer " .. os.getenv("CANOPY_TOKEN")
-if path:find("/ID?", 1, true) then
-  local counter = 0
-  request = function()
-    counter = counter + 1
-    return wrk.format("GET", (path:gsub("/ID%?", "/" .. tostring(1 + counter % 5000) .. "?")))
-  end
-else
-  wrk.path = path
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d failed=%d\n",
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.timeout + e.status))
-end
-LUA
+wrk_lua "$WORK/wrk.lua"
 check() { # check <path>: one request, which must answer 200
   local code
   code=$(curl -gs -o "$WORK/check.json" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$BASE${1/\/ID\?//1?}")
@@ -156,8 +138,9 @@ for round in $(seq "$ROUNDS"); do
         wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" -s "$WORK/wrk.lua" "$BASE" >"$WORK/wrk.out"
       after=$(cpu_ticks)
       result=$(grep '^RESULT' "$WORK/wrk.out") || { cat "$WORK/wrk.out" >&2; exit 1; }
-      eval "${result#RESULT }"
+      eval "${result#RESULT }" # requests= duration_us= p50_us= p99_us= errors= non2xx=
       # shellcheck disable=SC2154 # set by the eval above
+      failed=$((errors + non2xx))
       awk -v l="$label" -v n="$name" -v r="$requests" -v d="$duration_us" -v p50="$p50_us" -v p99="$p99_us" \
         -v t=$((after - before)) -v hz="$HZ" -v f="$failed" \
         'BEGIN { printf "%s %s %.0f %.2f %.2f %.1f %d\n", l, n, r / (d / 1e6), p50 / 1000, p99 / 1000, t / hz * 1e6 / r, f }' \

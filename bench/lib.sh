@@ -40,11 +40,23 @@ admin_token() { # admin_token <canopy binary> <data dir> <auth secret>: a sessio
   "$1" token --email "${CANOPY_ADMIN_EMAIL:-admin@canopy.local}" --data-dir "$2" --auth-secret "$3"
 }
 
-wrk_lua() { # wrk_lua <file>: a wrk script that sends $CANOPY_TOKEN, requests $BENCH_PATH and
-  # prints one machine-readable line: RESULT requests= duration_us= p50_us= p99_us= errors= non2xx=
+wrk_lua() { # wrk_lua <file>: a wrk script that sends $CANOPY_TOKEN, requests $BENCH_PATH (a path
+  # with /ID? cycles through the ids 1..5000) and prints one machine-readable line:
+  # RESULT requests= duration_us= p50_us= p99_us= errors= non2xx=
   cat >"$1" <<'LUA'
-wrk.headers["Authorization"] = "Bearer " .. os.getenv("CANOPY_TOKEN")
-wrk.path = os.getenv("BENCH_PATH")
+local token = os.getenv("CANOPY_TOKEN")
+local path = os.getenv("BENCH_PATH")
+wrk.headers["Authorization"] = "Bearer " .. token
+if path:find("/ID?", 1, true) then
+  local counter = 0
+  request = function()
+    counter = counter + 1
+    local p = path:gsub("/ID%?", "/" .. tostring(1 + counter % 5000) .. "?")
+    return wrk.format("GET", p)
+  end
+else
+  wrk.path = path
+end
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d non2xx=%d\n",

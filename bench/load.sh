@@ -249,27 +249,7 @@ PY
 start_server "${CANOPY_LOG_LEVEL:-info}" text "$WORK/server.log"
 
 # wrk script: the session header, get-one cycling through ids, and a machine-readable summary.
-cat >"$WORK/wrk.lua" <<'LUA'
-local token = os.getenv("CANOPY_TOKEN")
-local path = os.getenv("BENCH_PATH")
-wrk.headers["Authorization"] = "Bearer " .. token
-if path:find("/ID?", 1, true) then
-  local counter = 0
-  request = function()
-    counter = counter + 1
-    local p = path:gsub("/ID%?", "/" .. tostring(1 + counter % 5000) .. "?")
-    return wrk.format("GET", p)
-  end
-else
-  wrk.path = path
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d non2xx=%d\n",
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.timeout, e.status))
-end
-LUA
+wrk_lua "$WORK/wrk.lua"
 
 status_kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$PID/status"; }
 run_wrk() { # run_wrk <path> <out file> [token]
