@@ -440,7 +440,7 @@ impl Computed {
         // Rows by the hash of their dependency values (the first row of each hash; rows whose
         // hash collides with a different row's go to `overflow`), compared value by value.
         // foldhash, not SipHash: a collision costs a comparison here, never a wrong row, and
-        // SipHash was a twentieth of a computed field's cost on a page of 100.
+        // SipHash took 6% of a computed field's cost on a page of 100.
         let mut rows: HashMap<u64, usize, foldhash::fast::RandomState> =
             HashMap::with_capacity_and_hasher(records.len(), Default::default());
         let mut overflow: Vec<(u64, usize)> = Vec::new();
