@@ -104,8 +104,8 @@ pub struct NewRun {
 
 impl NewRun {
     /// A run of `workflow_id` at `version_id` on one record, started by `user_id`, with no
-    /// trigger, token or parent run of record: what a manual start fills in before its own
-    /// fields, and what tests and benches queue.
+    /// trigger, token or parent run of record: what schedules and record changes queue, what a
+    /// manual start fills in before its token, and what tests and benches queue.
     pub fn new(
         workflow_id: impl Into<String>,
         version_id: impl Into<String>,

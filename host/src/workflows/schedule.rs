@@ -201,18 +201,14 @@ impl Scheduler {
         .await
         .map_err(|e| e.to_string())?;
         let outcomes = futures::future::join_all(ids.iter().map(|record_id| {
-            self.triggers.queue(NewRun {
-                workflow_id: workflow.id.clone(),
-                version_id: version_id.to_owned(),
-                collection_name: collection.to_owned(),
-                record_id: record_id.clone(),
-                trigger_kind: TriggerKind::Schedule,
-                trigger_id: None,
-                trigger_url_version: None,
-                user_id: user.id,
-                token_id: None,
-                parent_run_id: None,
-            })
+            self.triggers.queue(NewRun::new(
+                &workflow.id,
+                version_id,
+                collection,
+                record_id,
+                TriggerKind::Schedule,
+                user.id,
+            ))
         }))
         .await;
         let started: Vec<String> = ids

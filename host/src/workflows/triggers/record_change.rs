@@ -195,18 +195,14 @@ impl RecordChangeHook {
         ids: Vec<String>,
     ) {
         let runs = ids.iter().map(|record_id| {
-            self.triggers.queue(NewRun {
-                workflow_id: workflow.id.clone(),
-                version_id: version_id.to_owned(),
-                collection_name: collection.to_owned(),
-                record_id: record_id.clone(),
-                trigger_kind: TriggerKind::RecordChange,
-                trigger_id: None,
-                trigger_url_version: None,
-                user_id: caller.id,
-                token_id: None,
-                parent_run_id: None,
-            })
+            self.triggers.queue(NewRun::new(
+                &workflow.id,
+                version_id,
+                collection,
+                record_id,
+                TriggerKind::RecordChange,
+                caller.id,
+            ))
         });
         let outcomes = futures::future::join_all(runs).await;
         let started: Vec<String> = ids
