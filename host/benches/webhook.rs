@@ -91,9 +91,9 @@ async fn backlog(store: &Store, workflow_id: &str, user_id: i64, count: usize) {
             .fetch_one(store.pool())
             .await
             .unwrap();
-    for chunk in (0..count).collect::<Vec<_>>().chunks(1_000) {
+    for start in (0..count).step_by(1_000) {
         let mut tx = store.pool().begin().await.unwrap();
-        for n in chunk {
+        for n in start..count.min(start + 1_000) {
             store
                 .queue_run_in(
                     &mut tx,
