@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # What the bench scripts share (sourced by load.sh, compare.sh, export.sh and scale.sh): a free
-# port, the served process's lifetime and CPU time, a median, the admin's token once a store
-# exists, and a wrk script.
+# port, the served process's lifetime, CPU time and status fields, a median, the admin's token
+# once a store exists, and a wrk script.
 # The server's pid is $PID; `stop_server` is set as the EXIT trap by `bench_server_trap`.
 
 free_port() { # a free TCP port on loopback
@@ -28,6 +28,10 @@ cpu_ticks() { # utime + stime of $PID, in clock ticks (fields 14 and 15; comm ma
   stat=$(<"/proc/$PID/stat")
   stat=${stat##*) }
   awk '{ print $12 + $13 }' <<<"$stat"
+}
+
+status_kb() { # status_kb <field>: a field of /proc/$PID/status in kB (VmRSS, VmHWM, ...)
+  awk -v k="$1:" '$1 == k { print $2 }' "/proc/$PID/status"
 }
 
 median() { # the median of the numbers on stdin, one per line

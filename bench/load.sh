@@ -251,7 +251,6 @@ start_server "${CANOPY_LOG_LEVEL:-info}" text "$WORK/server.log"
 # wrk script: the session header, get-one cycling through ids, and a machine-readable summary.
 wrk_lua "$WORK/wrk.lua"
 
-status_kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$PID/status"; }
 run_wrk() { # run_wrk <path> <out file> [token]
   CANOPY_TOKEN=${3:-$TOKEN} BENCH_PATH="/forest$1" \
     wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" -s "$WORK/wrk.lua" "$BASE" >"$2" 2>&1
