@@ -21,6 +21,7 @@ fn main() {
         "hostile",
         "keys",
         "legacy",
+        "legacy2",
         "other-wit",
         "scoped",
         "steps",

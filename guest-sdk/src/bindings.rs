@@ -1,4 +1,4 @@
-//! The wit-bindgen glue for `wit/plugin@0.2.0`. Plugin authors never name it: the SDK's types
+//! The wit-bindgen glue for `wit/plugin@0.3.0`. Plugin authors never name it: the SDK's types
 //! wrap it and [`crate::export_plugin!`] expands to its export macro.
 #![allow(
     unsafe_code,
@@ -9,7 +9,7 @@
 
 wit_bindgen::generate!({
     world: "customization",
-    path: "../wit/plugin@0.2.0",
+    path: "../wit/plugin@0.3.0",
     pub_export_macro: true,
     export_macro_name: "__export_customization",
     default_bindings_module: "canopy_sdk::bindings",

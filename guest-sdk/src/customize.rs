@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use serde_json::{Map, Value, json};
 
 use crate::action::{Action, ActionContext};
-use crate::bindings::canopy::plugin::{environment, types};
+use crate::bindings::canopy::plugin::{environment, packed, types};
 use crate::bindings::exports::canopy::plugin::customizer::Guest;
 use crate::bindings::exports::canopy::plugin::workflow;
 use crate::chart::{ChartContext, ChartResult};
@@ -946,8 +946,8 @@ impl<P: Plugin> Guest for Exports<P> {
     fn compute(
         handler: u32,
         ctx: types::CallContext,
-        rows: types::Batch,
-    ) -> Result<types::Column, types::Error> {
+        rows: packed::Batch,
+    ) -> Result<packed::Column, types::Error> {
         let ctx = Context::from(ctx);
         let rows = Rows::from(rows);
         let column = Self::with_handler(handler, |h| match h {

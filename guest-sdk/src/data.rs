@@ -1,10 +1,13 @@
 //! Data crossing the boundary: columnar [`Rows`] and [`Column`]s, the [`Caller`], the handler
 //! [`Context`], and [`CollectionRef`] for reading and writing through the host.
 
+use std::cell::OnceCell;
+
 use serde_json::Value;
 
-use crate::bindings::canopy::plugin::{collections, logging, types};
+use crate::bindings::canopy::plugin::{collections, logging, packed, types};
 use crate::error::{Error, Result};
+use crate::texts::Texts;
 
 /// One column of values, one cell per row (`None` is null). Numbers are `f64`; dates, times,
 /// uuids and enums are strings; anything else (objects, arrays, points) is JSON text.
@@ -33,6 +36,10 @@ pub enum Column {
     Numbers(Vec<Option<f64>>),
     /// String, date, time, uuid and enum cells.
     Strings(Vec<Option<String>>),
+    /// The same cells packed in one buffer: how a computed field's text dependencies arrive,
+    /// and the cheapest way to answer text (see [`Texts`]). Read either form with
+    /// [`Rows::text`].
+    Texts(Texts),
     /// Boolean cells.
     Booleans(Vec<Option<bool>>),
     /// JSON text cells (objects, arrays, points, anything else).
@@ -45,6 +52,7 @@ impl Column {
         match self {
             Self::Numbers(v) => v.len(),
             Self::Strings(v) | Self::Json(v) => v.len(),
+            Self::Texts(t) => t.len(),
             Self::Booleans(v) => v.len(),
         }
     }
@@ -72,6 +80,7 @@ impl Column {
         match self {
             Self::Numbers(v) => v.get(row).copied().flatten().map(js_number),
             Self::Strings(v) | Self::Json(v) => v.get(row).cloned().flatten(),
+            Self::Texts(t) => t.get(row).map(str::to_owned),
             Self::Booleans(v) => v.get(row).copied().flatten().map(|b| b.to_string()),
         }
     }
@@ -90,6 +99,9 @@ impl Column {
                 .cloned()
                 .flatten()
                 .map_or(Value::Null, Value::String),
+            Self::Texts(t) => t
+                .get(row)
+                .map_or(Value::Null, |s| Value::String(s.to_owned())),
             Self::Booleans(v) => v
                 .get(row)
                 .copied()
@@ -172,24 +184,93 @@ impl From<types::Column> for Column {
     }
 }
 
-impl From<Column> for types::Column {
+impl From<Texts> for Column {
+    fn from(t: Texts) -> Self {
+        Self::Texts(t)
+    }
+}
+
+/// A packed column as the SDK holds it: string cells stay packed; JSON cells are unpacked, as
+/// they are parsed one by one anyway.
+impl From<packed::Column> for Column {
+    fn from(c: packed::Column) -> Self {
+        match c {
+            packed::Column::Numbers(v) => Self::Numbers(v),
+            packed::Column::Strings(t) => Self::Texts(t.into()),
+            packed::Column::Booleans(v) => Self::Booleans(v),
+            packed::Column::Json(t) => Self::Json(Texts::from(t).to_strings()),
+        }
+    }
+}
+
+/// A computed field's answer: text cells cross packed whichever form the handler built.
+impl From<Column> for packed::Column {
     fn from(c: Column) -> Self {
+        let pack = |v: Vec<Option<String>>| packed::Texts::from(v.into_iter().collect::<Texts>());
         match c {
             Column::Numbers(v) => Self::Numbers(v),
-            Column::Strings(v) => Self::Strings(v),
+            Column::Strings(v) => Self::Strings(pack(v)),
+            Column::Texts(t) => Self::Strings(t.into()),
             Column::Booleans(v) => Self::Booleans(v),
-            Column::Json(v) => Self::Json(v),
+            Column::Json(v) => Self::Json(pack(v)),
         }
+    }
+}
+
+/// The cells of a text column, packed or not: what [`Rows::text`] reads.
+#[derive(Debug, Clone, Copy)]
+pub enum TextCells<'a> {
+    /// A packed column (a computed field's dependencies).
+    Packed(&'a Texts),
+    /// A column of owned strings (rows read through [`CollectionRef::list`]).
+    Owned(&'a [Option<String>]),
+}
+
+impl<'a> TextCells<'a> {
+    /// The number of cells.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Packed(t) => t.len(),
+            Self::Owned(v) => v.len(),
+        }
+    }
+
+    /// Whether there is no cell.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The cell at `row`: `None` when it is null or absent.
+    pub fn get(&self, row: usize) -> Option<&'a str> {
+        match *self {
+            Self::Packed(t) => t.get(row),
+            Self::Owned(v) => v.get(row).and_then(Option::as_deref),
+        }
+    }
+
+    /// The cells in order, `None` for nulls.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Option<&'a str>> + 'a {
+        let cells = *self;
+        (0..cells.len()).map(move |row| cells.get(row))
     }
 }
 
 /// Rows in columnar form: what a computed field receives (its dependencies, de-duplicated) and
 /// what [`CollectionRef::list`] returns. Columns are named by field or relation path
 /// (`customer:firstName`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Rows {
     len: usize,
     columns: Vec<(String, Column)>,
+    /// Packed columns unpacked on demand, for [`Rows::strings`] (index-aligned with `columns`).
+    unpacked: Vec<OnceCell<Vec<Option<String>>>>,
+}
+
+/// Equal when the cells are, whichever columns were unpacked.
+impl PartialEq for Rows {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.columns == other.columns
+    }
 }
 
 impl Rows {
@@ -201,7 +282,16 @@ impl Rows {
                 c.len()
             )));
         }
-        Ok(Self { len, columns })
+        Ok(Self::unchecked(len, columns))
+    }
+
+    fn unchecked(len: usize, columns: Vec<(String, Column)>) -> Self {
+        let unpacked = columns.iter().map(|_| OnceCell::new()).collect();
+        Self {
+            len,
+            columns,
+            unpacked,
+        }
     }
 
     /// The number of rows.
@@ -221,17 +311,37 @@ impl Rows {
 
     /// The column with this name.
     pub fn column(&self, name: &str) -> Result<&Column> {
+        self.position(name).map(|i| &self.columns[i].1)
+    }
+
+    fn position(&self, name: &str) -> Result<usize> {
         self.columns
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, c)| c)
+            .position(|(n, _)| n == name)
             .ok_or_else(|| Error::internal(format!("no column `{name}` in the rows")))
     }
 
-    /// A string-like column (strings, dates, uuids, enums). JSON columns are accepted too.
-    pub fn strings(&self, name: &str) -> Result<&[Option<String>]> {
+    /// A string-like column (strings, dates, uuids, enums), packed or not, read without copying
+    /// a cell: `rows.text("first_name")?.get(row)` is an `Option<&str>`. JSON columns are
+    /// accepted too. The cheapest way to read a computed field's text dependencies.
+    pub fn text(&self, name: &str) -> Result<TextCells<'_>> {
         match self.column(name)? {
+            Column::Strings(v) | Column::Json(v) => Ok(TextCells::Owned(v)),
+            Column::Texts(t) => Ok(TextCells::Packed(t)),
+            _ => Err(Error::internal(format!(
+                "column `{name}` does not hold strings"
+            ))),
+        }
+    }
+
+    /// A string-like column (strings, dates, uuids, enums) as owned strings. JSON columns are
+    /// accepted too. A packed column is unpacked on the first call (one `String` per cell):
+    /// [`Rows::text`] reads the same cells without that copy.
+    pub fn strings(&self, name: &str) -> Result<&[Option<String>]> {
+        let i = self.position(name)?;
+        match &self.columns[i].1 {
             Column::Strings(v) | Column::Json(v) => Ok(v),
+            Column::Texts(t) => Ok(self.unpacked[i].get_or_init(|| t.to_strings())),
             _ => Err(Error::internal(format!(
                 "column `{name}` does not hold strings"
             ))),
@@ -290,14 +400,25 @@ impl Rows {
 
 impl From<types::Batch> for Rows {
     fn from(b: types::Batch) -> Self {
-        Self {
-            len: b.len as usize,
-            columns: b
-                .columns
+        Self::unchecked(
+            b.len as usize,
+            b.columns
                 .into_iter()
                 .map(|c| (c.name, c.data.into()))
                 .collect(),
-        }
+        )
+    }
+}
+
+impl From<packed::Batch> for Rows {
+    fn from(b: packed::Batch) -> Self {
+        Self::unchecked(
+            b.len as usize,
+            b.columns
+                .into_iter()
+                .map(|c| (c.name, c.data.into()))
+                .collect(),
+        )
     }
 }
 

@@ -14,11 +14,16 @@
 //!         ds.collection("customers").add_field(
 //!             "fullName",
 //!             ComputedField::new(ColumnType::STRING, ["firstName", "lastName"], |rows, _ctx| {
-//!                 let first = rows.strings("firstName")?;
-//!                 let last = rows.strings("lastName")?;
-//!                 Ok(first.iter().zip(last)
-//!                     .map(|(f, l)| Some(format!("{} {}", f.as_deref().unwrap_or(""), l.as_deref().unwrap_or(""))))
-//!                     .collect::<Vec<_>>().into())
+//!                 let (first, last) = (rows.text("firstName")?, rows.text("lastName")?);
+//!                 let mut names = Texts::with_capacity(rows.len(), 16 * rows.len());
+//!                 for (f, l) in first.iter().zip(last.iter()) {
+//!                     names.push_with(|cell| {
+//!                         cell.push_str(f.unwrap_or(""));
+//!                         cell.push(' ');
+//!                         cell.push_str(l.unwrap_or(""));
+//!                     });
+//!                 }
+//!                 Ok(names.into())
 //!             }),
 //!         );
 //!         Ok(())
@@ -31,8 +36,9 @@
 //! The same `customize` may declare workflow-step handlers
 //! ([`DataSource::add_workflow_step`]), which `plugin` steps of workflow runs call.
 //!
-//! The contract underneath is `wit/plugin@0.2.0` ([`WIT_VERSION`]); authors never touch it. (The
-//! host still loads plugins built against the frozen 0.1.0, which have no workflow steps.)
+//! The contract underneath is `wit/plugin@0.3.0` ([`WIT_VERSION`]); authors never touch it. (The
+//! host still loads plugins built against the frozen 0.1.0, which have no workflow steps, and
+//! 0.2.0, whose computed fields take one string per text cell instead of packed [`Texts`].)
 //! See `guest-sdk/README.md` for a guide to each kind of customization.
 
 mod action;
@@ -44,6 +50,7 @@ mod data;
 mod error;
 mod hook;
 mod relation;
+mod texts;
 mod workflow;
 mod write;
 
@@ -54,7 +61,7 @@ pub use customize::Exports;
 pub use customize::{
     CollectionCustomizer, ColumnType, ComputedField, DataSource, Plugin, Search, Segment,
 };
-pub use data::{Caller, CollectionRef, Column, Context, Level, Rows, log};
+pub use data::{Caller, CollectionRef, Column, Context, Level, Rows, TextCells, log};
 pub use error::{Error, Result};
 pub use hook::{HookContext, Operation, Position};
 pub use relation::{
@@ -62,11 +69,12 @@ pub use relation::{
 };
 /// JSON values (condition trees, form values, records) are `serde_json` values.
 pub use serde_json::{Value, json};
+pub use texts::{Cell, Texts};
 pub use workflow::{StepContext, StepOutput};
 pub use write::{BinaryMode, WriteAction, WriteContext};
 
 /// The version of the WIT package this SDK builds against; the host checks it at load.
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "0.3.0";
 
 /// Everything a plugin usually needs: `use canopy_sdk::prelude::*;`.
 pub mod prelude {
@@ -75,8 +83,8 @@ pub mod prelude {
         CollectionCustomizer, Column, ColumnType, ComputedField, Context, DataSource, Error,
         ExternalRelation, FieldType, FormElement, HookContext, Level, ManyToManyOptions,
         ManyToOneOptions, OneToManyOptions, OneToOneOptions, Operation, Plugin, Position, Result,
-        Rows, Scope, Search, Segment, StepContext, StepOutput, TimeRange, Value, WriteAction,
-        WriteContext, json, log,
+        Rows, Scope, Search, Segment, StepContext, StepOutput, TextCells, Texts, TimeRange, Value,
+        WriteAction, WriteContext, json, log,
     };
 }
 

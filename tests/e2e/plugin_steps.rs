@@ -247,10 +247,14 @@ async fn a_refusing_panicking_slow_or_greedy_step_fails_cleanly_and_the_plugin_k
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflow_steps_are_keyed_by_the_plugin_file_name_and_the_handler_name() {
-    // The same component under two names, beside a 0.1.0 plugin (which has no steps).
-    let env = serve(Backend::Sqlite, &[("steps", None), ("legacy", None)])
-        .await
-        .unwrap();
+    // The same component under two names, beside a 0.1.0 plugin (which has no steps) and a
+    // 0.2.0 one (whose step crosses 0.2.0's types).
+    let env = serve(
+        Backend::Sqlite,
+        &[("steps", None), ("legacy", None), ("legacy2", None)],
+    )
+    .await
+    .unwrap();
     std::fs::copy(
         env.plugins.join("steps.wasm"),
         env.plugins.join("scoring.wasm"),
@@ -265,6 +269,7 @@ async fn workflow_steps_are_keyed_by_the_plugin_file_name_and_the_handler_name()
             ["bomb", "echo", "loops", "panics", "refuses", "review"]
                 .map(|h| (p.to_owned(), h.to_owned()))
         })
+        .chain([("legacy2".to_owned(), "stamp".to_owned())])
         .collect();
     assert_eq!(keys, expected);
     let out = env
@@ -272,6 +277,15 @@ async fn workflow_steps_are_keyed_by_the_plugin_file_name_and_the_handler_name()
         .await
         .unwrap();
     assert_eq!(out.option.as_deref(), Some("refund"));
+    let out = env
+        .run(("legacy2", "stamp"), "orders", "1", json!({}), Json::Null)
+        .await
+        .unwrap();
+    assert_eq!(out.option, None);
+    assert_eq!(
+        Json::Object(out.values),
+        json!({"built": "0.2.0", "record": "1"})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

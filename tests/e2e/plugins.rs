@@ -302,30 +302,43 @@ async fn a_plugin_built_against_another_wit_version_is_refused_naming_both_versi
     let runtime = Runtime::new(None).unwrap();
     let dir = plugin_dir(&[("other-wit", None)]);
     let Err(message) = PluginSet::load(&runtime, &dir, ds.schema(), &allow_all()).await else {
-        panic!("the 0.3.0 plugin loaded")
+        panic!("the 0.9.0 plugin loaded")
     };
     assert!(
         message.contains("`other-wit`")
-            && message.contains("canopy:plugin@0.3.0")
-            && message.contains("canopy:plugin@0.1.0 and canopy:plugin@0.2.0"),
+            && message.contains("canopy:plugin@0.9.0")
+            && message.contains("canopy:plugin@0.1.0, canopy:plugin@0.2.0 and canopy:plugin@0.3.0"),
         "{message}"
     );
 }
 
-#[tokio::test]
-async fn a_plugin_built_against_the_frozen_0_1_0_still_loads_and_calls_back_into_the_host() {
+/// The `shout` field of a plugin built against a frozen version: computed from the batch (in
+/// that version's shape: one string per cell) and the count read back through the version's
+/// `collections.list`.
+async fn a_frozen_version_still_loads_and_computes(plugin: &str, version: WitVersion) {
     let (db, ds) = datasource().await;
     for name in ["Ann", "Bob", "Carl"] {
         db.execute(&format!("INSERT INTO customers (name) VALUES ('{name}')"))
             .await;
     }
     let runtime = Runtime::new(None).unwrap();
-    let dir = plugin_dir(&[("legacy", None)]);
+    let dir = plugin_dir(&[(plugin, None)]);
     let set = PluginSet::load(&runtime, &dir, ds.schema(), &allow_all())
         .await
         .unwrap();
-    assert_eq!(set.plugins[0].wit_version(), WitVersion::V0_1);
-    assert!(set.plugins[0].workflow_steps.is_empty());
+    assert_eq!(set.plugins[0].wit_version(), version);
+    assert!(!set.plugins[0].packs_rows());
+    let steps: Vec<&str> = set.plugins[0]
+        .workflow_steps
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    let expected_steps: &[&str] = if version == WitVersion::V0_1 {
+        &[]
+    } else {
+        &["stamp"]
+    };
+    assert_eq!(steps, expected_steps);
     let customizations = set.customizations(ds.schema()).unwrap();
     assert_eq!(customizations.len(), 1, "{customizations:?}");
     let ctx = Context {
@@ -340,12 +353,21 @@ async fn a_plugin_built_against_the_frozen_0_1_0_still_loads_and_calls_back_into
             values: vec![Value::String("Ann".into()), Value::Null],
         }],
     };
-    // Upper-cased from the batch, and the count read back through `collections.list`.
     let values = field(&customizations, "shout")
         .compute(&caller(), &ctx, &names)
         .await
         .unwrap();
     assert_eq!(values, vec![Value::String("ANN/3".into()), Value::Null]);
+}
+
+#[tokio::test]
+async fn a_plugin_built_against_the_frozen_0_1_0_still_loads_and_calls_back_into_the_host() {
+    a_frozen_version_still_loads_and_computes("legacy", WitVersion::V0_1).await;
+}
+
+#[tokio::test]
+async fn a_plugin_built_against_the_frozen_0_2_0_still_loads_computes_and_declares_its_steps() {
+    a_frozen_version_still_loads_and_computes("legacy2", WitVersion::V0_2).await;
 }
 
 #[tokio::test]
@@ -356,8 +378,9 @@ async fn sdk_plugins_target_the_newest_wit_version() {
     let set = PluginSet::load(&runtime, &dir, ds.schema(), &allow_all())
         .await
         .unwrap();
-    assert_eq!(set.plugins[0].wit_version(), WitVersion::V0_2);
+    assert_eq!(set.plugins[0].wit_version(), WitVersion::V0_3);
     assert_eq!(set.plugins[0].wit_version().as_str(), WIT_VERSION);
+    assert!(set.plugins[0].packs_rows());
 }
 
 #[tokio::test]

@@ -1,11 +1,13 @@
 //! The host side of the contract: the generated bindings of `wit/plugin@0.1.0` (at the root of
-//! this module) and of `wit/plugin@0.2.0` ([`v2`]), and the imports plugins call (`collections`,
-//! `logging`, `environment`) implemented over the calling request's context.
+//! this module), of `wit/plugin@0.2.0` ([`v2`]) and of `wit/plugin@0.3.0` ([`v3`]), and the
+//! imports plugins call (`collections`, `logging`, `environment`) implemented over the calling
+//! request's context.
 //!
-//! 0.2.0 is 0.1.0 plus the exported `workflow` interface. Its `types` are mapped onto 0.1.0's
-//! Rust types (bindgen's `with`; wasmtime checks component types structurally), so records,
-//! batches and errors are one set of types whatever the version, and 0.2.0's imports delegate to
-//! 0.1.0's implementations. Only the link names differ: both versions' imports are in one linker.
+//! 0.2.0 is 0.1.0 plus the exported `workflow` interface; 0.3.0 is 0.2.0 with packed columns in
+//! `compute`. Their `types` are mapped onto 0.1.0's Rust types (bindgen's `with`; wasmtime checks
+//! component types structurally), so records, batches and errors are one set of types whatever
+//! the version, and newer versions' imports delegate to 0.1.0's implementations. Only the link
+//! names differ: every version's imports are in one linker.
 
 use std::sync::Arc;
 
@@ -37,6 +39,22 @@ pub mod v2 {
     });
 
     pub use self::exports::canopy::plugin::workflow::{StepDeclaration, StepInput, StepOutput};
+}
+
+/// The bindings of `wit/plugin@0.3.0`: 0.2.0 with packed columns for `compute`.
+pub mod v3 {
+    wasmtime::component::bindgen!({
+        world: "customization",
+        path: "../wit/plugin@0.3.0",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "canopy:plugin/types@0.3.0": crate::plugins::bindings::canopy::plugin::types },
+    });
+
+    pub use self::canopy::plugin::packed::{
+        Batch as PackedBatch, Column as PackedColumn, NamedColumn as PackedNamedColumn, Texts,
+    };
+    pub use self::exports::canopy::plugin::workflow::StepInput;
 }
 
 // `self::`: the WIT package is named `canopy` like this crate, and rustdoc (doctests) passes the
@@ -301,101 +319,116 @@ impl self::canopy::plugin::environment::Host for State {
     }
 }
 
-// 0.2.0's imports: the same functions as 0.1.0's over the same types, under other link names.
+// Newer versions' imports: the same functions as 0.1.0's over the same types, under other link
+// names, so each one delegates to 0.1.0's implementation.
+macro_rules! same_imports_as_0_1 {
+    ($v:ident) => {
+        impl $v::canopy::plugin::collections::Host for State {
+            async fn list(
+                &mut self,
+                collection: String,
+                filter_json: String,
+                projection: Vec<String>,
+                sort_json: String,
+                page: Option<(u32, u32)>,
+            ) -> wasmtime::Result<Result<Batch, GuestError>> {
+                self::canopy::plugin::collections::Host::list(
+                    self,
+                    collection,
+                    filter_json,
+                    projection,
+                    sort_json,
+                    page,
+                )
+                .await
+            }
 
-impl v2::canopy::plugin::collections::Host for State {
-    async fn list(
-        &mut self,
-        collection: String,
-        filter_json: String,
-        projection: Vec<String>,
-        sort_json: String,
-        page: Option<(u32, u32)>,
-    ) -> wasmtime::Result<Result<Batch, GuestError>> {
-        self::canopy::plugin::collections::Host::list(
-            self,
-            collection,
-            filter_json,
-            projection,
-            sort_json,
-            page,
-        )
-        .await
-    }
+            async fn aggregate(
+                &mut self,
+                collection: String,
+                filter_json: String,
+                aggregation_json: String,
+                limit: Option<u32>,
+            ) -> wasmtime::Result<Result<String, GuestError>> {
+                self::canopy::plugin::collections::Host::aggregate(
+                    self,
+                    collection,
+                    filter_json,
+                    aggregation_json,
+                    limit,
+                )
+                .await
+            }
 
-    async fn aggregate(
-        &mut self,
-        collection: String,
-        filter_json: String,
-        aggregation_json: String,
-        limit: Option<u32>,
-    ) -> wasmtime::Result<Result<String, GuestError>> {
-        self::canopy::plugin::collections::Host::aggregate(
-            self,
-            collection,
-            filter_json,
-            aggregation_json,
-            limit,
-        )
-        .await
-    }
+            async fn create(
+                &mut self,
+                collection: String,
+                records_json: String,
+            ) -> wasmtime::Result<Result<String, GuestError>> {
+                self::canopy::plugin::collections::Host::create(self, collection, records_json)
+                    .await
+            }
 
-    async fn create(
-        &mut self,
-        collection: String,
-        records_json: String,
-    ) -> wasmtime::Result<Result<String, GuestError>> {
-        self::canopy::plugin::collections::Host::create(self, collection, records_json).await
-    }
+            async fn update(
+                &mut self,
+                collection: String,
+                filter_json: String,
+                patch_json: String,
+            ) -> wasmtime::Result<Result<(), GuestError>> {
+                self::canopy::plugin::collections::Host::update(
+                    self,
+                    collection,
+                    filter_json,
+                    patch_json,
+                )
+                .await
+            }
 
-    async fn update(
-        &mut self,
-        collection: String,
-        filter_json: String,
-        patch_json: String,
-    ) -> wasmtime::Result<Result<(), GuestError>> {
-        self::canopy::plugin::collections::Host::update(self, collection, filter_json, patch_json)
-            .await
-    }
+            async fn delete(
+                &mut self,
+                collection: String,
+                filter_json: String,
+            ) -> wasmtime::Result<Result<(), GuestError>> {
+                self::canopy::plugin::collections::Host::delete(self, collection, filter_json).await
+            }
+        }
 
-    async fn delete(
-        &mut self,
-        collection: String,
-        filter_json: String,
-    ) -> wasmtime::Result<Result<(), GuestError>> {
-        self::canopy::plugin::collections::Host::delete(self, collection, filter_json).await
-    }
+        impl $v::canopy::plugin::logging::Host for State {
+            async fn log(
+                &mut self,
+                level: $v::canopy::plugin::logging::Level,
+                message: String,
+            ) -> wasmtime::Result<()> {
+                use self::canopy::plugin::logging::Level as L;
+                use $v::canopy::plugin::logging::Level as Theirs;
+                let level = match level {
+                    Theirs::Trace => L::Trace,
+                    Theirs::Debug => L::Debug,
+                    Theirs::Info => L::Info,
+                    Theirs::Warn => L::Warn,
+                    Theirs::Error => L::Error,
+                };
+                self::canopy::plugin::logging::Host::log(self, level, message).await
+            }
+        }
+
+        impl $v::canopy::plugin::environment::Host for State {
+            async fn schema(&mut self) -> wasmtime::Result<String> {
+                self::canopy::plugin::environment::Host::schema(self).await
+            }
+
+            async fn options(&mut self) -> wasmtime::Result<String> {
+                self::canopy::plugin::environment::Host::options(self).await
+            }
+
+            async fn scope(&mut self) -> wasmtime::Result<Option<String>> {
+                self::canopy::plugin::environment::Host::scope(self).await
+            }
+        }
+    };
 }
 
-impl v2::canopy::plugin::logging::Host for State {
-    async fn log(
-        &mut self,
-        level: v2::canopy::plugin::logging::Level,
-        message: String,
-    ) -> wasmtime::Result<()> {
-        use self::canopy::plugin::logging::Level as L;
-        use v2::canopy::plugin::logging::Level as L2;
-        let level = match level {
-            L2::Trace => L::Trace,
-            L2::Debug => L::Debug,
-            L2::Info => L::Info,
-            L2::Warn => L::Warn,
-            L2::Error => L::Error,
-        };
-        self::canopy::plugin::logging::Host::log(self, level, message).await
-    }
-}
+same_imports_as_0_1!(v2);
+same_imports_as_0_1!(v3);
 
-impl v2::canopy::plugin::environment::Host for State {
-    async fn schema(&mut self) -> wasmtime::Result<String> {
-        self::canopy::plugin::environment::Host::schema(self).await
-    }
-
-    async fn options(&mut self) -> wasmtime::Result<String> {
-        self::canopy::plugin::environment::Host::options(self).await
-    }
-
-    async fn scope(&mut self) -> wasmtime::Result<Option<String>> {
-        self::canopy::plugin::environment::Host::scope(self).await
-    }
-}
+impl v3::canopy::plugin::packed::Host for State {}

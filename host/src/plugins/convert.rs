@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
+use super::bindings::v3::{PackedBatch, PackedColumn, PackedNamedColumn, Texts};
 use super::bindings::{Batch, CallContext, Column, NamedColumn, Scope, WitCaller};
 use super::loader::Reads;
 use crate::agent::wire;
@@ -60,32 +61,32 @@ pub fn column_at<'s>(
 /// round `9007199254740993` or drop the scale of `12.30`. Other numbers, booleans and
 /// string-like types cross as such; everything else (arrays, objects, points) as JSON text in
 /// the wire form of its elements.
-pub fn column<'a>(
-    values: impl Iterator<Item = &'a Value>,
+pub fn column<'a, C: ColumnForm>(
+    values: impl ExactSizeIterator<Item = &'a Value>,
     ty: Option<&ColumnType>,
     wire: Wire,
-) -> Column {
-    let text = |v: &Value| match v {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_id_string()),
+) -> C {
+    let text = |v: &Value, cells: &mut C::Cells| match v {
+        Value::Null => cells.push(None),
+        Value::String(s) => cells.push(Some(s)),
+        other => cells.push_owned(Some(other.to_id_string())),
     };
     // A scalar whose wire form is text: that text, exactly as the routes write it.
-    let wire_text = |v: &Value| match v {
-        Value::Null => None,
-        other => match wire::to_json(other, wire) {
-            Ok(Json::String(s)) => Some(s),
-            Ok(json) => Some(json.to_string()),
-            Err(_) => Some(other.to_id_string()),
-        },
+    let wire_text = |v: &Value, cells: &mut C::Cells| match v {
+        Value::Null => cells.push(None),
+        other => cells.push_owned(Some(match wire::to_json(other, wire) {
+            Ok(Json::String(s)) => s,
+            Ok(json) => json.to_string(),
+            Err(_) => other.to_id_string(),
+        })),
     };
     let primitive = ty.and_then(ColumnType::primitive);
     match (primitive, wire) {
         (Some(_), Wire::NumberString | Wire::Hex | Wire::DataUri) => {
-            Column::Strings(values.map(wire_text).collect())
+            C::strings(cells(values, wire_text))
         }
-        (Some(PrimitiveType::Number), _) => Column::Numbers(values.map(Value::as_f64).collect()),
-        (Some(PrimitiveType::Boolean), _) => Column::Booleans(
+        (Some(PrimitiveType::Number), _) => C::numbers(values.map(Value::as_f64).collect()),
+        (Some(PrimitiveType::Boolean), _) => C::booleans(
             values
                 .map(|v| match v {
                     Value::Bool(b) => Some(*b),
@@ -103,42 +104,192 @@ pub fn column<'a>(
                 | PrimitiveType::Time,
             ),
             _,
-        ) => Column::Strings(values.map(text).collect()),
-        _ => Column::Json(
-            values
-                .map(|v| {
-                    (!v.is_null()).then(|| {
-                        serde_json::to_string(&wire::WireValue(v, wire)).unwrap_or_default()
-                    })
-                })
-                .collect(),
-        ),
+        ) => C::strings(cells(values, text)),
+        _ => C::json(cells(values, |v, cells: &mut C::Cells| {
+            cells.push_owned(
+                (!v.is_null())
+                    .then(|| serde_json::to_string(&wire::WireValue(v, wire)).unwrap_or_default()),
+            )
+        })),
     }
 }
 
-/// A computed field's dependencies as a WIT batch: each column in the wire form of the field it
-/// reads (found from its path in the context's schema; computed fields have their type's form).
-pub fn compute_batch(batch: &ComputeBatch, ctx: &Context) -> Batch {
+/// The text cells `cell` writes for each value.
+fn cells<'a, S: Cells>(
+    values: impl ExactSizeIterator<Item = &'a Value>,
+    cell: impl Fn(&Value, &mut S),
+) -> S {
+    let mut cells = S::with_rows(values.len());
+    for v in values {
+        cell(v, &mut cells);
+    }
+    cells
+}
+
+/// The two shapes of a WIT column: one string per text cell (`types.column`, what 0.1.0 and
+/// 0.2.0 plugins take, and every `collections.list` answer), or text cells packed in one buffer
+/// (`packed.column`, a 0.3.0 plugin's computed-field rows).
+pub trait ColumnForm {
+    type Cells: Cells;
+    fn numbers(cells: Vec<Option<f64>>) -> Self;
+    fn strings(cells: Self::Cells) -> Self;
+    fn booleans(cells: Vec<Option<bool>>) -> Self;
+    fn json(cells: Self::Cells) -> Self;
+}
+
+/// Text cells being written, in either shape.
+pub trait Cells {
+    fn with_rows(rows: usize) -> Self;
+    fn push(&mut self, cell: Option<&str>);
+    /// A cell the caller has just made: moved where the shape keeps strings.
+    fn push_owned(&mut self, cell: Option<String>) {
+        self.push(cell.as_deref());
+    }
+}
+
+impl Cells for Vec<Option<String>> {
+    fn with_rows(rows: usize) -> Self {
+        Vec::with_capacity(rows)
+    }
+
+    fn push(&mut self, cell: Option<&str>) {
+        Vec::push(self, cell.map(str::to_owned));
+    }
+
+    fn push_owned(&mut self, cell: Option<String>) {
+        Vec::push(self, cell);
+    }
+}
+
+impl Cells for Texts {
+    fn with_rows(rows: usize) -> Self {
+        Texts {
+            text: String::new(),
+            ends: Vec::with_capacity(rows),
+            nulls: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, cell: Option<&str>) {
+        let row = u32::try_from(self.ends.len()).unwrap_or(u32::MAX);
+        match cell {
+            Some(s) => self.text.push_str(s),
+            None => self.nulls.push(row),
+        }
+        // A guest's memory is at most 4 GiB: what fits in it fits in a u32.
+        self.ends
+            .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
+    }
+}
+
+impl ColumnForm for Column {
+    type Cells = Vec<Option<String>>;
+    fn numbers(cells: Vec<Option<f64>>) -> Self {
+        Self::Numbers(cells)
+    }
+    fn strings(cells: Self::Cells) -> Self {
+        Self::Strings(cells)
+    }
+    fn booleans(cells: Vec<Option<bool>>) -> Self {
+        Self::Booleans(cells)
+    }
+    fn json(cells: Self::Cells) -> Self {
+        Self::Json(cells)
+    }
+}
+
+impl ColumnForm for PackedColumn {
+    type Cells = Texts;
+    fn numbers(cells: Vec<Option<f64>>) -> Self {
+        Self::Numbers(cells)
+    }
+    fn strings(cells: Self::Cells) -> Self {
+        Self::Strings(cells)
+    }
+    fn booleans(cells: Vec<Option<bool>>) -> Self {
+        Self::Booleans(cells)
+    }
+    fn json(cells: Self::Cells) -> Self {
+        Self::Json(cells)
+    }
+}
+
+/// A computed field's dependencies, each column in the wire form of the field it reads (found
+/// from its path in the context's schema; computed fields have their type's form).
+fn compute_columns<'b, C: ColumnForm>(
+    batch: &'b ComputeBatch,
+    ctx: &'b Context,
+) -> impl Iterator<Item = (String, C)> + 'b {
     let schema = ctx.datasource.schema();
-    let columns = batch
-        .columns
-        .iter()
-        .map(|c| {
-            let wire = ctx
-                .collection
-                .as_deref()
-                .and_then(|name| column_at(schema, name, &c.path))
-                .map_or_else(|| Wire::for_type(&c.column_type), |col| col.wire);
-            NamedColumn {
-                name: c.path.clone(),
-                data: column(c.values.iter(), Some(&c.column_type), wire),
-            }
-        })
-        .collect();
+    batch.columns.iter().map(move |c| {
+        let wire = ctx
+            .collection
+            .as_deref()
+            .and_then(|name| column_at(schema, name, &c.path))
+            .map_or_else(|| Wire::for_type(&c.column_type), |col| col.wire);
+        (
+            c.path.clone(),
+            column(c.values.iter(), Some(&c.column_type), wire),
+        )
+    })
+}
+
+/// A computed field's dependencies as a WIT batch of 0.1.0 and 0.2.0.
+pub fn compute_batch(batch: &ComputeBatch, ctx: &Context) -> Batch {
     Batch {
         len: batch.len as u32,
-        columns,
+        columns: compute_columns(batch, ctx)
+            .map(|(name, data)| NamedColumn { name, data })
+            .collect(),
     }
+}
+
+/// A computed field's dependencies as a packed batch of 0.3.0.
+pub fn compute_batch_packed(batch: &ComputeBatch, ctx: &Context) -> PackedBatch {
+    PackedBatch {
+        len: batch.len as u32,
+        columns: compute_columns(batch, ctx)
+            .map(|(name, data)| PackedNamedColumn { name, data })
+            .collect(),
+    }
+}
+
+/// A 0.3.0 plugin's computed values as a column of 0.1.0's shape, for [`values`]; `Err` names
+/// what is malformed (offsets out of order or past the text, a character split, nulls out of
+/// order or range, or not `rows` cells).
+pub fn unpack(column: PackedColumn, rows: usize) -> std::result::Result<Column, String> {
+    Ok(match column {
+        PackedColumn::Numbers(v) => Column::Numbers(v),
+        PackedColumn::Booleans(v) => Column::Booleans(v),
+        PackedColumn::Strings(t) => Column::Strings(unpack_texts(&t, rows)?),
+        PackedColumn::Json(t) => Column::Json(unpack_texts(&t, rows)?),
+    })
+}
+
+fn unpack_texts(t: &Texts, rows: usize) -> std::result::Result<Vec<Option<String>>, String> {
+    if t.ends.len() != rows {
+        return Err(format!("{} text cells for {rows} rows", t.ends.len()));
+    }
+    if !t.nulls.is_sorted_by(|a, b| a < b) || t.nulls.last().is_some_and(|&n| n as usize >= rows) {
+        return Err("null rows out of order or out of range".to_owned());
+    }
+    let mut nulls = t.nulls.iter().peekable();
+    let mut start = 0;
+    let mut cells = Vec::with_capacity(rows);
+    for (row, &end) in t.ends.iter().enumerate() {
+        let end = end as usize;
+        let cell = t.text.get(start..end).ok_or_else(|| {
+            format!(
+                "text cell {row} ends at {end}, which is before its start ({start}), past the \
+                 text ({} bytes) or inside a character",
+                t.text.len()
+            )
+        })?;
+        let null = nulls.next_if(|&&n| n as usize == row).is_some();
+        cells.push((!null).then(|| cell.to_owned()));
+        start = end;
+    }
+    Ok(cells)
 }
 
 /// A number a plugin wrote as text, kept exact: an integer (`"9007199254740993"`) or a decimal
@@ -641,6 +792,65 @@ mod tests {
             matches!(j, Column::Json(ref v) if v == &[Some(r#"["9007199254740993"]"#.to_owned())]),
             "{j:?}"
         );
+    }
+
+    fn packed(t: &Texts) -> (&str, &[u32], &[u32]) {
+        (&t.text, &t.ends, &t.nulls)
+    }
+
+    #[test]
+    fn text_cells_pack_into_one_buffer_and_unpack_to_the_same_values() {
+        let ty = ColumnType::Primitive(PrimitiveType::String);
+        let vals = [
+            Value::String("Ann".into()),
+            Value::Null,
+            Value::String(String::new()),
+            Value::String("Bé".into()),
+        ];
+        let column = column::<PackedColumn>(vals.iter(), Some(&ty), Wire::Plain);
+        let PackedColumn::Strings(ref t) = column else {
+            panic!("expected packed strings, got {column:?}");
+        };
+        assert_eq!(packed(t), ("AnnBé", &[3, 3, 3, 6][..], &[1][..]));
+        let back = unpack(column, vals.len()).unwrap();
+        assert_eq!(values(back, &ty).unwrap(), vals);
+        // Exact numbers cross as packed text too; numbers and booleans as lists.
+        let number = ColumnType::Primitive(PrimitiveType::Number);
+        let big = [Value::Int(9_007_199_254_740_993), Value::Int(5)];
+        let column = column::<PackedColumn>(big.iter(), Some(&number), Wire::NumberString);
+        let PackedColumn::Strings(ref t) = column else {
+            panic!("expected packed strings, got {column:?}");
+        };
+        assert_eq!(packed(t), ("90071992547409935", &[16, 17][..], &[][..]));
+        let plain = column::<PackedColumn>(big.iter(), Some(&number), Wire::Plain);
+        assert!(matches!(plain, PackedColumn::Numbers(ref v) if v.len() == 2));
+    }
+
+    #[test]
+    fn a_malformed_packed_answer_is_refused_naming_what_is_wrong() {
+        let texts = |text: &str, ends: &[u32], nulls: &[u32]| {
+            PackedColumn::Strings(Texts {
+                text: text.to_owned(),
+                ends: ends.to_vec(),
+                nulls: nulls.to_vec(),
+            })
+        };
+        for (column, rows, expected) in [
+            (texts("ab", &[1, 2], &[]), 3, "2 text cells for 3 rows"),
+            (
+                texts("ab", &[2, 1], &[]),
+                2,
+                "cell 1 ends at 1, which is before its start (2)",
+            ),
+            (texts("ab", &[1, 3], &[]), 2, "cell 1 ends at 3"),
+            (texts("é", &[1], &[]), 1, "inside a character"),
+            (texts("ab", &[1, 2], &[1, 0]), 2, "null rows out of order"),
+            (texts("ab", &[1, 2], &[1, 1]), 2, "null rows out of order"),
+            (texts("ab", &[1, 2], &[2]), 2, "out of range"),
+        ] {
+            let e = unpack(column, rows).unwrap_err();
+            assert!(e.contains(expected), "{e} (expected {expected})");
+        }
     }
 
     #[test]

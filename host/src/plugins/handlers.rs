@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 use super::bindings::{Kind as WitKind, Scope};
 use super::convert;
 use super::loader::CallKind;
-use super::runtime::{Plugin, Request, Response};
+use super::runtime::{ComputeRows, Plugin, Request, Response};
 use crate::customizer::{
     ActionContext, ActionHandler, Batch, BinaryMode, ChartHandler, ComputeHandler, Context,
     Customization, FieldSelection, FilteringMode, HookData, HookHandler, HookOperation,
@@ -78,18 +78,26 @@ impl Handler {
 #[async_trait]
 impl ComputeHandler for Handler {
     async fn compute(&self, caller: &Caller, ctx: &Context, batch: &Batch) -> Result<Vec<Value>> {
-        let wit = convert::compute_batch(batch, ctx);
+        let rows = if self.plugin.packs_rows() {
+            ComputeRows::Packed(convert::compute_batch_packed(batch, ctx))
+        } else {
+            ComputeRows::Lists(convert::compute_batch(batch, ctx))
+        };
         let cc = convert::call_context(caller, ctx);
         let response = self
             .plugin
             .call(
                 CallKind::Compute,
                 Self::scope(caller, ctx),
-                Request::Compute(self.id, cc, wit),
+                Request::Compute(self.id, cc, rows),
             )
             .await?;
-        let Response::Column(column) = response else {
-            return Err(self.plugin.malformed("an answer of the wrong kind"));
+        let column = match response {
+            Response::Column(column) => column,
+            Response::Packed(packed) => {
+                convert::unpack(packed, batch.len).map_err(|e| self.plugin.malformed(&e))?
+            }
+            _ => return Err(self.plugin.malformed("an answer of the wrong kind")),
         };
         let values =
             convert::values(column, &self.column_type).map_err(|e| self.plugin.malformed(&e))?;

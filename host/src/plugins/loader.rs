@@ -16,26 +16,29 @@ use crate::datasource::DataSourceSchema;
 
 /// The WIT package this host implements; plugins built against another 0.x minor are refused.
 pub const WIT_PACKAGE: &str = "canopy:plugin";
-/// The newest version of [`WIT_PACKAGE`] (`wit/plugin@0.2.0`), the one canopy-sdk builds against.
-pub const WIT_VERSION: &str = "0.2.0";
+/// The newest version of [`WIT_PACKAGE`] (`wit/plugin@0.3.0`), the one canopy-sdk builds against.
+pub const WIT_VERSION: &str = "0.3.0";
 
 /// A version of the contract this host loads: which bindings a component is linked with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WitVersion {
     /// `wit/plugin@0.1.0`: collection customizations (frozen; still loaded).
     V0_1,
-    /// `wit/plugin@0.2.0`: 0.1.0 plus workflow-step handlers.
+    /// `wit/plugin@0.2.0`: 0.1.0 plus workflow-step handlers (frozen; still loaded).
     V0_2,
+    /// `wit/plugin@0.3.0`: 0.2.0 with packed columns for computed fields.
+    V0_3,
 }
 
 impl WitVersion {
     /// Every version this host loads, oldest first.
-    pub const ALL: [Self; 2] = [Self::V0_1, Self::V0_2];
+    pub const ALL: [Self; 3] = [Self::V0_1, Self::V0_2, Self::V0_3];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::V0_1 => "0.1.0",
             Self::V0_2 => "0.2.0",
+            Self::V0_3 => "0.3.0",
         }
     }
 
@@ -349,12 +352,16 @@ pub fn check_abi(name: &str, component: &Component, engine: &Engine) -> Result<W
         .map(|(n, _)| n.to_owned())
         .chain(ty.exports(engine).map(|(n, _)| n.to_owned()))
         .collect();
+    // "canopy:plugin@0.1.0, canopy:plugin@0.2.0 and canopy:plugin@0.3.0"
     let supported = || {
-        WitVersion::ALL
+        let all: Vec<String> = WitVersion::ALL
             .iter()
             .map(|v| format!("{WIT_PACKAGE}@{}", v.as_str()))
-            .collect::<Vec<_>>()
-            .join(" and ")
+            .collect();
+        match all.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => all.concat(),
+        }
     };
     let mut found: Option<(WitVersion, &str)> = None;
     for interface in names
@@ -417,7 +424,9 @@ mod tests {
         assert_eq!(WitVersion::matching("0.1.3"), Some(WitVersion::V0_1));
         assert_eq!(WitVersion::matching("0.2.0"), Some(WitVersion::V0_2));
         assert_eq!(WitVersion::matching("0.2.9"), Some(WitVersion::V0_2));
-        assert_eq!(WitVersion::matching("0.3.0"), None);
+        assert_eq!(WitVersion::matching("0.3.0"), Some(WitVersion::V0_3));
+        assert_eq!(WitVersion::matching("0.3.2"), Some(WitVersion::V0_3));
+        assert_eq!(WitVersion::matching("0.4.0"), None);
         assert_eq!(WitVersion::matching("1.0.0"), None);
         assert_eq!(
             WitVersion::ALL.last().map(|v| v.as_str()),

@@ -32,7 +32,7 @@ use wasmtime::{
 
 use super::bindings::{
     ActionOutcome, Batch, CallContext, Column, Customization, CustomizationPre, Declaration,
-    GuestError, Scope, State, v2,
+    GuestError, Scope, State, v2, v3,
 };
 use super::guard::Guard;
 use super::loader::{CallKind, Limits, MAX_MEMORY_MB, PluginInfo, WitVersion, check_abi};
@@ -139,10 +139,12 @@ impl Runtime {
             .map_err(|e| format!("epoch thread: {e}"))?;
         let mut linker = Linker::<State>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
-        // Both versions' imports, under their own names: one linker links either.
+        // Every version's imports, under their own names: one linker links any of them.
         Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| e.to_string())?;
         v2::Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| e.to_string())?;
+        v3::Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| e.to_string())?;
         Ok(Self {
             engine,
@@ -180,6 +182,7 @@ impl Runtime {
             .and_then(|pre| match version {
                 WitVersion::V0_1 => CustomizationPre::new(pre).map(Pre::V1),
                 WitVersion::V0_2 => v2::CustomizationPre::new(pre).map(Pre::V2),
+                WitVersion::V0_3 => v3::CustomizationPre::new(pre).map(Pre::V3),
             })
             .map_err(|e| format!("plugin `{name}` cannot be linked: {e:#}"))?;
         Ok(Compiled {
@@ -229,6 +232,7 @@ pub struct Compiled {
 enum Pre {
     V1(CustomizationPre<State>),
     V2(v2::CustomizationPre<State>),
+    V3(v3::CustomizationPre<State>),
 }
 
 impl Pre {
@@ -236,6 +240,7 @@ impl Pre {
         Ok(match self {
             Self::V1(pre) => Instance::V1(pre.instantiate_async(store).await?),
             Self::V2(pre) => Instance::V2(pre.instantiate_async(store).await?),
+            Self::V3(pre) => Instance::V3(pre.instantiate_async(store).await?),
         })
     }
 
@@ -243,6 +248,7 @@ impl Pre {
         match self {
             Self::V1(_) => WitVersion::V0_1,
             Self::V2(_) => WitVersion::V0_2,
+            Self::V3(_) => WitVersion::V0_3,
         }
     }
 }
@@ -251,12 +257,20 @@ impl Pre {
 enum Instance {
     V1(Customization),
     V2(v2::Customization),
+    V3(v3::Customization),
+}
+
+/// A computed field's rows in the form of the contract its plugin targets: one list per column
+/// (0.1.0, 0.2.0), or text cells packed (0.3.0; [`Plugin::packs_rows`]).
+pub enum ComputeRows {
+    Lists(Batch),
+    Packed(v3::PackedBatch),
 }
 
 /// What the host asks a plugin.
 pub enum Request {
     Declare,
-    Compute(u32, CallContext, Batch),
+    Compute(u32, CallContext, ComputeRows),
     ActionForm(u32, CallContext, String),
     ActionExecute(u32, CallContext, String),
     Hook(u32, CallContext, String),
@@ -293,6 +307,8 @@ pub enum Response {
     /// The customizations, then the workflow-step handlers (none before 0.2.0).
     Declared(Vec<Declaration>, Vec<v2::StepDeclaration>),
     Column(Column),
+    /// A computed field's values from a 0.3.0 plugin, checked by the caller.
+    Packed(v3::PackedColumn),
     Text(String),
     MaybeText(Option<String>),
     Outcome(ActionOutcome),
@@ -522,6 +538,11 @@ impl Plugin {
         self.pre.version()
     }
 
+    /// Whether the plugin takes a computed field's rows packed ([`ComputeRows::Packed`]).
+    pub fn packs_rows(&self) -> bool {
+        self.wit_version() == WitVersion::V0_3
+    }
+
     /// Idle warm pairs (for tests and stats).
     pub fn warm_pairs(&self) -> usize {
         self.warm.lock().map_or(0, |idle| idle.len())
@@ -646,10 +667,6 @@ macro_rules! customizer {
                     .await?
                     .map(|d| Response::Declared(d, Vec::new()))
             }
-            Request::Compute(h, ctx, batch) => g
-                .call_compute(&mut *$store, h, &ctx, &batch)
-                .await?
-                .map(Response::Column),
             Request::ActionForm(h, ctx, json) => g
                 .call_action_form(&mut *$store, h, &ctx, &json)
                 .await?
@@ -686,22 +703,41 @@ macro_rules! customizer {
                 .call_override_operation(&mut *$store, h, &ctx, &json)
                 .await?
                 .map(Response::MaybeText),
-            Request::WorkflowStep(..) => Err(GuestError::Internal(
-                "a workflow step is not a customizer call".to_owned(),
+            Request::Compute(..) | Request::WorkflowStep(..) => Err(GuestError::Internal(
+                "computed fields and workflow steps are answered by `invoke`".to_owned(),
             )),
         })
     }};
 }
 
 /// One request on an instance: the customizer's calls are the same functions over the same
-/// types in every version (one body, expanded per version's bindings); `declare` of 0.2.0 also
-/// asks for the workflow steps, and only 0.2.0 has `workflow-step`.
+/// types in every version (one body, expanded per version's bindings), but for `compute`, whose
+/// rows 0.3.0 packs; `declare` of 0.2.0 and later also asks for the workflow steps, which 0.1.0
+/// does not have.
 async fn invoke(
     store: &mut Store<State>,
     instance: &Instance,
     request: Request,
 ) -> wasmtime::Result<Result<Response, GuestError>> {
     match (instance, request) {
+        (Instance::V1(i), Request::Compute(h, ctx, ComputeRows::Lists(rows))) => Ok(i
+            .canopy_plugin_customizer()
+            .call_compute(&mut *store, h, &ctx, &rows)
+            .await?
+            .map(Response::Column)),
+        (Instance::V2(i), Request::Compute(h, ctx, ComputeRows::Lists(rows))) => Ok(i
+            .canopy_plugin_customizer()
+            .call_compute(&mut *store, h, &ctx, &rows)
+            .await?
+            .map(Response::Column)),
+        (Instance::V3(i), Request::Compute(h, ctx, ComputeRows::Packed(rows))) => Ok(i
+            .canopy_plugin_customizer()
+            .call_compute(&mut *store, h, &ctx, &rows)
+            .await?
+            .map(Response::Packed)),
+        (_, Request::Compute(..)) => Ok(Err(GuestError::Internal(
+            "computed rows in the form of another contract version".to_owned(),
+        ))),
         (Instance::V1(_), Request::WorkflowStep(..)) => Ok(Err(GuestError::Internal(format!(
             "built against canopy:plugin@{}, which has no workflow steps",
             WitVersion::V0_1.as_str()
@@ -711,6 +747,22 @@ async fn invoke(
             .call_workflow_step(&mut *store, h, &ctx, &input)
             .await?
             .map(Response::Step)),
+        (Instance::V3(i), Request::WorkflowStep(h, ctx, input)) => {
+            let input = v3::StepInput {
+                record_id: input.record_id,
+                context_json: input.context_json,
+                settings_json: input.settings_json,
+            };
+            Ok(i.canopy_plugin_workflow()
+                .call_workflow_step(&mut *store, h, &ctx, &input)
+                .await?
+                .map(|out| {
+                    Response::Step(v2::StepOutput {
+                        option: out.option,
+                        values_json: out.values_json,
+                    })
+                }))
+        }
         (Instance::V1(i), request) => customizer!(i.canopy_plugin_customizer(), store, request),
         (Instance::V2(i), request) => {
             let declare = matches!(request, Request::Declare);
@@ -721,6 +773,27 @@ async fn invoke(
                     .call_declare_steps(&mut *store)
                     .await?
                     .map(|steps| Response::Declared(customizations, steps))),
+                other => Ok(other),
+            }
+        }
+        (Instance::V3(i), request) => {
+            let declare = matches!(request, Request::Declare);
+            let answer = customizer!(i.canopy_plugin_customizer(), store, request)?;
+            match answer {
+                Ok(Response::Declared(customizations, _)) if declare => Ok(i
+                    .canopy_plugin_workflow()
+                    .call_declare_steps(&mut *store)
+                    .await?
+                    .map(|steps| {
+                        let steps = steps
+                            .into_iter()
+                            .map(|d| v2::StepDeclaration {
+                                name: d.name,
+                                handler: d.handler,
+                            })
+                            .collect();
+                        Response::Declared(customizations, steps)
+                    })),
                 other => Ok(other),
             }
         }

@@ -40,10 +40,6 @@ const STATUSES: [&str; 6] = [
 /// The statuses of an order that was paid for, so can be refunded.
 const REFUNDABLE: [&str; 3] = ["paid", "shipped", "delivered"];
 
-fn text(v: Option<&String>) -> &str {
-    v.map_or("", String::as_str)
-}
-
 /// A number as a person writes it: numbers cross the boundary as `f64`, so an id is `1.0`;
 /// exact ones (PostgreSQL's NUMERIC totals, bigints) as text, kept as they are (`"12.30"`).
 fn number(v: &Value) -> String {
@@ -73,16 +69,18 @@ impl Plugin for Shop {
                     ColumnType::STRING,
                     ["first_name", "last_name"],
                     |rows, _| {
-                        let (first, last) =
-                            (rows.strings("first_name")?, rows.strings("last_name")?);
-                        Ok(first
-                            .iter()
-                            .zip(last)
-                            .map(|(f, l)| {
-                                Some(format!("{} {}", text(f.as_ref()), text(l.as_ref())))
-                            })
-                            .collect::<Vec<_>>()
-                            .into())
+                        // Read as slices of the packed batch and written into one buffer: no
+                        // `String` per row on either side.
+                        let (first, last) = (rows.text("first_name")?, rows.text("last_name")?);
+                        let mut names = Texts::with_capacity(rows.len(), 16 * rows.len());
+                        for (f, l) in first.iter().zip(last.iter()) {
+                            names.push_with(|cell| {
+                                cell.push_str(f.unwrap_or(""));
+                                cell.push(' ');
+                                cell.push_str(l.unwrap_or(""));
+                            });
+                        }
+                        Ok(names.into())
                     },
                 ),
             )
@@ -193,7 +191,7 @@ impl Plugin for Shop {
             c.add_field(
                 "customer_name",
                 ComputedField::new(ColumnType::STRING, ["customer:full_name"], |rows, _| {
-                    Ok(rows.strings("customer:full_name")?.to_vec().into())
+                    Ok(rows.text("customer:full_name")?.iter().collect::<Texts>().into())
                 }),
             )
             .add_segment(

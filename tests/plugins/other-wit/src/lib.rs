@@ -1,4 +1,4 @@
-//! The same contract under a version this host does not implement (`canopy:plugin@0.3.0`): it
+//! The same contract under a version this host does not implement (`canopy:plugin@0.9.0`): it
 //! must be refused at load with a message naming the versions, not with a raw link error.
 #![allow(unsafe_code, reason = "wit-bindgen glue")]
 
