@@ -13,7 +13,7 @@ struct Keys;
 fn kind(column: &Column) -> &'static str {
     match column {
         Column::Numbers(_) => "numbers",
-        Column::Strings(_) => "strings",
+        Column::Strings(_) | Column::Texts(_) => "strings",
         Column::Booleans(_) => "booleans",
         Column::Json(_) => "json",
     }
