@@ -807,19 +807,19 @@ mod tests {
             Value::String(String::new()),
             Value::String("Bé".into()),
         ];
-        let column = column::<PackedColumn>(vals.iter(), Some(&ty), Wire::Plain);
-        let PackedColumn::Strings(ref t) = column else {
-            panic!("expected packed strings, got {column:?}");
+        let out = column::<PackedColumn>(vals.iter(), Some(&ty), Wire::Plain);
+        let PackedColumn::Strings(ref t) = out else {
+            panic!("expected packed strings, got {out:?}");
         };
         assert_eq!(packed(t), ("AnnBé", &[3, 3, 3, 6][..], &[1][..]));
-        let back = unpack(column, vals.len()).unwrap();
+        let back = unpack(out, vals.len()).unwrap();
         assert_eq!(values(back, &ty).unwrap(), vals);
         // Exact numbers cross as packed text too; numbers and booleans as lists.
         let number = ColumnType::Primitive(PrimitiveType::Number);
         let big = [Value::Int(9_007_199_254_740_993), Value::Int(5)];
-        let column = column::<PackedColumn>(big.iter(), Some(&number), Wire::NumberString);
-        let PackedColumn::Strings(ref t) = column else {
-            panic!("expected packed strings, got {column:?}");
+        let out = column::<PackedColumn>(big.iter(), Some(&number), Wire::NumberString);
+        let PackedColumn::Strings(ref t) = out else {
+            panic!("expected packed strings, got {out:?}");
         };
         assert_eq!(packed(t), ("90071992547409935", &[16, 17][..], &[][..]));
         let plain = column::<PackedColumn>(big.iter(), Some(&number), Wire::Plain);
