@@ -41,7 +41,7 @@ pub(crate) struct Shop {
     pub(crate) url: String,
     pub(crate) backend: Backend,
     /// The server database (dropped with the test); `None` for the demo's SQLite file.
-    _db: Option<TestDb>,
+    db: Option<TestDb>,
 }
 
 impl Drop for Shop {
@@ -92,7 +92,7 @@ impl Shop {
             plugins,
             url: db.as_ref().map(|db| db.url.clone()).unwrap_or_default(),
             backend,
-            _db: db,
+            db,
         }
     }
 
@@ -165,13 +165,16 @@ impl Shop {
         }
     }
 
-    /// Runs SQL on the database (DDL and rows for a test).
+    /// Runs SQL on the database (DDL and rows for a test); the demo's SQLite file has no test
+    /// database to go through.
     async fn execute(&self, sql: &str) {
-        self._db
-            .as_ref()
-            .expect("a test database")
-            .execute(sql)
-            .await;
+        match &self.db {
+            Some(db) => db.execute(sql).await,
+            None => {
+                let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
+            }
+        }
     }
 }
 
