@@ -446,34 +446,17 @@ impl Computed {
         let mut overflow: Vec<(u64, usize)> = Vec::new();
         let mut len = 0;
         let mut row_of: Vec<Option<usize>> = Vec::with_capacity(records.len());
-        // Each row's values are moved out of the first record that has them, and moved back
-        // once the handler has answered, rather than cloned (a clone and a drop per string
-        // cell were a tenth of a plugin field's cost on a page of 100). `taken` says where
-        // from: the record, and `taken_at`, one per dependency of each row, the position in it
-        // (`None`: read by path). A dependency named twice is cloned instead: the second read
-        // would find the first's hole.
-        let movable = field
-            .dependencies
-            .iter()
-            .enumerate()
-            .all(|(i, d)| !field.dependencies[..i].contains(d));
-        let mut taken: Vec<usize> = Vec::new();
-        let mut taken_at: Vec<Option<usize>> = Vec::new();
+        let mut values: Vec<&Value> = Vec::with_capacity(field.dependencies.len());
         // The positions of the plain dependencies, found once per field list (the rows of one
-        // result set share it) rather than by name in every row; paths through relations are
-        // read as paths.
-        // (The record they were found in is named by its index: the loop moves values out of
-        // records, so it cannot hold one.)
-        let mut positions: Option<(usize, Vec<Option<usize>>)> = None;
-        for index in 0..records.len() {
-            let Some(sub) = descend(&records[index], &step.prefix) else {
+        // result set share theirs) rather than by name in every row; paths through relations
+        // are read as paths.
+        let mut positions: Option<(&Record, Vec<Option<usize>>)> = None;
+        for record in records.iter() {
+            let Some(sub) = descend(record, &step.prefix) else {
                 row_of.push(None);
                 continue;
             };
-            let shared = |first: usize| {
-                descend(&records[first], &step.prefix).is_some_and(|f| f.shares_names(sub))
-            };
-            if !matches!(positions, Some((first, _)) if shared(first)) {
+            if !matches!(positions, Some((first, _)) if first.shares_names(sub)) {
                 positions = None;
             }
             let (_, at) = positions.get_or_insert_with(|| {
@@ -484,10 +467,9 @@ impl Computed {
                         sub.position(dep)
                     }
                 });
-                (index, at.collect())
+                (sub, at.collect())
             });
-            // One per row: it borrows the record, which may then give its values up.
-            let mut values: Vec<&Value> = Vec::with_capacity(field.dependencies.len());
+            values.clear();
             values.extend(field.dependencies.iter().zip(at.iter()).map(|(dep, at)| {
                 match at {
                     Some(i) => sub.value_at(*i),
@@ -516,28 +498,18 @@ impl Computed {
             };
             let row = match found {
                 Some(row) => row,
-                None if movable => {
-                    taken_at.extend_from_slice(at);
-                    drop(values);
-                    let at = &taken_at[taken_at.len() - field.dependencies.len()..];
-                    let mut sub = descend_mut(&mut records[index], &step.prefix);
-                    for ((column, dep), at) in columns.iter_mut().zip(&field.dependencies).zip(at) {
-                        let value = sub.as_deref_mut().and_then(|sub| match at {
-                            Some(i) => sub.value_at_mut(*i),
-                            None => sub.get_path_mut(dep),
-                        });
-                        column
-                            .values
-                            .push(value.map_or(Value::Null, |v| std::mem::replace(v, Value::Null)));
-                    }
-                    taken.push(index);
-                    Self::new_row(&mut rows, &mut overflow, hash, &mut len)
-                }
                 None => {
                     for (column, value) in columns.iter_mut().zip(&values) {
                         column.values.push((*value).clone());
                     }
-                    Self::new_row(&mut rows, &mut overflow, hash, &mut len)
+                    match rows.entry(hash) {
+                        Entry::Occupied(_) => overflow.push((hash, len)),
+                        Entry::Vacant(slot) => {
+                            slot.insert(len);
+                        }
+                    }
+                    len += 1;
+                    len - 1
                 }
             };
             row_of.push(Some(row));
@@ -550,26 +522,7 @@ impl Computed {
             collection: Some(step.collection.clone()),
             datasource: Arc::clone(&self.datasource),
         };
-        let answer = field.handler.compute(caller, &ctx, &batch).await;
-        // The moved values go back where they came from, whatever the handler answered.
-        let mut columns = batch.columns;
-        // Every row was taken (`movable`) or none was: rows and `taken` are in the same order.
-        let deps = field.dependencies.len();
-        for (row, index) in taken.into_iter().enumerate().rev() {
-            let mut sub = descend_mut(&mut records[index], &step.prefix);
-            let at = &taken_at[row * deps..(row + 1) * deps];
-            for ((column, dep), at) in columns.iter_mut().zip(&field.dependencies).zip(at) {
-                let value = column.values.pop().unwrap_or(Value::Null);
-                let slot = sub.as_deref_mut().and_then(|sub| match at {
-                    Some(i) => sub.value_at_mut(*i),
-                    None => sub.get_path_mut(dep),
-                });
-                if let Some(slot) = slot {
-                    *slot = value;
-                }
-            }
-        }
-        let values = answer?;
+        let values = field.handler.compute(caller, &ctx, &batch).await?;
         if values.len() != len {
             return Err(Error::Internal(format!(
                 "{}: the computed field '{}.{}' returned {} values for {len} rows",
@@ -616,24 +569,6 @@ impl Computed {
             }
         }
         Ok(())
-    }
-
-    /// Registers a new row of a batch under its hash (in `overflow` when another row has the
-    /// hash) and returns its index.
-    fn new_row(
-        rows: &mut HashMap<u64, usize, foldhash::fast::RandomState>,
-        overflow: &mut Vec<(u64, usize)>,
-        hash: u64,
-        len: &mut usize,
-    ) -> usize {
-        match rows.entry(hash) {
-            Entry::Occupied(_) => overflow.push((hash, *len)),
-            Entry::Vacant(slot) => {
-                slot.insert(*len);
-            }
-        }
-        *len += 1;
-        *len - 1
     }
 
     /// Lists with the computed fields of `projection` filled in.
@@ -940,8 +875,8 @@ mod tests {
         assert_eq!(full, ["Ada L", "Alan T", "Ada L", "? T", "Ada T"]);
         // Rows 1 and 3 read the same values: one row of the batch serves both.
         assert_eq!(rows.load(Ordering::SeqCst), 4);
-        // The dependencies' values lent to the handler are back in every record, the first of
-        // two equal ones (lent) as well as the second (only compared).
+        // Asked for with the field, the dependencies keep their values in every record: the
+        // first of two equal ones (whose values went into the batch) as the second.
         let records = ds
             .collection("people")
             .unwrap()

@@ -573,23 +573,6 @@ impl Record {
         self.values.get(position)
     }
 
-    /// The value at a position found by [`Record::position`], to change it in place.
-    pub fn value_at_mut(&mut self, position: usize) -> Option<&mut Value> {
-        self.values.get_mut(position)
-    }
-
-    /// [`Record::get_path`], to change the value in place: `None` when a segment is absent or a
-    /// relation on the way is null.
-    pub fn get_path_mut(&mut self, path: &str) -> Option<&mut Value> {
-        match path.split_once(':') {
-            None => self.get_mut(path),
-            Some((head, rest)) => match self.get_mut(head)? {
-                Value::Record(r) => r.get_path_mut(rest),
-                _ => None,
-            },
-        }
-    }
-
     /// Reads a `:` path through nested relation records; `None` when a segment is absent,
     /// `Some(Null)` when a relation on the way is null.
     pub fn get_path(&self, path: &str) -> Option<&Value> {
