@@ -182,37 +182,29 @@ impl Cells for Texts {
     }
 }
 
-impl ColumnForm for Column {
-    type Cells = Vec<Option<String>>;
-    fn numbers(cells: Vec<Option<f64>>) -> Self {
-        Self::Numbers(cells)
-    }
-    fn strings(cells: Self::Cells) -> Self {
-        Self::Strings(cells)
-    }
-    fn booleans(cells: Vec<Option<bool>>) -> Self {
-        Self::Booleans(cells)
-    }
-    fn json(cells: Self::Cells) -> Self {
-        Self::Json(cells)
-    }
+/// The two shapes' constructors, case for case.
+macro_rules! column_form {
+    ($column:ty, $cells:ty) => {
+        impl ColumnForm for $column {
+            type Cells = $cells;
+            fn numbers(cells: Vec<Option<f64>>) -> Self {
+                Self::Numbers(cells)
+            }
+            fn strings(cells: Self::Cells) -> Self {
+                Self::Strings(cells)
+            }
+            fn booleans(cells: Vec<Option<bool>>) -> Self {
+                Self::Booleans(cells)
+            }
+            fn json(cells: Self::Cells) -> Self {
+                Self::Json(cells)
+            }
+        }
+    };
 }
 
-impl ColumnForm for PackedColumn {
-    type Cells = Texts;
-    fn numbers(cells: Vec<Option<f64>>) -> Self {
-        Self::Numbers(cells)
-    }
-    fn strings(cells: Self::Cells) -> Self {
-        Self::Strings(cells)
-    }
-    fn booleans(cells: Vec<Option<bool>>) -> Self {
-        Self::Booleans(cells)
-    }
-    fn json(cells: Self::Cells) -> Self {
-        Self::Json(cells)
-    }
-}
+column_form!(Column, Vec<Option<String>>);
+column_form!(PackedColumn, Texts);
 
 /// A computed field's dependencies, each column in the wire form of the field it reads (found
 /// from its path in the context's schema; computed fields have their type's form).

@@ -710,6 +710,24 @@ macro_rules! customizer {
     }};
 }
 
+/// A customizer call on `$i`, an instance of 0.2.0 or later: `declare` also asks for the
+/// workflow steps, each made 0.2.0's declaration by `$step`.
+macro_rules! with_steps {
+    ($i:ident, $store:ident, $request:ident, $step:expr) => {{
+        let declare = matches!($request, Request::Declare);
+        match customizer!($i.canopy_plugin_customizer(), $store, $request)? {
+            Ok(Response::Declared(customizations, _)) if declare => Ok($i
+                .canopy_plugin_workflow()
+                .call_declare_steps(&mut *$store)
+                .await?
+                .map(|steps| {
+                    Response::Declared(customizations, steps.into_iter().map($step).collect())
+                })),
+            other => Ok(other),
+        }
+    }};
+}
+
 /// One request on an instance: the customizer's calls are the same functions over the same
 /// types in every version (one body, expanded per version's bindings), but for `compute`, whose
 /// rows 0.3.0 packs; `declare` of 0.2.0 and later also asks for the workflow steps, which 0.1.0
@@ -764,39 +782,11 @@ async fn invoke(
                 }))
         }
         (Instance::V1(i), request) => customizer!(i.canopy_plugin_customizer(), store, request),
-        (Instance::V2(i), request) => {
-            let declare = matches!(request, Request::Declare);
-            let answer = customizer!(i.canopy_plugin_customizer(), store, request)?;
-            match answer {
-                Ok(Response::Declared(customizations, _)) if declare => Ok(i
-                    .canopy_plugin_workflow()
-                    .call_declare_steps(&mut *store)
-                    .await?
-                    .map(|steps| Response::Declared(customizations, steps))),
-                other => Ok(other),
-            }
-        }
-        (Instance::V3(i), request) => {
-            let declare = matches!(request, Request::Declare);
-            let answer = customizer!(i.canopy_plugin_customizer(), store, request)?;
-            match answer {
-                Ok(Response::Declared(customizations, _)) if declare => Ok(i
-                    .canopy_plugin_workflow()
-                    .call_declare_steps(&mut *store)
-                    .await?
-                    .map(|steps| {
-                        let steps = steps
-                            .into_iter()
-                            .map(|d| v2::StepDeclaration {
-                                name: d.name,
-                                handler: d.handler,
-                            })
-                            .collect();
-                        Response::Declared(customizations, steps)
-                    })),
-                other => Ok(other),
-            }
-        }
+        (Instance::V2(i), request) => with_steps!(i, store, request, std::convert::identity),
+        (Instance::V3(i), request) => with_steps!(i, store, request, |d| v2::StepDeclaration {
+            name: d.name,
+            handler: d.handler,
+        }),
     }
 }
 
