@@ -471,6 +471,89 @@ async fn a_thousand_concurrent_calls_start_one_run(backend: Backend) {
     assert_eq!(stored[0].2, "queued");
 }
 
+/// A batch of 37 runs goes in multi-row inserts of 32, 4 and 1 rows: each record gets one run,
+/// a run already ongoing and a duplicate in the same statement or in a later one are `Ongoing`
+/// naming the run that holds the record, and the answers keep the batch's order.
+async fn a_batch_of_runs_is_written_in_chunks_with_one_run_per_record(backend: Backend) {
+    use canopy::workflows::{NewRun, Queued, TriggerKind};
+    let env = serve(backend, 100).await;
+    let workflow = add_workflow(&env.store, "refund", "orders", true).await;
+    let version: String = sqlx::query("SELECT id FROM workflow_versions WHERE workflow_id = $1")
+        .bind(&workflow)
+        .fetch_one(env.store.pool())
+        .await
+        .unwrap()
+        .get(0);
+    let run = |record: &str| {
+        NewRun::new(
+            &workflow,
+            &version,
+            "orders",
+            record,
+            TriggerKind::Webhook,
+            1,
+        )
+    };
+    let Queued::Created(held) = env.store.queue_run(&run("0")).await.unwrap() else {
+        panic!("the first run was not created");
+    };
+    // 0: already ongoing; 1..=34 new; then "2" again (in the chunk of 4) and "3" again (the
+    // last chunk, of 1); and "5" twice inside the first chunk.
+    let mut records: Vec<String> = (0..=34).map(|i| i.to_string()).collect();
+    records[6] = "5".to_owned();
+    records.push("2".to_owned());
+    records.push("3".to_owned());
+    assert_eq!(records.len(), 37);
+    let runs: Vec<NewRun> = records.iter().map(|r| run(r)).collect();
+    let mut tx = env.store.pool().begin().await.unwrap();
+    let answers = env.store.queue_runs_in(&mut tx, &runs).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(answers.len(), 37);
+    let stored = runs_by_record(&env.store, &workflow).await;
+    for (i, (record, answer)) in records.iter().zip(&answers).enumerate() {
+        let holder = &stored[record.as_str()];
+        match answer {
+            Queued::Created(id) => assert_eq!(id, holder, "{i}: {record}"),
+            Queued::Ongoing(id) => {
+                assert_eq!(id.as_deref(), Some(holder.as_str()), "{i}: {record}")
+            }
+        }
+    }
+    let created = answers
+        .iter()
+        .filter(|a| matches!(a, Queued::Created(_)))
+        .count();
+    // 34 distinct records besides "0", less the "6" replaced by a second "5".
+    assert_eq!(created, 33, "{answers:?}");
+    assert_eq!(stored.len(), 34);
+    assert_eq!(answers[0], Queued::Ongoing(Some(held)));
+    assert!(matches!(answers[2], Queued::Created(_)));
+    assert_eq!(answers[35], Queued::Ongoing(Some(stored["2"].clone())));
+    assert_eq!(answers[36], Queued::Ongoing(Some(stored["3"].clone())));
+    assert_eq!(
+        [&answers[5], &answers[6]]
+            .iter()
+            .filter(|a| matches!(a, Queued::Created(_)))
+            .count(),
+        1
+    );
+}
+
+/// The ongoing run of each record of `workflow`.
+async fn runs_by_record(
+    store: &Store,
+    workflow: &str,
+) -> std::collections::HashMap<String, String> {
+    runs(store, workflow)
+        .await
+        .into_iter()
+        .map(|(id, record, state)| {
+            assert_eq!(state, "queued");
+            (record, id)
+        })
+        .collect()
+}
+
 /// Disabled: 404 with the same URL, which works again once enabled; regenerated: the old URL is
 /// 400 and creates nothing, the new one works.
 async fn disable_keeps_the_url_and_regenerate_supersedes_it(backend: Backend) {
@@ -903,6 +986,7 @@ on_store_backends!(
     every_webhook_status_in_its_check_order,
     a_webhook_run_is_in_the_activity_log,
     a_thousand_concurrent_calls_start_one_run,
+    a_batch_of_runs_is_written_in_chunks_with_one_run_per_record,
     disable_keeps_the_url_and_regenerate_supersedes_it,
     bad_urls_and_bodies_create_nothing,
     each_webhook_has_its_own_rate_limit,

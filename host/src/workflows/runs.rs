@@ -155,38 +155,74 @@ impl Store {
         conn: &mut sqlx::AnyConnection,
         run: &NewRun,
     ) -> crate::platform::Result<Queued> {
-        let id = uuid::Uuid::new_v4().to_string();
+        let mut answers = self.queue_runs_in(conn, std::slice::from_ref(run)).await?;
+        Ok(answers.pop().unwrap_or(Queued::Ongoing(None)))
+    }
+
+    /// [`Store::queue_run`] for many runs on a connection of the caller's (a transaction), in
+    /// few statements: the runs go in multi-row `INSERT`s of [`CHUNKS`] sizes (37 runs: 32, 4,
+    /// 1), so a batch costs a handful of round trips instead of one per run, and the statements
+    /// stay among a few prepared texts. Answers in the order of `runs`. Two runs of one workflow
+    /// on one record in one call give one `Created` and one `Ongoing`, as two calls would: the
+    /// index skips a row that conflicts with one inserted earlier by the same statement.
+    pub async fn queue_runs_in(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        runs: &[NewRun],
+    ) -> crate::platform::Result<Vec<Queued>> {
         let now = crate::platform::store::now_ms();
-        let inserted = sqlx::query(
-            "INSERT INTO workflow_runs (id, project, environment, workflow_id, version_id, \
-             collection_name, record_id, state, trigger_kind, trigger_id, trigger_url_version, \
-             user_id, token_id, parent_run_id, context, attempt, available_at, created_at, \
-             updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12, $13, '{}', 0, \
-             $14, $14, $14) \
-             ON CONFLICT (workflow_id, collection_name, record_id) \
-             WHERE state IN ('queued', 'running', 'awaiting_input') DO NOTHING \
-             RETURNING id",
-        )
-        .bind(&id)
-        .bind(self.project())
-        .bind(self.environment())
-        .bind(&run.workflow_id)
-        .bind(&run.version_id)
-        .bind(&run.collection_name)
-        .bind(&run.record_id)
-        .bind(run.trigger_kind.as_str())
-        .bind(&run.trigger_id)
-        .bind(run.trigger_url_version)
-        .bind(run.user_id)
-        .bind(&run.token_id)
-        .bind(&run.parent_run_id)
-        .bind(now)
-        .fetch_optional(&mut *conn)
-        .await?;
-        if inserted.is_some() {
-            return Ok(Queued::Created(id));
+        let ids: Vec<String> = runs
+            .iter()
+            .map(|_| uuid::Uuid::new_v4().to_string())
+            .collect();
+        let mut created = std::collections::HashSet::with_capacity(runs.len());
+        let mut start = 0;
+        while start < runs.len() {
+            let size = chunk(runs.len() - start);
+            let statement = insert_runs(size);
+            let mut query = sqlx::query(&statement);
+            for (id, run) in ids[start..start + size]
+                .iter()
+                .zip(&runs[start..start + size])
+            {
+                query = query
+                    .bind(id)
+                    .bind(self.project())
+                    .bind(self.environment())
+                    .bind(&run.workflow_id)
+                    .bind(&run.version_id)
+                    .bind(&run.collection_name)
+                    .bind(&run.record_id)
+                    .bind(run.trigger_kind.as_str())
+                    .bind(&run.trigger_id)
+                    .bind(run.trigger_url_version)
+                    .bind(run.user_id)
+                    .bind(&run.token_id)
+                    .bind(&run.parent_run_id)
+                    .bind(now);
+            }
+            for row in query.fetch_all(&mut *conn).await? {
+                created.insert(row.try_get::<String, _>(0)?);
+            }
+            start += size;
         }
+        let mut answers = Vec::with_capacity(runs.len());
+        for (id, run) in ids.into_iter().zip(runs) {
+            answers.push(if created.contains(&id) {
+                Queued::Created(id)
+            } else {
+                Queued::Ongoing(self.ongoing_run(conn, run).await?)
+            });
+        }
+        Ok(answers)
+    }
+
+    /// The ongoing run of `run`'s workflow on its record, if any.
+    async fn ongoing_run(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        run: &NewRun,
+    ) -> crate::platform::Result<Option<String>> {
         let ongoing = sqlx::query(
             "SELECT id FROM workflow_runs WHERE workflow_id = $1 AND collection_name = $2 \
              AND record_id = $3 AND state IN ('queued', 'running', 'awaiting_input')",
@@ -197,8 +233,59 @@ impl Store {
         .fetch_optional(&mut *conn)
         .await?
         .map(|row| row.get::<String, _>(0));
-        Ok(Queued::Ongoing(ongoing))
+        Ok(ongoing)
     }
+}
+
+/// The sizes of the multi-row inserts of [`Store::queue_runs_in`], largest first: each batch is
+/// cut into these, so at most this many statement texts are ever prepared. 14 parameters a row:
+/// 512 rows stay far below SQLite's 32,766 and PostgreSQL's 65,535 parameters.
+pub const CHUNKS: [usize; 10] = [512, 256, 128, 64, 32, 16, 8, 4, 2, 1];
+
+/// The largest chunk that fits in `left` runs (`left` ≥ 1).
+fn chunk(left: usize) -> usize {
+    CHUNKS.into_iter().find(|&size| size <= left).unwrap_or(1)
+}
+
+/// The `INSERT` of `rows` runs, 14 parameters each.
+fn insert_runs(rows: usize) -> String {
+    use std::fmt::Write as _;
+    let mut sql = String::from(
+        "INSERT INTO workflow_runs (id, project, environment, workflow_id, version_id, \
+         collection_name, record_id, state, trigger_kind, trigger_id, trigger_url_version, \
+         user_id, token_id, parent_run_id, context, attempt, available_at, created_at, \
+         updated_at) VALUES ",
+    );
+    for row in 0..rows {
+        let p = row * 14;
+        let _ = write!(
+            sql,
+            "{}(${}, ${}, ${}, ${}, ${}, ${}, ${}, 'queued', ${}, ${}, ${}, ${}, ${}, ${}, '{{}}', \
+             0, ${}, ${}, ${})",
+            if row == 0 { "" } else { ", " },
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6,
+            p + 7,
+            p + 8,
+            p + 9,
+            p + 10,
+            p + 11,
+            p + 12,
+            p + 13,
+            p + 14,
+            p + 14,
+            p + 14,
+        );
+    }
+    sql.push_str(
+        " ON CONFLICT (workflow_id, collection_name, record_id) \
+         WHERE state IN ('queued', 'running', 'awaiting_input') DO NOTHING RETURNING id",
+    );
+    sql
 }
 
 /// The context a run starts with: empty; steps add their outputs under their keys.
