@@ -504,7 +504,7 @@ async fn a_batch_of_runs_is_written_in_chunks_with_one_run_per_record(backend: B
     records.push("2".to_owned());
     records.push("3".to_owned());
     assert_eq!(records.len(), 37);
-    let runs: Vec<NewRun> = records.iter().map(|r| run(r)).collect();
+    let runs: Vec<NewRun> = records.iter().map(|r| run(r.as_str())).collect();
     let mut tx = env.store.pool().begin().await.unwrap();
     let answers = env.store.queue_runs_in(&mut tx, &runs).await.unwrap();
     tx.commit().await.unwrap();
