@@ -7,6 +7,8 @@
 //!   (which version a component targets).
 //! - `runtime`: the engine, linker and one call (store, instance, deadline, trap mapping).
 //! - `incremental`: compiled functions on disk, so a changed plugin recompiles only what changed.
+//! - `tiers`: Cranelift and Winch; a hot swap serves a changed plugin on Winch's code at once and
+//!   moves it to Cranelift's in the background.
 //! - `guard`: per plugin, the concurrency limit and the circuit breaker its calls pass.
 //! - `bindings`: the generated bindings of both versions and the imports plugins call back into.
 //! - `convert`: typed values ↔ WIT shapes. `handlers`: the trait implementations.
@@ -19,6 +21,7 @@ mod handlers;
 mod incremental;
 mod loader;
 mod runtime;
+mod tiers;
 mod workflow;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +34,7 @@ use std::time::Instant;
 
 pub use loader::{Limits, Reads, WIT_VERSION, WitVersion};
 pub use runtime::{Compiled, Plugin, Runtime};
+pub use tiers::Compiler;
 
 use crate::auth::Permissions;
 use crate::customizer::Customization;
@@ -121,13 +125,35 @@ impl PluginSet {
                 plugins.push(loading.apply(name, options, app.collection, &[]).await?);
             }
         }
+        runtime.keep_only(loading.compiled.values().map(|(compiled, _, _)| compiled));
+        let quick: Vec<&str> = loading
+            .compiled
+            .iter()
+            .filter(|(_, (compiled, _, _))| compiled.compiler() == Compiler::Winch)
+            .map(|(name, _)| name.as_str())
+            .collect();
         tracing::info!(
             count = plugins.len(),
             millis = started.elapsed().as_millis() as u64,
             dir = %dir.display(),
+            quick = %quick.join(", "),
             "plugins loaded"
         );
         Ok(Self { plugins })
+    }
+
+    /// The plugin files (name, path) whose code is Winch's: a hot swap compiled them quickly, and
+    /// their Cranelift code is still to compile (`Runtime::optimize`).
+    pub fn quick(&self) -> Vec<(String, std::path::PathBuf)> {
+        let mut files: Vec<_> = self
+            .applications()
+            .iter()
+            .filter(|p| p.compiler() == Compiler::Winch)
+            .map(|p| (p.info.name.clone(), p.info.path.clone()))
+            .collect();
+        files.sort();
+        files.dedup();
+        files
     }
 
     /// The customizations every plugin declared, in load order.

@@ -154,6 +154,9 @@ pub struct ReloadReport {
     /// The actions this reload added that no role may trigger (`collection.action`): until
     /// someone grants them, everyone gets 403 on them.
     pub untriggerable: Vec<String>,
+    /// The changed plugins this generation serves on quickly compiled (Winch) code, until their
+    /// Cranelift code, compiled in the background, is swapped in (`plugins::tiers`).
+    pub quick: Vec<String>,
 }
 
 /// Where a generation finds what rebuilds it (the console's reload button): shared by every

@@ -37,6 +37,24 @@ pub struct Served {
     reloading: tokio::sync::Mutex<()>,
     /// Canopy's store and the permission checks, the same for every generation.
     platform: Platform,
+    /// This server, for the background work a reload leaves (moving plugins compiled quickly
+    /// to Cranelift's code); set by the methods that take it as an `Arc`.
+    me: std::sync::OnceLock<std::sync::Weak<Served>>,
+    /// The background move of the last reload's quick plugins to Cranelift's code, if any.
+    optimizing: Mutex<Option<tokio::task::JoinHandle<Optimized>>>,
+}
+
+/// How the background move of quickly compiled plugins to Cranelift's code ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Optimized {
+    /// The generation running Cranelift's code serves.
+    Swapped,
+    /// Plugin or workflow files changed since the reload: the next reload loads them.
+    FilesChanged,
+    /// The Cranelift compile or the swap failed (logged); the quick code keeps serving.
+    Failed(String),
+    /// The server was dropped first.
+    Stopped,
 }
 
 impl Served {
@@ -51,7 +69,7 @@ impl Served {
         let built = build(&config, &base, runtime.as_ref(), &platform).await?;
         platform.bootstrap(&config, built.stack.schema()).await?;
         load_workflows(&config, &platform, &built).await?;
-        Ok(Self {
+        let served = Self {
             config,
             base,
             runtime,
@@ -60,7 +78,15 @@ impl Served {
             plugins: Mutex::new(Arc::new(built.plugins)),
             reloading: tokio::sync::Mutex::new(()),
             platform,
-        })
+            me: std::sync::OnceLock::new(),
+            optimizing: Mutex::new(None),
+        };
+        // The first generation compiled with Cranelift; from now on a changed plugin serves on
+        // Winch's code first (plugins::tiers).
+        if let Some(runtime) = &served.runtime {
+            runtime.compile_quickly_first();
+        }
+        Ok(served)
     }
 
     /// The state of the served generation, followed across reloads.
@@ -76,6 +102,7 @@ impl Served {
     /// The service to serve: the admin reload route, and every other request handed to the
     /// generation current at its arrival.
     pub fn router(self: &Arc<Self>) -> Router {
+        let _ = self.me.set(Arc::downgrade(self));
         let reload: Arc<dyn Reload> = Arc::clone(self) as Arc<dyn Reload>;
         // Set once: a second router over the same server finds it set already.
         let _ = self.platform.reloader.set(Arc::downgrade(&reload));
@@ -99,6 +126,7 @@ impl Served {
 
     /// Reloads when SIGHUP arrives, until the process ends.
     pub fn reload_on_sighup(self: &Arc<Self>) {
+        let _ = self.me.set(Arc::downgrade(self));
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -121,6 +149,7 @@ impl Served {
     /// `--watch`: polls the plugin directory and the workflows folder, and reloads once a change
     /// has settled.
     pub fn reload_on_change(self: &Arc<Self>) {
+        let _ = self.me.set(Arc::downgrade(self));
         let watched: Vec<(PathBuf, &'static [&'static str])> = [
             (self.config.plugin_dir.clone(), PLUGIN_FILES),
             (self.config.workflows_dir.clone(), WORKFLOW_FILES),
@@ -178,6 +207,108 @@ const SETTLE: Duration = Duration::from_millis(250);
 impl Reload for Served {
     async fn reload(&self) -> Result<ReloadReport, String> {
         let _one_at_a_time = self.reloading.lock().await;
+        // Read before the files are: a file changed during the load shows as a change later.
+        let files = self.watched_files();
+        let report = self.reload_locked().await?;
+        if !report.quick.is_empty() {
+            self.optimize_in_background(self.plugins().quick(), files);
+        }
+        Ok(report)
+    }
+}
+
+impl Served {
+    /// The plugin and workflow files as `--watch` sees them (name, size, modification time).
+    fn watched_files(&self) -> Vec<WatchedFile> {
+        [
+            (&self.config.plugin_dir, PLUGIN_FILES),
+            (&self.config.workflows_dir, WORKFLOW_FILES),
+        ]
+        .into_iter()
+        .filter_map(|(dir, extensions)| Some(fingerprint(dir.as_ref()?, extensions)))
+        .flatten()
+        .collect()
+    }
+
+    /// Compiles the `quick` plugin files with Cranelift off the request path, then swaps in a
+    /// generation running that code: a reload that compiles nothing, since every file's
+    /// component is then in memory. Skipped when the files changed since the generation serving
+    /// Winch's code was read (`files`): a reload would then load what an operator has not asked
+    /// to load yet, and the next reload compiles the new files anyway.
+    fn optimize_in_background(&self, quick: Vec<(String, PathBuf)>, files: Vec<WatchedFile>) {
+        let (Some(me), Some(runtime)) = (self.me.get().cloned(), self.runtime.clone()) else {
+            return;
+        };
+        let names = quick
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::info!(
+            plugins = %names,
+            "changed plugins serve on quickly compiled (Winch) code; compiling Cranelift's in \
+             the background"
+        );
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            for (name, path) in &quick {
+                if let Err(error) = runtime.optimize(name, path).await {
+                    tracing::warn!(
+                        plugin = %name,
+                        "the plugin keeps its quickly compiled code until the next reload: {error}"
+                    );
+                    return Optimized::Failed(error);
+                }
+            }
+            let Some(served) = me.upgrade() else {
+                return Optimized::Stopped;
+            };
+            let _one_at_a_time = served.reloading.lock().await;
+            if served.watched_files() != files {
+                tracing::info!(
+                    plugins = %names,
+                    "plugin or workflow files changed since the last reload: their Cranelift \
+                     code is swapped in by the next reload"
+                );
+                return Optimized::FilesChanged;
+            }
+            let compiled_ms = started.elapsed().as_millis() as u64;
+            match served.reload_locked().await {
+                Ok(report) => {
+                    tracing::info!(
+                        plugins = %names,
+                        compile_ms = compiled_ms,
+                        swap_ms = report.millis,
+                        "plugins now serve on Cranelift's code"
+                    );
+                    Optimized::Swapped
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        plugins = %names,
+                        "the plugins keep their quickly compiled code: {error}"
+                    );
+                    Optimized::Failed(error)
+                }
+            }
+        });
+        *self.optimizing.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+    }
+
+    /// Waits for the background move of the last reload's quick plugins to Cranelift's code;
+    /// `None` when none was started (no plugin was compiled quickly), or it was awaited already.
+    pub async fn optimized(&self) -> Option<Optimized> {
+        let task = self
+            .optimizing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()?;
+        Some(task.await.unwrap_or_else(|e| Optimized::Failed(e.to_string())))
+    }
+
+    /// Builds a generation from the files as they are and swaps it in (the caller holds
+    /// `reloading`).
+    async fn reload_locked(&self) -> Result<ReloadReport, String> {
         let started = Instant::now();
         let built = match build(
             &self.config,
@@ -230,6 +361,7 @@ impl Reload for Served {
                     customizations,
                     millis,
                     untriggerable,
+                    quick: self.plugins().quick().into_iter().map(|(name, _)| name).collect(),
                 })
             }
             Err(error) => {
@@ -481,7 +613,10 @@ const WORKFLOW_FILES: &[&str] = &["toml", "yaml", "yml"];
 
 /// What `--watch` compares: the files of `dir` with one of `extensions` (each plugin file and its
 /// settings, each workflow definition), by size and modification time.
-fn fingerprint(dir: &Path, extensions: &[&str]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+/// A file as `--watch` compares it: path, size and modification time.
+type WatchedFile = (PathBuf, u64, Option<SystemTime>);
+
+fn fingerprint(dir: &Path, extensions: &[&str]) -> Vec<WatchedFile> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

@@ -92,6 +92,7 @@ async fn reload(State(admin): State<Arc<Admin>>, request: Request) -> Response {
             "customizations": report.customizations,
             "durationMs": report.millis,
             "untriggerableActions": report.untriggerable,
+            "quickPlugins": report.quick,
         })),
         // The old generation is still served: the request was understood, the new set refused.
         Err(message) => super::json_with(

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::Component;
 use wasmtime::{
     Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
     Trap, UpdateDeadline,
@@ -35,6 +35,7 @@ use super::bindings::{
     GuestError, Scope, State, v2, v3,
 };
 use super::guard::Guard;
+use super::tiers::{self, Compiler, FileDigest, Optimized, Quick, Tier};
 use super::loader::{CallKind, Limits, MAX_MEMORY_MB, PluginInfo, WitVersion, check_abi};
 use crate::datasource::Error;
 
@@ -52,21 +53,49 @@ const WARM_IDLE: usize = 4;
 /// instance uses them: enough for the warm pairs of a few busy plugins.
 const MAX_UNUSED_WARM_SLOTS: u32 = 16;
 
+/// The settings both compilers' engines share: epoch interruption (time limits) and a bounded
+/// stack.
+pub(super) fn settings() -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.max_wasm_stack(512 * 1024);
+    config
+}
+
+/// Starts the thread that advances `engine`'s epoch every [`TICK`]. It holds the engine weakly,
+/// so it ends when the last handle drops.
+pub(super) fn tick_epochs(engine: &Engine, name: &str) -> Result<(), String> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(TICK);
+            }
+        })
+        .map(drop)
+        .map_err(|e| format!("epoch thread: {e}"))
+}
+
 /// The engine and linker shared by every plugin (one per process; kept across reloads so the
 /// pooling slots and the code cache are reused).
 #[derive(Clone)]
 pub struct Runtime {
-    engine: Engine,
-    linker: Arc<Linker<State>>,
+    /// Cranelift's engine and linker: the code every plugin ends up on.
+    optimizing: Tier,
+    /// Winch's, for hot swaps (made on first use, once enabled).
+    quick: Arc<Quick>,
+    /// The Cranelift components of the last generation, by file digest.
+    optimized: Arc<Optimized>,
 }
 
 impl Runtime {
     /// Builds the engine; `cache_dir` holds compiled components keyed by the wasm bytes' hash
     /// and the engine's settings and version (wasmtime's cache, written by atomic rename).
     pub fn new(cache_dir: Option<&Path>) -> Result<Self, String> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        config.max_wasm_stack(512 * 1024);
+        let mut config = settings();
         let mut pool = PoolingAllocationConfig::default();
         // Modest totals: each memory slot reserves virtual address space (wasm-host.md §5.14).
         pool.total_component_instances(128)
@@ -125,31 +154,52 @@ impl Runtime {
                 Engine::new(&config).map_err(|e| format!("wasm engine: {e}"))?
             }
         };
-        let weak = engine.weak();
-        std::thread::Builder::new()
-            .name("canopy-epoch".into())
-            .spawn(move || {
-                // Holds the engine weakly: the thread ends when the last engine handle drops.
-                while let Some(engine) = weak.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    std::thread::sleep(TICK);
-                }
-            })
-            .map_err(|e| format!("epoch thread: {e}"))?;
-        let mut linker = Linker::<State>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
-        // Every version's imports, under their own names: one linker links any of them.
-        Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| e.to_string())?;
-        v2::Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| e.to_string())?;
-        v3::Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| e.to_string())?;
+        tick_epochs(&engine, "canopy-epoch")?;
         Ok(Self {
-            engine,
-            linker: Arc::new(linker),
+            optimizing: Tier::new(engine)?,
+            quick: Arc::new(Quick::default()),
+            optimized: Arc::new(Optimized::default()),
         })
+    }
+
+    /// From now on, a plugin file that Cranelift has not compiled yet is compiled by Winch, to
+    /// serve at once, and its caller asks [`Self::optimize`] for the Cranelift code afterwards
+    /// (the `tiers` module). Called once the first generation serves.
+    pub fn compile_quickly_first(&self) {
+        self.quick.enable();
+    }
+
+    /// Compiles `path` with Cranelift unless this process already did, so that the next load of
+    /// the same bytes takes its component at once. A file that changed since its quick compile
+    /// is compiled as it is now.
+    pub async fn optimize(&self, name: &str, path: &Path) -> Result<(), String> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| format!("plugin `{name}`: cannot read {}: {e}", path.display()))?;
+        let digest = tiers::digest(&bytes);
+        if self.optimized.get(&digest).is_none() {
+            let component = self.compile_with(name, &self.optimizing, bytes).await?;
+            self.optimized.insert(digest, component);
+        }
+        Ok(())
+    }
+
+    /// Keeps in memory the Cranelift components of `compiled` only (the generation just loaded).
+    pub fn keep_only<'a>(&self, compiled: impl IntoIterator<Item = &'a Compiled>) {
+        let digests: Vec<_> = compiled.into_iter().map(|c| c.digest).collect();
+        self.optimized.keep_only(&digests);
+    }
+
+    async fn compile_with(
+        &self,
+        name: &str,
+        tier: &Tier,
+        bytes: Vec<u8>,
+    ) -> Result<Component, String> {
+        let engine = tier.engine.clone();
+        tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
+            .await
+            .map_err(|e| format!("plugin `{name}`: {e}"))?
+            .map_err(|e| format!("plugin `{name}` is not a valid component: {e:#}"))
     }
 
     /// Compiles (or loads from the cache), checks the ABI, pre-instantiates and asks the plugin
@@ -170,13 +220,21 @@ impl Runtime {
         let bytes = std::fs::read(path)
             .map_err(|e| format!("plugin `{name}`: cannot read {}: {e}", path.display()))?;
         check_header(name, path, &bytes)?;
-        let engine = self.engine.clone();
-        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
-            .await
-            .map_err(|e| format!("plugin `{name}`: {e}"))?
-            .map_err(|e| format!("plugin `{name}` is not a valid component: {e:#}"))?;
-        let version = check_abi(name, &component, &self.engine)?;
-        let pre = self
+        let digest = tiers::digest(&bytes);
+        let (tier, component, compiler) = match (self.optimized.get(&digest), self.quick.tier()) {
+            (Some(component), _) => (&self.optimizing, component, Compiler::Cranelift),
+            (None, Some(quick)) => {
+                let component = self.compile_with(name, quick, bytes).await?;
+                (quick, component, Compiler::Winch)
+            }
+            (None, None) => {
+                let component = self.compile_with(name, &self.optimizing, bytes).await?;
+                self.optimized.insert(digest, component.clone());
+                (&self.optimizing, component, Compiler::Cranelift)
+            }
+        };
+        let version = check_abi(name, &component, &tier.engine)?;
+        let pre = tier
             .linker
             .instantiate_pre(&component)
             .and_then(|pre| match version {
@@ -187,6 +245,9 @@ impl Runtime {
             .map_err(|e| format!("plugin `{name}` cannot be linked: {e:#}"))?;
         Ok(Compiled {
             pre,
+            engine: tier.engine.clone(),
+            compiler,
+            digest,
             guard: Arc::new(Guard::new(name, limits)),
         })
     }
@@ -198,7 +259,8 @@ impl Runtime {
         let label = info.label();
         let mut plugin = Plugin {
             info: Arc::new(info),
-            engine: self.engine.clone(),
+            engine: compiled.engine.clone(),
+            compiler: compiled.compiler,
             pre: compiled.pre.clone(),
             guard: Arc::clone(&compiled.guard),
             declarations: Vec::new(),
@@ -224,7 +286,18 @@ impl Runtime {
 #[derive(Clone)]
 pub struct Compiled {
     pre: Pre,
+    /// The engine of the compiler that made `pre` (stores must be of the same engine).
+    engine: Engine,
+    compiler: Compiler,
+    digest: FileDigest,
     guard: Arc<Guard>,
+}
+
+impl Compiled {
+    /// Which compiler made this plugin's code.
+    pub fn compiler(&self) -> Compiler {
+        self.compiler
+    }
 }
 
 /// A component pre-instantiated with the bindings of the contract version it targets.
@@ -356,6 +429,8 @@ fn poolable(kind: CallKind) -> bool {
 pub struct Plugin {
     pub info: Arc<PluginInfo>,
     engine: Engine,
+    /// Which compiler made the code it runs (Winch until a hot swap's Cranelift code is in).
+    compiler: Compiler,
     pre: Pre,
     /// The concurrency limit and circuit breaker of the plugin file (shared by its applications).
     guard: Arc<Guard>,
@@ -531,6 +606,11 @@ impl Plugin {
                 uses,
             });
         }
+    }
+
+    /// Which compiler made the code this plugin runs.
+    pub fn compiler(&self) -> Compiler {
+        self.compiler
     }
 
     /// The version of the contract the plugin was built against.

@@ -15,6 +15,7 @@ use crate::console::session::Posted;
 use crate::console::session::{Session, first, form_pairs};
 use crate::console::{Error, Result};
 use crate::ops::tokens::require_admin;
+use crate::plugins::Compiler;
 use crate::state::SharedState;
 
 struct Row {
@@ -26,6 +27,8 @@ struct Row {
     total_ms: u64,
     /// Mean time per call, in ms with one decimal.
     mean_ms: String,
+    /// "optimized" (Cranelift) or "quick" (Winch, until a reload's background compile is done).
+    code: &'static str,
 }
 
 #[derive(Template)]
@@ -65,6 +68,10 @@ async fn render(
                     "–".to_owned()
                 } else {
                     format!("{:.1}", micros as f64 / calls as f64 / 1000.0)
+                },
+                code: match plugin.compiler() {
+                    Compiler::Cranelift => "optimized",
+                    Compiler::Winch => "quick",
                 },
             }
         })
