@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use canopy::customizer::{Batch, Column, ComputeHandler, Context, Customization, Kind};
 use canopy::datasource::{ColumnType, DataSource, Error, PrimitiveType, Value};
-use canopy::plugins::{PluginSet, Runtime, WIT_VERSION, WitVersion};
+use canopy::plugins::{Compiler, PluginSet, Runtime, WIT_VERSION, WitVersion};
 use canopy_e2e::{Backend, TestDb, caller};
 
 use crate::harness::allow_all;
@@ -407,4 +407,71 @@ async fn cached_plugins_load_from_the_compile_cache() {
     let warm = warm.elapsed();
     println!("plugin load: cold {cold:?}, cached {warm:?}");
     assert!(warm < cold, "cached {warm:?} vs cold {cold:?}");
+}
+
+/// Appends a custom section to a plugin file: other bytes, the same code.
+pub(crate) fn change(path: &Path) {
+    let (name, payload) = (b"canopy-test", uuid::Uuid::new_v4().to_string());
+    let mut body = vec![name.len() as u8];
+    body.extend_from_slice(name);
+    body.extend_from_slice(payload.as_bytes());
+    // One LEB128 byte: the body is shorter than 128 bytes.
+    let mut section = vec![0, body.len() as u8];
+    section.extend(body);
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes.extend(section);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[tokio::test]
+async fn once_serving_a_changed_plugin_runs_on_winch_until_cranelift_has_compiled_it() {
+    let (_db, ds) = datasource().await;
+    let runtime = Runtime::new(None).unwrap();
+    let dir = plugin_dir(&[("hostile", Some(LIMITS))]);
+    let file = dir.join("hostile.wasm");
+    let permissions = allow_all();
+    let load = || PluginSet::load(&runtime, &dir, ds.schema(), &permissions);
+    // The first generation (the start) compiles with Cranelift, as every load did before.
+    let set = load().await.unwrap();
+    assert_eq!(set.plugins[0].compiler(), Compiler::Cranelift);
+    assert!(set.quick().is_empty());
+
+    // Serving: the same bytes again are Cranelift's component, kept in memory.
+    runtime.compile_quickly_first();
+    let set = load().await.unwrap();
+    assert_eq!(set.plugins[0].compiler(), Compiler::Cranelift);
+
+    // Changed bytes: Winch's code, which computes, and is still interrupted at its time limit.
+    change(&file);
+    let set = load().await.unwrap();
+    assert_eq!(set.plugins[0].compiler(), Compiler::Winch);
+    assert_eq!(set.quick(), [("hostile".to_owned(), file.clone())]);
+    let customizations = set.customizations(ds.schema()).unwrap();
+    let ctx = Context {
+        collection: Some("customers".into()),
+        datasource: ds.clone(),
+    };
+    let values = field(&customizations, "ok")
+        .compute(&caller(), &ctx, &ids(3))
+        .await
+        .unwrap();
+    assert_eq!(values, vec![Value::Int(2), Value::Int(4), Value::Int(6)]);
+    let stuck = field(&customizations, "loops")
+        .compute(&caller(), &ctx, &ids(1))
+        .await
+        .unwrap_err();
+    let message = plugin_message(&stuck);
+    assert!(message.contains("time limit of 300 ms"), "{message}");
+
+    // Once Cranelift compiled the file, the next load takes its component.
+    runtime.optimize("hostile", &file).await.unwrap();
+    let set = load().await.unwrap();
+    assert_eq!(set.plugins[0].compiler(), Compiler::Cranelift);
+    assert!(set.quick().is_empty());
+    let customizations = set.customizations(ds.schema()).unwrap();
+    let values = field(&customizations, "ok")
+        .compute(&caller(), &ctx, &ids(2))
+        .await
+        .unwrap();
+    assert_eq!(values, vec![Value::Int(2), Value::Int(4)]);
 }

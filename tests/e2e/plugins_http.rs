@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use canopy::app::Served;
+use canopy::app::{Optimized, Served};
 use canopy::config::Config;
 use canopy::http::reload::Reload as _;
 use canopy_e2e::{Backend, TestDb, on_all_backends};
@@ -721,6 +721,44 @@ async fn a_hot_swap_under_sixteen_concurrent_request_loops_loses_no_request(back
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
 
+async fn a_changed_plugin_serves_at_once_on_quick_code_then_on_cranelifts(backend: Backend) {
+    let shop = Shop::new(backend).await;
+    let (served, app) = shop.serve().await.unwrap();
+    let full_names =
+        "/forest/customers?timezone=UTC&fields[customers]=id,full_name&sort=id&page[size]=1";
+    let full_name = |app: Router| async move {
+        let (status, _, body) = send(&app, get(full_names)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        attribute(&body, "full_name")
+    };
+    // Other bytes, the same code: the reload serves Winch's code at once.
+    crate::plugins::change(&shop.plugins.join("shop.wasm"));
+    let report = served.reload().await.unwrap();
+    assert_eq!(report.quick, ["shop"]);
+    assert_eq!(full_name(app.clone()).await, ["Boris Customer1"]);
+    // Cranelift's, compiled in the background, is swapped in, and answers the same.
+    assert_eq!(served.optimized().await, Some(Optimized::Swapped));
+    assert!(served.plugins().quick().is_empty());
+    assert_eq!(full_name(app.clone()).await, ["Boris Customer1"]);
+    // Unchanged files: nothing compiles, nothing is left to do in the background.
+    let report = served.reload().await.unwrap();
+    assert!(report.quick.is_empty(), "{:?}", report.quick);
+    assert_eq!(served.optimized().await, None);
+
+    // A file added after a quick reload is not loaded by the background swap: only a reload
+    // loads what is in the directory.
+    crate::plugins::change(&shop.plugins.join("shop.wasm"));
+    assert_eq!(served.reload().await.unwrap().quick, ["shop"]);
+    shop.install("hostile", "zz_hostile");
+    assert_eq!(served.optimized().await, Some(Optimized::FilesChanged));
+    assert_eq!(served.plugins().plugins.len(), 1);
+    assert_eq!(full_name(app.clone()).await, ["Boris Customer1"]);
+    // The next reload loads it, and the shop plugin from Cranelift's component in memory.
+    let report = served.reload().await.unwrap();
+    assert_eq!(report.plugins, 2);
+    assert_eq!(report.quick, ["zz_hostile"]);
+}
+
 async fn watch_reloads_when_the_plugin_directory_changes(backend: Backend) {
     let shop = Shop::new(backend).await;
     let (served, app) = shop.serve().await.unwrap();
@@ -938,6 +976,7 @@ on_all_backends!(
     a_plugin_that_fails_to_load_stops_the_start_with_its_name,
     a_failed_reload_keeps_serving_the_old_stack,
     a_hot_swap_under_sixteen_concurrent_request_loops_loses_no_request,
+    a_changed_plugin_serves_at_once_on_quick_code_then_on_cranelifts,
     watch_reloads_when_the_plugin_directory_changes,
     keys_read_by_a_plugin_are_the_ids_the_routes_serve,
 );
