@@ -24,6 +24,7 @@ Build with ``./build.sh`` (componentize-py), which writes ``shop.wasm``.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Optional, Union
 
@@ -69,7 +70,7 @@ def number(v: Any) -> str:
     n = as_number(v)
     if n is None:
         return ""
-    if n == int(n) and abs(n) < 1e15:
+    if math.isfinite(n) and n == int(n) and abs(n) < 1e15:
         return str(int(n))
     return repr(n)
 
