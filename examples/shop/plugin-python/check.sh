@@ -68,6 +68,10 @@ echo "== answers"
 python3 "$here/compare.py" "http://127.0.0.1:${PORT[py]}" "$(token py)" \
   "http://127.0.0.1:${PORT[rs]}" "$(token rs)" || status=1
 
+echo "== server memory (after the comparison)"
+for l in py rs; do
+  awk -v l="$l" '$1 == "VmRSS:" || $1 == "VmHWM:" { printf "  %s %s %d MiB\n", l, $1, $2 / 1024 }' "/proc/${PID[$l]}/status"
+done
 echo "== restart of the Python server (compile cache warm)"
 kill "${PID[py]}"; wait "${PID[py]}" 2>/dev/null || true; unset 'PID[py]'
 serve py
