@@ -139,7 +139,7 @@ def test_results_carry_their_type_html_invalidated_headers_and_file_bytes() -> N
     assert r.to_json() == {"type": "Success", "message": "Done", "html": "<b>ok</b>",
                            "invalidated": ["orders"], "responseHeaders": {"X-A": "1"}}
     f = ActionResult.file("a,b", "x.csv", "text/csv")
-    assert f.file == b"a,b" and f.to_json()["mimeType"] == "text/csv"
+    assert f.file_bytes == b"a,b" and f.to_json()["mimeType"] == "text/csv"
     assert ChartResult.distribution({"a": 1}).to_json() == {
         "type": "Distribution", "entries": [{"key": "a", "value": 1}]}
 

@@ -8,21 +8,21 @@ below are ``None`` and only the SDK's pure-Python parts work: forms, results, pa
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-types: Any
-packed: Any
-collections: Any
-logging: Any
-environment: Any
-workflow: Any
-Err: Any
+AVAILABLE: bool
 
 try:  # pragma: no cover - only inside a componentize-py build
-    from componentize_py_types import Err
-    from wit_world.exports import workflow
-    from wit_world.imports import collections, environment, logging, packed, types
-
+    # importlib, not `import`: the bindings are generated at build time, and a type checker
+    # run on the SDK alone should not look for them.
+    types: Any = importlib.import_module("wit_world.imports.types")
+    packed: Any = importlib.import_module("wit_world.imports.packed")
+    collections: Any = importlib.import_module("wit_world.imports.collections")
+    logging: Any = importlib.import_module("wit_world.imports.logging")
+    environment: Any = importlib.import_module("wit_world.imports.environment")
+    workflow: Any = importlib.import_module("wit_world.exports.workflow")
+    Err: Any = importlib.import_module("componentize_py_types").Err
     AVAILABLE = True
 except ImportError:  # plain CPython: no host to call
     types = packed = collections = logging = environment = workflow = Err = None

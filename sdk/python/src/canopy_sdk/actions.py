@@ -480,9 +480,10 @@ class ActionResult:
     :meth:`success`, :meth:`error`, :meth:`webhook`, :meth:`file` or :meth:`redirect_to`, then
     add response headers with :meth:`header`."""
 
-    def __init__(self, result: dict[str, JSON], file: Optional[bytes] = None) -> None:
+    def __init__(self, result: dict[str, JSON], file_bytes: Optional[bytes] = None) -> None:
         self.result = result
-        self.file = file
+        #: The bytes of a :meth:`file` result (``None`` for the others).
+        self.file_bytes = file_bytes
         self.headers: dict[str, str] = {}
 
     @classmethod

@@ -516,8 +516,10 @@ class CollectionCustomizer:
 
     def override(self, operation: str) -> Callable[[F], F]:
         """Decorator form of the overrides: ``@orders.override("delete")``."""
-        register = {"create": self.override_create, "update": self.override_update,
-                    "delete": self.override_delete}.get(operation)
+        registers: dict[str, Callable[[Any], Any]] = {
+            "create": self.override_create, "update": self.override_update,
+            "delete": self.override_delete}
+        register = registers.get(operation)
         if register is None:
             raise ValueError(f"no override for `{operation}` (create, update or delete)")
         return _decorator(register)

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, List, Optional, Union
 
 from . import _wit
 from .errors import CanopyError, InternalError, from_wit
@@ -89,7 +89,7 @@ class Texts(Sequence[Optional[str]]):
             # The common case, in C loops: no null, and ASCII text (byte offsets are lengths).
             text = "".join(cells)  # type: ignore[arg-type]
             if text.isascii():
-                return cls(text, list(accumulate(map(len, cells))), [])  # type: ignore[arg-type]
+                return cls(text, list(accumulate(map(len, cells))), [])  # type: ignore[arg-type,unused-ignore]
         parts: list[str] = []
         ends: list[int] = []
         nulls: list[int] = []
@@ -227,7 +227,7 @@ class Column:
             return js_number(cell)
         if self.kind is ColumnKind.BOOLEANS:
             return "true" if cell else "false"
-        return cell
+        return str(cell)
 
     def value(self, row: int) -> JSON:
         """The cell as a JSON value (``None`` when null or absent)."""
@@ -246,7 +246,7 @@ class Column:
     def values(self) -> list[JSON]:
         """Every cell as a JSON value."""
         if self.kind is ColumnKind.NUMBERS:
-            return [None if c is None else json_number(c) for c in self._cells]
+            return [None if c is None else json_number(c) for c in self._cells]  # type: ignore[arg-type]
         if self.kind is ColumnKind.JSON:
             return [self.value(i) for i in range(len(self._cells))]
         return self.cells()
@@ -403,7 +403,7 @@ def _call(f: Any, *args: Any) -> Any:
     """Calls a host import, turning its WIT error into the SDK's exception."""
     try:
         return f(*args)
-    except _wit.Err as e:  # type: ignore[misc]
+    except _wit.Err as e:
         raise from_wit(e.value) from None
 
 
@@ -429,17 +429,21 @@ class CollectionRef:
                       dumps(sort), page)
         return Rows.from_wit(batch)
 
-    def aggregate(self, filter: JSON, aggregation: JSON, limit: Optional[int] = None) -> list[Any]:
+    def aggregate(self, filter: JSON, aggregation: JSON, limit: Optional[int] = None) -> List[Any]:
         """An aggregation (``{"operation": "Sum", "field": "amount", "groups": []}``); returns the
         ``[{"value": .., "group": {..}}]`` list."""
         _wit.require("CollectionRef.aggregate")
-        return json.loads(_call(_wit.collections.aggregate, self.name, dumps(filter),
-                                dumps(aggregation), limit))
+        rows: List[Any] = json.loads(_call(_wit.collections.aggregate, self.name, dumps(filter),
+                                           dumps(aggregation), limit))
+        return rows
 
-    def create(self, records: Sequence[dict[str, JSON]]) -> list[dict[str, JSON]]:
+    # `List`, not `list`: in this class `list` is the method above.
+    def create(self, records: Sequence[dict[str, JSON]]) -> List[dict[str, JSON]]:
         """Creates records; returns them as stored."""
         _wit.require("CollectionRef.create")
-        return json.loads(_call(_wit.collections.create, self.name, dumps(list(records))))
+        created: List[dict[str, JSON]] = json.loads(
+            _call(_wit.collections.create, self.name, dumps(list(records))))
+        return created
 
     def update(self, filter: JSON, patch: dict[str, JSON]) -> None:
         """Applies ``patch`` to every record matching ``filter``."""

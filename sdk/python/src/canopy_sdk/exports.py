@@ -65,8 +65,8 @@ def _install_streams() -> None:
     import: componentize-py imports the plugin at build time, when there is no host to call."""
     global _streams_installed
     if not _streams_installed:
-        sys.stdout = _LogStream(Level.INFO)  # type: ignore[assignment]
-        sys.stderr = _LogStream(Level.WARN)  # type: ignore[assignment]
+        sys.stdout = _LogStream(Level.INFO)  # type: ignore[assignment,unused-ignore]
+        sys.stderr = _LogStream(Level.WARN)  # type: ignore[assignment,unused-ignore]
         _streams_installed = True
 
 
@@ -160,11 +160,12 @@ class Customizer:
         result = action.execute(ActionContext(Context.from_wit(ctx), _object(action_json)))
         if not isinstance(result, ActionResult):
             raise InternalError(f"an action returned {type(result).__name__}, not ActionResult")
-        return _wit.types.ActionOutcome(dumps(result.to_json()), result.file)
+        return _wit.types.ActionOutcome(dumps(result.to_json()), result.file_bytes)
 
     @_guard
     def hook(self, handler: int, ctx: Any, hook_json: str) -> Optional[str]:
         h = _handler(handler, ("hook",))
+        assert h.position is not None and h.operation is not None
         hc = HookContext(Context.from_wit(ctx), h.position, h.operation, _object(hook_json))
         h.fn(hc)
         change = hc.change()
