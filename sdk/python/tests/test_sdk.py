@@ -66,6 +66,8 @@ def test_a_computed_answer_is_converted_by_the_column_type() -> None:
     assert number.to_column(["12.30", None]).kind.value == "strings"
     assert ComputedField(["String"], [], lambda r, c: []).to_column([["a"]]).cells() == ['["a"]']
     assert ComputedField(ColumnType.ENUM, [], lambda r, c: []).to_column(["a"]).cells() == ["a"]
+    packed_json = ComputedField(ColumnType.JSON, [], lambda r, c: []).to_column(Texts.of(['{"a":1}']))
+    assert packed_json.kind.value == "json" and packed_json.value(0) == {"a": 1}
 
 
 def test_a_form_with_a_function_is_dynamic_and_its_static_shape_omits_computed_properties() -> None:

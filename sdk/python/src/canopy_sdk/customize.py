@@ -103,10 +103,12 @@ class ComputedField:
         """The handler's answer as a column."""
         if isinstance(answer, Column):
             return answer
-        if isinstance(answer, Texts):
-            return Column(ColumnKind.STRINGS, answer)
-        cells = list(answer)
         kind = _column_kind(self.column_type)
+        if isinstance(answer, Texts):
+            # Packed cells are text: JSON text for JSON types, strings for the others.
+            return Column(ColumnKind.JSON if kind is ColumnKind.JSON else ColumnKind.STRINGS,
+                          answer)
+        cells = list(answer)
         if kind is ColumnKind.NUMBERS:
             if any(isinstance(c, str) for c in cells):
                 return Column.strings(None if c is None else str(c) for c in cells)
