@@ -136,3 +136,22 @@ def test_declare_compute_action_hook_and_errors(wit: Any) -> None:
     assert bug.value.value.value.startswith("ZeroDivisionError: division by zero (at ")
     with pytest.raises(wit.Err):
         c.segment(0, call_ctx(wit, "customers"))  # handler 0 is a field
+
+
+def test_a_plugin_declared_at_import_answers_without_customize(wit: Any) -> None:
+    from canopy_sdk import ChartResult, Plugin
+
+    plugin = Plugin()
+    seen: list[Any] = []
+
+    @plugin.collection("orders").chart("threshold")
+    def threshold(ctx: Any) -> ChartResult:
+        seen.append(plugin.options)  # read from the host (here: declare's) at call time
+        return ChartResult.value(float(plugin.options.get("limit", 0)))
+
+    Customizer, _ = plugin.export()
+    c = Customizer()
+    declared = c.declare('{"collections": []}', '{"limit": 7}')
+    assert [(d.kind.name, d.name, d.handler) for d in declared] == [("CHART", "threshold", 0)]
+    assert json.loads(c.chart(0, call_ctx(wit, "orders"), "{}"))["value"] == 7.0
+    assert seen == [{"limit": 7}]

@@ -38,7 +38,7 @@ from .actions import (
     Separator,
 )
 from .charts import ChartContext, ChartResult, TimeRange
-from .customize import CollectionCustomizer, ColumnType, ComputedField, DataSource
+from .customize import CollectionCustomizer, ColumnType, ComputedField, DataSource, Plugin
 from .data import (
     JSON,
     Caller,
@@ -77,7 +77,7 @@ __all__ = [
     "CanopyError", "ChartContext", "ChartResult", "CollectionCustomizer", "CollectionRef",
     "Column", "ColumnKind", "ColumnType", "ComputedField", "Context", "Customizer", "DataSource",
     "Field", "FieldType", "ForbiddenError", "FormElement", "HookContext", "HtmlBlock",
-    "InternalError", "Level", "NotFoundError", "Operation", "Page", "Position", "Row", "Rows",
+    "InternalError", "Level", "NotFoundError", "Operation", "Page", "Plugin", "Position", "Row", "Rows",
     "Scope", "Separator", "StepContext", "StepOutput", "Texts", "TimeRange",
     "UnprocessableError", "ValidationError", "Workflow", "WriteAction", "WriteContext",
     "as_number", "as_text", "export_plugin", "js_number", "log",

@@ -197,6 +197,11 @@ class DataSource:
             self._scope = _wit.environment.scope()
         return self._scope  # type: ignore[return-value]
 
+    def set_environment(self, schema: JSON, options: JSON) -> None:
+        """Sets the schema and options (what ``declare`` receives), instead of fetching them."""
+        self._schema = schema
+        self._options = options
+
     def collection_names(self) -> list[str]:
         """The names of the datasource's collections."""
         return [c["name"] for c in self.schema.get("collections", []) if "name" in c]
@@ -293,6 +298,9 @@ class CollectionCustomizer:
         try:
             definition = action.definition()
         except Exception as e:  # noqa: BLE001 - reported to the host's log
+            if isinstance(self.datasource, Plugin):
+                # Declared at import, that is at build time: fail the build, naming it.
+                raise ValueError(f"action `{name}`: {e}") from e
             log(Level.ERROR, f"action `{name}` skipped: {e}")
             return self
         return self._declare("action", name, definition, Handler("action", action))
@@ -408,6 +416,9 @@ class CollectionCustomizer:
         """Related data listed by the plugin (the agent's ``addExternalRelation``): a computed
         field of type ``[schema]`` whose value for each record is ``list_records(record, ctx)``.
         Its dependencies default to the collection's primary keys, read from the schema."""
+        if dependencies is None and isinstance(self.datasource, Plugin):
+            raise ValueError(f"external relation `{name}`: a Plugin declared at import cannot "
+                             "read the schema: give its dependencies")
         deps = list(dependencies) if dependencies is not None else self._primary_keys()
 
         def compute(rows: Rows, ctx: Context) -> Column:
@@ -536,3 +547,35 @@ class CollectionCustomizer:
         return self._declare("use", name, {"options": options or {}})
 
 
+
+
+class Plugin(DataSource):
+    """A plugin declared at import, at the module's top level, instead of in a ``customize``
+    function::
+
+        plugin = Plugin()
+        customers = plugin.collection("customers")
+
+        @customers.computed_field("full_name", ColumnType.STRING, ["first_name", "last_name"])
+        def full_name(rows: Rows, ctx: Context) -> Texts: ...
+
+        Customizer, Workflow = plugin.export()
+
+    componentize-py runs the module at build time and snapshots the interpreter, so the handler
+    table is in the component: a fresh instance (every action, hook, write, override and
+    workflow step gets one) answers without running any ``customize`` first. The price: nothing
+    may be read from the host while declaring — ``plugin.options``, ``plugin.schema`` and
+    ``plugin.scope`` work only inside handlers (read there, they come from the host once per
+    instance), and ``add_external_relation`` needs its ``dependencies``. Declarations cannot
+    depend on options; behaviour can.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def export(self) -> tuple[type[Any], type[Any]]:
+        """Makes this the component's plugin; bind the result in the plugin's module:
+        ``Customizer, Workflow = plugin.export()``."""
+        from .exports import export_static
+
+        return export_static(self)

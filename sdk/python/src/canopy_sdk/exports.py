@@ -34,6 +34,9 @@ CustomizeFn = Callable[[DataSource], Any]
 
 _customize: Optional[CustomizeFn] = None
 _table: Optional[DataSource] = None
+#: A plugin declared at import (:class:`~canopy_sdk.Plugin`): its table is in the build-time
+#: snapshot, and no instance runs a ``customize``.
+_static: Optional[DataSource] = None
 _streams_installed = False
 
 
@@ -98,6 +101,8 @@ def _guard(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _build(ds: DataSource) -> DataSource:
+    if _static is not None:
+        return _static
     if _customize is None:
         raise InternalError("no plugin exported: call canopy_sdk.export_plugin(customize)")
     _customize(ds)
@@ -130,6 +135,9 @@ class Customizer:
     def declare(self, schema_json: str, options_json: str) -> list[Any]:
         global _table
         ds = _build(DataSource(json.loads(schema_json), json.loads(options_json)))
+        if ds is _static:
+            # This instance's copy of the snapshot learns the schema and options now.
+            ds.set_environment(json.loads(schema_json), json.loads(options_json))
         _table = ds
         kind = _wit.types.Kind
         return [
@@ -244,7 +252,16 @@ def export_plugin(customize: CustomizeFn) -> tuple[type[Customizer], type[Workfl
 
         Customizer, Workflow = canopy_sdk.export_plugin(customize)
     """
-    global _customize, _table
+    global _customize, _table, _static
     _customize = customize
-    _table = None
+    _table = _static = None
+    return Customizer, Workflow
+
+
+def export_static(plugin: DataSource) -> tuple[type[Customizer], type[Workflow]]:
+    """Makes ``plugin``, whose declarations were made at import, the plugin (what
+    :meth:`canopy_sdk.Plugin.export` calls)."""
+    global _customize, _table, _static
+    _customize = None
+    _table = _static = plugin
     return Customizer, Workflow
