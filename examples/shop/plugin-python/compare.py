@@ -77,6 +77,8 @@ CASES = [
   ("execute Notify the warehouse", "POST", "/forest/_actions/orders/4/notify-the-warehouse" + q(), action(["7"], values={"Warehouse URL": "http://127.0.0.1:8900/orders"})),
   ("hook refuses bad email", "POST", "/forest/customers" + q(), {"data": {"type": "customers", "attributes": {"first_name": "X", "last_name": "Y", "email": "no-at-sign", "created_at": "2024-01-01T00:00:00Z"}}}),
   ("hook lower-cases email", "POST", "/forest/customers" + q(), {"data": {"type": "customers", "attributes": {"first_name": "X", "last_name": "Y", "email": "New.Person@Example.COM", "created_at": "2024-01-01T00:00:00Z"}}}),
+  ("create a customer with non-ASCII names", "POST", "/forest/customers" + q(), {"data": {"type": "customers", "attributes": {"first_name": "Zoë 日本", "last_name": "Ångström 🎉", "email": "Zoe@Example.com", "created_at": "2024-01-01T00:00:00Z"}}}),
+  ("full_name packs non-ASCII text (byte offsets)", "GET", "/forest/customers" + q(**{"fields[customers]": "id,full_name", "page[size]": 3, "sort": "-id"})),
   ("price validation", "PUT", "/forest/products/1" + q(), {"data": {"type": "products", "id": "1", "attributes": {"price": -1}}}),
   ("override delete keeps the product", "DELETE", "/forest/products/2" + q()),
   ("...and empties its stock", "GET", "/forest/products/2" + q()),
