@@ -142,7 +142,12 @@ struct Wrk {
 fn run_wrk(url: &str, path: &str, script: &std::path::Path, duration: &str) -> Wrk {
     let output = Command::new("wrk")
         .env("FLOOR_PATH", path)
-        .args(["-c", &env_or("CONNECTIONS", "16"), "-t", &env_or("THREADS", "2")])
+        .args([
+            "-c",
+            &env_or("CONNECTIONS", "16"),
+            "-t",
+            &env_or("THREADS", "2"),
+        ])
         .args(["-d", &format!("{duration}s"), "-s"])
         .arg(script)
         .arg(url)
@@ -174,7 +179,12 @@ fn run_pgbench(db: &str, sql: &str, dir: &std::path::Path, duration: &str) -> f6
     std::fs::write(&file, sql).unwrap();
     let output = Command::new("pgbench")
         .args(["-n", "-M", "prepared", "-h", "127.0.0.1", "-U", "postgres"])
-        .args(["-c", &env_or("CONNECTIONS", "16"), "-j", &env_or("THREADS", "2")])
+        .args([
+            "-c",
+            &env_or("CONNECTIONS", "16"),
+            "-j",
+            &env_or("THREADS", "2"),
+        ])
         .args(["-T", duration, "-f"])
         .arg(&file)
         .arg(db)
@@ -185,7 +195,12 @@ fn run_pgbench(db: &str, sql: &str, dir: &std::path::Path, duration: &str) -> f6
         .find_map(|l| l.strip_prefix("tps = "))
         .and_then(|l| l.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("pgbench printed no rate:\n{text}{}", String::from_utf8_lossy(&output.stderr)))
+        .unwrap_or_else(|| {
+            panic!(
+                "pgbench printed no rate:\n{text}{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
 }
 
 const WRK_SCRIPT: &str = r#"
@@ -240,7 +255,11 @@ fn main() {
     std::fs::write(&script, WRK_SCRIPT).unwrap();
 
     let scenarios = [
-        ("list-15", "/list-15", LIST.replace("$1", "15").replace("$2", "0")),
+        (
+            "list-15",
+            "/list-15",
+            LIST.replace("$1", "15").replace("$2", "0"),
+        ),
         (
             "get-one",
             "/get-one/ID",
@@ -254,7 +273,15 @@ fn main() {
     );
     println!(
         "{:<10} {:>9} {:>8} {:>8} {:>8} {:>10} {:>7} {:>9} {:>8}",
-        "scenario", "requests", "req/s", "p50 ms", "p99 ms", "CPU us/rq", "failed", "pgbench", "% of pg"
+        "scenario",
+        "requests",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "CPU us/rq",
+        "failed",
+        "pgbench",
+        "% of pg"
     );
     for (name, path, sql) in scenarios {
         let url = format!("http://127.0.0.1:{port}");

@@ -303,7 +303,10 @@ impl Served {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()?;
-        Some(task.await.unwrap_or_else(|e| Optimized::Failed(e.to_string())))
+        Some(
+            task.await
+                .unwrap_or_else(|e| Optimized::Failed(e.to_string())),
+        )
     }
 
     /// Builds a generation from the files as they are and swaps it in (the caller holds
@@ -361,7 +364,12 @@ impl Served {
                     customizations,
                     millis,
                     untriggerable,
-                    quick: self.plugins().quick().into_iter().map(|(name, _)| name).collect(),
+                    quick: self
+                        .plugins()
+                        .quick()
+                        .into_iter()
+                        .map(|(name, _)| name)
+                        .collect(),
                 })
             }
             Err(error) => {

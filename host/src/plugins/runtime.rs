@@ -35,8 +35,8 @@ use super::bindings::{
     GuestError, Scope, State, v2, v3,
 };
 use super::guard::Guard;
-use super::tiers::{self, Compiler, FileDigest, Optimized, Quick, Tier};
 use super::loader::{CallKind, Limits, MAX_MEMORY_MB, PluginInfo, WitVersion, check_abi};
+use super::tiers::{self, Compiler, FileDigest, Optimized, Quick, Tier};
 use crate::datasource::Error;
 
 /// One epoch tick; time budgets are rounded up to it.
