@@ -141,7 +141,9 @@ struct Wrk {
 
 fn run_wrk(url: &str, path: &str, script: &std::path::Path, duration: &str) -> Wrk {
     let output = Command::new("wrk")
-        .env("FLOOR_PATH", path)
+        // bench/lib.sh's script: it sends this header (ignored here) and requests BENCH_PATH.
+        .env("CANOPY_TOKEN", "none")
+        .env("BENCH_PATH", path)
         .args([
             "-c",
             &env_or("CONNECTIONS", "16"),
@@ -203,25 +205,6 @@ fn run_pgbench(db: &str, sql: &str, dir: &std::path::Path, duration: &str) -> f6
         })
 }
 
-const WRK_SCRIPT: &str = r#"
-local path = os.getenv("FLOOR_PATH")
-if path:find("/ID", 1, true) then
-  local counter = 0
-  request = function()
-    counter = counter + 1
-    return wrk.format("GET", (path:gsub("/ID", "/" .. tostring(1 + counter % 5000))))
-  end
-else
-  wrk.path = path
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d non2xx=%d\n",
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.timeout, e.status))
-end
-"#;
-
 fn main() {
     let db = env_or("DB", "canopy_loadbench");
     let duration = env_or("DURATION", "10");
@@ -241,7 +224,7 @@ fn main() {
     });
     let app = Router::new()
         .route("/list-15", get(list))
-        .route("/get-one/{id}", get(one))
+        .route("/orders/{id}", get(one))
         .with_state(pool);
     let listener = runtime
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -251,8 +234,16 @@ fn main() {
 
     let dir = std::env::temp_dir().join(format!("canopy-floor-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // load.sh's wrk script (bench/lib.sh), so that both servers get the same requests.
     let script = dir.join("floor.lua");
-    std::fs::write(&script, WRK_SCRIPT).unwrap();
+    let lib = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/lib.sh");
+    let written = Command::new("bash")
+        .args(["-c", "source \"$1\" && wrk_lua \"$2\"", "wrk_lua"])
+        .arg(lib)
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(written.success(), "bench/lib.sh's wrk_lua failed");
 
     let scenarios = [
         (
@@ -262,7 +253,8 @@ fn main() {
         ),
         (
             "get-one",
-            "/get-one/ID",
+            // lib.sh's script numbers the `ID` before a query string, as in load.sh's paths.
+            "/orders/ID?timezone=UTC",
             format!("\\set id random(1, 5000)\n{}", ONE.replace("$1", ":id")),
         ),
     ];
