@@ -39,7 +39,8 @@
 #      as in every scenario above) and on one with --activity-logs=false, alternately, on a freshly
 #      started server each time, $ACTIVITY_ROUNDS pairs (default 2) of $DURATION s; prints both
 #      rates, the cost of logging as a share of the throughput, and the entries written (a SQLite
-#      count in the store) and dropped (the server's "buffer full" warnings);
+#      count in the store) and dropped (the server's "buffer full" warnings); ACTIVITY_ROUNDS=0
+#      skips it;
 #   8. stops the server (also on error) and drops nothing: the database stays for inspection.
 #
 # Only the activity-log comparison: ONLY_ACTIVITY=1 bash bench/load.sh (skips steps 3 to 6).
@@ -364,6 +365,11 @@ done = function(summary, latency, requests)
 end
 LUA
 ACTIVITY_ROUNDS=${ACTIVITY_ROUNDS:-2}
+if [ "$ACTIVITY_ROUNDS" = 0 ]; then
+  echo
+  echo "activity logging: not compared (ACTIVITY_ROUNDS=0)"
+  exit 0
+fi
 declare -A ACT_REQ=([on]=0 [off]=0) ACT_US=([on]=0 [off]=0) ACT_P99=([on]=0 [off]=0)
 count_entries() {
   python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT COUNT(*) FROM activity_logs").fetchone()[0])' \
