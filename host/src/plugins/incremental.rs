@@ -6,6 +6,11 @@
 //! 0.6–1.7 s for the shop plugin). With this store, only the changed functions compile; the
 //! others are read back. A key is content-addressed, so an entry never goes stale: it is
 //! written once (by atomic rename, so a reader never sees half a file) and only read after.
+//!
+//! Every function is still translated and hashed to find its key, so a load whose functions all
+//! hit costs about three quarters of a full compile (shop plugin: 156–185 ms against 216–246 ms,
+//! idle). A hot swap therefore serves on Winch's code first (`tiers`); this cache speeds up the
+//! Cranelift compile that follows it, and the start.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
