@@ -126,20 +126,16 @@ impl PluginSet {
             }
         }
         runtime.keep_only(loading.compiled.values().map(|(compiled, _, _)| compiled));
-        let quick: Vec<&str> = loading
-            .compiled
-            .iter()
-            .filter(|(_, (compiled, _, _))| compiled.compiler() == Compiler::Winch)
-            .map(|(name, _)| name.as_str())
-            .collect();
+        let set = Self { plugins };
+        let quick: Vec<String> = set.quick().into_iter().map(|(name, _)| name).collect();
         tracing::info!(
-            count = plugins.len(),
+            count = set.plugins.len(),
             millis = started.elapsed().as_millis() as u64,
             dir = %dir.display(),
             quick = %quick.join(", "),
             "plugins loaded"
         );
-        Ok(Self { plugins })
+        Ok(set)
     }
 
     /// The plugin files (name, path) whose code is Winch's: a hot swap compiled them quickly, and

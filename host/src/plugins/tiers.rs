@@ -15,10 +15,11 @@
 //! ([`Optimized::keep_only`]): the served generation holds them anyway.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sha2::{Digest as _, Sha256};
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, InstanceAllocationStrategy};
 
 use super::bindings::{Customization, State, v2, v3};
@@ -40,16 +41,6 @@ pub enum Compiler {
     Winch,
 }
 
-impl Compiler {
-    /// For logs, the console and `GET /_canopy/plugins`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Cranelift => "cranelift",
-            Self::Winch => "winch",
-        }
-    }
-}
-
 /// The engine and linker of one compiler.
 #[derive(Clone)]
 pub struct Tier {
@@ -63,11 +54,11 @@ impl Tier {
         let mut linker = Linker::<State>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
         // Every version's imports, under their own names: one linker links any of them.
-        Customization::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+        Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| e.to_string())?;
-        v2::Customization::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+        v2::Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| e.to_string())?;
-        v3::Customization::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+        v3::Customization::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| e.to_string())?;
         Ok(Self {
             engine,
@@ -80,21 +71,20 @@ impl Tier {
 /// whether it may be used yet.
 #[derive(Default)]
 pub struct Quick {
-    enabled: std::sync::atomic::AtomicBool,
+    enabled: AtomicBool,
     tier: OnceLock<Result<Tier, String>>,
 }
 
 impl Quick {
     pub fn enable(&self) {
-        self.enabled
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.enabled.store(true, Ordering::Relaxed);
     }
 
     /// The Winch tier when quick compiles are enabled and it could be built: the engine's
     /// settings (stack, epochs), but no cache, and instances made on demand: its code serves for
     /// seconds, and a second pool would reserve the address space of a second set of slots.
     pub fn tier(&self) -> Option<&Tier> {
-        if !self.enabled.load(std::sync::atomic::Ordering::Relaxed) {
+        if !self.enabled.load(Ordering::Relaxed) {
             return None;
         }
         let built = self.tier.get_or_init(|| {
