@@ -688,6 +688,124 @@ async fn scopes_restrict_every_read_and_write(store: Backend, data: Backend) {
     assert_eq!(ids(&list), [3]);
 }
 
+/// Strict scopes on included records (`strictScopes`) match the related collection's scope on
+/// fields the request does not read, through a relation of its own (`country:name`): the
+/// customers in sam's scope are those of France with an `@x.io` email, so only Ann (orders 1
+/// and 2) is included; Bob (Japan) and Carl (no email, no country) are left out. What was read
+/// only to match the scope is not in the answer: an included customer is exactly the admin's.
+async fn included_records_match_scopes_on_fields_the_request_does_not_read(
+    store: Backend,
+    data: Backend,
+) {
+    let options = Options {
+        skip_relation_read_permissions: true,
+        ..Options::default()
+    };
+    let w = world_with(store, data, options).await;
+    w.rendering(
+        json!({
+            "customers": {"scope": {"aggregator": "and", "conditions": [
+                {"field": "email", "operator": "ends_with", "value": "@x.io"},
+                {"field": "country:name", "operator": "equal", "value": "France"}
+            ]}},
+        }),
+        json!([]),
+    )
+    .await;
+    let customer_of = |body: &Json, order: usize| -> Json {
+        body["data"][order]["relationships"]["customer"]["data"].clone()
+    };
+    let included = |body: &Json| -> Vec<Json> {
+        body["included"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r["type"] == "customers")
+            .collect()
+    };
+    let list =
+        format!("/forest/orders?{TZ}&fields[orders]=id,customer&fields[customer]=name&sort=id");
+    let (status, by_sam) = call(&w.app, w.sam, "GET", &list, None).await;
+    assert_eq!(status, StatusCode::OK, "{by_sam}");
+    let (_, by_admin) = call(&w.app, w.admin, "GET", &list, None).await;
+    assert_eq!(ids(&by_sam), [1, 2, 3, 4, 5]);
+    let linked: Vec<Json> = (0..5)
+        .map(|i| customer_of(&by_sam, i)["id"].clone())
+        .collect();
+    assert_eq!(
+        linked,
+        [json!("1"), json!("1"), Json::Null, Json::Null, Json::Null],
+        "{by_sam}"
+    );
+    let admin_linked: Vec<Json> = (0..5)
+        .map(|i| customer_of(&by_admin, i)["id"].clone())
+        .collect();
+    assert_eq!(
+        admin_linked,
+        [json!("1"), json!("1"), json!("2"), Json::Null, json!("3")]
+    );
+    // Ann as sam sees her is Ann as the admin sees her: no email, no country, read for the scope.
+    let ann = included(&by_sam);
+    assert_eq!(ann.len(), 1, "{by_sam}");
+    assert_eq!(
+        ann[0]["attributes"],
+        json!({"id": 1, "name": "Ann"}),
+        "{by_sam}"
+    );
+    let admins_ann = included(&by_admin)
+        .into_iter()
+        .find(|r| r["id"] == "1")
+        .unwrap();
+    assert_eq!(ann[0], admins_ann);
+
+    // Get one: Bob's order includes no customer; Ann's includes her as the admin sees her.
+    let one = |id: i64| {
+        format!("/forest/orders/{id}?{TZ}&fields[orders]=id,customer&fields[customer]=name")
+    };
+    let (status, bobs) = call(&w.app, w.sam, "GET", &one(3), None).await;
+    assert_eq!(status, StatusCode::OK, "{bobs}");
+    assert!(
+        bobs["data"]["relationships"]["customer"]["data"].is_null(),
+        "{bobs}"
+    );
+    assert!(included(&bobs).is_empty(), "{bobs}");
+    let (_, anns) = call(&w.app, w.sam, "GET", &one(1), None).await;
+    let (_, admins) = call(&w.app, w.admin, "GET", &one(1), None).await;
+    assert_eq!(anns, admins);
+
+    // The default projection (every column of the customer) reads the email: still matched.
+    let (_, bobs) = call(
+        &w.app,
+        w.sam,
+        "GET",
+        &format!("/forest/orders/3?{TZ}"),
+        None,
+    )
+    .await;
+    assert!(
+        bobs["data"]["relationships"]["customer"]["data"].is_null(),
+        "{bobs}"
+    );
+    let (_, anns) = call(
+        &w.app,
+        w.sam,
+        "GET",
+        &format!("/forest/orders/2?{TZ}"),
+        None,
+    )
+    .await;
+    let (_, admins) = call(
+        &w.app,
+        w.admin,
+        "GET",
+        &format!("/forest/orders/2?{TZ}"),
+        None,
+    )
+    .await;
+    assert_eq!(anns, admins);
+}
+
 /// A scope on a field the collection lacks, or with a variable the user has no value for,
 /// refuses the request (403 naming the problem) instead of serving unscoped data.
 async fn invalid_scopes_refuse_the_request(store: Backend, data: Backend) {
@@ -884,6 +1002,7 @@ pub(crate) use {on_stores, on_stores_and_data};
 on_stores_and_data!(
     collection_rights_follow_the_role,
     scopes_restrict_every_read_and_write,
+    included_records_match_scopes_on_fields_the_request_does_not_read,
     relation_reads_need_read_unless_skipped,
 );
 on_stores!(

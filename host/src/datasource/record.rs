@@ -556,6 +556,53 @@ impl Record {
         }
     }
 
+    /// Takes `field` out of every record that has it. As with [`Record::set_column`], records
+    /// that shared their names still share them afterwards: a page of rows pays for one new
+    /// name list, not one per row.
+    pub fn remove_column<'a>(records: impl IntoIterator<Item = &'a mut Record>, field: &str) {
+        let mut shrunk: Option<(Arc<Names>, Arc<Names>)> = None;
+        for record in records {
+            let Some(position) = record.names.position(field) else {
+                continue;
+            };
+            record.values.remove(position);
+            match &shrunk {
+                Some((from, to)) if Arc::ptr_eq(from, &record.names) => {
+                    record.names = Arc::clone(to);
+                }
+                _ => {
+                    let mut names = Names::with_capacity(record.names.list.len() - 1);
+                    for (i, name) in record.names.list.iter().enumerate() {
+                        if i != position {
+                            names.push(Arc::clone(name));
+                        }
+                    }
+                    let names = Arc::new(names);
+                    let old = std::mem::replace(&mut record.names, Arc::clone(&names));
+                    shrunk = Some((old, names));
+                }
+            }
+        }
+    }
+
+    /// Takes the `:` path out of every record: the last segment's field out of the records
+    /// nested along the way (records whose relation on the way is null have nothing to take).
+    pub fn remove_path<'a>(records: impl IntoIterator<Item = &'a mut Record>, path: &str) {
+        let mut records: Vec<&mut Record> = records.into_iter().collect();
+        let mut rest = path;
+        while let Some((head, tail)) = rest.split_once(':') {
+            records = records
+                .into_iter()
+                .filter_map(|record| match record.get_mut(head) {
+                    Some(Value::Record(inner)) => Some(&mut **inner),
+                    _ => None,
+                })
+                .collect();
+            rest = tail;
+        }
+        Self::remove_column(records, rest);
+    }
+
     /// The position of `field` among this record's fields, for [`Record::value_at`] on the
     /// records that share this one's names ([`Record::shares_names`]).
     pub fn position(&self, field: &str) -> Option<usize> {
@@ -911,6 +958,45 @@ mod tests {
         grown.insert("f40", Value::Null);
         assert_eq!(grown.get("f40"), Some(&Value::Null));
         assert_eq!(shaped.get("f40"), None);
+    }
+
+    #[test]
+    fn removed_columns_and_paths_leave_the_rest_and_keep_names_shared() {
+        let shape = RecordShape::new(["id", "email", "customer"]);
+        let customer = |name: &str| {
+            let mut c = Record::new();
+            c.insert("name", Value::from(name));
+            c.insert("email", Value::from(format!("{name}@x.io")));
+            Value::Record(Box::new(c))
+        };
+        let mut records = vec![
+            shape.record([Value::Int(1), Value::from("a"), customer("ann")]),
+            shape.record([Value::Int(2), Value::from("b"), Value::Null]),
+            shape.record([Value::Int(3), Value::from("c"), customer("bob")]),
+        ];
+        Record::remove_path(records.iter_mut(), "customer:email");
+        Record::remove_column(records.iter_mut(), "email");
+        Record::remove_column(records.iter_mut(), "absent");
+        for record in &records {
+            assert_eq!(keys(record), ["id", "customer"]);
+        }
+        assert!(records[0].shares_names(&records[1]) && records[1].shares_names(&records[2]));
+        assert_eq!(records[1].get("customer"), Some(&Value::Null));
+        assert_eq!(records[2].get("id"), Some(&Value::Int(3)));
+        assert_eq!(
+            records[2].get_path("customer:name"),
+            Some(&Value::from("bob"))
+        );
+        assert_eq!(records[2].get_path("customer:email"), None);
+        // A wide record (indexed names) finds its fields after a removal.
+        let names: Vec<String> = (0..12).map(|i| format!("f{i}")).collect();
+        let mut wide =
+            RecordShape::new(names.iter().map(String::as_str)).record((0..12).map(Value::Int));
+        Record::remove_column([&mut wide], "f3");
+        assert_eq!(wide.len(), 11);
+        assert_eq!(wide.get("f3"), None);
+        assert_eq!(wide.get("f11"), Some(&Value::Int(11)));
+        assert_eq!(wide.get("f2"), Some(&Value::Int(2)));
     }
 
     #[test]
