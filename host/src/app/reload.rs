@@ -370,6 +370,7 @@ impl Served {
                         .into_iter()
                         .map(|(name, _)| name)
                         .collect(),
+                    languages: self.plugins().languages(),
                 })
             }
             Err(error) => {
