@@ -24,7 +24,7 @@ mod reload;
 
 pub use platform::Platform;
 
-pub use reload::{Optimized, Served, request_reload, shop_plugin};
+pub use reload::{Optimized, Served, request_reload, shop_plugin, shop_plugin_in};
 
 /// Options of `canopy serve` that are not agent settings.
 #[derive(Debug, Clone, Copy, Default)]

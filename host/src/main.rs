@@ -131,6 +131,11 @@ enum Command {
         /// workflows and schema file go beside it.
         #[arg(long, default_value = ".canopy/shop.sqlite")]
         path: PathBuf,
+        /// The shop plugin to serve: the Rust one (`examples/shop/plugin`, built with cargo) or
+        /// the Python one (`examples/shop/plugin-python`, built with componentize-py, which must
+        /// be installed: `pip install componentize-py==0.25.1`, or COMPONENTIZE_PY).
+        #[arg(long, value_enum, value_name = "LANG", default_value_t)]
+        plugin_lang: canopy::typings::Language,
         /// Every setting of `serve` (rate limits, logs, MCP…), except the database, the store,
         /// the plugin and workflow folders, the schema file and the secrets, which are the
         /// demo's own. The demo listens on 127.0.0.1:3351 unless told otherwise.
@@ -325,7 +330,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Permissions(args) => canopy::app::admin::permissions(args).await,
         Command::Tokens(args) => canopy::app::admin::tokens(args).await,
         Command::Workflows(args) => canopy::app::admin::workflows(args).await,
-        Command::Demo { path, args } => demo(&path, args).await,
+        Command::Demo {
+            path,
+            plugin_lang,
+            args,
+        } => demo(&path, plugin_lang, args).await,
     }
 }
 
@@ -340,7 +349,11 @@ const DEMO_ENV_SECRET: &str = "0000000000000000000000000000000000000000000000000
 /// Seeds the shop database, builds the shop plugin when it can, then serves both like
 /// `canopy serve --plugins` would, with the user's other settings of `serve` (file, variables,
 /// flags). Writes the demo's settings to `.canopy/demo.toml`, which the CLI then reads.
-async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()> {
+async fn demo(
+    path: &std::path::Path,
+    plugin_lang: canopy::typings::Language,
+    mut args: ServeArgs,
+) -> anyhow::Result<()> {
     let path = std::path::absolute(path)
         .with_context(|| format!("--path {}: cannot resolve it", path.display()))?;
     let dir = path
@@ -373,10 +386,14 @@ async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()>
     let address = early.http.listen;
     let socket = reserve(address)?;
     let database_url = canopy::app::seed_demo(&path).await?;
-    let plugins = match canopy::app::shop_plugin(&plugin_dir) {
+    let plugins = match canopy::app::shop_plugin_in(plugin_lang, &plugin_dir) {
         Ok(()) => {
             eprintln!("Loading the shop plugin from {}", plugin_dir.display());
             true
+        }
+        // Asked for by name: without it the demo would not be what was asked.
+        Err(why) if plugin_lang == canopy::typings::Language::Python => {
+            anyhow::bail!("cannot serve the Python shop plugin: {why}")
         }
         Err(why) => {
             eprintln!("Serving without the shop plugin: {why}");
