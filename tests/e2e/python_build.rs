@@ -157,7 +157,7 @@ fn source_key(plugin: PythonPlugin, version: &str) -> String {
     for file in files {
         let relative = file.strip_prefix(root()).unwrap_or(&file);
         hash.update(relative.to_string_lossy().as_bytes());
-        hash.update([0]);
+        hash.update([0u8]);
         let mut bytes = Vec::new();
         std::fs::File::open(&file)
             .and_then(|mut f| f.read_to_end(&mut bytes))

@@ -357,19 +357,20 @@ pub fn detect_language(bytes: &[u8]) -> Option<String> {
     use wasmparser::{ComponentName, KnownCustom, Parser, Payload};
     let mut declared = None;
     for payload in Parser::new(0).parse_all(bytes) {
-        // A malformed section is the compiler's to report; the language is only a label.
+        // A malformed section is the compiler's to report; the language is only a label, so
+        // reading stops at the first error (`map_while`), never loops on one.
         let Ok(Payload::CustomSection(section)) = payload else {
             continue;
         };
         match section.as_known() {
             KnownCustom::ComponentName(names) => {
-                for name in names.into_iter().flatten() {
+                for name in names.into_iter().map_while(Result::ok) {
                     let ComponentName::CoreModules(modules) = name else {
                         continue;
                     };
                     if modules
                         .into_iter()
-                        .flatten()
+                        .map_while(Result::ok)
                         .any(|module| module.name.starts_with("libpython"))
                     {
                         return Some("python".to_owned());
@@ -379,9 +380,9 @@ pub fn detect_language(bytes: &[u8]) -> Option<String> {
             KnownCustom::Producers(fields) if declared.is_none() => {
                 declared = fields
                     .into_iter()
-                    .flatten()
+                    .map_while(Result::ok)
                     .filter(|field| field.name == "language")
-                    .find_map(|field| field.values.into_iter().flatten().next())
+                    .find_map(|field| field.values.into_iter().map_while(Result::ok).next())
                     .map(|value| value.name.to_ascii_lowercase());
             }
             _ => {}

@@ -136,6 +136,7 @@ fn run_python(dir: &std::path::Path, script: &str) -> Result<String, String> {
     let out = Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned()))
         .current_dir(dir)
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONIOENCODING", "utf-8")
         .args(["-c", script])
         .output()
         .expect("run python3 (needed by this test: install Python 3, or set PYTHON)");
