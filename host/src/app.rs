@@ -24,7 +24,7 @@ mod reload;
 
 pub use platform::Platform;
 
-pub use reload::{Optimized, Served, request_reload, shop_plugin};
+pub use reload::{Optimized, Served, request_reload, shop_plugin, shop_plugin_in};
 
 /// Options of `canopy serve` that are not agent settings.
 #[derive(Debug, Clone, Copy, Default)]
@@ -182,21 +182,29 @@ pub async fn schema(config: &Config) -> anyhow::Result<()> {
 
 /// `canopy typings`: the typings of the customized schema (after the plugins), `max_depth`
 /// relations deep (default `typingsMaxDepth`), written to `out`, else to `typingsPath`, else
-/// printed. Written even in production: asking for them is explicit.
+/// printed. Written even in production: asking for them is explicit. In `language`, else in the
+/// one the file's extension says (`.py`: Python), else in Rust.
 pub async fn typings(
     config: &Config,
     out: Option<&Path>,
     max_depth: Option<u32>,
+    language: Option<crate::typings::Language>,
 ) -> anyhow::Result<()> {
     let datasource = customized(config).await?;
     let max_depth = max_depth.unwrap_or(config.schema.typings_max_depth);
-    match out.or(config.schema.typings_path.as_deref()) {
+    let path = out.or(config.schema.typings_path.as_deref());
+    let language = language
+        .or(path.map(crate::typings::Language::of_path))
+        .unwrap_or_default();
+    match path {
         Some(path) => {
-            write_typings(path, datasource.schema(), max_depth)?;
+            let written = crate::typings::update_in(language, path, datasource.schema(), max_depth)
+                .with_context(|| format!("cannot write the typings file {}", path.display()))?;
+            tracing::info!(path = %path.display(), max_depth, written, "typings");
             eprintln!("Typings written to {}", path.display());
         }
         None => {
-            let typings = crate::typings::generate(datasource.schema(), max_depth);
+            let typings = crate::typings::generate_in(language, datasource.schema(), max_depth);
             for warning in &typings.warnings {
                 tracing::warn!("{warning}");
             }

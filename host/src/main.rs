@@ -46,15 +46,21 @@ enum Command {
     /// Write the schema file (`.forestadmin-schema.json`), and the typings when `typingsPath` is
     /// set, then exit without serving.
     Schema(ServeArgs),
-    /// Write typed names of the customized schema (after the plugins) as a Rust module for
-    /// plugin crates: collections, fields, relations and `relation:field` paths as constants, so
-    /// that a misspelt name is a compile error. Takes the settings of `serve`.
+    /// Write typed names of the customized schema (after the plugins) as a Rust or Python
+    /// module for plugins: collections, fields, relations and `relation:field` paths as
+    /// constants, so that a misspelt name is a compile (or mypy) error. Takes the settings of
+    /// `serve`.
     Typings {
         #[command(flatten)]
         args: ServeArgs,
-        /// Output file (e.g. `my-plugin/src/typings.rs`). [default: typingsPath, else stdout]
+        /// Output file (e.g. `my-plugin/src/typings.rs`, `my-plugin/typings.py`). [default:
+        /// typingsPath, else stdout]
         #[arg(long, value_name = "PATH")]
         out: Option<PathBuf>,
+        /// The module's language. [default: python when the output file ends in `.py`, else
+        /// rust]
+        #[arg(long, value_enum, value_name = "LANG")]
+        lang: Option<canopy::typings::Language>,
         /// Relations followed in `relation:field` paths. [default: typingsMaxDepth, i.e. 5]
         #[arg(long, value_name = "DEPTH")]
         max_depth: Option<u32>,
@@ -125,6 +131,11 @@ enum Command {
         /// workflows and schema file go beside it.
         #[arg(long, default_value = ".canopy/shop.sqlite")]
         path: PathBuf,
+        /// The shop plugin to serve: the Rust one (`examples/shop/plugin`, built with cargo) or
+        /// the Python one (`examples/shop/plugin-python`, built with componentize-py, which must
+        /// be installed: `pip install componentize-py==0.25.1`, or COMPONENTIZE_PY).
+        #[arg(long, value_enum, value_name = "LANG", default_value_t)]
+        plugin_lang: canopy::typings::Language,
         /// Every setting of `serve` (rate limits, logs, MCP…), except the database, the store,
         /// the plugin and workflow folders, the schema file and the secrets, which are the
         /// demo's own. The demo listens on 127.0.0.1:3351 unless told otherwise.
@@ -135,19 +146,24 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum PluginCommand {
-    /// Create a ready-to-build plugin crate: an example computed field and action, its own
-    /// workspace, wasm32-wasip2 as build target, the `NAME.toml` settings and a README with the
-    /// build and reload loop. Refuses to write into a folder that is not empty.
+    /// Create a ready-to-build plugin: an example computed field and action, the `NAME.toml`
+    /// settings and a README with the build and reload loop. Rust: a crate with its own
+    /// workspace and wasm32-wasip2 as build target. Python: a module, a `build.sh` running
+    /// componentize-py, and a copy of the SDK and the WIT contract this binary carries (the
+    /// folder builds anywhere). Refuses to write into a folder that is not empty.
     New {
-        /// The plugin's name: lower-case letters, digits, `-` and `_`; also its crate's name
-        /// and the `NAME.wasm` it is loaded as.
+        /// The plugin's name: lower-case letters, digits, `-` and `_`; also its crate's (or
+        /// Python module's, with `_plugin` appended) name and the `NAME.wasm` it is loaded as.
         name: String,
-        /// The crate's folder. [default: ./NAME]
+        /// The plugin's language.
+        #[arg(long, value_enum, value_name = "LANG", default_value_t)]
+        lang: canopy::typings::Language,
+        /// The plugin's folder. [default: ./NAME]
         #[arg(long, value_name = "PATH")]
         dir: Option<PathBuf>,
-        /// The `guest-sdk` folder of a Canopy checkout, depended on by path. [default: the
-        /// checkout this binary was built from]
-        #[arg(long, env = "CANOPY_SDK", value_name = "PATH")]
+        /// Rust only: the `guest-sdk` folder of a Canopy checkout, depended on by path.
+        /// [default: $CANOPY_SDK, else the checkout this binary was built from]
+        #[arg(long, value_name = "PATH")]
         sdk: Option<PathBuf>,
     },
 }
@@ -258,6 +274,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Typings {
             mut args,
             out,
+            lang,
             max_depth,
         } => {
             // Typings neither serve nor sign anything: the secrets `serve` requires are not
@@ -266,13 +283,27 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 .get_or_insert_with(|| "unused-by-typings".to_owned());
             args.env_secret.get_or_insert_with(|| "0".repeat(64));
             let (config, _log) = load(args)?;
-            canopy::app::typings(&config, out.as_deref(), max_depth).await
+            canopy::app::typings(&config, out.as_deref(), max_depth, lang).await
         }
-        Command::Plugin(PluginCommand::New { name, dir, sdk }) => {
-            let created = canopy::scaffold::new_plugin(&name, dir.as_deref(), sdk.as_deref())?;
+        Command::Plugin(PluginCommand::New {
+            name,
+            lang,
+            dir,
+            sdk,
+        }) => {
+            // CANOPY_SDK names a Rust SDK: read here rather than by clap, so that a variable set
+            // for Rust plugins does not refuse `--lang python`.
+            let sdk = sdk.or_else(|| match lang {
+                canopy::typings::Language::Rust => {
+                    std::env::var_os("CANOPY_SDK").map(PathBuf::from)
+                }
+                canopy::typings::Language::Python => None,
+            });
+            let created =
+                canopy::scaffold::new_plugin(&name, lang, dir.as_deref(), sdk.as_deref())?;
             let dir = created.dir.display();
-            canopy::outln!("Created the plugin crate {dir}. Next:");
-            canopy::outln!("  cd {dir} && cargo build --release");
+            canopy::outln!("Created the plugin {dir}. Next:");
+            canopy::outln!("  cd {dir} && {}", created.build);
             canopy::outln!(
                 "  cp {} PLUGIN_DIR/{}  (and {name}.toml beside it)",
                 created.artifact.display(),
@@ -299,7 +330,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Permissions(args) => canopy::app::admin::permissions(args).await,
         Command::Tokens(args) => canopy::app::admin::tokens(args).await,
         Command::Workflows(args) => canopy::app::admin::workflows(args).await,
-        Command::Demo { path, args } => demo(&path, args).await,
+        Command::Demo {
+            path,
+            plugin_lang,
+            args,
+        } => demo(&path, plugin_lang, args).await,
     }
 }
 
@@ -314,7 +349,11 @@ const DEMO_ENV_SECRET: &str = "0000000000000000000000000000000000000000000000000
 /// Seeds the shop database, builds the shop plugin when it can, then serves both like
 /// `canopy serve --plugins` would, with the user's other settings of `serve` (file, variables,
 /// flags). Writes the demo's settings to `.canopy/demo.toml`, which the CLI then reads.
-async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()> {
+async fn demo(
+    path: &std::path::Path,
+    plugin_lang: canopy::typings::Language,
+    mut args: ServeArgs,
+) -> anyhow::Result<()> {
     let path = std::path::absolute(path)
         .with_context(|| format!("--path {}: cannot resolve it", path.display()))?;
     let dir = path
@@ -347,10 +386,14 @@ async fn demo(path: &std::path::Path, mut args: ServeArgs) -> anyhow::Result<()>
     let address = early.http.listen;
     let socket = reserve(address)?;
     let database_url = canopy::app::seed_demo(&path).await?;
-    let plugins = match canopy::app::shop_plugin(&plugin_dir) {
+    let plugins = match canopy::app::shop_plugin_in(plugin_lang, &plugin_dir) {
         Ok(()) => {
             eprintln!("Loading the shop plugin from {}", plugin_dir.display());
             true
+        }
+        // Asked for by name: without it the demo would not be what was asked.
+        Err(why) if plugin_lang == canopy::typings::Language::Python => {
+            anyhow::bail!("cannot serve the Python shop plugin: {why}")
         }
         Err(why) => {
             eprintln!("Serving without the shop plugin: {why}");

@@ -152,6 +152,14 @@ impl PluginSet {
         files
     }
 
+    /// Each plugin file of the set (applications of the same file share it) with its language.
+    pub fn languages(&self) -> std::collections::BTreeMap<String, String> {
+        self.applications()
+            .iter()
+            .map(|p| (p.info.name.clone(), p.info.language.clone()))
+            .collect()
+    }
+
     /// The customizations every plugin declared, in load order.
     pub fn customizations(&self, schema: &DataSourceSchema) -> Result<Vec<Customization>, String> {
         let mut out = Vec::new();
@@ -238,6 +246,12 @@ impl Loading<'_> {
                 options_json: options.to_string(),
                 scope,
                 used_by: chain.to_vec(),
+                language: entry
+                    .settings
+                    .language
+                    .clone()
+                    .or_else(|| compiled.language().map(str::to_owned))
+                    .unwrap_or_else(|| "unknown".to_owned()),
                 reads: loader::Reads {
                     permissions: Arc::clone(self.permissions),
                     unscoped: unscoped.clone(),

@@ -1,9 +1,16 @@
-//! `canopy plugin new NAME`: writes a ready-to-build plugin crate (templates in `scaffold/`):
-//! its own `[workspace]`, a `.cargo/config.toml` that targets wasm32-wasip2, an example computed
-//! field and action, the `NAME.toml` settings to copy beside the built plugin, and a README with
-//! the write → build → copy → reload loop.
+//! `canopy plugin new NAME [--lang rust|python]`: writes a ready-to-build plugin (templates in
+//! `scaffold/`) with an example computed field and action, the `NAME.toml` settings to copy
+//! beside the built plugin, and a README with the write → build → copy → reload loop.
+//!
+//! Rust: a crate with its own `[workspace]` and a `.cargo/config.toml` that targets
+//! wasm32-wasip2, depending on `guest-sdk` by path. Python: a module, a `build.sh` that runs
+//! componentize-py, and a copy of the Python SDK and of the WIT contract *embedded in this
+//! binary*: a Python plugin has no package manager resolving the SDK at build time, so the folder
+//! carries the SDK that matches the host that wrote it, and builds anywhere, checkout or not.
 
 use std::path::{Component, Path, PathBuf};
+
+use crate::typings::Language;
 
 const CARGO_TOML: &str = include_str!("scaffold/Cargo.toml.tmpl");
 const CARGO_CONFIG: &str = include_str!("scaffold/config.toml.tmpl");
@@ -11,6 +18,75 @@ const GITIGNORE: &str = include_str!("scaffold/gitignore.tmpl");
 const LIB_RS: &str = include_str!("scaffold/lib.rs.tmpl");
 const PLUGIN_TOML: &str = include_str!("scaffold/plugin.toml.tmpl");
 const README: &str = include_str!("scaffold/README.md.tmpl");
+
+const PY_MODULE: &str = include_str!("scaffold/python/plugin.py.tmpl");
+const PY_BUILD: &str = include_str!("scaffold/python/build.sh.tmpl");
+const PY_GITIGNORE: &str = include_str!("scaffold/python/gitignore.tmpl");
+const PY_README: &str = include_str!("scaffold/python/README.md.tmpl");
+const PY_PLUGIN_TOML: &str = include_str!("scaffold/python/plugin.toml.tmpl");
+
+/// The componentize-py release the Python SDK is written and tested against (its bindings'
+/// module names and its embedded CPython); `build.sh` warns on another one.
+pub const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// The Python SDK's files, copied to `vendor/canopy_sdk/` (a test checks the list is the whole
+/// package).
+const PY_SDK: &[(&str, &str)] = &[
+    (
+        "__init__.py",
+        include_str!("../../sdk/python/src/canopy_sdk/__init__.py"),
+    ),
+    (
+        "_wit.py",
+        include_str!("../../sdk/python/src/canopy_sdk/_wit.py"),
+    ),
+    (
+        "actions.py",
+        include_str!("../../sdk/python/src/canopy_sdk/actions.py"),
+    ),
+    (
+        "charts.py",
+        include_str!("../../sdk/python/src/canopy_sdk/charts.py"),
+    ),
+    (
+        "customize.py",
+        include_str!("../../sdk/python/src/canopy_sdk/customize.py"),
+    ),
+    (
+        "data.py",
+        include_str!("../../sdk/python/src/canopy_sdk/data.py"),
+    ),
+    (
+        "errors.py",
+        include_str!("../../sdk/python/src/canopy_sdk/errors.py"),
+    ),
+    (
+        "exports.py",
+        include_str!("../../sdk/python/src/canopy_sdk/exports.py"),
+    ),
+    (
+        "hooks.py",
+        include_str!("../../sdk/python/src/canopy_sdk/hooks.py"),
+    ),
+    (
+        "py.typed",
+        include_str!("../../sdk/python/src/canopy_sdk/py.typed"),
+    ),
+    (
+        "workflow.py",
+        include_str!("../../sdk/python/src/canopy_sdk/workflow.py"),
+    ),
+    (
+        "write.py",
+        include_str!("../../sdk/python/src/canopy_sdk/write.py"),
+    ),
+];
+
+/// The contract the Python SDK builds against, copied to `wit/plugin@0.3.0/`.
+const PY_WIT: &[(&str, &str)] = &[(
+    "plugin.wit",
+    include_str!("../../wit/plugin@0.3.0/plugin.wit"),
+)];
 
 /// Why no crate was written.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +105,10 @@ pub enum Error {
     NoSdk,
     #[error("{} is not canopy-sdk (no Cargo.toml naming `canopy-sdk`)", .0.display())]
     NotSdk(PathBuf),
+    #[error(
+        "--sdk is for Rust plugins: a Python plugin gets a copy of the SDK this binary carries"
+    )]
+    SdkNotForPython,
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -38,23 +118,39 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// A crate written by [`new_plugin`].
+/// A plugin folder written by [`new_plugin`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Created {
-    /// The crate's folder.
+    /// The plugin's folder.
     pub dir: PathBuf,
-    /// Where `cargo build --release` puts the component, relative to `dir`.
+    /// The command that builds it, run in `dir`.
+    pub build: &'static str,
+    /// Where the build puts the component, relative to `dir`.
     pub artifact: PathBuf,
     /// The name to give the component in the plugin directory (`NAME.wasm`).
     pub plugin_file: String,
 }
 
-/// Writes the crate of plugin `name` into `dir` (default: `./name`), which must not exist or be
-/// empty. `sdk` is the `guest-sdk` folder to depend on by path; by default, the one of the
-/// checkout this binary was built from, when it is still there.
-pub fn new_plugin(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> Result<Created> {
+/// Writes plugin `name` in `language` into `dir` (default: `./name`), which must not exist or
+/// be empty. For Rust, `sdk` is the `guest-sdk` folder to depend on by path; by default, the one
+/// of the checkout this binary was built from, when it is still there. Python takes no `sdk`.
+pub fn new_plugin(
+    name: &str,
+    language: Language,
+    dir: Option<&Path>,
+    sdk: Option<&Path>,
+) -> Result<Created> {
     check_name(name)?;
     let dir = dir.map_or_else(|| PathBuf::from(name), Path::to_path_buf);
+    match language {
+        Language::Rust => new_rust_plugin(name, dir, sdk),
+        Language::Python if sdk.is_some() => Err(Error::SdkNotForPython),
+        Language::Python => new_python_plugin(name, dir),
+    }
+}
+
+/// A crate depending on `guest-sdk` by path.
+fn new_rust_plugin(name: &str, dir: PathBuf, sdk: Option<&Path>) -> Result<Created> {
     let sdk = match sdk {
         Some(path) => path.to_path_buf(),
         None => built_from().ok_or(Error::NoSdk)?,
@@ -64,14 +160,8 @@ pub fn new_plugin(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> Result<
     if !manifest.contains("name = \"canopy-sdk\"") {
         return Err(Error::NotSdk(sdk));
     }
-    let occupied = std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some());
-    if occupied || dir.is_file() {
-        return Err(Error::Exists(dir));
-    }
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| Error::Io { path, source }
-    };
+    ensure_empty(&dir)?;
+    let io = io_error;
     std::fs::create_dir_all(dir.join("src")).map_err(io(&dir))?;
     std::fs::create_dir_all(dir.join(".cargo")).map_err(io(&dir))?;
     let absolute = std::fs::canonicalize(&dir).map_err(io(&dir))?;
@@ -102,9 +192,92 @@ pub fn new_plugin(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> Result<
     }
     Ok(Created {
         dir,
+        build: "cargo build --release",
         artifact: Path::new("target/wasm32-wasip2/release").join(format!("{crate_name}.wasm")),
         plugin_file: format!("{name}.wasm"),
     })
+}
+
+/// A module, its `build.sh`, and the SDK and WIT this binary carries.
+fn new_python_plugin(name: &str, dir: PathBuf) -> Result<Created> {
+    ensure_empty(&dir)?;
+    let module = python_module(name);
+    let fill = |template: &str| {
+        template
+            .replace("{{name}}", name)
+            .replace("{{module}}", &module)
+            .replace("{{componentize_py}}", COMPONENTIZE_PY)
+    };
+    let mut files: Vec<(PathBuf, String)> = vec![
+        (PathBuf::from(format!("{module}.py")), fill(PY_MODULE)),
+        (PathBuf::from("build.sh"), fill(PY_BUILD)),
+        (PathBuf::from(".gitignore"), fill(PY_GITIGNORE)),
+        (PathBuf::from("README.md"), fill(PY_README)),
+        (PathBuf::from(format!("{name}.toml")), fill(PY_PLUGIN_TOML)),
+    ];
+    let sdk = Path::new("vendor/canopy_sdk");
+    files.extend(
+        PY_SDK
+            .iter()
+            .map(|(file, text)| (sdk.join(file), (*text).to_owned())),
+    );
+    let wit = Path::new("wit/plugin@0.3.0");
+    files.extend(
+        PY_WIT
+            .iter()
+            .map(|(file, text)| (wit.join(file), (*text).to_owned())),
+    );
+    for (path, text) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+        }
+        std::fs::write(&path, text).map_err(io_error(&path))?;
+    }
+    make_executable(&dir.join("build.sh"))?;
+    Ok(Created {
+        dir,
+        build: "./build.sh",
+        artifact: PathBuf::from(format!("{name}.wasm")),
+        plugin_file: format!("{name}.wasm"),
+    })
+}
+
+/// The module componentize-py imports: `vip-rules` → `vip_rules_plugin`. The suffix keeps it
+/// from shadowing a standard module the SDK imports (a plugin named `json` or `typing` would).
+fn python_module(name: &str) -> String {
+    let module = name.replace('-', "_");
+    if module.ends_with("plugin") {
+        module
+    } else {
+        format!("{module}_plugin")
+    }
+}
+
+/// Refuses a folder that holds anything, or a file in its place.
+fn ensure_empty(dir: &Path) -> Result<()> {
+    let occupied = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
+    if occupied || dir.is_file() {
+        return Err(Error::Exists(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.to_path_buf();
+    move |source| Error::Io { path, source }
+}
+
+/// `build.sh` runs as `./build.sh`.
+#[cfg(unix)]
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(io_error(path))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) -> Result<()> {
+    Ok(())
 }
 
 /// A package name cargo accepts, that is also a valid crate name, file stem and identifier
@@ -297,7 +470,7 @@ mod tests {
     fn a_crate_is_written_with_its_settings_and_never_over_another() {
         let root = temp_dir();
         let dir = root.join("vip");
-        let created = new_plugin("vip-rules", Some(&dir), None).unwrap();
+        let created = new_plugin("vip-rules", Language::Rust, Some(&dir), None).unwrap();
         assert_eq!(
             created.artifact,
             Path::new("target/wasm32-wasip2/release/vip_rules.wasm")
@@ -333,15 +506,100 @@ mod tests {
             Some("customers")
         );
 
-        let again = new_plugin("vip-rules", Some(&dir), None).unwrap_err();
+        let again = new_plugin("vip-rules", Language::Rust, Some(&dir), None).unwrap_err();
         assert!(matches!(again, Error::Exists(_)), "{again}");
         assert_eq!(
             std::fs::read_to_string(dir.join("Cargo.toml")).unwrap(),
             manifest
         );
-        let not_sdk = new_plugin("other", Some(&root.join("other")), Some(&root)).unwrap_err();
+        let not_sdk = new_plugin(
+            "other",
+            Language::Rust,
+            Some(&root.join("other")),
+            Some(&root),
+        )
+        .unwrap_err();
         assert!(matches!(not_sdk, Error::NotSdk(_)), "{not_sdk}");
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_python_plugin_carries_its_sdk_and_contract() {
+        let root = temp_dir();
+        let dir = root.join("vip");
+        let created = new_plugin("vip-rules", Language::Python, Some(&dir), None).unwrap();
+        assert_eq!(created.build, "./build.sh");
+        assert_eq!(created.artifact, Path::new("vip-rules.wasm"));
+        for file in [
+            "vip_rules_plugin.py",
+            "build.sh",
+            ".gitignore",
+            "README.md",
+            "vip-rules.toml",
+            "vendor/canopy_sdk/__init__.py",
+            "vendor/canopy_sdk/py.typed",
+            "wit/plugin@0.3.0/plugin.wit",
+        ] {
+            assert!(dir.join(file).is_file(), "{file}");
+        }
+        let build = std::fs::read_to_string(dir.join("build.sh")).unwrap();
+        assert!(build.contains("want=\"0.25.1\""), "{build}");
+        assert!(build.contains(" vip_rules_plugin -o \"$out\""), "{build}");
+        assert!(
+            build.contains("out=\"${1:-$here/vip-rules.wasm}\""),
+            "{build}"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.join("build.sh"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o111, 0o111);
+        }
+        let module = std::fs::read_to_string(dir.join("vip_rules_plugin.py")).unwrap();
+        assert!(module.contains("Customizer, Workflow = export_plugin(customize)"));
+        assert!(module.contains("Hello from vip-rules, "));
+        for text in [&module, &build] {
+            assert!(!text.contains("{{"), "{text}");
+        }
+        let settings: toml::Table =
+            toml::from_str(&std::fs::read_to_string(dir.join("vip-rules.toml")).unwrap()).unwrap();
+        assert_eq!(settings["options"]["field"].as_str(), Some("id"));
+        // The copied SDK is the checkout's, byte for byte.
+        let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/src/canopy_sdk");
+        assert_eq!(
+            std::fs::read(dir.join("vendor/canopy_sdk/customize.py")).unwrap(),
+            std::fs::read(sdk.join("customize.py")).unwrap()
+        );
+
+        let again = new_plugin("vip-rules", Language::Python, Some(&dir), None).unwrap_err();
+        assert!(matches!(again, Error::Exists(_)), "{again}");
+        let sdk_given =
+            new_plugin("x", Language::Python, Some(&root.join("x")), Some(&root)).unwrap_err();
+        assert!(matches!(sdk_given, Error::SdkNotForPython), "{sdk_given}");
+        assert!(!root.join("x").exists());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// A file added to the Python SDK must be added to [`PY_SDK`], or scaffolded plugins would
+    /// miss it.
+    #[test]
+    fn the_embedded_python_sdk_is_the_whole_package() {
+        let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/src/canopy_sdk");
+        let mut on_disk: Vec<String> = std::fs::read_dir(sdk)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".py") || n == "py.typed")
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<&str> = PY_SDK.iter().map(|(n, _)| *n).collect();
+        assert_eq!(on_disk, embedded);
+        assert_eq!(python_module("shop"), "shop_plugin");
+        assert_eq!(python_module("my-plugin"), "my_plugin");
     }
 
     #[test]

@@ -157,6 +157,8 @@ pub struct ReloadReport {
     /// The changed plugins this generation serves on quickly compiled (Winch) code, until their
     /// Cranelift code, compiled in the background, is swapped in (`plugins::tiers`).
     pub quick: Vec<String>,
+    /// Each plugin file of the new generation with its language (`rust`, `python`…).
+    pub languages: std::collections::BTreeMap<String, String>,
 }
 
 /// Where a generation finds what rebuilds it (the console's reload button): shared by every

@@ -1,6 +1,7 @@
-//! Typings for plugin authors (`canopy typings`, `typingsPath`): a Rust module that names every
-//! collection, field, relation and `relation:field` path of the customized schema as a constant,
-//! so that a typo in a plugin (`ds.collection(customers::NAME)`, a computed field's dependency
+//! Typings for plugin authors (`canopy typings`, `typingsPath`): a Rust module (or, with
+//! `--lang python` or a `.py` path, a Python module, see `python`) that names every collection,
+//! field, relation and `relation:field` path of the customized schema as a constant, so that a
+//! typo in a plugin (`ds.collection(customers::NAME)`, a computed field's dependency
 //! `orders::paths::CUSTOMER__FIRST_NAME`) is a compile error instead of a load-time one.
 //!
 //! The output is deterministic (names sorted, collisions settled in that order) so that it is
@@ -13,6 +14,27 @@ use std::path::Path;
 use crate::datasource::{
     CollectionSchema, ColumnSchema, ColumnType, DataSourceSchema, RelationSchema,
 };
+
+mod python;
+
+/// A language Canopy writes plugin code in: `canopy plugin new --lang`, `canopy typings --lang`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Language {
+    #[default]
+    Rust,
+    Python,
+}
+
+impl Language {
+    /// The language of a typings file by its extension: `.py` is Python, anything else Rust.
+    pub fn of_path(path: &Path) -> Self {
+        if path.extension().is_some_and(|x| x == "py") {
+            Self::Python
+        } else {
+            Self::Rust
+        }
+    }
+}
 
 /// Past this many paths for one collection the walk stops with a warning (as the Node agent's
 /// generator does): a wide schema at depth 5 would otherwise produce a file no one can compile.
@@ -27,7 +49,16 @@ pub struct Typings {
     pub warnings: Vec<String>,
 }
 
-/// The typings of `schema`, with relation paths up to `max_depth` relations deep.
+/// The typings of `schema` in `language`, with relation paths up to `max_depth` relations deep.
+pub fn generate_in(language: Language, schema: &DataSourceSchema, max_depth: u32) -> Typings {
+    match language {
+        Language::Rust => generate(schema, max_depth),
+        Language::Python => python::generate(schema, max_depth),
+    }
+}
+
+/// The typings of `schema` as a Rust module, with relation paths up to `max_depth` relations
+/// deep.
 pub fn generate(schema: &DataSourceSchema, max_depth: u32) -> Typings {
     let mut collections: Vec<&CollectionSchema> = schema.collections.values().collect();
     collections.sort_by(|a, b| a.name.cmp(&b.name));
@@ -64,10 +95,21 @@ pub fn generate(schema: &DataSourceSchema, max_depth: u32) -> Typings {
     }
 }
 
-/// Writes the typings of `schema` to `path` unless the file already holds them; returns whether
-/// it wrote. The file is replaced through a rename, so a watcher never reads half of it.
+/// Writes the typings of `schema` to `path` (Python for a `.py` file, else Rust) unless the file
+/// already holds them; returns whether it wrote. The file is replaced through a rename, so a
+/// watcher never reads half of it.
 pub fn update(path: &Path, schema: &DataSourceSchema, max_depth: u32) -> std::io::Result<bool> {
-    let typings = generate(schema, max_depth);
+    update_in(Language::of_path(path), path, schema, max_depth)
+}
+
+/// [`update`] in a given language, whatever the file's extension.
+pub fn update_in(
+    language: Language,
+    path: &Path,
+    schema: &DataSourceSchema,
+    max_depth: u32,
+) -> std::io::Result<bool> {
+    let typings = generate_in(language, schema, max_depth);
     for warning in &typings.warnings {
         tracing::warn!("{warning}");
     }

@@ -1452,3 +1452,38 @@ async fn cli_changes_reach_a_running_server() {
 fn allow_all() -> std::sync::Arc<canopy::auth::Permissions> {
     std::sync::Arc::new(canopy::auth::Permissions::allow_all())
 }
+
+/// `canopy plugin new --lang python` writes a folder that builds outside the checkout (its SDK
+/// and WIT copied), ignores a `CANOPY_SDK` meant for Rust, and an unknown language is a usage
+/// error naming the known ones.
+#[test]
+fn plugin_new_writes_a_python_plugin_and_names_the_known_languages() {
+    let dir = TempDir::new("python-scaffold");
+    let out = Command::new(BIN)
+        .args(["plugin", "new", "vip", "--lang", "python", "--dir"])
+        .arg(dir.0.join("vip"))
+        .env("CANOPY_SDK", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("&& ./build.sh"), "{stdout}");
+    for file in [
+        "vip_plugin.py",
+        "build.sh",
+        "vendor/canopy_sdk/__init__.py",
+        "wit/plugin@0.3.0/plugin.wit",
+    ] {
+        assert!(dir.0.join("vip").join(file).is_file(), "{file}");
+    }
+    let out = Command::new(BIN)
+        .args(["plugin", "new", "vip", "--lang", "ts"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("[possible values: rust, python]"),
+        "{stderr}"
+    );
+}

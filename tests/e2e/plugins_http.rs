@@ -54,7 +54,14 @@ impl Shop {
     /// The demo database, and a plugin directory holding `shop.wasm` (the example). On SQLite
     /// the database is built by `canopy demo`'s seeding; elsewhere by the dialect's seed file.
     pub(crate) async fn new(backend: Backend) -> Self {
-        let shop = match backend {
+        let shop = Self::seeded(backend).await;
+        shop.install("shop_plugin", "shop");
+        shop
+    }
+
+    /// The demo database and an empty plugin directory.
+    pub(crate) async fn seeded(backend: Backend) -> Self {
+        match backend {
             Backend::Sqlite => {
                 let mut shop = Self::in_dir(backend, None);
                 shop.url = canopy::app::seed_demo(&shop.dir.join("shop.sqlite"))
@@ -72,9 +79,7 @@ impl Shop {
                 .await;
                 Self::in_dir(backend, Some(db))
             }
-        };
-        shop.install("shop_plugin", "shop");
-        shop
+        }
     }
 
     /// An empty database and plugin directory.
@@ -99,12 +104,17 @@ impl Shop {
     /// Copies a built plugin into the directory as `<as_name>.wasm`, replacing it atomically (a
     /// rename, as a deployment would).
     pub(crate) fn install(&self, built_name: &str, as_name: &str) {
+        self.install_file(&built(built_name), as_name);
+    }
+
+    /// [`Self::install`] for a component built elsewhere (the Python plugins).
+    pub(crate) fn install_file(&self, built: &Path, as_name: &str) {
         let staging = self.dir.join(format!("{as_name}.wasm.new"));
-        std::fs::copy(built(built_name), &staging).unwrap();
+        std::fs::copy(built, &staging).unwrap();
         std::fs::rename(&staging, self.plugins.join(format!("{as_name}.wasm"))).unwrap();
     }
 
-    fn schema_path(&self) -> PathBuf {
+    pub(crate) fn schema_path(&self) -> PathBuf {
         self.dir.join(".forestadmin-schema.json")
     }
 
@@ -167,7 +177,7 @@ impl Shop {
 
     /// Runs SQL on the database (DDL and rows for a test); the demo's SQLite file has no test
     /// database to go through.
-    async fn execute(&self, sql: &str) {
+    pub(crate) async fn execute(&self, sql: &str) {
         match &self.db {
             Some(db) => db.execute(sql).await,
             None => {
@@ -644,6 +654,12 @@ async fn a_failed_reload_keeps_serving_the_old_stack(backend: Backend) {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["reloaded"], true);
     assert_eq!(body["plugins"], 2);
+    // rustc's producers section says the language of both.
+    assert_eq!(
+        body["languages"],
+        json!({"shop": "rust", "zz_hostile": "rust"}),
+        "{body}"
+    );
     let (status, _, body) = send(
         &app,
         get(

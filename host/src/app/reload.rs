@@ -370,6 +370,7 @@ impl Served {
                         .into_iter()
                         .map(|(name, _)| name)
                         .collect(),
+                    languages: self.plugins().languages(),
                 })
             }
             Err(error) => {
@@ -700,6 +701,65 @@ fn refusal(status: u16, body: &str) -> String {
 /// is a no-op, and the README test starts the demo without compiling a plugin again.
 fn plugins_target(root: &Path) -> std::path::PathBuf {
     root.join("target").join("plugins")
+}
+
+/// The shop demo's plugin in `language`: [`shop_plugin`] for Rust; for Python, built from
+/// `examples/shop/plugin-python` with its `build.sh` (componentize-py from `COMPONENTIZE_PY`, the
+/// `PATH`, or the `target/componentize-py` venv the tests use) into `plugin_dir` as `shop.wasm`,
+/// with the flattener beside it as for Rust.
+pub fn shop_plugin_in(language: crate::typings::Language, plugin_dir: &Path) -> Result<(), String> {
+    if language == crate::typings::Language::Rust {
+        return shop_plugin(plugin_dir);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let script = root.join("examples/shop/plugin-python/build.sh");
+    if !script.is_file() {
+        return Err(format!(
+            "its sources are not beside this binary ({} is missing)",
+            script.display()
+        ));
+    }
+    let want = crate::scaffold::COMPONENTIZE_PY;
+    let venv = root.join("target/componentize-py/bin/componentize-py");
+    let tool = std::env::var_os("COMPONENTIZE_PY")
+        .map(std::path::PathBuf::from)
+        .or_else(|| on_path("componentize-py"))
+        .or_else(|| venv.is_file().then_some(venv))
+        .ok_or_else(|| {
+            format!(
+                "componentize-py is not installed: `pip install componentize-py=={want}` (a \
+                 virtualenv is fine), or set COMPONENTIZE_PY to its path"
+            )
+        })?;
+    std::fs::create_dir_all(plugin_dir)
+        .map_err(|e| format!("cannot create {}: {e}", plugin_dir.display()))?;
+    eprintln!(
+        "Building the Python shop plugin with {} (about 10 s) …",
+        tool.display()
+    );
+    let status = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(plugin_dir.join("shop.wasm"))
+        .env("COMPONENTIZE_PY", &tool)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !status.success() {
+        return Err(format!("{} failed ({status})", script.display()));
+    }
+    if let Err(why) = flattener_plugin(&root, plugin_dir) {
+        eprintln!("Serving without the flattener: {why}");
+    }
+    Ok(())
+}
+
+/// `program` in a folder of `PATH`, if it is there.
+fn on_path(program: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
 }
 
 /// The shop demo's plugin, built from `examples/shop/plugin` when cargo can (a no-op when it is

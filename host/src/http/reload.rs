@@ -93,6 +93,7 @@ async fn reload(State(admin): State<Arc<Admin>>, request: Request) -> Response {
             "durationMs": report.millis,
             "untriggerableActions": report.untriggerable,
             "quickPlugins": report.quick,
+            "languages": report.languages,
         })),
         // The old generation is still served: the request was understood, the new set refused.
         Err(message) => super::json_with(

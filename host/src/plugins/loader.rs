@@ -68,6 +68,9 @@ pub struct PluginInfo {
     /// The plugins that applied this one, outermost first (empty for an application from the
     /// plugin directory itself); for logs and errors.
     pub used_by: Vec<String>,
+    /// The language the plugin was written in (`rust`, `python`…): its `.toml`'s `language`,
+    /// else what the component says of itself ([`detect_language`]), else `unknown`.
+    pub language: String,
     /// How this plugin's reads through `collections` are scoped: the caller's scopes, except on
     /// the collections its `.toml` names in `unscoped_reads`.
     pub reads: Reads,
@@ -253,6 +256,9 @@ pub struct PluginToml {
     /// by default every read a plugin makes for a request is restricted to the caller's scope
     /// on the collection read. Shown at load, and in `canopy plugin list`.
     pub unscoped_reads: Vec<String>,
+    /// The language the plugin was written in, shown in the console and the reload answer;
+    /// when unset, read from the component ([`detect_language`]).
+    pub language: Option<String>,
 }
 
 /// One `[[use]]` entry of a `.toml`.
@@ -339,6 +345,50 @@ pub fn scan(dir: &Path) -> Result<Vec<Entry>, String> {
             })
         })
         .collect()
+}
+
+/// The language a component was written in, from what its toolchain left in it: `python` when
+/// it embeds CPython (componentize-py links `libpython3.x.so` as a core module, named in the
+/// `component-name` section), else the first `language` of a `producers` section (rustc writes
+/// `Rust`), in lower case. componentize-py writes no `language` of its own (only its WASI
+/// adapter's, `Rust`), hence the module-name check first. `None` when neither says; a plugin's
+/// `.toml` can always state it (`language = "…"`).
+pub fn detect_language(bytes: &[u8]) -> Option<String> {
+    use wasmparser::{ComponentName, KnownCustom, Parser, Payload};
+    let mut declared = None;
+    for payload in Parser::new(0).parse_all(bytes) {
+        // A malformed section is the compiler's to report; the language is only a label, so
+        // reading stops at the first error (`map_while`), never loops on one.
+        let Ok(Payload::CustomSection(section)) = payload else {
+            continue;
+        };
+        match section.as_known() {
+            KnownCustom::ComponentName(names) => {
+                for name in names.into_iter().map_while(Result::ok) {
+                    let ComponentName::CoreModules(modules) = name else {
+                        continue;
+                    };
+                    if modules
+                        .into_iter()
+                        .map_while(Result::ok)
+                        .any(|module| module.name.starts_with("libpython"))
+                    {
+                        return Some("python".to_owned());
+                    }
+                }
+            }
+            KnownCustom::Producers(fields) if declared.is_none() => {
+                declared = fields
+                    .into_iter()
+                    .map_while(Result::ok)
+                    .filter(|field| field.name == "language")
+                    .find_map(|field| field.values.into_iter().map_while(Result::ok).next())
+                    .map(|value| value.name.to_ascii_lowercase());
+            }
+            _ => {}
+        }
+    }
+    declared
 }
 
 /// Which version of the contract a component targets, from the versions in the names of the
@@ -432,6 +482,65 @@ mod tests {
             WitVersion::ALL.last().map(|v| v.as_str()),
             Some(WIT_VERSION)
         );
+    }
+
+    /// A component of custom sections only: `(name, payload)` each.
+    fn component(sections: &[(&str, Vec<u8>)]) -> Vec<u8> {
+        let mut out = b"\0asm\x0d\0\x01\0".to_vec();
+        for (name, payload) in sections {
+            let mut body = vec![name.len() as u8];
+            body.extend_from_slice(name.as_bytes());
+            body.extend_from_slice(payload);
+            out.push(0);
+            out.push(body.len() as u8);
+            out.extend(body);
+        }
+        out
+    }
+
+    /// A length-prefixed string (all the lengths here are under 128: one LEB128 byte).
+    fn string(s: &str) -> Vec<u8> {
+        let mut out = vec![s.len() as u8];
+        out.extend_from_slice(s.as_bytes());
+        out
+    }
+
+    /// A `producers` section with one field of one value.
+    fn producers(field: &str, value: &str) -> Vec<u8> {
+        [
+            vec![1],
+            string(field),
+            vec![1],
+            string(value),
+            string("1.0"),
+        ]
+        .concat()
+    }
+
+    /// A `component-name` section naming core module 0.
+    fn core_module_named(name: &str) -> Vec<u8> {
+        let map = [vec![0x00, 0x11, 1, 0], string(name)].concat();
+        [vec![1, map.len() as u8], map].concat()
+    }
+
+    #[test]
+    fn the_language_is_read_from_what_the_toolchain_left_in_the_component() {
+        let rust = component(&[("producers", producers("language", "Rust"))]);
+        assert_eq!(detect_language(&rust).as_deref(), Some("rust"));
+        // componentize-py: only its WASI adapter says `Rust`; the CPython module decides.
+        let python = component(&[
+            ("producers", producers("language", "Rust")),
+            ("component-name", core_module_named("libpython3.14.so")),
+        ]);
+        assert_eq!(detect_language(&python).as_deref(), Some("python"));
+        let silent = component(&[
+            ("producers", producers("processed-by", "wit-component")),
+            ("component-name", core_module_named("main")),
+        ]);
+        assert_eq!(detect_language(&silent), None);
+        assert_eq!(detect_language(b"not wasm"), None);
+        let stated: PluginToml = toml::from_str("language = \"go\"\n").unwrap();
+        assert_eq!(stated.language.as_deref(), Some("go"));
     }
 
     #[test]

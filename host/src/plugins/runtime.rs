@@ -35,7 +35,9 @@ use super::bindings::{
     GuestError, Scope, State, v2, v3,
 };
 use super::guard::Guard;
-use super::loader::{CallKind, Limits, MAX_MEMORY_MB, PluginInfo, WitVersion, check_abi};
+use super::loader::{
+    CallKind, Limits, MAX_MEMORY_MB, PluginInfo, WitVersion, check_abi, detect_language,
+};
 use super::tiers::{self, Compiler, FileDigest, Optimized, Quick, Tier};
 use crate::datasource::Error;
 
@@ -221,6 +223,7 @@ impl Runtime {
             .map_err(|e| format!("plugin `{name}`: cannot read {}: {e}", path.display()))?;
         check_header(name, path, &bytes)?;
         let digest = tiers::digest(&bytes);
+        let language = detect_language(&bytes);
         let (tier, component, compiler) = match (self.optimized.get(&digest), self.quick.tier()) {
             (Some(component), _) => (&self.optimizing, component, Compiler::Cranelift),
             (None, Some(quick)) => {
@@ -249,6 +252,7 @@ impl Runtime {
             compiler,
             digest,
             guard: Arc::new(Guard::new(name, limits)),
+            language,
         })
     }
 
@@ -291,9 +295,16 @@ pub struct Compiled {
     compiler: Compiler,
     digest: FileDigest,
     guard: Arc<Guard>,
+    /// What the component says it was written in (`loader::detect_language`).
+    language: Option<String>,
 }
 
 impl Compiled {
+    /// The language the component says it was written in, if it says.
+    pub fn language(&self) -> Option<&str> {
+        self.language.as_deref()
+    }
+
     /// Which compiler made this plugin's code.
     pub fn compiler(&self) -> Compiler {
         self.compiler
@@ -917,6 +928,7 @@ mod tests {
             options_json: "{}".into(),
             scope: None,
             used_by: Vec::new(),
+            language: "rust".into(),
             reads: crate::plugins::loader::Reads::scoped(Arc::new(
                 crate::auth::Permissions::allow_all(),
             )),

@@ -345,3 +345,5 @@ fn the_generated_module_compiles_without_warnings_is_left_alone_by_rustfmt_and_a
     assert!(stderr.contains("FRIST_NAME"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+mod python;

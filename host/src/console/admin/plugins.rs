@@ -20,6 +20,8 @@ use crate::state::SharedState;
 
 struct Row {
     label: String,
+    /// The language the plugin was written in (`PluginInfo::language`).
+    language: String,
     calls: u64,
     errors: u64,
     traps: u64,
@@ -59,6 +61,7 @@ async fn render(
             let micros = stats.micros.load(Ordering::Relaxed);
             Row {
                 label: plugin.info.label(),
+                language: plugin.info.language.clone(),
                 calls,
                 errors: stats.errors.load(Ordering::Relaxed),
                 traps: stats.traps.load(Ordering::Relaxed),

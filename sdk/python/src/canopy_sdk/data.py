@@ -87,7 +87,7 @@ class Texts(Sequence[Optional[str]]):
         cells = cells if isinstance(cells, list) else list(cells)
         if None not in cells:
             # The common case, in C loops: no null, and ASCII text (byte offsets are lengths).
-            text = "".join(cells)  # type: ignore[arg-type]
+            text = "".join(cells)  # type: ignore[arg-type,unused-ignore]
             if text.isascii():
                 return cls(text, list(accumulate(map(len, cells))), [])  # type: ignore[arg-type,unused-ignore]
         parts: list[str] = []
