@@ -197,6 +197,16 @@ fn command_env(command: &mut Command, scratch: &Path) {
             "README_TEST_PLUGIN_TARGET",
             workspace_root().join("target/plugins"),
         )
+        // The Python plugin's build: the componentize-py that .ci/run installs, unless the
+        // reader's own is named.
+        .env(
+            "README_TEST_COMPONENTIZE_PY",
+            std::env::var_os("COMPONENTIZE_PY").unwrap_or_else(|| {
+                workspace_root()
+                    .join("target/componentize-py/bin/componentize-py")
+                    .into_os_string()
+            }),
+        )
         .env_remove("RUST_BACKTRACE")
         // CI lints its test build through clippy-driver: not a setting a reader's shell has.
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
