@@ -60,10 +60,7 @@ pub fn generate_in(language: Language, schema: &DataSourceSchema, max_depth: u32
 /// The typings of `schema` as a Rust module, with relation paths up to `max_depth` relations
 /// deep.
 pub fn generate(schema: &DataSourceSchema, max_depth: u32) -> Typings {
-    let mut collections: Vec<&CollectionSchema> = schema.collections.values().collect();
-    collections.sort_by(|a, b| a.name.cmp(&b.name));
-    let modules = unique(collections.iter().map(|c| c.name.as_str()), module_ident);
-
+    let collections = sorted_collections(schema);
     let mut out = String::new();
     out.push_str(HEADER);
     let _ = writeln!(out, "\n/// Every collection, by name.");
@@ -73,10 +70,41 @@ pub fn generate(schema: &DataSourceSchema, max_depth: u32) -> Typings {
         let _ = writeln!(out, "    {:?},", collection.name);
     }
     out.push_str("];\n");
+    let warnings = each_collection(
+        schema,
+        &collections,
+        max_depth,
+        module_ident,
+        |collection, module, paths| write_collection(&mut out, collection, module, paths),
+    );
+    Typings {
+        source: out,
+        warnings,
+    }
+}
 
+/// The collections of `schema`, sorted by name: the order both languages write them in.
+fn sorted_collections(schema: &DataSourceSchema) -> Vec<&CollectionSchema> {
+    let mut collections: Vec<&CollectionSchema> = schema.collections.values().collect();
+    collections.sort_by(|a, b| a.name.cmp(&b.name));
+    collections
+}
+
+/// Hands `write` each of `collections` with its identifier (distinct among them, made by
+/// `ident`) and its paths up to `max_depth`; returns a warning for each whose paths stopped at
+/// [`MAX_PATHS_PER_COLLECTION`]. Both languages walk the schema here, so their modules name the
+/// same things with the same identifiers.
+fn each_collection<'a>(
+    schema: &'a DataSourceSchema,
+    collections: &[&'a CollectionSchema],
+    max_depth: u32,
+    ident: fn(&str) -> String,
+    mut write: impl FnMut(&'a CollectionSchema, &str, &[Reached<'a>]),
+) -> Vec<String> {
+    let idents = unique(collections.iter().map(|c| c.name.as_str()), ident);
     let mut warnings = Vec::new();
-    for collection in &collections {
-        let module = modules
+    for collection in collections {
+        let name = idents
             .get(collection.name.as_str())
             .map_or("collection", String::as_str);
         let (paths, complete) = paths(schema, collection, max_depth);
@@ -87,12 +115,9 @@ pub fn generate(schema: &DataSourceSchema, max_depth: u32) -> Typings {
                 collection.name
             ));
         }
-        write_collection(&mut out, collection, module, &paths);
+        write(collection, name, &paths);
     }
-    Typings {
-        source: out,
-        warnings,
-    }
+    warnings
 }
 
 /// Writes the typings of `schema` to `path` (Python for a `.py` file, else Rust) unless the file

@@ -7,8 +7,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    ColumnSchema, DataSourceSchema, MAX_PATHS_PER_COLLECTION, Reached, RelationSchema, Typings,
-    const_ident, describe, lead, path_ident, paths, unique, words,
+    ColumnSchema, DataSourceSchema, Reached, RelationSchema, Typings, const_ident, describe,
+    each_collection, lead, path_ident, sorted_collections, unique, words,
 };
 use crate::datasource::CollectionSchema;
 
@@ -27,10 +27,7 @@ from typing import Final
 
 /// The typings of `schema` as a Python module.
 pub(super) fn generate(schema: &DataSourceSchema, max_depth: u32) -> Typings {
-    let mut collections: Vec<&CollectionSchema> = schema.collections.values().collect();
-    collections.sort_by(|a, b| a.name.cmp(&b.name));
-    let classes = unique(collections.iter().map(|c| c.name.as_str()), class_ident);
-
+    let collections = sorted_collections(schema);
     let mut out = String::new();
     out.push_str(HEADER);
     out.push_str("\n#: Every collection, by name.\nCOLLECTIONS: Final = (\n");
@@ -38,22 +35,13 @@ pub(super) fn generate(schema: &DataSourceSchema, max_depth: u32) -> Typings {
         let _ = writeln!(out, "    {},", py_string(&collection.name));
     }
     out.push_str(")\n");
-
-    let mut warnings = Vec::new();
-    for collection in &collections {
-        let class = classes
-            .get(collection.name.as_str())
-            .map_or("collection", String::as_str);
-        let (paths, complete) = paths(schema, collection, max_depth);
-        if !complete {
-            warnings.push(format!(
-                "typings: the paths of collection `{}` stop at {MAX_PATHS_PER_COLLECTION}; a lower \
-                 typingsMaxDepth ({max_depth}) lists them all",
-                collection.name
-            ));
-        }
-        write_collection(&mut out, collection, class, &paths);
-    }
+    let warnings = each_collection(
+        schema,
+        &collections,
+        max_depth,
+        class_ident,
+        |collection, class, paths| write_collection(&mut out, collection, class, paths),
+    );
     Typings {
         source: out,
         warnings,

@@ -418,6 +418,7 @@ try {
   await Promise.all([page.waitForNavigation(), page.click('.admin-tabs a:has-text("Plugins")')]);
   const plugins = await page.$$eval('table.plugins tbody tr', (rows) => rows.map((r) => r.textContent));
   check(plugins.some((t) => /shop/.test(t)), `the demo's plugin is listed: ${plugins}`);
+  check(plugins.some((t) => /shop.*rust/.test(t)), `the demo's plugin is listed with its language: ${plugins}`);
   await audit(page, 'admin-plugins');
   await Promise.all([page.waitForNavigation(), page.click('button:has-text("Reload the plugins")')]);
   check(/Reloaded: \d+ plugin/.test(await page.textContent('.notice')), 'the plugins are reloaded');
