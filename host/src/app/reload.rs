@@ -703,6 +703,15 @@ fn plugins_target(root: &Path) -> std::path::PathBuf {
     root.join("target").join("plugins")
 }
 
+/// The checkout this binary was built from (where the demo's plugin sources are): the parent
+/// of the host crate's folder.
+fn checkout_root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
 /// The shop demo's plugin in `language`: [`shop_plugin`] for Rust; for Python, built from
 /// `examples/shop/plugin-python` with its `build.sh` (componentize-py from `COMPONENTIZE_PY`, the
 /// `PATH`, or the `target/componentize-py` venv the tests use) into `plugin_dir` as `shop.wasm`,
@@ -711,10 +720,7 @@ pub fn shop_plugin_in(language: crate::typings::Language, plugin_dir: &Path) -> 
     if language == crate::typings::Language::Rust {
         return shop_plugin(plugin_dir);
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let root = checkout_root();
     let script = root.join("examples/shop/plugin-python/build.sh");
     if !script.is_file() {
         return Err(format!(
@@ -766,10 +772,7 @@ fn on_path(program: &str) -> Option<std::path::PathBuf> {
 /// up to date) and copied into `plugin_dir` as `shop.wasm`. `Err` says why the demo runs without
 /// it (no wasm32-wasip2 target, no sources beside the binary).
 pub fn shop_plugin(plugin_dir: &Path) -> Result<(), String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let root = checkout_root();
     let example = root.join("examples").join("shop").join("plugin");
     let built = plugins_target(&root).join("wasm32-wasip2/release/shop_plugin.wasm");
     if example.join("Cargo.toml").is_file() {
