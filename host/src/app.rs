@@ -234,6 +234,11 @@ async fn customized(config: &Config) -> anyhow::Result<Arc<dyn DataSource>> {
         }
         None => Vec::new(),
     };
+    let mut customizations = customizations;
+    customizations.extend(
+        crate::no_code::customizations(&config.experimental.actions, &[], base.schema())
+            .map_err(anyhow::Error::msg)?,
+    );
     // The audit layer changes no schema: the schema file and typings are built without it.
     customize(config, base, customizations, None)
 }

@@ -16,6 +16,7 @@ mod file;
 mod limits;
 mod login;
 mod mcp;
+mod no_code;
 mod platform;
 mod ratelimit;
 mod size;
@@ -43,6 +44,10 @@ pub use login::{LoginArgs, LoginConfig, OidcConfig};
 pub use mcp::{
     McpArgs, McpConfig, TOOLS as MCP_TOOLS, UploadConfig,
     normalize_base_path as normalize_mcp_base_path, standalone_args as mcp_standalone_args,
+};
+pub use no_code::{
+    DEFAULT_WEBHOOK_TIMEOUT, NoCodeAction, NoCodeFormField, NoCodeKind, NoCodeScope, WebhookMethod,
+    parse_definition as parse_no_code_action, shown_url,
 };
 pub use platform::PlatformConfig;
 pub use ratelimit::{RateLimitArgs, RateLimitConfig};
@@ -78,7 +83,7 @@ pub struct Config {
     /// `auditTrail`: record every create, update and delete with its values; `None` (the
     /// default) leaves the audit layer out of the stack.
     pub audit_trail: Option<AuditTrailConfig>,
-    /// `experimental`: only `meta.liana_features` of the schema file so far.
+    /// `experimental`: the no-code actions and the features `meta.liana_features` declares.
     pub experimental: ExperimentalConfig,
     /// `nativeQueryTimeoutInSeconds`: how long a native query (live-query segment, query chart)
     /// may run before the database cancels it.
@@ -296,13 +301,27 @@ impl fmt::Debug for AuditTrailConfig {
     }
 }
 
-/// `experimental`: the no-code features declared in the schema file's `meta.liana_features`
-/// (the features themselves have not landed yet); any of them is incompatible with
-/// `skipSchemaUpdate`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `experimental`: the no-code features, declared in the schema file's `meta.liana_features`;
+/// any of them is incompatible with `skipSchemaUpdate`.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExperimentalConfig {
     pub webhook_custom_actions: bool,
     pub update_record_custom_actions: bool,
+    /// `[[noCodeActions]]` whose type is switched on (the others are left out with a warning).
+    pub actions: Vec<NoCodeAction>,
+}
+
+impl ExperimentalConfig {
+    /// Whether `action`'s type is switched on, and the switch's file key.
+    pub fn switch_for(&self, action: &NoCodeAction) -> (bool, &'static str) {
+        match action.kind {
+            NoCodeKind::Webhook { .. } => (self.webhook_custom_actions, "webhookCustomActions"),
+            NoCodeKind::UpdateRecord { .. } => (
+                self.update_record_custom_actions,
+                "updateRecordCustomActions",
+            ),
+        }
+    }
 }
 
 /// Where a setting's value came from, so that a message can point at it.
@@ -511,7 +530,7 @@ fn resolve(
     let actions = resolve_actions(&layers, &mut args, &mut file)?;
     let workflow_executor_url = resolve_workflow_executor_url(&layers, &mut args, &mut file)?;
     let audit_trail = resolve_audit_trail(&layers, &mut args, &mut file)?;
-    let experimental = resolve_experimental(&layers, &mut args, &mut file);
+    let experimental = resolve_experimental(&layers, &mut args, &mut file, &mut warnings)?;
     let platform = platform::resolve_platform(&layers, &mut args, &mut file)?;
     let login = login::resolve_login(&layers, &mut args.login, &mut file)?;
     let rate_limit = ratelimit::resolve_rate_limits(&layers, &mut args.rate_limit, &mut file)?;
@@ -1057,32 +1076,61 @@ fn resolve_experimental(
     layers: &Layers,
     args: &mut ServeArgs,
     file: &mut FileConfig,
-) -> ExperimentalConfig {
+    warnings: &mut Vec<Warning>,
+) -> Result<ExperimentalConfig, ConfigError> {
     let file_experimental = file.experimental.take().unwrap_or_default();
-    ExperimentalConfig {
-        webhook_custom_actions: value_or(
-            layers.pick(
-                args.experimental_webhook_custom_actions.take(),
-                (
-                    "--experimental-webhook-custom-actions",
-                    "CANOPY_EXPERIMENTAL_WEBHOOK_CUSTOM_ACTIONS",
-                ),
-                file_experimental.webhook_custom_actions,
+    let webhook_custom_actions = value_or(
+        layers.pick(
+            args.experimental_webhook_custom_actions.take(),
+            (
+                "--experimental-webhook-custom-actions",
+                "CANOPY_EXPERIMENTAL_WEBHOOK_CUSTOM_ACTIONS",
             ),
-            false,
+            file_experimental.webhook_custom_actions,
         ),
-        update_record_custom_actions: value_or(
-            layers.pick(
-                args.experimental_update_record_custom_actions.take(),
-                (
-                    "--experimental-update-record-custom-actions",
-                    "CANOPY_EXPERIMENTAL_UPDATE_RECORD_CUSTOM_ACTIONS",
-                ),
-                file_experimental.update_record_custom_actions,
+        false,
+    );
+    let update_record_custom_actions = value_or(
+        layers.pick(
+            args.experimental_update_record_custom_actions.take(),
+            (
+                "--experimental-update-record-custom-actions",
+                "CANOPY_EXPERIMENTAL_UPDATE_RECORD_CUSTOM_ACTIONS",
             ),
-            false,
+            file_experimental.update_record_custom_actions,
         ),
+        false,
+    );
+    let defined = no_code::resolve(std::mem::take(&mut file.no_code_actions)).map_err(
+        |(index, problem)| {
+            invalid(
+                format!("noCodeActions[{index}]"),
+                problem,
+                &layers.file_origin(),
+            )
+        },
+    )?;
+    // As in the agent, a type is served only when its switch is on.
+    let mut experimental = ExperimentalConfig {
+        webhook_custom_actions,
+        update_record_custom_actions,
+        actions: Vec::new(),
+    };
+    for action in defined {
+        match experimental.switch_for(&action) {
+            (true, _) => experimental.actions.push(action),
+            (false, switch) => warnings.push(Warning {
+                key: "noCodeActions",
+                message: format!(
+                    "the {} action '{}' of '{}' is not served: turn on experimental.{switch}",
+                    action.type_name(),
+                    action.name,
+                    action.collection
+                ),
+            }),
+        }
     }
+    Ok(experimental)
 }
 
 /// The file's `databaseUrl` or `[[datasources]]`, under `--database-url`.

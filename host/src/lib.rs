@@ -54,6 +54,7 @@ pub mod datasource;
 pub mod http;
 pub mod logging;
 pub mod mcp;
+pub mod no_code;
 pub mod ops;
 pub mod platform;
 pub mod plugins;

@@ -22,6 +22,7 @@ pub mod dashboard;
 mod error;
 pub mod export;
 pub mod logs;
+pub mod no_code;
 pub mod notes;
 pub mod permission;
 pub mod records;
@@ -67,6 +68,9 @@ pub struct Ops {
     pub plugin_names: Arc<BTreeSet<String>>,
     /// `[[dashboard.chart]]`: the charts of the console's dashboards (`dashboard`).
     pub dashboard: Arc<Vec<crate::config::ChartDefinition>>,
+    /// `experimental`: the config file's no-code actions and the switches of each type
+    /// (`no_code`).
+    pub no_code: Arc<crate::config::ExperimentalConfig>,
 }
 
 impl Ops {
@@ -84,6 +88,7 @@ impl Ops {
             workflow_steps: Arc::default(),
             plugin_names: Arc::default(),
             dashboard: Arc::default(),
+            no_code: Arc::default(),
         }
     }
 

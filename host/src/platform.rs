@@ -14,6 +14,7 @@ pub mod declarative;
 pub mod documents;
 pub mod listing;
 pub mod login;
+pub mod no_code;
 pub mod notes;
 pub mod oauth;
 pub mod password;

@@ -36,6 +36,11 @@ struct Run {
 }
 
 fn run_script(script: &str) -> Run {
+    run_script_with(script, &[])
+}
+
+/// [`run_script`] against a demo started with `demo_args` too.
+fn run_script_with(script: &str, demo_args: &[&str]) -> Run {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     assert!(
         Path::new(&chromium).exists(),
@@ -55,7 +60,7 @@ fn run_script(script: &str) -> Run {
     }
     let dir = TempDir::new(&format!("console-{}", script.trim_end_matches(".mjs")));
     let port = free_port();
-    let (_server, printed) = start_demo(&dir.0, port, &[]);
+    let (_server, printed) = start_demo(&dir.0, port, demo_args);
     let origin = format!("http://127.0.0.1:{port}");
     let shots = root.join("docs/screenshots");
     std::fs::create_dir_all(&shots).unwrap();
@@ -251,7 +256,14 @@ fn console_collaboration_in_chromium() {
 
 #[test]
 fn console_administration_in_chromium() {
-    let run = run_script("admin.mjs");
+    // Both no-code switches on, for the "No-code actions" page.
+    let run = run_script_with(
+        "admin.mjs",
+        &[
+            "--experimental-webhook-custom-actions",
+            "--experimental-update-record-custom-actions",
+        ],
+    );
     run.audited(&[
         "admin-tokens",
         "admin-token-errors",
@@ -273,6 +285,9 @@ fn console_administration_in_chromium() {
         "admin-charts",
         "admin-charts-errors",
         "admin-phone-charts",
+        "admin-no-code",
+        "admin-no-code-error",
+        "admin-phone-no-code",
         "admin-phone-tokens",
         "admin-phone-users",
         "admin-phone-user-new",

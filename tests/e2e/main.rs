@@ -43,6 +43,7 @@ mod login_browser;
 mod login_oidc;
 mod mcp;
 mod mcp_edges;
+mod no_code;
 mod notes;
 mod notes_sanitize;
 mod openapi;

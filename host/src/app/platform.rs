@@ -76,9 +76,10 @@ impl Platform {
             }
             None => (
                 Arc::new(store.clone()),
-                Some(LianaServer::new(
+                Some(LianaServer::with_no_code_actions(
                     store.clone(),
                     config.auth.env_secret.expose(),
+                    config.experimental.clone(),
                 )),
                 None,
             ),

@@ -504,6 +504,14 @@ async fn build(
         .map_err(anyhow::Error::msg)
         .context("reading the plugins' workflow steps")?;
     let mut customizations = customizations;
+    customizations.extend(
+        crate::no_code::customizations(
+            &config.experimental.actions,
+            &crate::no_code::stored(&platform.store, &config.experimental).await,
+            base.schema(),
+        )
+        .map_err(anyhow::Error::msg)?,
+    );
     customizations.extend(record_change_hooks(base, platform).await);
     let stack = customize(
         config,
@@ -551,6 +559,7 @@ async fn build(
     state.mcp = platform.mcp.clone();
     state.workflow_steps = Arc::new(workflow_steps);
     state.dashboard = Arc::new(config.dashboard.clone());
+    state.no_code = Arc::new(config.experimental.clone());
     state.plugins = Arc::new(plugins.applications());
     state.reloader = Arc::clone(&platform.reloader);
     let state = Arc::new(state);

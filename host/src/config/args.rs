@@ -318,18 +318,20 @@ pub struct ServeArgs {
           require_equals = true, default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub audit_trail_critical: Option<bool>,
 
-    /// Experimental no-code webhook actions; incompatible with skipSchemaUpdate. Declares
-    /// `webhook-custom-actions` in the schema file's `meta.liana_features` and, as in the agent,
-    /// makes production rebuild the schema file instead of reading it; the actions themselves
-    /// have not landed yet. [default: false] [file key: experimental.webhookCustomActions]
+    /// Serve the config file's no-code webhook actions (`[[noCodeActions]]` with `type =
+    /// "webhook"`: post the selected records to a URL); incompatible with skipSchemaUpdate.
+    /// Declares `webhook-custom-actions` in the schema file's `meta.liana_features` and, as in
+    /// the agent, makes production rebuild the schema file instead of reading it.
+    /// [default: false] [file key: experimental.webhookCustomActions]
     #[arg(long, env = "CANOPY_EXPERIMENTAL_WEBHOOK_CUSTOM_ACTIONS", value_name = "BOOL",
           num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = BoolishValueParser::new())]
     pub experimental_webhook_custom_actions: Option<bool>,
 
-    /// Experimental no-code update-record actions; incompatible with skipSchemaUpdate. Declares
-    /// `update-record-actions` in the schema file's `meta.liana_features`; the actions themselves
-    /// have not landed yet. [default: false] [file key: experimental.updateRecordCustomActions]
+    /// Serve the config file's no-code update-record actions (`[[noCodeActions]]` with `type =
+    /// "update-record"`: set fixed values on the selected records); incompatible with
+    /// skipSchemaUpdate. Declares `update-record-actions` in the schema file's
+    /// `meta.liana_features`. [default: false] [file key: experimental.updateRecordCustomActions]
     #[arg(long, env = "CANOPY_EXPERIMENTAL_UPDATE_RECORD_CUSTOM_ACTIONS", value_name = "BOOL",
           num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = BoolishValueParser::new())]

@@ -42,6 +42,8 @@ pub struct FileConfig {
     pub workflow_executor_url: Option<String>,
     pub audit_trail: Option<FileAuditTrail>,
     pub experimental: Option<FileExperimental>,
+    #[serde(default)]
+    pub no_code_actions: Vec<super::no_code::FileNoCodeAction>,
     pub max_header_size: Option<Size>,
     pub headers_timeout_in_seconds: Option<u64>,
     pub keep_alive_timeout_in_seconds: Option<u64>,

@@ -1,7 +1,7 @@
 //! The console's administration (issue 22, Part 2 §6), for admins: application tokens, the
 //! project's users, teams and roles, the rights of each role and the teams' scopes (the
-//! permission editor), the charts added to the dashboards, the workflows' webhooks, the plugins
-//! and the logs; and every user's own application tokens ("My tokens").
+//! permission editor), the charts added to the dashboards, the no-code actions, the workflows'
+//! webhooks, the plugins and the logs; and every user's own application tokens ("My tokens").
 //!
 //! Each page reads and writes through the operations layer (`ops::tokens`, `ops::users`,
 //! `ops::rights`, `ops::logs`; the workflow engine's trigger store for webhooks) as the
@@ -13,6 +13,7 @@ mod charts;
 mod conditions;
 mod groups;
 mod logs;
+mod no_code;
 mod permissions;
 mod plugins;
 mod tokens;
@@ -64,6 +65,8 @@ pub fn routes() -> Router<SharedState> {
         .route("/admin/charts", get(charts::list).post(charts::save))
         .route("/admin/charts/preview", post(charts::preview))
         .route("/admin/charts/{id}/remove", post(charts::remove))
+        .route("/admin/actions", get(no_code::list).post(no_code::add))
+        .route("/admin/actions/{id}/remove", post(no_code::remove))
         .route("/admin/workflows", get(workflows::list))
         .route(
             "/admin/workflows/{id}/webhook/{change}",
@@ -94,6 +97,7 @@ fn tabs(base: &str, current: &str) -> Vec<Tab> {
         ("Teams & roles", "groups"),
         ("Permissions", "permissions"),
         ("Charts", "charts"),
+        ("No-code actions", "actions"),
         ("Workflows", "workflows"),
         ("Plugins", "plugins"),
         ("Logs", "logs"),

@@ -69,6 +69,9 @@ pub struct LianaServer {
     /// `true` once the server stops: event streams end, so that the graceful shutdown (which
     /// waits for every response to finish) is not held by a stream meant to stay open.
     closing: watch::Sender<bool>,
+    /// `GET /liana/model-customizations`: the no-code actions of this server's config file and
+    /// the switches that gate those added from the console.
+    no_code: crate::config::ExperimentalConfig,
 }
 
 /// What tells a change: this process's generation and the store's newest admin log id.
@@ -92,6 +95,16 @@ impl std::fmt::Debug for LianaServer {
 impl LianaServer {
     /// Serves `store`'s environment to the agents presenting `env_secret`.
     pub fn new(store: Store, env_secret: &str) -> Arc<Self> {
+        Self::with_no_code_actions(store, env_secret, Default::default())
+    }
+
+    /// [`Self::new`], handing the no-code actions of `no_code` (and those the console added, of
+    /// the types it switches on) to the agents.
+    pub fn with_no_code_actions(
+        store: Store,
+        env_secret: &str,
+        no_code: crate::config::ExperimentalConfig,
+    ) -> Arc<Self> {
         Arc::new(Self {
             store,
             env_secret: env_secret.to_owned(),
@@ -99,6 +112,7 @@ impl LianaServer {
             poller: OnceLock::new(),
             seen: tokio::sync::Mutex::new(None),
             closing: watch::Sender::new(false),
+            no_code,
         })
     }
 
@@ -332,8 +346,14 @@ async fn model_customizations(
     if let Some(refused) = server.refusal(&headers) {
         return refused;
     }
-    // Canopy has no no-code customizations to hand out.
-    super::json(&json!([]))
+    let mut actions = server.no_code.actions.clone();
+    actions.extend(
+        crate::no_code::stored(&server.store, &server.no_code)
+            .await
+            .into_iter()
+            .map(|(_, action)| action),
+    );
+    super::json(&crate::no_code::model_customizations(&actions))
 }
 
 async fn forest_schema(State(server): State<Arc<LianaServer>>, headers: HeaderMap) -> Response {

@@ -396,6 +396,40 @@ try {
   await page.goto(`${origin}/console/`);
   check(await page.locator('li.chart-card', { hasText: 'Customers (added to home)' }).count() === 0, 'and gone from the home dashboard');
 
+  // ----- no-code actions (the demo runs with both experimental switches on) -------------------
+  await page.goto(`${origin}/console/admin/actions`);
+  check(await page.isVisible('.empty:has-text("No no-code action yet")'), 'no action yet, the page says what to do');
+  await audit(page, 'admin-no-code');
+  // A value of the wrong type is refused, naming the field; what was typed stays; nothing added.
+  await page.selectOption('#n-collection', 'orders');
+  await page.fill('#n-name', 'Mark as shipped');
+  await page.selectOption('#n-type', 'update-record');
+  await page.selectOption('#n-scope', 'bulk');
+  await page.fill('#n-fields', 'total = lots');
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Add the action")')]);
+  check(/wrong type for "total"/.test(await page.textContent('[role=alert]')), `a wrong value is refused: ${await page.textContent('main')}`);
+  check(await page.inputValue('#n-name') === 'Mark as shipped', 'the name typed stays');
+  check(await page.locator('table.no-code-actions').count() === 0, 'nothing was added');
+  await audit(page, 'admin-no-code-error');
+  await page.fill('#n-fields', 'status = shipped');
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Add the action")')]);
+  check(/Added/.test(await page.textContent('.notice')), `the action is added: ${await page.textContent('main')}`);
+  const noCodeRow = page.locator('table.no-code-actions tbody tr', { hasText: 'Mark as shipped' });
+  check((await noCodeRow.textContent()).includes('status = "shipped"'), 'listed with what it sets');
+  // Served at once: in an order's actions, and it writes when run.
+  await page.goto(`${origin}/console/c/orders`);
+  await Promise.all([page.waitForNavigation(), page.click('table tbody tr:first-child a:text-is("Open")')]);
+  await Promise.all([page.waitForNavigation(), page.click('.actions-bar a:text-is("Mark as shipped")')]);
+  await Promise.all([page.waitForNavigation(), page.click('main form button[type=submit]')]);
+  check(/Success/.test(await page.textContent('main')), `the action ran: ${await page.textContent('main')}`);
+  // Removed: gone from the list and from the orders' actions.
+  await page.goto(`${origin}/console/admin/actions`);
+  await Promise.all([page.waitForNavigation(), page.locator('table.no-code-actions tbody tr', { hasText: 'Mark as shipped' }).locator('button:has-text("Remove")').click()]);
+  check(/Removed/.test(await page.textContent('.notice')), 'the action is removed');
+  await page.goto(`${origin}/console/c/orders`);
+  await Promise.all([page.waitForNavigation(), page.click('table tbody tr:first-child a:text-is("Open")')]);
+  check(await page.locator('.actions-bar a:text-is("Mark as shipped")').count() === 0, 'and gone from the orders');
+
   // ----- workflows -----------------------------------------------------------------------------
   await page.goto(`${origin}/console/admin/workflows`);
   check(page.url().endsWith('/console/admin/workflows'), `the workflows tab: ${page.url()}`);
@@ -465,6 +499,7 @@ try {
     ['groups', '/console/admin/groups'],
     ['permissions', `/console/admin/permissions?role=${supportId}`],
     ['charts', '/console/admin/charts'],
+    ['no-code', '/console/admin/actions'],
     ['action-rights', `/console/admin/permissions/${supportId}/actions/customers/Mark%20as%20VIP`],
     ['scope', `/console/admin/scopes?team=${shippingId}&collection=orders`],
     ['workflows', '/console/admin/workflows'],
@@ -493,7 +528,7 @@ try {
   await signOut(page);
   await signIn(page, 'editor@canopy.local', 'canopy-demo-editor');
   check(await page.locator('nav.side a', { hasText: 'Administration' }).count() === 0, 'no Administration place for the editor');
-  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/users/new', '/console/admin/users/1/remove', '/console/admin/groups', '/console/admin/scopes?team=1&collection=orders', '/console/admin/charts', '/console/admin/permissions', '/console/admin/workflows', '/console/admin/logs', '/console/admin/plugins']) {
+  for (const path of ['/console/admin/tokens', '/console/admin/users', '/console/admin/users/1', '/console/admin/users/new', '/console/admin/users/1/remove', '/console/admin/groups', '/console/admin/scopes?team=1&collection=orders', '/console/admin/charts', '/console/admin/actions', '/console/admin/permissions', '/console/admin/workflows', '/console/admin/logs', '/console/admin/plugins']) {
     const answer = await page.goto(`${origin}${path}`);
     check(answer.status() === 403, `${path} is refused to the editor: ${answer.status()}`);
     check(/do not have the right/.test(await page.textContent('[role=alert]')), `${path} says why`);
