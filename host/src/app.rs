@@ -68,6 +68,10 @@ pub async fn prepare(config: Config) -> anyhow::Result<Ready> {
         &config.platform.state_url,
     );
     let retention = config.platform.activity_retention;
+    let stopping = Stopping {
+        drain_delay: config.http.drain_delay,
+        grace: config.http.shutdown_grace,
+    };
     let base: Arc<dyn DataSource> = Arc::new(connect(&config).await?);
     let served = Arc::new(Served::start(config, base).await?);
     Ok(Ready {
@@ -75,7 +79,17 @@ pub async fn prepare(config: Config) -> anyhow::Result<Ready> {
         limits,
         engine,
         retention,
+        stopping,
     })
+}
+
+/// How the instance stops on its shutdown signal (SIGTERM): `/readyz` fails for `drain_delay`
+/// while connections are still accepted, then the listener closes and the requests in flight
+/// have `grace` to finish.
+#[derive(Debug, Clone, Copy)]
+struct Stopping {
+    drain_delay: std::time::Duration,
+    grace: std::time::Duration,
 }
 
 /// A stack ready to serve: [`prepare`] succeeded.
@@ -87,6 +101,8 @@ pub struct Ready {
     engine: crate::workflows::engine::EngineSettings,
     /// What the activity log keeps (`activityLogRetentionDays`, `activityLogMaxRows`).
     retention: crate::platform::activity::Retention,
+    /// The drain and grace periods of the shutdown.
+    stopping: Stopping,
 }
 
 impl Ready {
@@ -122,8 +138,25 @@ impl Ready {
                 self.engine.clone(),
             )
         });
+        // The drain: `/readyz` fails first, so that a balancer stops routing here while the
+        // listener still accepts; then the listener closes and the grace period starts.
+        let stopping = self.stopping;
+        let (closing, closed) = tokio::sync::oneshot::channel::<()>();
         let shutdown = async move {
             shutdown.await;
+            platform.lifecycle.drain();
+            if !stopping.drain_delay.is_zero() {
+                tracing::info!(
+                    seconds = stopping.drain_delay.as_secs(),
+                    "draining: still accepting while load balancers notice"
+                );
+                tokio::time::sleep(stopping.drain_delay).await;
+            }
+            tracing::info!(
+                grace_seconds = stopping.grace.as_secs(),
+                "listener closed: finishing requests in flight"
+            );
+            let _ = closing.send(());
             platform.close_event_streams();
         };
         // Cron schedules of workflows fire while this process serves.
@@ -148,7 +181,22 @@ impl Ready {
             self.retention,
             crate::platform::activity::PruneSchedule::default(),
         );
-        crate::http::server::serve(listener, served.router(), self.limits, shutdown).await;
+        let server = crate::http::server::serve(listener, served.router(), self.limits, shutdown);
+        let grace_over = async {
+            // Only once the listener closed; an error means the server is already done.
+            if closed.await.is_ok() {
+                tokio::time::sleep(stopping.grace).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = server => {}
+            () = grace_over => tracing::warn!(
+                grace_seconds = stopping.grace.as_secs(),
+                "the shutdown grace period is over: requests still in flight are cut"
+            ),
+        }
         // Requests are done; the workers finish their current step and give their runs back.
         if let Some(engine) = engine {
             engine.stop().await;

@@ -177,6 +177,14 @@ pub struct HttpConfig {
     pub headers_timeout: Duration,
     /// `keepAliveTimeoutInSeconds`: time an idle connection stays open after its last response.
     pub keep_alive_timeout: Duration,
+    /// `bodyTimeoutInSeconds`: time a request has to deliver its whole body.
+    pub body_timeout: Duration,
+    /// `drainDelayInSeconds`: on SIGTERM, time `/readyz` fails before the listener closes.
+    pub drain_delay: Duration,
+    /// `shutdownGraceInSeconds`: on SIGTERM, time requests in flight have to finish.
+    pub shutdown_grace: Duration,
+    /// `metricsToken`: the bearer token `GET /metrics` requires, if any.
+    pub metrics_token: Option<Secret>,
     /// `maxPageSize`: the largest `page[size]` of a list; larger ones are answered 400.
     pub max_page_size: u64,
     /// `corsAllowedOrigins`: the origins whose browser requests may carry credentials (`*`: any).
@@ -196,6 +204,10 @@ impl Default for HttpConfig {
             max_header_size: usize::try_from(DEFAULT_MAX_HEADER_SIZE).unwrap_or(usize::MAX),
             headers_timeout: Duration::from_secs(DEFAULT_HEADERS_TIMEOUT_SECONDS),
             keep_alive_timeout: Duration::from_secs(DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS),
+            body_timeout: Duration::from_secs(limits::DEFAULT_BODY_TIMEOUT_SECONDS),
+            drain_delay: Duration::from_secs(limits::DEFAULT_DRAIN_DELAY_SECONDS),
+            shutdown_grace: Duration::from_secs(limits::DEFAULT_SHUTDOWN_GRACE_SECONDS),
+            metrics_token: None,
             max_page_size: DEFAULT_MAX_PAGE_SIZE,
             cors_allowed_origins: DEFAULT_CORS_ALLOWED_ORIGINS
                 .iter()
@@ -524,6 +536,9 @@ fn resolve(
     http.max_header_size = limits.max_header_size;
     http.headers_timeout = limits.headers_timeout;
     http.keep_alive_timeout = limits.keep_alive_timeout;
+    http.body_timeout = limits.body_timeout;
+    http.drain_delay = limits.drain_delay;
+    http.shutdown_grace = limits.shutdown_grace;
     http.max_page_size = limits.max_page_size;
     http.cors_allowed_origins = limits.cors_allowed_origins;
     let permissions = resolve_permissions(&layers, &mut args, &mut file, &mut warnings);
@@ -868,6 +883,21 @@ fn resolve_http(
         ),
         limit_export_size,
         customize_error_message,
+        metrics_token: match layers.pick(
+            args.metrics_token.take(),
+            ("--metrics-token", "CANOPY_METRICS_TOKEN"),
+            file.metrics_token.take(),
+        ) {
+            // A short token is guessable: the metrics name plugins and traffic.
+            Some(token) if token.value.len() < 16 => {
+                return Err(invalid(
+                    "metricsToken",
+                    "must be at least 16 characters",
+                    &token.origin,
+                ));
+            }
+            token => token.map(|t| Secret(t.value)),
+        },
         // Set by `resolve` from the limits.
         ..HttpConfig::default()
     })

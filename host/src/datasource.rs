@@ -135,4 +135,18 @@ pub trait DataSource: Send + Sync {
     ) -> Result<ChartResult> {
         Err(Error::validation(format!("Chart '{name}' is not defined")))
     }
+
+    /// The connection pools this datasource reads through, named: `/readyz` pings each, and
+    /// `/metrics` shows their use. None for a datasource without a database of its own.
+    fn pools(&self) -> Vec<NamedPool> {
+        Vec::new()
+    }
+}
+
+/// A database connection pool under a datasource, by the name operators know it by (the
+/// datasource's `connectionName`, else its driver).
+#[derive(Debug, Clone)]
+pub struct NamedPool {
+    pub name: String,
+    pub pool: sql::Pool,
 }

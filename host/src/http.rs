@@ -17,6 +17,7 @@ mod capabilities;
 pub(crate) mod collection;
 pub mod error;
 pub mod executor;
+mod health;
 mod healthcheck;
 pub mod liana;
 pub mod mcp;
@@ -176,6 +177,8 @@ pub fn router_with(state: SharedState, pages: Router) -> Router {
             .merge(pages)
             .fallback(error::not_found)
     };
+    // `/healthz`, `/readyz` and `/metrics` at the root, whatever else is served.
+    let routes = routes.merge(health::router().with_state(Arc::clone(&state)));
     let routes = liana::around(&state, routes);
     // Trimmed before routing, which layers added to `routes` itself would follow.
     let routes = tower::ServiceExt::map_request(routes, trim_trailing_slash);

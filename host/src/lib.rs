@@ -13,6 +13,8 @@
 //! - `console`: the browser console served at `/{prefix}/console` (sign-in, tables, records,
 //!   edit forms), over the same permission checks as the routes.
 //! - `logging`: text or JSON log lines on stderr, written by a background thread.
+//! - `health`, `metrics`: whether the instance should get traffic (`/readyz`, the drain on
+//!   SIGTERM) and its Prometheus metrics (`/metrics`); `http::health` serves them.
 //! - `customizer`: the decorator stack of customizations, in the Node agent's order.
 //! - `plugins`: WebAssembly components loaded from the plugin directory, implementing the
 //!   customizer's handlers.
@@ -51,9 +53,11 @@ pub mod config;
 pub mod console;
 pub mod customizer;
 pub mod datasource;
+pub mod health;
 pub mod http;
 pub mod logging;
 pub mod mcp;
+pub mod metrics;
 pub mod no_code;
 pub mod ops;
 pub mod platform;

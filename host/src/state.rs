@@ -64,6 +64,10 @@ pub struct AppState {
     pub plugins: Arc<Vec<Arc<crate::plugins::Plugin>>>,
     /// What rebuilds the generation (the console's reload button); unset over a bare stack.
     pub reloader: Reloader,
+    /// Serving or draining (`/readyz`), the same for every generation of the process.
+    pub lifecycle: Arc<crate::health::Lifecycle>,
+    /// The bearer token `/metrics` requires (`metricsToken`), if any.
+    pub metrics_token: Option<crate::config::Secret>,
 }
 
 /// Workflow step handlers by (plugin, handler name).
@@ -119,6 +123,8 @@ impl AppState {
             mcp: None,
             plugins: Arc::default(),
             reloader: Arc::default(),
+            lifecycle: Arc::default(),
+            metrics_token: http.metrics_token.clone(),
         }
     }
 

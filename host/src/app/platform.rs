@@ -52,6 +52,8 @@ pub struct Platform {
     pub mcp: Option<Arc<crate::mcp::Mcp>>,
     /// What rebuilds the generation, for the console's reload button: set when the server runs.
     pub reloader: crate::state::Reloader,
+    /// Serving or draining: `/readyz` of every generation reads it, SIGTERM sets it.
+    pub lifecycle: Arc<crate::health::Lifecycle>,
 }
 
 impl Platform {
@@ -67,6 +69,8 @@ impl Platform {
         .context("opening Canopy's store (--state-url)")?;
         // Changes made by `canopy users|permissions …` or another instance take effect here too.
         store.watch_changes(std::time::Duration::from_secs(2));
+        // On PostgreSQL, other instances' changes arrive at once through `LISTEN`.
+        store.listen_changes(&settings.state_url);
         // The store stays open in remote mode: it holds Canopy's own data (approvals, logs).
         let (source, liana, remote): (Arc<dyn PermissionSource>, _, _) = match &settings.server_url
         {
@@ -170,6 +174,7 @@ impl Platform {
             login: Arc::new(login),
             audit,
             reloader: Arc::default(),
+            lifecycle: Arc::default(),
         })
     }
 

@@ -562,6 +562,7 @@ async fn build(
     state.no_code = Arc::new(config.experimental.clone());
     state.plugins = Arc::new(plugins.applications());
     state.reloader = Arc::clone(&platform.reloader);
+    state.lifecycle = Arc::clone(&platform.lifecycle);
     let state = Arc::new(state);
     Ok(Built {
         // The browser console is served beside the data routes, composed here so that the two

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use quick_cache::sync::Cache;
 
 use crate::platform::tokens::{secret_hash, well_formed};
-use crate::platform::{self, Scope, Store, Token};
+use crate::platform::{self, PermissionSource as _, Scope, Store, Token};
 
 /// How long a verified token is trusted without reading the store again: the delay for a
 /// revocation made elsewhere (another instance, `canopy tokens revoke`) to reach this one.
@@ -47,6 +47,9 @@ pub struct VerifiedToken {
     token: Token,
     /// When the record was read from the store.
     read_at: Instant,
+    /// The store's generation then: a change to the permission model since (a revocation on
+    /// another instance announces itself at once on PostgreSQL) makes the record stale.
+    generation: u64,
     /// The last use recorded in the store (unix ms), to coalesce the writes.
     touched_at: AtomicI64,
 }
@@ -106,8 +109,13 @@ impl TokenVerifier {
         }
         let hash = secret_hash(presented);
         let now = chrono::Utc::now().timestamp_millis();
+        let generation = self.store.generation();
         let verified = match self.cache.get(&hash) {
-            Some(cached) if cached.read_at.elapsed() < self.ttl => cached,
+            Some(cached)
+                if cached.read_at.elapsed() < self.ttl && cached.generation == generation =>
+            {
+                cached
+            }
             _ => {
                 let Some(token) = self.store.token_by_secret_hash(&hash).await? else {
                     // Not cached: an unknown token is what a guesser sends, and guessers are
@@ -119,6 +127,7 @@ impl TokenVerifier {
                     touched_at: AtomicI64::new(token.last_used_at.unwrap_or(0)),
                     token,
                     read_at: Instant::now(),
+                    generation,
                 });
                 self.cache.insert(hash, Arc::clone(&verified));
                 verified

@@ -259,6 +259,34 @@ pub struct ServeArgs {
     )]
     pub keep_alive_timeout_in_seconds: Option<u64>,
 
+    /// Time a request has to deliver its whole body, counted from its head; a client that
+    /// dribbles a body is answered 408 and closed, as Node's `requestTimeout` does.
+    /// [default: 300] [file key: bodyTimeoutInSeconds]
+    #[arg(long, env = "CANOPY_BODY_TIMEOUT_IN_SECONDS", value_name = "SECONDS")]
+    pub body_timeout_in_seconds: Option<u64>,
+
+    /// On SIGTERM, time `/readyz` answers 503 while the server still accepts connections, so
+    /// that a load balancer stops sending requests here first; then the listener closes. Set it
+    /// above the balancer's health-check interval. [default: 0] [file key: drainDelayInSeconds]
+    #[arg(long, env = "CANOPY_DRAIN_DELAY_IN_SECONDS", value_name = "SECONDS")]
+    pub drain_delay_in_seconds: Option<u64>,
+
+    /// On SIGTERM, time requests in flight have to finish once the listener is closed; the
+    /// process then exits, cutting those left. [default: 30] [file key: shutdownGraceInSeconds]
+    #[arg(long, env = "CANOPY_SHUTDOWN_GRACE_IN_SECONDS", value_name = "SECONDS")]
+    pub shutdown_grace_in_seconds: Option<u64>,
+
+    /// Bearer token that `GET /metrics` requires (`Authorization: Bearer <token>`). Unset, the
+    /// metrics are open to whoever reaches the port: keep it off the public route of the load
+    /// balancer. [file key: metricsToken]
+    #[arg(
+        long,
+        env = "CANOPY_METRICS_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub metrics_token: Option<String>,
+
     /// Largest `page[size]` of a list (records and related records); a larger page is answered
     /// 400 instead of reading a whole table at once. [default: 1000] [file key: maxPageSize]
     #[arg(long, env = "CANOPY_MAX_PAGE_SIZE", value_name = "COUNT")]

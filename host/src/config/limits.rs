@@ -14,6 +14,13 @@ pub const DEFAULT_MAX_HEADER_SIZE: u64 = 16 * 1024;
 pub const DEFAULT_HEADERS_TIMEOUT_SECONDS: u64 = 30;
 /// Node's `keepAliveTimeout` default.
 pub const DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS: u64 = 5;
+/// Node's `requestTimeout` default: the time a whole request, body included, may take to arrive.
+pub const DEFAULT_BODY_TIMEOUT_SECONDS: u64 = 300;
+/// Stop at once by default (development, tests); behind a load balancer, set it above the
+/// balancer's health-check interval so that it stops routing here before the listener closes.
+pub const DEFAULT_DRAIN_DELAY_SECONDS: u64 = 0;
+/// Kubernetes' `terminationGracePeriodSeconds` default: requests in flight get this long.
+pub const DEFAULT_SHUTDOWN_GRACE_SECONDS: u64 = 30;
 /// Ten times the largest page the Forest UI asks for.
 pub const DEFAULT_MAX_PAGE_SIZE: u64 = 1000;
 /// The Forest Admin application, the one browser client of the agent's routes.
@@ -30,6 +37,9 @@ pub(super) struct Limits {
     pub max_header_size: usize,
     pub headers_timeout: Duration,
     pub keep_alive_timeout: Duration,
+    pub body_timeout: Duration,
+    pub drain_delay: Duration,
+    pub shutdown_grace: Duration,
     pub max_page_size: u64,
     pub cors_allowed_origins: Vec<String>,
     pub native_query_timeout: Duration,
@@ -81,6 +91,39 @@ pub(super) fn resolve_limits(
             file.keep_alive_timeout_in_seconds.take(),
         ),
         DEFAULT_KEEP_ALIVE_TIMEOUT_SECONDS,
+    )?;
+    let body_timeout = seconds(
+        "bodyTimeoutInSeconds",
+        layers.pick(
+            args.body_timeout_in_seconds.take(),
+            (
+                "--body-timeout-in-seconds",
+                "CANOPY_BODY_TIMEOUT_IN_SECONDS",
+            ),
+            file.body_timeout_in_seconds.take(),
+        ),
+        DEFAULT_BODY_TIMEOUT_SECONDS,
+    )?;
+    // 0 is a valid delay: stop accepting as soon as the signal arrives.
+    let drain_delay = Duration::from_secs(value_or(
+        layers.pick(
+            args.drain_delay_in_seconds.take(),
+            ("--drain-delay-in-seconds", "CANOPY_DRAIN_DELAY_IN_SECONDS"),
+            file.drain_delay_in_seconds.take(),
+        ),
+        DEFAULT_DRAIN_DELAY_SECONDS,
+    ));
+    let shutdown_grace = seconds(
+        "shutdownGraceInSeconds",
+        layers.pick(
+            args.shutdown_grace_in_seconds.take(),
+            (
+                "--shutdown-grace-in-seconds",
+                "CANOPY_SHUTDOWN_GRACE_IN_SECONDS",
+            ),
+            file.shutdown_grace_in_seconds.take(),
+        ),
+        DEFAULT_SHUTDOWN_GRACE_SECONDS,
     )?;
     let native_query_timeout = seconds(
         "nativeQueryTimeoutInSeconds",
@@ -134,6 +177,9 @@ pub(super) fn resolve_limits(
         max_header_size: usize::try_from(max_header_size).unwrap_or(usize::MAX),
         headers_timeout,
         keep_alive_timeout,
+        body_timeout,
+        drain_delay,
+        shutdown_grace,
         max_page_size,
         cors_allowed_origins,
         native_query_timeout,

@@ -472,6 +472,10 @@ impl DataSource for Layer {
         self.child.native_query_connections()
     }
 
+    fn pools(&self) -> Vec<crate::datasource::NamedPool> {
+        self.child.pools()
+    }
+
     async fn native_query(
         &self,
         caller: &Caller,

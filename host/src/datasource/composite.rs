@@ -86,4 +86,19 @@ impl DataSource for CompositeDataSource {
             .native_query(caller, connection, query, variables)
             .await
     }
+
+    /// Every source's pools; a name already taken (two unnamed datasources on one driver) gets
+    /// the source's position, so that each pool has its own metrics.
+    fn pools(&self) -> Vec<crate::datasource::NamedPool> {
+        let mut out: Vec<crate::datasource::NamedPool> = Vec::new();
+        for (index, source) in self.sources.iter().enumerate() {
+            for mut pool in source.pools() {
+                if out.iter().any(|p| p.name == pool.name) {
+                    pool.name = format!("{}#{index}", pool.name);
+                }
+                out.push(pool);
+            }
+        }
+        out
+    }
 }

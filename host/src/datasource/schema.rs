@@ -410,6 +410,23 @@ pub struct DataSourceSchema {
     pub charts: Vec<String>,
 }
 
+/// The most relations a field path may go through (`manager:manager:…:name`). A self-referencing
+/// relation would otherwise let one URL of a few kilobytes ask for a thousand joins; no screen
+/// of the Forest UI nests deeper than a few, and `typingsMaxDepth` defaults to 5.
+pub const MAX_RELATION_DEPTH: usize = 10;
+
+/// Refuses a field path through more than [`MAX_RELATION_DEPTH`] relations.
+pub fn check_relation_depth(path: &str) -> Result<()> {
+    let relations = path.bytes().filter(|b| *b == b':').count();
+    if relations > MAX_RELATION_DEPTH {
+        return Err(Error::validation(format!(
+            "The field path goes through {relations} relations; at most {MAX_RELATION_DEPTH} \
+             are allowed"
+        )));
+    }
+    Ok(())
+}
+
 impl DataSourceSchema {
     pub fn collection(&self, name: &str) -> Result<&CollectionSchema> {
         self.collections
@@ -424,6 +441,7 @@ impl DataSourceSchema {
         collection: &'a CollectionSchema,
         path: &str,
     ) -> Result<(&'a CollectionSchema, &'a ColumnSchema)> {
+        check_relation_depth(path)?;
         let mut current = collection;
         let mut segments = path.split(':').peekable();
         while let Some(segment) = segments.next() {

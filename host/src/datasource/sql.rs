@@ -70,6 +70,33 @@ fn pool_options<DB: sqlx::Database>(max_connections: u32) -> sqlx::pool::PoolOpt
 const IDLE_BEFORE_PING: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Pool {
+    /// The driver's name, as `/metrics` labels a pool without a connection name.
+    pub fn driver(&self) -> &'static str {
+        match self {
+            Self::Postgres(_) => "postgres",
+            Self::MySql(_) => "mysql",
+            Self::Sqlite(_) => "sqlite",
+        }
+    }
+
+    /// Connections open now, idle among them, and the most the pool opens.
+    pub fn usage(&self) -> (u32, usize, u32) {
+        match self {
+            Self::Postgres(p) => (p.size(), p.num_idle(), p.options().get_max_connections()),
+            Self::MySql(p) => (p.size(), p.num_idle(), p.options().get_max_connections()),
+            Self::Sqlite(p) => (p.size(), p.num_idle(), p.options().get_max_connections()),
+        }
+    }
+
+    /// One round trip (`SELECT 1`) on a pooled connection: the database answers.
+    pub async fn ping(&self) -> std::result::Result<(), sqlx::Error> {
+        match self {
+            Self::Postgres(p) => sqlx::query("SELECT 1").execute(p).await.map(drop),
+            Self::MySql(p) => sqlx::query("SELECT 1").execute(p).await.map(drop),
+            Self::Sqlite(p) => sqlx::query("SELECT 1").execute(p).await.map(drop),
+        }
+    }
+
     /// Opens a pool from a URL: `postgres://`, `postgresql://`, `mysql://`, `mariadb://`,
     /// `sqlite:` (a file path; `?mode=rwc` creates it).
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
@@ -380,5 +407,16 @@ impl DataSource for SqlDataSource {
             )));
         }
         native::run(&self.shared, &self.native, query, variables).await
+    }
+
+    fn pools(&self) -> Vec<super::NamedPool> {
+        let pool = self.shared.pool.clone();
+        vec![super::NamedPool {
+            name: self
+                .connection_name
+                .clone()
+                .unwrap_or_else(|| pool.driver().to_owned()),
+            pool,
+        }]
     }
 }

@@ -70,7 +70,13 @@ pub async fn request_log(
         "-".to_owned()
     };
     let status = response.status().as_u16();
-    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let elapsed = started.elapsed();
+    crate::metrics::metrics().http_request(
+        crate::metrics::route_family(&state.mount_path, &path),
+        status,
+        elapsed,
+    );
+    let duration_ms = elapsed.as_secs_f64() * 1000.0;
     // As the agent's logger: client errors at warn and server errors at error, so that a
     // `loggerLevel` of warn still shows failing requests.
     macro_rules! request_line {

@@ -50,6 +50,17 @@ pub enum Key {
     Address(IpAddr),
 }
 
+impl Key {
+    /// Which quota the key spends, as `/metrics` labels a refusal (never the key itself).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Token(_) => "token",
+            Self::User(_) => "user",
+            Self::Address(_) => "address",
+        }
+    }
+}
+
 /// One limiter with the numbers its headers show.
 struct Policy {
     name: &'static str,
@@ -244,6 +255,7 @@ pub async fn limit(State(state): State<SharedState>, mut request: Request, next:
     let decision = state.rate_limits.check(&key);
     let mut response = match decision.retry_after {
         Some(retry_after) => {
+            crate::metrics::metrics().rate_limited(key.kind());
             if let Key::Token(id) = &key {
                 tracing::info!(token = %id, retry_after, "public API: rate limited");
             }

@@ -8,6 +8,10 @@
 //! - **Header read timeout.** A connection must deliver a complete request head within
 //!   [`ServerLimits::headers_timeout`] of being opened (or of its previous response): a client that
 //!   connects and sends nothing, or dribbles its headers, is closed.
+//! - **Body timeout.** A request must deliver its whole body within
+//!   [`ServerLimits::body_timeout`] of its head, as Node's `requestTimeout` bounds a whole request:
+//!   a client that dribbles a body is answered `408 Request Timeout` and its connection closed,
+//!   instead of holding a handler (and a database connection behind it) for as long as it likes.
 //! - **Keep-alive timeout.** A connection with no request in progress for
 //!   [`ServerLimits::keep_alive_timeout`] after its last response is closed, as Node's
 //!   `keepAliveTimeout` does.
@@ -21,7 +25,7 @@ use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -45,6 +49,8 @@ pub struct ServerLimits {
     pub headers_timeout: Duration,
     /// Time an idle connection stays open after its last response.
     pub keep_alive_timeout: Duration,
+    /// Time a request has to deliver its whole body, from its head.
+    pub body_timeout: Duration,
 }
 
 impl ServerLimits {
@@ -54,6 +60,7 @@ impl ServerLimits {
             max_header_size: http.max_header_size,
             headers_timeout: http.headers_timeout,
             keep_alive_timeout: http.keep_alive_timeout,
+            body_timeout: http.body_timeout,
         }
     }
 }
@@ -114,6 +121,7 @@ async fn connection(
         router,
         activity: Arc::clone(&activity),
         peer,
+        body_timeout: limits.body_timeout,
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -200,6 +208,8 @@ struct Tracked {
     /// The client's address, handed to handlers as axum's `ConnectInfo` (IP whitelist, sign-in
     /// rate limits).
     peer: SocketAddr,
+    /// Time each request has to deliver its body.
+    body_timeout: Duration,
 }
 
 impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
@@ -210,12 +220,42 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.start();
         let router = self.router.clone();
-        let mut request = request.map(Body::new);
+        let expired = Arc::new(AtomicBool::new(false));
+        let deadline = Instant::now() + self.body_timeout;
+        let mut request = request.map(|body| {
+            Body::new(Deadline {
+                body,
+                deadline,
+                sleep: None,
+                expired: Arc::clone(&expired),
+            })
+        });
         request
             .extensions_mut()
             .insert(axum::extract::ConnectInfo(self.peer));
+        let timeout = self.body_timeout;
         Box::pin(async move {
             let response = router.oneshot(request).await;
+            // Whatever the handler made of the failed read (each extractor answers its own 400),
+            // the client is told the real reason, and the connection is not reused.
+            if expired.load(Ordering::Acquire) {
+                let mut response = crate::http::json_with(
+                    axum::http::StatusCode::REQUEST_TIMEOUT,
+                    &serde_json::json!({"errors": [{
+                        "name": "RequestTimeoutError",
+                        "detail": format!(
+                            "The request body did not arrive within {} s",
+                            timeout.as_secs()
+                        ),
+                        "status": 408,
+                    }]}),
+                );
+                response.headers_mut().insert(
+                    axum::http::header::CONNECTION,
+                    axum::http::HeaderValue::from_static("close"),
+                );
+                return Ok(response);
+            }
             // A streamed body (a CSV export) may take long after the head: the request stays in
             // progress until its last frame.
             Ok(response?.map(|body| {
@@ -225,6 +265,53 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
                 })
             }))
         })
+    }
+}
+
+/// A request body that must arrive whole by `deadline`: past it, the next read fails and
+/// `expired` says why. The timer is armed only when a read has to wait (a body already received,
+/// or none, costs nothing).
+struct Deadline {
+    body: Incoming,
+    deadline: Instant,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    expired: Arc<AtomicBool>,
+}
+
+impl HttpBody for Deadline {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, axum::BoxError>>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        match std::pin::Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Pending => {
+                let deadline = this.deadline;
+                let sleep = this
+                    .sleep
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                match sleep.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        this.expired.store(true, Ordering::Release);
+                        Poll::Ready(Some(Err("the request body timed out".into())))
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

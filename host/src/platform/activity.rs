@@ -475,6 +475,7 @@ impl ActivityLog {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::metrics().activity_dropped();
                 inner.unreported.fetch_add(1, Ordering::Relaxed);
                 let now = now_ms();
                 let last = inner.last_warning.load(Ordering::Relaxed);
@@ -490,6 +491,7 @@ impl ActivityLog {
             // The writer ended: only after the runtime shut down.
             Err(mpsc::error::TrySendError::Closed(_)) => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::metrics().activity_dropped();
                 tracing::warn!("activity log entry dropped: the writer has stopped");
             }
         }

@@ -231,6 +231,10 @@ pub struct Approval {
     pub outcome: Option<Json>,
 }
 
+/// The PostgreSQL channel on which committed admin log entries announce a change (payload: the
+/// project; migration 0020).
+const CHANGES_CHANNEL: &str = "canopy_changes";
+
 /// Milliseconds since the epoch, the store's one clock.
 pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -477,6 +481,71 @@ impl Store {
                 if now.is_some() && now != seen {
                     generation.fetch_add(1, Ordering::Release);
                     seen = now;
+                }
+            }
+        });
+    }
+
+    /// On a PostgreSQL store (`url`), bumps the generation as soon as any process on the store
+    /// commits a change to this project's permission model: the `canopy_changes` channel that
+    /// the admin log's trigger announces on (migration 0020). The poll of [`Store::watch_changes`]
+    /// stays as the backstop for a notification lost while the listening connection was down;
+    /// each reconnection bumps the generation once for the same reason. Ends with the last
+    /// clone of this store.
+    pub fn listen_changes(&self, url: &str) {
+        if self.dialect != Dialect::Postgres {
+            return;
+        }
+        let url = url.to_owned();
+        let project = self.project.clone();
+        let generation = Arc::downgrade(&self.generation);
+        tokio::spawn(async move {
+            let mut first = true;
+            loop {
+                let connected = async {
+                    let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
+                    listener.listen(CHANGES_CHANNEL).await?;
+                    Ok::<_, sqlx::Error>(listener)
+                };
+                let mut listener = match connected.await {
+                    Ok(listener) => listener,
+                    Err(error) => {
+                        tracing::warn!(%error, "listening for permission changes failed; retrying");
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        if generation.strong_count() == 0 {
+                            return;
+                        }
+                        continue;
+                    }
+                };
+                if !std::mem::take(&mut first) {
+                    // Whatever was announced while the connection was down.
+                    match generation.upgrade() {
+                        Some(generation) => generation.fetch_add(1, Ordering::Release),
+                        None => return,
+                    };
+                }
+                loop {
+                    // Wakes now and then to notice that the store is gone.
+                    match tokio::time::timeout(Duration::from_secs(30), listener.recv()).await {
+                        Ok(Ok(notification)) => {
+                            let Some(generation) = generation.upgrade() else {
+                                return;
+                            };
+                            if notification.payload() == project {
+                                generation.fetch_add(1, Ordering::Release);
+                            }
+                        }
+                        Ok(Err(error)) => {
+                            tracing::warn!(%error, "the permission changes listener stopped; reconnecting");
+                            break;
+                        }
+                        Err(_) => {
+                            if generation.strong_count() == 0 {
+                                return;
+                            }
+                        }
+                    }
                 }
             }
         });

@@ -71,6 +71,11 @@ impl Guard {
         }
     }
 
+    /// Whether the breaker is open now (its calls fail at once), for `/metrics`.
+    pub fn is_open(&self, now: Instant) -> bool {
+        self.breaker.open(now).is_some()
+    }
+
     /// Admits one call, or refuses it with the message of the request's error: at once when the
     /// breaker is open, after `queue_ms` when the plugin's calls stay at its limit.
     pub async fn enter(&self) -> Result<Entry<'_>, String> {

@@ -458,6 +458,11 @@ pub struct Plugin {
 }
 
 impl Plugin {
+    /// Whether the plugin's circuit breaker is open now.
+    pub fn breaker_open(&self) -> bool {
+        self.guard.is_open(tokio::time::Instant::now())
+    }
+
     /// Runs one request, in a warm pair for pure calls when one is idle, else in a fresh store. A
     /// guest error is the request's error; a trap (time, memory, panic) is a 500 naming the
     /// plugin; the store is dropped after any failure, so nothing of a failed call survives it.
@@ -476,6 +481,12 @@ impl Plugin {
                 Ok(entry) => Some(entry),
                 Err(message) => {
                     self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                    crate::metrics::metrics().plugin_call(
+                        &self.info.name,
+                        kind.as_str(),
+                        "refused",
+                        Duration::ZERO,
+                    );
                     return Err(Error::Plugin(message));
                 }
             }
@@ -546,6 +557,17 @@ impl Plugin {
             .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed)
             + elapsed.as_micros() as u64;
         let name = &self.info.name;
+        crate::metrics::metrics().plugin_call(
+            name,
+            kind.as_str(),
+            match &outcome {
+                Ok(Ok((_, Ok(_)))) => "ok",
+                Ok(Ok((_, Err(_)))) => "error",
+                Ok(Err(_)) => "trap",
+                Err(_) => "timeout",
+            },
+            elapsed,
+        );
         let what = match handler {
             Some(h) => format!("{} handler {h}", kind.as_str()),
             None => kind.as_str().to_owned(),

@@ -1,5 +1,5 @@
-//! The server's limits over a real socket: head size, header read timeout, keep-alive timeout,
-//! and graceful shutdown with a request in flight.
+//! The server's limits over a real socket: head size, header read timeout, body timeout,
+//! keep-alive timeout, and graceful shutdown with a request in flight.
 
 use std::time::Duration;
 
@@ -17,19 +17,27 @@ fn limits(headers: u64, keep_alive: u64) -> ServerLimits {
         max_header_size: 1024,
         headers_timeout: Duration::from_millis(headers),
         keep_alive_timeout: Duration::from_millis(keep_alive),
+        body_timeout: Duration::from_millis(400),
     }
 }
 
 /// A server on a free port: `/` answers at once, `/slow` after 600 ms. Returns its address and
 /// the sender that stops it, and the task that ends when it has stopped.
 async fn start(limits: ServerLimits) -> (String, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let router = Router::new().route("/", get(|| async { "ok" })).route(
-        "/slow",
-        get(|| async {
-            tokio::time::sleep(Duration::from_millis(600)).await;
-            "slow"
-        }),
-    );
+    let router = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                "slow"
+            }),
+        )
+        // Reads the whole body, as every JSON route does.
+        .route(
+            "/echo",
+            axum::routing::post(|body: axum::body::Bytes| async move { body.len().to_string() }),
+        );
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address").to_string();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -122,6 +130,38 @@ async fn a_connection_that_sends_no_complete_head_is_closed_after_the_headers_ti
         let waited = closed_after(stream).await;
         assert!(waited < Duration::from_secs(3), "{waited:?}");
     }
+}
+
+#[tokio::test]
+async fn a_body_that_does_not_arrive_within_the_body_timeout_is_answered_408() {
+    let (address, _stop, _task) = start(limits(10_000, 10_000)).await;
+    // A complete head announcing 100 bytes, then 10 of them, then nothing.
+    let mut slow = TcpStream::connect(&address).await.expect("connect");
+    slow.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
+        .await
+        .expect("write");
+    let started = Instant::now();
+    let answer = response(&mut slow).await.expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(answer.contains("did not arrive within"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A body sent at once is read whole.
+    let mut fast = TcpStream::connect(&address).await.expect("connect");
+    fast.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+        .await
+        .expect("write");
+    let answer = response(&mut fast).await.expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\n5"), "{answer}");
 }
 
 #[tokio::test]

@@ -490,6 +490,22 @@ impl Store {
         row.as_ref().map(run_from_row).transpose()
     }
 
+    /// The runs due now and waiting for a worker, and the time the oldest of them became due
+    /// (unix ms): the depth and age of the queue, for `/metrics`. Read from the same index as
+    /// [`Store::claim_run`].
+    pub async fn queue_depth(&self) -> Result<(i64, Option<i64>)> {
+        let row = sqlx::query(
+            "SELECT COUNT(*), MIN(available_at) FROM workflow_runs WHERE project = $1 \
+             AND environment = $2 AND state = 'queued' AND available_at <= $3",
+        )
+        .bind(self.project())
+        .bind(self.environment())
+        .bind(now_ms())
+        .fetch_one(self.pool())
+        .await?;
+        Ok((row.try_get(0)?, row.try_get(1)?))
+    }
+
     /// Extends `worker`'s lease on a run; `false` when it no longer holds it (aborted, reaped).
     pub(crate) async fn renew_lease(
         &self,

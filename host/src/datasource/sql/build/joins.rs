@@ -148,6 +148,7 @@ impl<'a> Joins<'a> {
 
     /// Resolves a field path to its source (joining as needed) and column.
     pub fn resolve(&mut self, path: &str) -> Result<(usize, &'a Column)> {
+        crate::datasource::schema::check_relation_depth(path)?;
         let segments: Vec<&str> = path.split(':').collect();
         let (field, relations) = segments
             .split_last()

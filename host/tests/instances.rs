@@ -1,0 +1,307 @@
+//! Three real `canopy serve` processes on one PostgreSQL store, behind a real HAProxy (Debian's
+//! package, installed by `.ci/run`) that routes on `/readyz`, all on loopback:
+//!
+//! - an application token revoked through one instance is refused by the other two within 1 s,
+//!   and so is a user disabled through the store (the admin log's trigger announces both on
+//!   `canopy_changes`, each instance `LISTEN`s);
+//! - SIGTERM to one instance under load through the balancer loses no request: the instance
+//!   fails `/readyz` while it still accepts, HAProxy stops routing to it, then it closes.
+//!
+//! Lives in the `canopy` package for `CARGO_BIN_EXE_canopy`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on unexpected errors"
+)]
+
+mod support;
+
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use canopy::platform::{Actor, NewToken, Scope, Store, UserChange};
+use support::{Server, TempDir, drop_postgres, free_port, fresh_postgres};
+
+const BIN: &str = env!("CARGO_BIN_EXE_canopy");
+const AUTH_SECRET: &str = "instances-auth-secret-of-the-test";
+const ENV_SECRET: &str = "6666666666666666666666666666666666666666666666666666666666666666";
+const ADMIN: &str = "admin@canopy.local";
+
+/// Starts `canopy serve` on `port` over `data` with its store at `state`.
+fn serve(data: &str, state: &str, dir: &Path, name: &str, port: u16) -> Server {
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .args(["--database-url", data, "--state-url", state])
+        .args(["--auth-secret", AUTH_SECRET, "--env-secret", ENV_SECRET])
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--log-level",
+            "warn",
+        ])
+        .args(["--project", "acme"])
+        .args(["--drain-delay-in-seconds", "2"])
+        .arg("--schema-path")
+        .arg(dir.join(format!("{name}-schema.json")))
+        .env("CANOPY_ADMIN_PASSWORD", "first-admin-password")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("Canopy is serving on"), "{name}: {line:?}");
+    Server(child)
+}
+
+/// HAProxy on `port` in front of `backends`, checking `/readyz` every 200 ms, retrying a
+/// request whose connection failed on another instance.
+fn haproxy(dir: &Path, port: u16, backends: &[u16]) -> Server {
+    let servers: String = backends
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("    server s{i} 127.0.0.1:{p} check\n"))
+        .collect();
+    let config = format!(
+        "global\n    maxconn 4096\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 30s\n    \
+         timeout server 30s\n    retries 3\n    option redispatch\n\
+         frontend front\n    bind 127.0.0.1:{port}\n    default_backend canopy\n\
+         backend canopy\n    balance roundrobin\n    option httpchk GET /readyz\n    \
+         http-check expect status 200\n    default-server inter 200ms fall 1 rise 1\n{servers}"
+    );
+    let path = dir.join("haproxy.cfg");
+    std::fs::write(&path, config).unwrap();
+    let binary = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("HAProxy is installed (.ci/run installs Debian's haproxy)");
+    let child: Child = Command::new(binary)
+        .arg("-db")
+        .arg("-f")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Server(child)
+}
+
+/// The status `GET url` answers with `authorization`.
+async fn status(client: &reqwest::Client, url: &str, authorization: &str) -> u16 {
+    client
+        .get(url)
+        .header("authorization", authorization)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Waits until `GET url` no longer answers 200 with `authorization`; how long it took.
+async fn refused_after(client: &reqwest::Client, url: &str, authorization: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        if status(client, url, authorization).await != 200 {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{url} still accepted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_on_one_postgres_store_behind_haproxy() {
+    let dir = TempDir::new("instances");
+    let data = format!("sqlite:{}?mode=rwc", dir.0.join("books.sqlite").display());
+    {
+        let pool = sqlx::SqlitePool::connect(&data).await.unwrap();
+        sqlx::query("CREATE TABLE books (id INTEGER PRIMARY KEY, title TEXT NOT NULL)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO books (title) VALUES ('Dune'), ('Emma')")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+    }
+    let state = fresh_postgres("instances").await;
+    let ports = [free_port(), free_port(), free_port()];
+    // One after the other: the first creates the first admin.
+    let mut instances: Vec<Server> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| serve(&data, &state, &dir.0, &format!("i{i}"), *port))
+        .collect();
+    let urls: Vec<String> = ports
+        .iter()
+        .map(|p| format!("http://127.0.0.1:{p}"))
+        .collect();
+    let client = reqwest::Client::new();
+
+    // An application token, used on every instance (each caches it).
+    let store = Store::open(&state, "acme", "production").await.unwrap();
+    let admin = store.user_by_email(ADMIN).await.unwrap().unwrap();
+    let (token, secret) = store
+        .create_token(
+            &Actor::System,
+            admin.id,
+            NewToken {
+                name: "instances".into(),
+                scopes: vec![Scope::All],
+                expires_at: None,
+            },
+        )
+        .await
+        .unwrap();
+    let bearer = format!("Bearer {}", secret.expose());
+    let tokens_path = "/v1/project/acme/tokens";
+    for url in &urls {
+        assert_eq!(
+            status(&client, &format!("{url}{tokens_path}"), &bearer).await,
+            200
+        );
+    }
+    // Revoked through the first instance: the other two refuse it within 1 s.
+    let revoked = client
+        .delete(format!("{}{tokens_path}/{}", urls[0], token.id))
+        .header("authorization", &bearer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 204);
+    for url in &urls[1..] {
+        let took = refused_after(&client, &format!("{url}{tokens_path}"), &bearer).await;
+        assert!(took < Duration::from_secs(1), "{url} took {took:?}");
+    }
+
+    // A user's session on the agent's routes, on every instance; disabling the user (here
+    // through the store, as `canopy users` does) reaches all three within 1 s.
+    let minted = Command::new(BIN)
+        .args(["token", "--email", ADMIN, "--auth-secret", AUTH_SECRET])
+        .args(["--state-url", &state, "--project", "acme"])
+        .output()
+        .unwrap();
+    assert!(
+        minted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&minted.stderr)
+    );
+    let session = format!(
+        "Bearer {}",
+        String::from_utf8(minted.stdout).unwrap().trim()
+    );
+    let books = "/forest/books?timezone=UTC&fields[books]=id,title";
+    for url in &urls {
+        assert_eq!(
+            status(&client, &format!("{url}{books}"), &session).await,
+            200
+        );
+    }
+    store
+        .update_user(
+            &Actor::System,
+            admin.id,
+            UserChange {
+                disabled: Some(true),
+                ..UserChange::default()
+            },
+        )
+        .await
+        .unwrap();
+    for url in &urls {
+        let took = refused_after(&client, &format!("{url}{books}"), &session).await;
+        assert!(took < Duration::from_secs(1), "{url} took {took:?}");
+    }
+    store
+        .update_user(
+            &Actor::System,
+            admin.id,
+            UserChange {
+                disabled: Some(false),
+                ..UserChange::default()
+            },
+        )
+        .await
+        .unwrap();
+
+    // Behind HAProxy: SIGTERM to one instance under load loses no request.
+    let front_port = free_port();
+    let _balancer = haproxy(&dir.0, front_port, &ports);
+    let front = format!("http://127.0.0.1:{front_port}{books}");
+    let started = Instant::now();
+    // HAProxy listens, then finds the instances ready.
+    while !client
+        .get(&front)
+        .header("authorization", &session)
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == 200)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "HAProxy does not route"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let answered = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let load_until = Instant::now() + Duration::from_secs(6);
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, front, session) = (client.clone(), front.clone(), session.clone());
+            let (answered, failed) = (Arc::clone(&answered), Arc::clone(&failed));
+            tokio::spawn(async move {
+                while Instant::now() < load_until {
+                    let ok = client
+                        .get(&front)
+                        .header("authorization", &session)
+                        .send()
+                        .await
+                        .is_ok_and(|r| r.status() == 200);
+                    let counter = if ok { &answered } else { &failed };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stopping = instances.remove(1);
+    let killed = Command::new("kill")
+        .args(["-TERM", &stopping.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let mut stopping = stopping;
+    let exited = stopping.0.wait().unwrap();
+    assert!(exited.success(), "{exited:?}");
+    let (answered, failed) = (
+        answered.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed),
+    );
+    assert!(answered > 100, "only {answered} requests answered");
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} requests failed",
+        answered + failed
+    );
+
+    drop(instances);
+    store.close().await;
+    drop_postgres(&state).await;
+}
