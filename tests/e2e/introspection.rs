@@ -618,7 +618,41 @@ async fn include_exclude_and_rename(backend: Backend) {
     );
 }
 
+/// A self-referencing relation can be followed 10 times in one path, not 11: a URL of a few
+/// kilobytes must not ask for a thousand joins.
+async fn relation_paths_are_capped_at_ten_relations(backend: Backend) {
+    let ddl =
+        "CREATE TABLE employees (id INT PRIMARY KEY, manager_id INT REFERENCES employees(id));
+        INSERT INTO employees (id, manager_id) VALUES (1, NULL);
+        INSERT INTO employees (id, manager_id) VALUES (2, 1);";
+    let (_db, ds) = served(backend, ddl).await;
+    let employees = ds.collection("employees").unwrap();
+    let path = |relations: usize| format!("{}id", "manager:".repeat(relations));
+    let list = |field: String| {
+        let employees = std::sync::Arc::clone(&employees);
+        async move {
+            employees
+                .list(
+                    &canopy_e2e::caller(),
+                    &canopy::datasource::Filter::default()
+                        .with_sort(canopy::datasource::Sort::asc(field.as_str())),
+                    &canopy::datasource::Projection::new(["id", field.as_str()]),
+                )
+                .await
+        }
+    };
+    let ten = list(path(10)).await.expect("10 relations are served");
+    assert_eq!(ten.len(), 2);
+    let error = list(path(11)).await.expect_err("11 relations are refused");
+    // Checked where the projection is read, before any SQL.
+    assert_eq!(
+        error.to_string(),
+        "Invalid projection: The field path goes through 11 relations; at most 10 are allowed"
+    );
+}
+
 on_all_backends!(
+    relation_paths_are_capped_at_ten_relations,
     composite_keys_and_junctions,
     relation_naming_examples,
     defaults_and_required_flags,

@@ -278,7 +278,7 @@ pub struct ServeArgs {
 
     /// Bearer token that `GET /metrics` requires (`Authorization: Bearer <token>`). Unset, the
     /// metrics are open to whoever reaches the port: keep it off the public route of the load
-    /// balancer. [file key: metricsToken]
+    /// balancer. [default: none] [file key: metricsToken]
     #[arg(
         long,
         env = "CANOPY_METRICS_TOKEN",

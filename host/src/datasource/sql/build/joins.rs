@@ -2,6 +2,9 @@
 //! (`"author"`, `"author->country"`), as the Node agent names them.
 
 use super::{ColumnRef, Ctx, Writer};
+
+/// The longest alias written as the relation path itself (PostgreSQL keeps 63 bytes).
+const MAX_ALIAS: usize = 60;
 use crate::datasource::error::{Error, Result};
 use crate::datasource::schema::{CollectionSchema, RelationSchema};
 use crate::datasource::sql::model::{Column, Table};
@@ -127,6 +130,17 @@ impl<'a> Joins<'a> {
         let parent_column = table_column(parent_source.table, parent_key)?;
         let child_column = table_column(table, child_key)?;
         let mut alias = path.replace(':', "->");
+        // PostgreSQL cuts identifiers at 63 bytes, so two deep paths with a common start would
+        // get the same alias (`manager->manager->…` eight relations deep); MySQL refuses table
+        // aliases past 64 characters. A long path keeps its start, for reading the SQL, and its
+        // source's position, which makes it unique.
+        if alias.len() > MAX_ALIAS {
+            let cut = (0..=MAX_ALIAS - 8)
+                .rev()
+                .find(|i| alias.is_char_boundary(*i))
+                .unwrap_or(0);
+            alias = format!("{}~{}", &alias[..cut], self.sources.len());
+        }
         // A relation named like the root table would shadow it; the Node naming rules prevent
         // this, but a hand-made schema might not.
         while self.sources.iter().any(|s| s.alias == alias) {
