@@ -124,6 +124,8 @@ impl Ready {
         // Signals are the binary's business, but SIGHUP only means something to the served
         // stack.
         served.reload_on_sighup();
+        // A reload asked of another instance on the same PostgreSQL store reloads this one too.
+        served.reload_on_announcement();
         if options.watch {
             served.reload_on_change();
         }

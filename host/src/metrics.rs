@@ -43,6 +43,7 @@ pub struct Metrics {
     runs_oldest_age: Gauge,
     activity_dropped: IntCounter,
     rate_limited: IntCounterVec,
+    reloads: IntCounterVec,
     draining: IntGauge,
 }
 
@@ -159,6 +160,12 @@ impl Metrics {
                 "Requests refused with 429 by a rate limit, by limit.",
                 &["limit"],
             ),
+            reloads: counter(
+                "canopy_reloads_total",
+                "Reloads of the plugins and the stack (asked here or announced by another \
+                 instance), by outcome (ok, failed: the previous generation kept serving).",
+                &["outcome"],
+            ),
             draining: registered(
                 &registry,
                 IntGauge::new(
@@ -200,6 +207,13 @@ impl Metrics {
     /// A request refused by the rate limit `limit`.
     pub fn rate_limited(&self, limit: &str) {
         self.rate_limited.with_label_values(&[limit]).inc();
+    }
+
+    /// A reload ended.
+    pub fn reloaded(&self, ok: bool) {
+        self.reloads
+            .with_label_values(&[if ok { "ok" } else { "failed" }])
+            .inc();
     }
 
     /// The text format of every metric, with the gauges of the served generation as `now`

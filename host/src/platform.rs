@@ -18,6 +18,7 @@ pub mod no_code;
 pub mod notes;
 pub mod oauth;
 pub mod password;
+pub mod rate_limits;
 pub mod remote;
 pub mod scope;
 pub mod server;

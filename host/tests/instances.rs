@@ -4,6 +4,9 @@
 //! - an application token revoked through one instance is refused by the other two within 1 s,
 //!   and so is a user disabled through the store (the admin log's trigger announces both on
 //!   `canopy_changes`, each instance `LISTEN`s);
+//! - the `/v1` rate limit of a token holds across the three (its state is in the store): 6
+//!   requests spread over them pass, the 7th is refused wherever it goes;
+//! - `canopy reload` asked of one instance reloads the other two within 1 s;
 //! - SIGTERM to one instance under load through the balancer loses no request: the instance
 //!   fails `/readyz` while it still accepts, HAProxy stops routing to it, then it closes.
 //!
@@ -45,6 +48,13 @@ fn serve(data: &str, state: &str, dir: &Path, name: &str, port: u16) -> Server {
         ])
         .args(["--project", "acme"])
         .args(["--drain-delay-in-seconds", "2"])
+        // Low enough to reach in a test; the per-address quota keeps its default.
+        .args([
+            "--api-rate-limit-per-minute",
+            "6",
+            "--api-rate-limit-burst",
+            "6",
+        ])
         .arg("--schema-path")
         .arg(dir.join(format!("{name}-schema.json")))
         .env("CANOPY_ADMIN_PASSWORD", "first-admin-password")
@@ -105,12 +115,20 @@ async fn status(client: &reqwest::Client, url: &str, authorization: &str) -> u16
         .as_u16()
 }
 
-/// Waits until `GET url` no longer answers 200 with `authorization`; how long it took.
-async fn refused_after(client: &reqwest::Client, url: &str, authorization: &str) -> Duration {
+/// Waits until `GET url` answers one of `refusals` instead of 200 with `authorization`; how
+/// long it took.
+async fn refused_after(
+    client: &reqwest::Client,
+    url: &str,
+    authorization: &str,
+    refusals: &[u16],
+) -> Duration {
     let started = Instant::now();
     loop {
-        if status(client, url, authorization).await != 200 {
-            return started.elapsed();
+        match status(client, url, authorization).await {
+            200 => {}
+            status if refusals.contains(&status) => return started.elapsed(),
+            other => panic!("{url} answered {other}"),
         }
         assert!(
             started.elapsed() < Duration::from_secs(10),
@@ -167,6 +185,72 @@ async fn three_instances_on_one_postgres_store_behind_haproxy() {
         .unwrap();
     let bearer = format!("Bearer {}", secret.expose());
     let tokens_path = "/v1/project/acme/tokens";
+
+    // One quota for the three: 6 requests of another token pass, spread over them; the next
+    // is refused by each.
+    let (_, quota_secret) = store
+        .create_token(
+            &Actor::System,
+            admin.id,
+            NewToken {
+                name: "quota".into(),
+                scopes: vec![Scope::All],
+                expires_at: None,
+            },
+        )
+        .await
+        .unwrap();
+    let quota = format!("Bearer {}", quota_secret.expose());
+    for i in 0..6 {
+        let url = format!("{}{tokens_path}", urls[i % 3]);
+        assert_eq!(status(&client, &url, &quota).await, 200, "request {i}");
+    }
+    for url in &urls {
+        let refused = client
+            .get(format!("{url}{tokens_path}"))
+            .header("authorization", &quota)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 429, "{url}");
+        assert_eq!(refused.headers()["x-ratelimit-remaining"], "0");
+        let retry: u64 = refused.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=10).contains(&retry), "{retry}");
+    }
+
+    // A reload asked of the first instance reaches the two others.
+    let reloaded = client
+        .post(format!("{}/_canopy/reload", urls[0]))
+        .bearer_auth(ENV_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reloaded.status(), 200);
+    let asked = Instant::now();
+    for url in &urls[1..] {
+        loop {
+            let metrics = client
+                .get(format!("{url}/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            if metrics.contains("canopy_reloads_total{outcome=\"ok\"} 1") {
+                break;
+            }
+            assert!(
+                asked.elapsed() < Duration::from_secs(1),
+                "{url} did not reload"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     for url in &urls {
         assert_eq!(
             status(&client, &format!("{url}{tokens_path}"), &bearer).await,
@@ -182,7 +266,7 @@ async fn three_instances_on_one_postgres_store_behind_haproxy() {
         .unwrap();
     assert_eq!(revoked.status(), 204);
     for url in &urls[1..] {
-        let took = refused_after(&client, &format!("{url}{tokens_path}"), &bearer).await;
+        let took = refused_after(&client, &format!("{url}{tokens_path}"), &bearer, &[401]).await;
         assert!(took < Duration::from_secs(1), "{url} took {took:?}");
     }
 
@@ -221,7 +305,7 @@ async fn three_instances_on_one_postgres_store_behind_haproxy() {
         .await
         .unwrap();
     for url in &urls {
-        let took = refused_after(&client, &format!("{url}{books}"), &session).await;
+        let took = refused_after(&client, &format!("{url}{books}"), &session, &[401, 403]).await;
         assert!(took < Duration::from_secs(1), "{url} took {took:?}");
     }
     store

@@ -166,7 +166,7 @@ impl Platform {
             triggers,
             activity,
             tokens: Arc::new(TokenVerifier::new(store.clone())),
-            rate_limits: Arc::new(RateLimits::new(&config.rate_limit)),
+            rate_limits: Arc::new(RateLimits::new(&config.rate_limit).shared_in(&store)),
             store,
             permissions: Arc::new(permissions),
             liana,

@@ -42,7 +42,14 @@ pub struct Served {
     me: std::sync::OnceLock<std::sync::Weak<Served>>,
     /// The background move of the last reload's quick plugins to Cranelift's code, if any.
     optimizing: Mutex<Option<tokio::task::JoinHandle<Optimized>>>,
+    /// This process among the instances sharing a PostgreSQL store: its own reload
+    /// announcements come back to it, and are ignored.
+    instance: uuid::Uuid,
 }
+
+/// The PostgreSQL channel on which an instance announces a reload asked of it (`canopy reload`,
+/// the console's button, SIGHUP), so that every instance of the environment reloads too.
+const RELOAD_CHANNEL: &str = "canopy_reload";
 
 /// How the background move of quickly compiled plugins to Cranelift's code ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +87,7 @@ impl Served {
             platform,
             me: std::sync::OnceLock::new(),
             optimizing: Mutex::new(None),
+            instance: uuid::Uuid::new_v4(),
         };
         // The first generation compiled with Cranelift; from now on a changed plugin serves on
         // Winch's code first (plugins::tiers).
@@ -205,11 +213,109 @@ const SETTLE: Duration = Duration::from_millis(250);
 
 #[async_trait]
 impl Reload for Served {
+    /// Reloads here, then asks the other instances on the same PostgreSQL store to reload too.
     async fn reload(&self) -> Result<ReloadReport, String> {
+        let report = self.reload_here().await;
+        if report.is_ok() {
+            self.announce_reload().await;
+        }
+        report
+    }
+}
+
+impl Served {
+    /// The environment's reload announcements: `project/environment/instance`.
+    fn reload_scope(&self) -> String {
+        format!(
+            "{}/{}",
+            self.platform.store.project(),
+            self.platform.store.environment()
+        )
+    }
+
+    /// On a PostgreSQL store, `NOTIFY`s the other instances of the environment (a failure is
+    /// logged: this instance did reload).
+    async fn announce_reload(&self) {
+        if self.platform.store.dialect() != crate::platform::store::Dialect::Postgres {
+            return;
+        }
+        let payload = format!("{}/{}", self.reload_scope(), self.instance);
+        let sent = sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(RELOAD_CHANNEL)
+            .bind(&payload)
+            .execute(self.platform.store.pool())
+            .await;
+        if let Err(error) = sent {
+            tracing::warn!(%error, "the other instances could not be told to reload");
+        }
+    }
+
+    /// On a PostgreSQL store, reloads whenever another instance of the environment announces
+    /// that it reloaded (without announcing again). Runs until the server is dropped.
+    pub fn reload_on_announcement(self: &Arc<Self>) {
+        let _ = self.me.set(Arc::downgrade(self));
+        if self.platform.store.dialect() != crate::platform::store::Dialect::Postgres {
+            return;
+        }
+        let url = self.config.platform.state_url.clone();
+        let scope = format!("{}/", self.reload_scope());
+        let mine = format!("{scope}{}", self.instance);
+        let served = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let connected = async {
+                    let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
+                    listener.listen(RELOAD_CHANNEL).await?;
+                    Ok::<_, sqlx::Error>(listener)
+                };
+                let mut listener = match connected.await {
+                    Ok(listener) => listener,
+                    Err(error) => {
+                        tracing::warn!(%error, "listening for reloads failed; retrying");
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        if served.strong_count() == 0 {
+                            return;
+                        }
+                        continue;
+                    }
+                };
+                loop {
+                    match tokio::time::timeout(Duration::from_secs(30), listener.recv()).await {
+                        Ok(Ok(notification)) => {
+                            let payload = notification.payload();
+                            if !payload.starts_with(&scope) || payload == mine {
+                                continue;
+                            }
+                            let Some(served) = served.upgrade() else {
+                                return;
+                            };
+                            tracing::info!("another instance reloaded: reloading");
+                            // The outcome is logged by `reload_here`.
+                            let _ = served.reload_here().await;
+                        }
+                        Ok(Err(error)) => {
+                            tracing::warn!(%error, "the reload listener stopped; reconnecting");
+                            break;
+                        }
+                        Err(_) => {
+                            if served.strong_count() == 0 {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Rebuilds the plugin set and the stack in this process only.
+    async fn reload_here(&self) -> Result<ReloadReport, String> {
         let _one_at_a_time = self.reloading.lock().await;
         // Read before the files are: a file changed during the load shows as a change later.
         let files = self.watched_files();
-        let report = self.reload_locked().await?;
+        let report = self.reload_locked().await;
+        crate::metrics::metrics().reloaded(report.is_ok());
+        let report = report?;
         if !report.quick.is_empty() {
             self.optimize_in_background(self.plugins().quick(), files);
         }

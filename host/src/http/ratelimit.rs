@@ -17,6 +17,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Request, State};
@@ -32,6 +33,8 @@ use super::SharedState;
 use super::caller::{VerifiedClaims, cookie_header};
 use super::platform::{Error, bearer_api_token, check_api_token};
 use crate::config::RateLimitConfig;
+use crate::platform::Store;
+use crate::platform::rate_limits::Spent;
 
 /// Keys a limiter holds before it forgets the ones back to a full quota.
 const MAX_KEYS: usize = 100_000;
@@ -51,6 +54,15 @@ pub enum Key {
 }
 
 impl Key {
+    /// The key as the store's shared limits name it (never shown to anyone).
+    fn stored(&self) -> String {
+        match self {
+            Self::Token(id) => format!("t:{id}"),
+            Self::User(id) => format!("u:{id}"),
+            Self::Address(ip) => format!("a:{ip}"),
+        }
+    }
+
     /// Which quota the key spends, as `/metrics` labels a refusal (never the key itself).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -117,6 +129,45 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// The decision for a request the store's shared limiter counted or refused (GCRA with the
+    /// same quota as `limiter`: the numbers and headers are the same as a local check's).
+    fn shared(&self, spent: Spent) -> Decision {
+        let interval = millis(self.interval);
+        let owed = Duration::from_millis(u64::try_from(spent.tat - spent.now).unwrap_or(0));
+        if spent.allowed {
+            // What is left of the burst: the tolerance not yet spent ahead, in requests.
+            let tolerance = interval.saturating_mul(i64::from(self.burst));
+            let left = (tolerance - (spent.tat - spent.now)).max(0) / interval.max(1);
+            Decision {
+                policy: self.name,
+                per_minute: self.per_minute,
+                limit: self.burst,
+                remaining: u32::try_from(left).unwrap_or(0),
+                reset_after: ceil_secs(owed),
+                retry_after: None,
+            }
+        } else {
+            let tolerance = interval.saturating_mul(i64::from(self.burst) - 1);
+            let wait = Duration::from_millis(
+                u64::try_from(spent.tat - tolerance - spent.now).unwrap_or(0),
+            );
+            Decision {
+                policy: self.name,
+                per_minute: self.per_minute,
+                limit: self.burst,
+                remaining: 0,
+                reset_after: ceil_secs(owed),
+                retry_after: Some(ceil_secs(wait).max(1)),
+            }
+        }
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// Whole seconds, rounded up.
 fn ceil_secs(duration: Duration) -> u64 {
     duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
@@ -164,10 +215,15 @@ impl Decision {
     }
 }
 
-/// The public API's limiters: per credential and per address. One per process.
+/// The public API's limiters: per credential and per address. One per process; on a PostgreSQL
+/// store, their state is the store's, shared by every instance (`RateLimits::shared_in`).
 pub struct RateLimits {
     per_credential: Policy,
     per_address: Policy,
+    /// The store holding the limits of every instance, when it is PostgreSQL.
+    shared: Option<Store>,
+    /// When the store's spent quotas were last pruned (unix ms).
+    pruned_at: AtomicI64,
 }
 
 impl std::fmt::Debug for RateLimits {
@@ -191,15 +247,64 @@ impl RateLimits {
         Self {
             per_credential: Policy::new("token", config.per_minute, config.burst),
             per_address: Policy::new("ip", config.per_minute_per_ip, config.per_minute_per_ip),
+            shared: None,
+            pruned_at: AtomicI64::new(0),
         }
     }
 
-    /// Spends one request of `key`'s quota.
-    pub fn check(&self, key: &Key) -> Decision {
-        match key {
-            Key::Address(_) => self.per_address.check(key),
-            _ => self.per_credential.check(key),
+    /// These limits with their state in `store`, shared by the instances on it: one upsert per
+    /// request instead of a lookup in memory, so that N instances allow the quota once, not N
+    /// times. Only on PostgreSQL (a SQLite store serves one instance).
+    pub fn shared_in(mut self, store: &Store) -> Self {
+        if store.dialect() == crate::platform::store::Dialect::Postgres {
+            self.shared = Some(store.clone());
         }
+        self
+    }
+
+    /// Spends one request of `key`'s quota. With shared limits, a store that cannot be read
+    /// falls back to this instance's own limiter (logged): the API stays limited, and up.
+    pub async fn check(&self, key: &Key) -> Decision {
+        let policy = match key {
+            Key::Address(_) => &self.per_address,
+            _ => &self.per_credential,
+        };
+        let Some(store) = &self.shared else {
+            return policy.check(key);
+        };
+        self.prune_now_and_then(store);
+        let interval = millis(policy.interval);
+        let tolerance = interval.saturating_mul(i64::from(policy.burst) - 1);
+        match store
+            .spend_rate_limit(policy.name, &key.stored(), interval, tolerance)
+            .await
+        {
+            Ok(spent) => policy.shared(spent),
+            Err(error) => {
+                tracing::warn!(%error, "shared rate limits unavailable: limiting per instance");
+                policy.check(key)
+            }
+        }
+    }
+
+    /// Once a minute, deletes the store's quotas that are whole again, off the request path.
+    fn prune_now_and_then(&self, store: &Store) {
+        let now = chrono::Utc::now().timestamp_millis();
+        let last = self.pruned_at.load(Ordering::Relaxed);
+        if now - last < 60_000
+            || self
+                .pruned_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let store = store.clone();
+        tokio::spawn(async move {
+            if let Err(error) = store.prune_rate_limits().await {
+                tracing::warn!(%error, "pruning the shared rate limits failed");
+            }
+        });
     }
 }
 
@@ -252,7 +357,7 @@ pub async fn limit(State(state): State<SharedState>, mut request: Request, next:
                 .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |ConnectInfo(a)| a.ip()),
         )
     });
-    let decision = state.rate_limits.check(&key);
+    let decision = state.rate_limits.check(&key).await;
     let mut response = match decision.retry_after {
         Some(retry_after) => {
             crate::metrics::metrics().rate_limited(key.kind());
@@ -280,35 +385,70 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_burst_is_spent_then_refused_with_a_retry_time() {
+    #[tokio::test]
+    async fn a_burst_is_spent_then_refused_with_a_retry_time() {
         let limits = limits(60, 3, 300);
         let key = Key::Token("t".into());
-        let remaining: Vec<u32> = (0..3).map(|_| limits.check(&key).remaining).collect();
+        let mut remaining = Vec::new();
+        for _ in 0..3 {
+            remaining.push(limits.check(&key).await.remaining);
+        }
         assert_eq!(remaining, [2, 1, 0]);
-        let refused = limits.check(&key);
+        let refused = limits.check(&key).await;
         assert_eq!(refused.remaining, 0);
         // One request per second comes back at 60/min.
         assert_eq!(refused.retry_after, Some(1));
         // Another token has its own quota.
-        assert_eq!(limits.check(&Key::Token("u".into())).retry_after, None);
+        assert_eq!(
+            limits.check(&Key::Token("u".into())).await.retry_after,
+            None
+        );
     }
 
     #[test]
-    fn addresses_have_their_own_quota() {
+    fn the_shared_limiter_decides_as_the_local_one() {
+        // 60 a minute, a burst of 3: three requests at the same instant, then a refusal.
+        let policy = Policy::new(
+            "token",
+            NonZeroU32::new(60).unwrap(),
+            NonZeroU32::new(3).unwrap(),
+        );
+        let now = 1_000_000;
+        let allowed = |owed: i64| {
+            policy.shared(Spent {
+                allowed: true,
+                tat: now + owed,
+                now,
+            })
+        };
+        let remaining: Vec<u32> = [1000, 2000, 3000].map(|o| allowed(o).remaining).to_vec();
+        assert_eq!(remaining, [2, 1, 0]);
+        assert_eq!(allowed(3000).reset_after, 3);
+        let refused = policy.shared(Spent {
+            allowed: false,
+            tat: now + 3000,
+            now,
+        });
+        assert_eq!((refused.remaining, refused.retry_after), (0, Some(1)));
+        // Later, the quota came back: a whole burst again.
+        assert_eq!(allowed(1000).remaining, 2);
+    }
+
+    #[tokio::test]
+    async fn addresses_have_their_own_quota() {
         let limits = limits(1, 1, 2);
         let address = Key::Address(IpAddr::V4(Ipv4Addr::LOCALHOST));
-        assert_eq!(limits.check(&address).remaining, 1);
-        assert_eq!(limits.check(&address).remaining, 0);
-        let refused = limits.check(&address);
+        assert_eq!(limits.check(&address).await.remaining, 1);
+        assert_eq!(limits.check(&address).await.remaining, 0);
+        let refused = limits.check(&address).await;
         assert_eq!(refused.retry_after, Some(30));
-        assert_eq!(limits.check(&Key::User(1)).retry_after, None);
+        assert_eq!(limits.check(&Key::User(1)).await.retry_after, None);
     }
 
-    #[test]
-    fn headers_say_limit_remaining_reset_and_the_draft_fields() {
+    #[tokio::test]
+    async fn headers_say_limit_remaining_reset_and_the_draft_fields() {
         let limits = limits(60, 60, 300);
-        let decision = limits.check(&Key::User(7));
+        let decision = limits.check(&Key::User(7)).await;
         let mut headers = HeaderMap::new();
         decision.write(&mut headers);
         assert_eq!(headers["x-ratelimit-limit"], "60");
