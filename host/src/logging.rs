@@ -48,7 +48,8 @@ pub fn stderr_writer() -> std::io::Result<(BatchWriter<std::io::Stderr>, BatchGu
 /// capture exactly what the binary writes.
 ///
 /// A JSON line is one flat object: `timestamp`, `level`, `target`, then the event's fields at top
-/// level (`message` and, for the request line, `method`, `path`, `status`, `duration_ms`,
+/// level (`message` and, for the request line, `method`, `path`, `route` (the route family of
+/// `/metrics`), `user` (the id the request acted as, `-` for none), `status`, `duration_ms`,
 /// `correlation_id`), so that collectors index them without unpacking a nested `fields`.
 pub fn subscriber<W>(
     filter: &str,

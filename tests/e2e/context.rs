@@ -170,6 +170,9 @@ async fn the_request_log_line_is_a_json_object_with_its_fields() {
     assert_eq!(line["message"], "request");
     assert_eq!(line["method"], "GET");
     assert_eq!(line["path"], "/forest/orders/count");
+    assert_eq!(line["route"], "forest");
+    // The fixture's session token is user 1's.
+    assert_eq!(line["user"], "1");
     assert_eq!(line["status"], 200);
     assert!(
         line["duration_ms"].as_f64().is_some_and(|ms| ms >= 0.0),

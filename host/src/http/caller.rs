@@ -38,6 +38,7 @@ impl FromRequestParts<SharedState> for CallerContext {
         let request_id = match parts.extensions.get::<RequestId>() {
             Some(request_id) => {
                 request_id.mark_used();
+                request_id.mark_user(claims.id);
                 request_id.id
             }
             // Only without the request-log layer (never with `http::router`).

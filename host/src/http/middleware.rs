@@ -2,7 +2,7 @@
 //! agent's `@koa/cors` answers it (protocol §0).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Instant;
 
 use axum::extract::{Request, State};
@@ -23,6 +23,8 @@ pub const CORRELATION_ID: &str = "x-forest-correlation-id";
 pub struct RequestId {
     pub id: Uuid,
     used: Arc<AtomicBool>,
+    /// The signed-in user the request acted as (0 until a Caller is built), for the log line.
+    user: Arc<AtomicI64>,
 }
 
 impl RequestId {
@@ -30,12 +32,18 @@ impl RequestId {
         Self {
             id: Uuid::new_v4(),
             used: Arc::new(AtomicBool::new(false)),
+            user: Arc::new(AtomicI64::new(0)),
         }
     }
 
     /// Called when a Caller is built with this id.
     pub fn mark_used(&self) {
         self.used.store(true, Ordering::Relaxed);
+    }
+
+    /// Called when the request is known to act as user `id`: the request's log line names them.
+    pub fn mark_user(&self, id: i64) {
+        self.user.store(id, Ordering::Relaxed);
     }
 
     fn is_used(&self) -> bool {
@@ -77,6 +85,12 @@ pub async fn request_log(
         elapsed,
     );
     let duration_ms = elapsed.as_secs_f64() * 1000.0;
+    let route = crate::metrics::route_family(&state.mount_path, &path);
+    // `-` for a request no user was authenticated for.
+    let user = match request_id.user.load(Ordering::Relaxed) {
+        0 => "-".to_owned(),
+        id => id.to_string(),
+    };
     // As the agent's logger: client errors at warn and server errors at error, so that a
     // `loggerLevel` of warn still shows failing requests.
     macro_rules! request_line {
@@ -85,6 +99,8 @@ pub async fn request_log(
                 target: "canopy::http",
                 %method,
                 %path,
+                route,
+                %user,
                 status,
                 duration_ms,
                 correlation_id,
