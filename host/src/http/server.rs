@@ -221,13 +221,16 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
         let in_flight = self.activity.start();
         let router = self.router.clone();
         let expired = Arc::new(AtomicBool::new(false));
+        let read = Arc::new(AtomicBool::new(false));
         let deadline = Instant::now() + self.body_timeout;
         let mut request = request.map(|body| {
+            read.store(body.is_end_stream(), Ordering::Release);
             Body::new(Deadline {
                 body,
                 deadline,
                 sleep: None,
                 expired: Arc::clone(&expired),
+                read: Arc::clone(&read),
             })
         });
         request
@@ -256,9 +259,20 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
                 );
                 return Ok(response);
             }
+            // A route that answered without reading the body (a 401 before a POST's JSON is
+            // read) leaves its bytes on the connection, and hyper then closes it after the
+            // response: say so, or a client that reuses the connection for its next request
+            // finds it closed under it (a third of such requests failed in the soak test).
+            let mut response = response?;
+            if !read.load(Ordering::Acquire) {
+                response.headers_mut().insert(
+                    axum::http::header::CONNECTION,
+                    axum::http::HeaderValue::from_static("close"),
+                );
+            }
             // A streamed body (a CSV export) may take long after the head: the request stays in
             // progress until its last frame.
-            Ok(response?.map(|body| {
+            Ok(response.map(|body| {
                 Body::new(Guarded {
                     body,
                     _in_flight: in_flight,
@@ -276,6 +290,8 @@ struct Deadline {
     deadline: Instant,
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     expired: Arc<AtomicBool>,
+    /// Set once the body has been read to its end.
+    read: Arc<AtomicBool>,
 }
 
 impl HttpBody for Deadline {
@@ -289,7 +305,12 @@ impl HttpBody for Deadline {
         use std::task::Poll;
         let this = self.get_mut();
         match std::pin::Pin::new(&mut this.body).poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Ready(frame) => {
+                if frame.is_none() || this.body.is_end_stream() {
+                    this.read.store(true, Ordering::Release);
+                }
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
             Poll::Pending => {
                 let deadline = this.deadline;
                 let sleep = this

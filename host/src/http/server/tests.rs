@@ -33,6 +33,8 @@ async fn start(limits: ServerLimits) -> (String, oneshot::Sender<()>, tokio::tas
                 "slow"
             }),
         )
+        // Answers without reading the body, as a route refusing a request's credentials does.
+        .route("/refuse", axum::routing::post(|| async { "refused" }))
         // Reads the whole body, as every JSON route does.
         .route(
             "/echo",
@@ -162,6 +164,38 @@ async fn a_body_that_does_not_arrive_within_the_body_timeout_is_answered_408() {
     let answer = response(&mut fast).await.expect("an answer");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("\r\n\r\n5"), "{answer}");
+}
+
+#[tokio::test]
+async fn an_answer_that_left_the_body_unread_says_the_connection_closes() {
+    let (address, _stop, _task) = start(limits(10_000, 10_000)).await;
+    let mut stream = TcpStream::connect(&address).await.expect("connect");
+    stream
+        .write_all(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+        .await
+        .expect("write");
+    let answer = response(&mut stream).await.expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+
+    // A body read to its end, or no body at all, keeps the connection.
+    for request in [
+        &b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"[..],
+        b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    ] {
+        let mut stream = TcpStream::connect(&address).await.expect("connect");
+        stream.write_all(request).await.expect("write");
+        let answer = response(&mut stream).await.expect("an answer");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(
+            !answer.to_ascii_lowercase().contains("connection: close"),
+            "{answer}"
+        );
+    }
 }
 
 #[tokio::test]
