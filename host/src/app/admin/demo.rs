@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+use super::toml_inline;
 use super::workflows::triggers::webhook_url;
 use crate::auth::{SessionClaims, SessionKey};
 use crate::config::ChartDefinition;
@@ -151,26 +152,6 @@ fn viewer_charts() -> anyhow::Result<String> {
         bodies.extend(chart.bodies().iter().map(toml_inline));
     }
     Ok(format!("[{}]", bodies.join(", ")))
-}
-
-/// A JSON value written as an inline TOML value (JSON strings are TOML basic strings).
-fn toml_inline(value: &serde_json::Value) -> String {
-    use serde_json::Value as Json;
-    match value {
-        Json::Null => "\"\"".to_owned(),
-        Json::Bool(_) | Json::Number(_) | Json::String(_) => value.to_string(),
-        Json::Array(items) => format!(
-            "[{}]",
-            items.iter().map(toml_inline).collect::<Vec<_>>().join(", ")
-        ),
-        Json::Object(map) => format!(
-            "{{ {} }}",
-            map.iter()
-                .map(|(k, v)| format!("{} = {}", Json::String(k.clone()), toml_inline(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
 }
 
 /// The shop's refund workflow (`examples/shop/workflows/refund.toml`), which the demo serves.
