@@ -4,8 +4,8 @@
 //! `/forest` routes as a user with the rights the test gives.
 //!
 //! ```no_run
+//! use canopy_testing::serde_json::json;
 //! use canopy_testing::{Query, TestServer};
-//! use serde_json::json;
 //!
 //! let server = TestServer::builder()
 //!     .plugin("target/wasm32-wasip2/release/my_plugin.wasm")
@@ -34,3 +34,6 @@ mod server;
 pub use client::{Action, Client, Collection, Query};
 pub use error::{Error, Result};
 pub use server::{Builder, TestServer};
+/// The JSON crate of the kit's values (`json!` for rights, form values and attributes), so that
+/// a test needs no dependency of its own for it.
+pub use serde_json;

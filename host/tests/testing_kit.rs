@@ -1,0 +1,259 @@
+//! The testing kit in each language, as a plugin author runs it: a plugin made by `canopy plugin
+//! new`, given a chart, built, and tested by its own test suite through `canopy test-server`:
+//! `cargo test` with `canopy-testing` (sdk/rust-testing) and `node --test` with
+//! `@canopy/testing` (sdk/js-testing) on a Rust plugin, pytest with `canopy_sdk.testing` on a
+//! Python one. The suites are in `host/tests/testing_kit/`; each checks a computed field, a
+//! filtered count, an action, a datasource chart, a create, and a refused delete.
+//!
+//! Builds are shared where the repository already shares them: the Rust plugin's dependencies
+//! in `target/plugin-scaffold-test` (host/tests/binary.rs's), the Python component under
+//! `target/python-plugins` by the sha256 of its sources (as tests/e2e/python_build.rs does).
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sha2::{Digest as _, Sha256};
+use support::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_canopy");
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+/// The kit's test suites, copied into the scaffolded plugins.
+fn suite(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/testing_kit")
+        .join(name)
+}
+
+/// Runs `command`, panicking with its output when it fails.
+fn run(what: &str, command: &mut Command) -> Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// `canopy plugin new NAME` (with `extra` arguments) into `dir/NAME`.
+fn scaffold(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let plugin = dir.join(name);
+    run(
+        "canopy plugin new",
+        Command::new(BIN)
+            .args(["plugin", "new", name, "--dir"])
+            .arg(&plugin)
+            .args(extra),
+    );
+    plugin
+}
+
+/// Replaces the one `from` of the file at `path` by `to`.
+fn edit(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert_eq!(text.matches(from).count(), 1, "{}: {from:?}", path.display());
+    std::fs::write(path, text.replace(from, to)).unwrap();
+}
+
+/// `cargo ARGS` in the plugin crate `dir`, with the shared target directory, and without the
+/// outer test build's settings (meant for the workspace, not for the plugin): offline first
+/// (the registry cache holds the pinned dependencies), then online.
+fn cargo(dir: &Path, args: &[&str]) -> Output {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let target = root().join("target/plugin-scaffold-test");
+    let mut last = None;
+    for offline in [true, false] {
+        let mut command = Command::new(&cargo);
+        command
+            .current_dir(dir)
+            .args(args)
+            .env("CARGO_TARGET_DIR", &target)
+            .env("CANOPY_BIN", BIN);
+        if offline {
+            command.arg("--offline");
+        }
+        for var in [
+            "RUSTFLAGS",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "CARGO_BUILD_TARGET",
+            "RUSTC_WORKSPACE_WRAPPER",
+            "CLIPPY_ARGS",
+        ] {
+            command.env_remove(var);
+        }
+        let output = command.output().unwrap();
+        if output.status.success() {
+            return output;
+        }
+        last = Some(output);
+    }
+    let output = last.unwrap();
+    panic!(
+        "cargo {args:?} in {} failed:\n{}\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A Rust plugin tested by its own `cargo test` with the Rust client, then by `node --test` with
+/// the JavaScript client, both through `canopy test-server`.
+#[test]
+fn a_scaffolded_rust_plugin_passes_its_kit_tests_in_rust_and_javascript() {
+    let dir = TempDir::new("kit");
+    let plugin = scaffold(&dir.0, "kit-rust", &[]);
+    // What an author adds: a datasource chart, and the kit as a dev-dependency.
+    edit(
+        &plugin.join("src/lib.rs"),
+        "        });\n        Ok(())\n",
+        "        });\n        ds.add_chart(\"Greetings\", |_ctx| Ok(ChartResult::value(42.0, None)));\n        Ok(())\n",
+    );
+    let manifest = plugin.join("Cargo.toml");
+    let mut text = std::fs::read_to_string(&manifest).unwrap();
+    text.push_str(&format!(
+        "\n[dev-dependencies]\ncanopy-testing = {{ path = {:?} }}\n",
+        root().join("sdk/rust-testing").display().to_string()
+    ));
+    std::fs::write(&manifest, text).unwrap();
+    std::fs::create_dir_all(plugin.join("tests")).unwrap();
+    std::fs::copy(suite("plugin.rs"), plugin.join("tests/plugin.rs")).unwrap();
+
+    cargo(&plugin, &["build", "--release"]);
+    let tested = cargo(&plugin, &["test", "--target", "host-tuple"]);
+    let printed = String::from_utf8_lossy(&tested.stdout);
+    assert!(
+        printed.contains(
+            "test the_plugin_serves_its_field_action_and_chart_within_the_users_rights ... ok"
+        ),
+        "{printed}"
+    );
+
+    // `npm install --save-dev <checkout>/sdk/js-testing` links the package the same way.
+    let modules = plugin.join("node_modules/@canopy");
+    std::fs::create_dir_all(&modules).unwrap();
+    std::os::unix::fs::symlink(root().join("sdk/js-testing"), modules.join("testing")).unwrap();
+    std::fs::create_dir_all(plugin.join("test")).unwrap();
+    std::fs::copy(
+        suite("plugin.test.mjs"),
+        plugin.join("test/plugin.test.mjs"),
+    )
+    .unwrap();
+    let tested = run(
+        "node --test (Node.js 18 or later)",
+        Command::new("node")
+            .current_dir(&plugin)
+            .args(["--test", "test/plugin.test.mjs"])
+            .env("CANOPY_BIN", BIN)
+            .env("CARGO_TARGET_DIR", root().join("target/plugin-scaffold-test")),
+    );
+    let printed = String::from_utf8_lossy(&tested.stdout);
+    assert!(printed.contains("# pass 1"), "{printed}");
+}
+
+/// A Python plugin tested by its own pytest with `canopy_sdk.testing` (which the scaffold's
+/// vendored SDK carries) through `canopy test-server`.
+#[test]
+fn a_scaffolded_python_plugin_passes_its_kit_tests_with_pytest() {
+    let dir = TempDir::new("kit");
+    let plugin = scaffold(&dir.0, "kit-py", &["--lang", "python"]);
+    let module = plugin.join("kit_py_plugin.py");
+    edit(&module, "    ActionResult,\n", "    ActionResult,\n    ChartResult,\n");
+    edit(
+        &module,
+        "\n\n# componentize-py looks",
+        "\n    ds.add_chart(\"Greetings\", lambda ctx: ChartResult.value(42.0))\n\n\n# componentize-py looks",
+    );
+    let component = python_component(&plugin);
+    std::fs::copy(&component, plugin.join("kit-py.wasm")).unwrap();
+    std::fs::create_dir_all(plugin.join("tests")).unwrap();
+    std::fs::copy(
+        suite("test_plugin.py"),
+        plugin.join("tests/test_plugin.py"),
+    )
+    .unwrap();
+
+    let python = componentize_py().with_file_name("python");
+    let tested = run(
+        "pytest",
+        Command::new(&python)
+            .current_dir(&plugin)
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+            .env("PYTHONPATH", plugin.join("vendor"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("CANOPY_BIN", BIN),
+    );
+    let printed = String::from_utf8_lossy(&tested.stdout);
+    assert!(printed.contains("1 passed"), "{printed}");
+}
+
+/// componentize-py: `COMPONENTIZE_PY`, else the venv `.ci/run` makes (with pytest beside it).
+fn componentize_py() -> PathBuf {
+    std::env::var_os("COMPONENTIZE_PY").map_or_else(
+        || root().join("target/componentize-py/bin/componentize-py"),
+        PathBuf::from,
+    )
+}
+
+/// The plugin folder's component, built by its `build.sh` unless a build of the same files (and
+/// componentize-py version) is cached under `target/python-plugins`: a build takes ~10 s and
+/// its 18 MB are not byte-reproducible, while a cached one also hits the host's compile cache.
+fn python_component(plugin: &Path) -> PathBuf {
+    let tool = componentize_py();
+    let version = run(
+        "componentize-py --version (python3 -m venv target/componentize-py && \
+         target/componentize-py/bin/pip install componentize-py pytest, as .ci/run does)",
+        Command::new(&tool).arg("--version"),
+    );
+    let mut hash = Sha256::new();
+    hash.update(&version.stdout);
+    let mut files = Vec::new();
+    collect(plugin, &mut files);
+    files.sort();
+    for file in files {
+        hash.update(file.strip_prefix(plugin).unwrap().to_string_lossy().as_bytes());
+        hash.update(std::fs::read(&file).unwrap());
+    }
+    let key: String = hash.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let cache = root().join("target/python-plugins");
+    std::fs::create_dir_all(&cache).unwrap();
+    let out = cache.join(format!("kit-py-{key}.wasm"));
+    if !out.is_file() {
+        let staging = cache.join(format!("kit-py-{key}.wasm.{}", std::process::id()));
+        run(
+            "build.sh",
+            Command::new("bash")
+                .arg(plugin.join("build.sh"))
+                .arg(&staging)
+                .env("COMPONENTIZE_PY", &tool),
+        );
+        std::fs::rename(&staging, &out).unwrap();
+    }
+    out
+}
+
+/// Every file under `dir`.
+fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect(&path, files);
+        } else {
+            files.push(path);
+        }
+    }
+}
