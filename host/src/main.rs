@@ -366,8 +366,8 @@ async fn test_server(args: canopy::app::test_server::TestServerArgs) -> anyhow::
     let auth_secret = config.auth.auth_secret.expose().to_owned();
     let env_secret = config.auth.env_secret.expose().to_owned();
     let schema_path = config.schema.path.clone();
-    let mut shutdown = Box::pin(stdin_closed_or_signal());
-    let Some(ready) = until_stopped(canopy::app::prepare(config), &mut shutdown).await? else {
+    let mut signal = Box::pin(shutdown_signal());
+    let Some(ready) = until_stopped(canopy::app::prepare(config), &mut signal).await? else {
         return Ok(());
     };
     let token = test_server::token(ready.store(), &auth_secret, &prepared.email).await?;
@@ -384,6 +384,14 @@ async fn test_server(args: canopy::app::test_server::TestServerArgs) -> anyhow::
         env_secret,
     };
     canopy::outln!("{}", serde_json::to_string(&line)?);
+    // Stdin counts from here: a client that went away while the server started still gets it
+    // stopped (at once), and `< /dev/null` prints the line before stopping.
+    let shutdown = async move {
+        tokio::select! {
+            () = signal => {}
+            () = stdin_closed() => tracing::info!("stdin closed: stopping"),
+        }
+    };
     let served = ready
         .serve(listener, shutdown, canopy::app::ServeOptions::default())
         .await;
@@ -392,21 +400,18 @@ async fn test_server(args: canopy::app::test_server::TestServerArgs) -> anyhow::
     served
 }
 
-/// Resolves when stdin reaches its end (the test that started the server is gone, or closed
-/// the pipe to stop it) or on SIGINT or SIGTERM. Stdin is read on a thread of its own: tokio's
-/// stdin would need a feature the binary does not otherwise use.
-fn stdin_closed_or_signal() -> impl Future<Output = ()> + Send + 'static {
+/// Resolves when stdin reaches its end: the test that started the server is gone, or closed
+/// the pipe to stop it. Stdin is read on a thread of its own: tokio's stdin would need a feature
+/// the binary does not otherwise use.
+fn stdin_closed() -> impl Future<Output = ()> + Send + 'static {
     let (closed, on_close) = tokio::sync::oneshot::channel::<()>();
     std::thread::spawn(move || {
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
         let _ = closed.send(());
     });
-    let signal = shutdown_signal();
     async move {
-        tokio::select! {
-            () = signal => {}
-            _ = on_close => tracing::info!("stdin closed: stopping"),
-        }
+        // A dropped sender (the thread could not even start reading) counts as closed.
+        let _ = on_close.await;
     }
 }
 

@@ -13,9 +13,11 @@
 
 mod support;
 
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
+use canopy_testing::serde_json::json;
 use sha2::{Digest as _, Sha256};
 use support::TempDir;
 
@@ -256,4 +258,58 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
             files.push(path);
         }
     }
+}
+
+/// The agent's remote workflow (`createForestServerSandbox`, `SERVICE_SERVER_URL`,
+/// `createAgentTestClient`): a test server stands in for the platform, a `canopy serve
+/// --server-url` takes its permissions from it, and the kit's client calls that server with the
+/// test server's token, getting exactly the rights the test server gave its user.
+#[test]
+fn a_serve_with_server_url_at_a_test_server_applies_its_users_rights() {
+    let platform = canopy_testing::TestServer::builder()
+        .binary(BIN)
+        .seed_sql(
+            "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+             INSERT INTO customers (id, name) VALUES (1, 'Ada'), (2, 'Grace');",
+        )
+        .rights(json!({"collections": {"customers": ["browse", "read"]}}))
+        .level("user")
+        .start()
+        .unwrap();
+    let dir = TempDir::new("kit-remote");
+    let schema = dir.0.join("agent-schema.json");
+    // The Canopy under test serves the same database file, with a store of its own.
+    let database_url = platform.info()["databaseUrl"].as_str().unwrap().to_owned();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--log-level", "warn"])
+        .args(["--server-url", platform.url()])
+        .args(["--env-secret", platform.env_secret()])
+        .args(["--auth-secret", platform.auth_secret()])
+        .args(["--database-url", &database_url])
+        .arg("--data-dir")
+        .arg(dir.0.join("agent-store"))
+        .arg("--schema-path")
+        .arg(&schema)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _agent = support::Server(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let forest_url = line
+        .trim()
+        .strip_prefix("Canopy is serving on ")
+        .unwrap_or_else(|| panic!("not serving: {line:?}"));
+
+    let client = canopy_testing::Client::new(forest_url, platform.token(), &schema).unwrap();
+    let customers = client.collection("customers");
+    let rows = customers
+        .list(&canopy_testing::Query::new().fields(["name"]).sort("id"))
+        .unwrap();
+    assert_eq!(rows, [json!({"name": "Ada"}), json!({"name": "Grace"})]);
+    let refused = customers.create(json!({"name": "Linus"})).unwrap_err();
+    assert_eq!(refused.status(), Some(403), "{refused}");
+    platform.close().unwrap();
 }
