@@ -272,7 +272,7 @@ fn a_serve_with_server_url_at_a_test_server_applies_its_users_rights() {
             "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
              INSERT INTO customers (id, name) VALUES (1, 'Ada'), (2, 'Grace');",
         )
-        .rights(json!({"collections": {"customers": ["browse", "read"]}}))
+        .rights(&json!({"collections": {"customers": ["browse", "read"]}}))
         .level("user")
         .start()
         .unwrap();

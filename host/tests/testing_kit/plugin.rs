@@ -23,7 +23,7 @@ fn server() -> TestServer {
         .plugin(component())
         .settings(concat!(env!("CARGO_MANIFEST_DIR"), "/kit-rust.toml"))
         .seed_sql(SEED)
-        .rights(json!({
+        .rights(&json!({
             "collections": {"customers": ["browse", "read", "add"]},
             "actions": {"customers": ["Say hello"]},
         }))

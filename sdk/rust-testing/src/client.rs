@@ -274,7 +274,8 @@ impl Collection<'_> {
     /// Creates a record from its attributes; answers it as created (hooks and defaults
     /// applied).
     pub fn create(&self, attributes: Json) -> Result<Json> {
-        let body = json!({"data": {"type": self.name, "attributes": attributes}});
+        let mut body = json!({"data": {"type": self.name}});
+        body["data"]["attributes"] = attributes;
         let path = format!("{}?timezone={TIMEZONE}", self.path());
         let document = self.client.call("POST", &path, Some(&body))?;
         Ok(record(&document["data"], &document))
@@ -282,7 +283,8 @@ impl Collection<'_> {
 
     /// Changes the given attributes of a record; answers it as updated.
     pub fn update(&self, id: &str, attributes: Json) -> Result<Json> {
-        let body = json!({"data": {"type": self.name, "id": id, "attributes": attributes}});
+        let mut body = json!({"data": {"type": self.name, "id": id}});
+        body["data"]["attributes"] = attributes;
         let document = self
             .client
             .call("PUT", &self.record_path(id), Some(&body))?;
@@ -326,14 +328,15 @@ pub struct Action<'a> {
 impl Action<'_> {
     /// The body of a call on the records `ids` (none for a global action) with form `values`.
     fn body(&self, values: Json, ids: &[&str]) -> Json {
-        json!({"data": {"type": "custom-action-requests", "attributes": {
+        let mut body = json!({"data": {"type": "custom-action-requests", "attributes": {
             "collection_name": self.collection.name,
             "ids": ids,
-            "values": values,
             "all_records": false,
             "all_records_ids_excluded": [],
             "all_records_subset_query": {},
-        }}})
+        }}});
+        body["data"]["attributes"]["values"] = values;
+        body
     }
 
     fn route(&self) -> Result<String> {

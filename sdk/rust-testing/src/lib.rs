@@ -12,7 +12,7 @@
 //!     .settings("my-plugin.toml")
 //!     .seed_sql("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);
 //!                INSERT INTO customers VALUES (1, 'Ada');")
-//!     .rights(json!({"collections": {"customers": ["browse", "read"]},
+//!     .rights(&json!({"collections": {"customers": ["browse", "read"]},
 //!                    "actions": {"customers": ["Say hello"]}}))
 //!     .start()?;
 //! let customers = server.client().collection("customers");

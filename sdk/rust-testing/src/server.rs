@@ -64,12 +64,12 @@ impl Builder {
     /// The rights of the user, as a role of the permissions file:
     /// `{"collections": {"customers": ["browse", "read"]}, "actions": {"customers": ["Say
     /// hello"]}}`. [default: every right]
-    pub fn rights(self, rights: Json) -> Self {
+    pub fn rights(self, rights: &Json) -> Self {
         self.flag("--rights", rights.to_string())
     }
 
     /// The user's team, as a team of the permissions file: `{"scopes": {…}}`.
-    pub fn team(self, team: Json) -> Self {
+    pub fn team(self, team: &Json) -> Self {
         self.flag("--team", team.to_string())
     }
 
@@ -115,10 +115,7 @@ impl Builder {
                 .wait()
                 .map_or_else(|e| e.to_string(), |s| s.to_string());
             // Its last words are on stderr, which ends with the process.
-            let stderr = match stderr.join() {
-                Ok(text) => text,
-                Err(_) => String::new(),
-            };
+            let stderr = stderr.join().unwrap_or_default();
             return Err(Error::NotReady { status, stderr });
         }
         let ready: Json = serde_json::from_str(&line).map_err(|e| {
@@ -187,8 +184,8 @@ impl TestServer {
     }
 
     /// A client of the server's `/forest` routes as its user.
-    pub fn client(&self) -> Client {
-        self.client.clone()
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// `http://127.0.0.1:PORT`: the server's origin (another Canopy's `--server-url`, when this
