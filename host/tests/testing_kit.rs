@@ -65,7 +65,12 @@ fn scaffold(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
 /// Replaces the one `from` of the file at `path` by `to`.
 fn edit(path: &Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(path).unwrap();
-    assert_eq!(text.matches(from).count(), 1, "{}: {from:?}", path.display());
+    assert_eq!(
+        text.matches(from).count(),
+        1,
+        "{}: {from:?}",
+        path.display()
+    );
     std::fs::write(path, text.replace(from, to)).unwrap();
 }
 
@@ -158,7 +163,10 @@ fn a_scaffolded_rust_plugin_passes_its_kit_tests_in_rust_and_javascript() {
             .current_dir(&plugin)
             .args(["--test", "test/plugin.test.mjs"])
             .env("CANOPY_BIN", BIN)
-            .env("CARGO_TARGET_DIR", root().join("target/plugin-scaffold-test")),
+            .env(
+                "CARGO_TARGET_DIR",
+                root().join("target/plugin-scaffold-test"),
+            ),
     );
     let printed = String::from_utf8_lossy(&tested.stdout);
     assert!(printed.contains("# pass 1"), "{printed}");
@@ -171,7 +179,11 @@ fn a_scaffolded_python_plugin_passes_its_kit_tests_with_pytest() {
     let dir = TempDir::new("kit");
     let plugin = scaffold(&dir.0, "kit-py", &["--lang", "python"]);
     let module = plugin.join("kit_py_plugin.py");
-    edit(&module, "    ActionResult,\n", "    ActionResult,\n    ChartResult,\n");
+    edit(
+        &module,
+        "    ActionResult,\n",
+        "    ActionResult,\n    ChartResult,\n",
+    );
     edit(
         &module,
         "\n\n# componentize-py looks",
@@ -180,11 +192,7 @@ fn a_scaffolded_python_plugin_passes_its_kit_tests_with_pytest() {
     let component = python_component(&plugin);
     std::fs::copy(&component, plugin.join("kit-py.wasm")).unwrap();
     std::fs::create_dir_all(plugin.join("tests")).unwrap();
-    std::fs::copy(
-        suite("test_plugin.py"),
-        plugin.join("tests/test_plugin.py"),
-    )
-    .unwrap();
+    std::fs::copy(suite("test_plugin.py"), plugin.join("tests/test_plugin.py")).unwrap();
 
     let python = componentize_py().with_file_name("python");
     let tested = run(
@@ -224,7 +232,12 @@ fn python_component(plugin: &Path) -> PathBuf {
     collect(plugin, &mut files);
     files.sort();
     for file in files {
-        hash.update(file.strip_prefix(plugin).unwrap().to_string_lossy().as_bytes());
+        hash.update(
+            file.strip_prefix(plugin)
+                .unwrap()
+                .to_string_lossy()
+                .as_bytes(),
+        );
         hash.update(std::fs::read(&file).unwrap());
     }
     let key: String = hash.finalize()[..8]
@@ -306,9 +319,19 @@ fn a_serve_with_server_url_at_a_test_server_applies_its_users_rights() {
     let client = canopy_testing::Client::new(forest_url, platform.token(), &schema).unwrap();
     let customers = client.collection("customers");
     let rows = customers
-        .list(&canopy_testing::Query::new().fields(["name"]).sort("id"))
+        .list(
+            &canopy_testing::Query::new()
+                .fields(["id", "name"])
+                .sort("id"),
+        )
         .unwrap();
-    assert_eq!(rows, [json!({"name": "Ada"}), json!({"name": "Grace"})]);
+    assert_eq!(
+        rows,
+        [
+            json!({"id": 1, "name": "Ada"}),
+            json!({"id": 2, "name": "Grace"})
+        ]
+    );
     let refused = customers.create(json!({"name": "Linus"})).unwrap_err();
     assert_eq!(refused.status(), Some(403), "{refused}");
     platform.close().unwrap();

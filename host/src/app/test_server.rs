@@ -155,11 +155,7 @@ pub fn prepare(args: TestServerArgs) -> anyhow::Result<Prepared> {
             "with --permissions-file, say which of its users the token is for with --as EMAIL"
         ),
         (None, _) => {
-            let text = permissions_file(
-                args.rights.as_deref(),
-                args.team.as_deref(),
-                &args.level,
-            )?;
+            let text = permissions_file(args.rights.as_deref(), args.team.as_deref(), &args.level)?;
             let path = root.join("permissions.toml");
             std::fs::write(&path, text)
                 .with_context(|| format!("cannot write {}", path.display()))?;
@@ -222,9 +218,7 @@ fn plugin_folder(
         let entries = std::fs::read_dir(dir)
             .with_context(|| format!("--plugins {}: cannot read it", dir.display()))?;
         for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-            let kept = path
-                .extension()
-                .is_some_and(|x| x == "wasm" || x == "toml");
+            let kept = path.extension().is_some_and(|x| x == "wasm" || x == "toml");
             if kept && path.is_file() {
                 copy(&path, &file_name(&path)?)?;
             }
@@ -267,10 +261,14 @@ fn stem(path: &Path) -> anyhow::Result<String> {
 /// The permissions file of the served user: a role with `rights`, a team with `team`, and the
 /// user at `level` in both, in seed mode. Checked here for its shape (so that a mistake names
 /// the flag), and against the served schema when the server applies it.
-fn permissions_file(rights: Option<&str>, team: Option<&str>, level: &str) -> anyhow::Result<String> {
+fn permissions_file(
+    rights: Option<&str>,
+    team: Option<&str>,
+    level: &str,
+) -> anyhow::Result<String> {
     let parse = |flag: &str, text: &str| -> anyhow::Result<Json> {
-        let value: Json = serde_json::from_str(text)
-            .with_context(|| format!("--{flag} is not JSON: {text}"))?;
+        let value: Json =
+            serde_json::from_str(text).with_context(|| format!("--{flag} is not JSON: {text}"))?;
         if !value.is_object() {
             anyhow::bail!("--{flag} must be a JSON object, e.g. {}", example(flag));
         }
@@ -390,15 +388,18 @@ mod tests {
 
     #[test]
     fn rights_with_an_unknown_key_are_refused_naming_the_flag() {
-        let error = permissions_file(Some(r#"{"collection": {}}"#), None, "user")
-            .expect_err("unknown key");
+        let error =
+            permissions_file(Some(r#"{"collection": {}}"#), None, "user").expect_err("unknown key");
         assert!(error.to_string().contains("--rights"), "{error}");
     }
 
     #[test]
     fn rights_that_are_not_an_object_are_refused_with_an_example() {
         let error = permissions_file(Some("[]"), None, "user").expect_err("not an object");
-        assert!(error.to_string().contains("must be a JSON object"), "{error}");
+        assert!(
+            error.to_string().contains("must be a JSON object"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -13,8 +13,10 @@ const SEED: &str = "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NO
 
 /// Where `cargo build --release` put the component (`$CARGO_TARGET_DIR` moves it).
 fn component() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"), PathBuf::from);
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
+        PathBuf::from,
+    );
     target.join("wasm32-wasip2/release/kit_rust.wasm")
 }
 
@@ -49,7 +51,10 @@ fn the_plugin_serves_its_field_action_and_chart_within_the_users_rights() {
         ]
     );
     let ada = json!({"field": "name", "operator": "equal", "value": "Ada"});
-    assert_eq!(customers.count(&Query::new().filter(ada)).expect("count"), Some(1));
+    assert_eq!(
+        customers.count(&Query::new().filter(ada)).expect("count"),
+        Some(1)
+    );
 
     let said = customers
         .action("Say hello")
@@ -57,10 +62,15 @@ fn the_plugin_serves_its_field_action_and_chart_within_the_users_rights() {
         .expect("execute");
     assert_eq!(said["success"], "Hello from kit-rust to record 2");
 
-    assert_eq!(client.chart("Greetings").expect("chart"), json!({"countCurrent": 42}));
+    assert_eq!(
+        client.chart("Greetings").expect("chart"),
+        json!({"countCurrent": 42})
+    );
 
     let created = customers.create(json!({"name": "Linus"})).expect("create");
-    assert_eq!(created["greeting"], "Hello from kit-rust, 3");
+    assert_eq!(created["id"], 3);
+    let linus = customers.get("3").expect("get");
+    assert_eq!(linus["greeting"], "Hello from kit-rust, 3");
     assert_eq!(customers.count(&Query::new()).expect("count"), Some(3));
 
     let refused = customers.delete("3").expect_err("no delete right");

@@ -39,8 +39,8 @@ def test_the_plugin_serves_its_field_action_and_chart_within_the_users_rights() 
 
         assert server.client.chart("Greetings") == {"countCurrent": 42}
 
-        created = customers.create({"name": "Linus"})
-        assert created["greeting"] == "Hello from kit-py, 3"
+        assert customers.create({"name": "Linus"})["id"] == 3
+        assert customers.get("3")["greeting"] == "Hello from kit-py, 3"
         assert customers.count() == 3
 
         with pytest.raises(RequestError) as refused:

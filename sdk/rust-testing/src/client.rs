@@ -88,9 +88,8 @@ impl Client {
         let schema = &self.schema_path;
         let text = std::fs::read_to_string(schema)
             .map_err(|e| Error::io(format!("reading the schema file {}", schema.display()), e))?;
-        let document: Json = serde_json::from_str(&text).map_err(|e| {
-            Error::Unexpected(format!("the schema file {}: {e}", schema.display()))
-        })?;
+        let document: Json = serde_json::from_str(&text)
+            .map_err(|e| Error::Unexpected(format!("the schema file {}: {e}", schema.display())))?;
         let endpoint = document["collections"]
             .as_array()
             .into_iter()

@@ -58,8 +58,7 @@ pub(crate) fn send(
     body: Option<&Json>,
 ) -> Result<Answer> {
     let context = || format!("{method} http://{}{path}", origin.authority);
-    let mut stream =
-        TcpStream::connect(&origin.authority).map_err(|e| Error::io(context(), e))?;
+    let mut stream = TcpStream::connect(&origin.authority).map_err(|e| Error::io(context(), e))?;
     stream
         .set_read_timeout(Some(TIMEOUT))
         .map_err(|e| Error::io(context(), e))?;

@@ -33,7 +33,7 @@ mod server;
 
 pub use client::{Action, Client, Collection, Query};
 pub use error::{Error, Result};
-pub use server::{Builder, TestServer};
 /// The JSON crate of the kit's values (`json!` for rights, form values and attributes), so that
 /// a test needs no dependency of its own for it.
 pub use serde_json;
+pub use server::{Builder, TestServer};

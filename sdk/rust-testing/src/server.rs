@@ -119,7 +119,9 @@ impl Builder {
             return Err(Error::NotReady { status, stderr });
         }
         let ready: Json = serde_json::from_str(&line).map_err(|e| {
-            Error::Unexpected(format!("canopy test-server's first line is not JSON ({e}): {line}"))
+            Error::Unexpected(format!(
+                "canopy test-server's first line is not JSON ({e}): {line}"
+            ))
         })?;
         let text = |key: &str| {
             ready[key].as_str().map(str::to_owned).ok_or_else(|| {
@@ -151,7 +153,10 @@ fn forward_stderr(child: &mut Child) -> std::thread::JoinHandle<String> {
             return String::new();
         };
         let mut text = String::new();
-        for line in BufReader::new(stderr).lines().map_while(std::io::Result::ok) {
+        for line in BufReader::new(stderr)
+            .lines()
+            .map_while(std::io::Result::ok)
+        {
             eprintln!("{line}");
             text.push_str(&line);
             text.push('\n');
