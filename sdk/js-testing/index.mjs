@@ -347,6 +347,9 @@ export async function startTestServer(options = {}) {
       `canopy test-server stopped before it was ready (exit status ${code}):\n${stderr}`,
     );
   }
+  // From here the server does not keep this process alive: a test run that ends without
+  // `close()` exits, which closes the pipe and so stops the server.
+  for (const handle of [child, child.stdin, child.stdout, child.stderr]) handle.unref();
   return new TestServer(child, JSON.parse(line), exited);
 }
 
