@@ -58,7 +58,8 @@ pub struct TestServerArgs {
     #[arg(long, value_name = "JSON")]
     pub team: Option<String>,
     /// The served user's permission level: admin, developer, editor or user.
-    #[arg(long, value_name = "LEVEL", default_value = "admin")]
+    #[arg(long, value_name = "LEVEL", default_value = "admin",
+          value_parser = ["admin", "developer", "editor", "user"])]
     pub level: String,
     /// With --permissions-file (your own users, roles and teams, mode "seed" or "managed"): the
     /// email of the user the printed token is for, instead of the one made from --rights.
@@ -295,12 +296,17 @@ fn permissions_file(
             "teams": [TEST_TEAM],
         }],
     });
-    // The file's own types say which key is wrong (`deny_unknown_fields`).
-    if let Err(error) = serde_json::from_value::<PermissionsFile>(document.clone()) {
-        anyhow::bail!(
-            "--rights or --team does not fit the permissions file's role or team: {error}"
-        );
-    }
+    // The file's own types say which key is wrong (`deny_unknown_fields`), one flag at a time.
+    let fits = |flag: &str, part: Json| {
+        serde_json::from_value::<PermissionsFile>(part).map_err(|error| {
+            anyhow::anyhow!("--{flag} does not fit the permissions file's {flag}: {error}")
+        })
+    };
+    fits(
+        "rights",
+        json!({"mode": "seed", "roles": document["roles"]}),
+    )?;
+    fits("team", json!({"mode": "seed", "teams": document["teams"]}))?;
     let mut text = String::from("# Written by `canopy test-server`: the served user.\n");
     if let Json::Object(map) = &document {
         for (key, value) in map {
@@ -390,7 +396,20 @@ mod tests {
     fn rights_with_an_unknown_key_are_refused_naming_the_flag() {
         let error =
             permissions_file(Some(r#"{"collection": {}}"#), None, "user").expect_err("unknown key");
-        assert!(error.to_string().contains("--rights"), "{error}");
+        assert!(
+            error.to_string().starts_with("--rights does not fit"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_team_with_an_unknown_key_is_refused_naming_the_flag() {
+        let error =
+            permissions_file(None, Some(r#"{"scope": {}}"#), "user").expect_err("unknown key");
+        assert!(
+            error.to_string().starts_with("--team does not fit"),
+            "{error}"
+        );
     }
 
     #[test]
