@@ -17,7 +17,7 @@ use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use canopy_testing::serde_json::json;
+use canopy_testing::serde_json::{self, json};
 use sha2::{Digest as _, Sha256};
 use support::TempDir;
 
@@ -335,4 +335,45 @@ fn a_serve_with_server_url_at_a_test_server_applies_its_users_rights() {
     let refused = customers.create(json!({"name": "Linus"})).unwrap_err();
     assert_eq!(refused.status(), Some(403), "{refused}");
     platform.close().unwrap();
+}
+
+/// The folder of a test server (its store, schema file, database) goes with it, whether its
+/// stdin closes (what the clients do) or it gets SIGTERM.
+#[test]
+fn a_test_server_removes_its_folder_when_stdin_closes_or_on_sigterm() {
+    let folder = |info: &serde_json::Value| {
+        PathBuf::from(info["schemaPath"].as_str().unwrap())
+            .parent()
+            .unwrap()
+            .to_owned()
+    };
+    let server = canopy_testing::TestServer::builder()
+        .binary(BIN)
+        .start()
+        .unwrap();
+    let closed = folder(server.info());
+    assert!(closed.is_dir(), "{}", closed.display());
+    server.close().unwrap();
+    assert!(!closed.exists(), "{} is left", closed.display());
+
+    let mut child = Command::new(BIN)
+        .arg("test-server")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let terminated = folder(&serde_json::from_str(&line).unwrap());
+    assert!(terminated.is_dir(), "{}", terminated.display());
+    run(
+        "kill -TERM",
+        Command::new("kill").args(["-TERM", &child.id().to_string()]),
+    );
+    // Stdin stays open: only the signal stops it.
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!terminated.exists(), "{} is left", terminated.display());
 }
