@@ -56,6 +56,8 @@ fn the_plugin_serves_its_field_action_and_chart_within_the_users_rights() {
         Some(1)
     );
 
+    let form = customers.action("Say hello").form(&["2"]).expect("form");
+    assert_eq!(form["fields"], json!([]));
     let said = customers
         .action("Say hello")
         .execute(json!({}), &["2"])

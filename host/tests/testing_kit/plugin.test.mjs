@@ -37,6 +37,7 @@ test('the plugin serves its field, action and chart within the user’s rights',
     const ada = { field: 'name', operator: 'equal', value: 'Ada' };
     assert.equal(await customers.count({ filter: ada }), 1);
 
+    assert.deepEqual((await customers.action('Say hello').form(['2'])).fields, []);
     const said = await customers.action('Say hello').execute({}, ['2']);
     assert.equal(said.success, 'Hello from kit-rust to record 2');
 

@@ -34,6 +34,7 @@ def test_the_plugin_serves_its_field_action_and_chart_within_the_users_rights() 
         ]
         assert customers.count(filter={"field": "name", "operator": "equal", "value": "Ada"}) == 1
 
+        assert customers.action("Say hello").form(ids=["2"])["fields"] == []
         said = customers.action("Say hello").execute({}, ids=["2"])
         assert said["success"] == "Hello from kit-py to record 2"
 
