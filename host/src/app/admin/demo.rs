@@ -9,7 +9,6 @@ use anyhow::Context as _;
 
 use super::toml_inline;
 use super::workflows::triggers::webhook_url;
-use crate::auth::{SessionClaims, SessionKey};
 use crate::config::ChartDefinition;
 use crate::platform::{Actor, NewToken, Scope, Store, password};
 use crate::workflows::webhook::KeyRing;
@@ -221,17 +220,8 @@ pub const DEMO_TOKEN_HOURS: u64 = 12;
 /// A session token of the demo admin valid [`DEMO_TOKEN_HOURS`], as signing in would give:
 /// their first team's rendering, so the printed curl lines see what the admin sees in the UI.
 pub async fn demo_session_token(store: &Store, auth_secret: &str) -> anyhow::Result<String> {
-    let user = demo_admin(store).await?;
-    let team = user
-        .teams
-        .first()
-        .with_context(|| format!("the demo user {} is in no team", user.email))?;
-    let rendering_id = store.rendering_id(team.id).await?;
-    let claims = SessionClaims::for_user(&user, team, rendering_id);
-    Ok(SessionKey::new(auth_secret).mint(
-        claims,
-        std::time::Duration::from_secs(DEMO_TOKEN_HOURS * 3600),
-    )?)
+    let ttl = std::time::Duration::from_secs(DEMO_TOKEN_HOURS * 3600);
+    super::session_token(store, auth_secret, DEMO_LOGINS[0].email, ttl).await
 }
 
 /// The demo admin (the first of [`DEMO_LOGINS`]) as the store holds them.
