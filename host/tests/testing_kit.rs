@@ -34,6 +34,20 @@ fn suite(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// `canopy ARGS`, without the `CANOPY_*` and `SERVICE_*` settings of the environment (as the
+/// kit's clients start it): the test gives every setting.
+fn canopy(args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command.args(args);
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CANOPY_") || name.starts_with("SERVICE_") {
+            command.env_remove(&*name);
+        }
+    }
+    command
+}
+
 /// Runs `command`, panicking with its output when it fails.
 fn run(what: &str, command: &mut Command) -> Output {
     let output = command
@@ -54,8 +68,7 @@ fn scaffold(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let plugin = dir.join(name);
     run(
         "canopy plugin new",
-        Command::new(BIN)
-            .args(["plugin", "new", name, "--dir"])
+        canopy(&["plugin", "new", name, "--dir"])
             .arg(&plugin)
             .args(extra),
     );
@@ -293,8 +306,7 @@ fn a_serve_with_server_url_at_a_test_server_applies_its_users_rights() {
     let schema = dir.0.join("agent-schema.json");
     // The Canopy under test serves the same database file, with a store of its own.
     let database_url = platform.info()["databaseUrl"].as_str().unwrap().to_owned();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--log-level", "warn"])
+    let mut child = canopy(&["serve", "--listen", "127.0.0.1:0", "--log-level", "warn"])
         .args(["--server-url", platform.url()])
         .args(["--env-secret", platform.env_secret()])
         .args(["--auth-secret", platform.auth_secret()])
@@ -356,8 +368,7 @@ fn a_test_server_removes_its_folder_when_stdin_closes_or_on_sigterm() {
     server.close().unwrap();
     assert!(!closed.exists(), "{} is left", closed.display());
 
-    let mut child = Command::new(BIN)
-        .arg("test-server")
+    let mut child = canopy(&["test-server"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -314,7 +314,17 @@ export async function startTestServer(options = {}) {
   if (options.level !== undefined) args.push('--level', options.level);
   args.push(...(options.args ?? []));
 
-  const child = spawn(binary, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  // Without the settings of `canopy serve` the shell may hold for another server
+  // (CANOPY_DATABASE_URL, SERVICE_SERVER_URL…): the test server gets only what the test gives
+  // it, except the plugin compile cache's folder, which only makes it start faster.
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([name]) =>
+        !(name.startsWith('CANOPY_') || name.startsWith('SERVICE_')) ||
+        name === 'CANOPY_PLUGIN_CACHE_DIR',
+    ),
+  );
+  const child = spawn(binary, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
   // The server's stderr is copied to this process's as it comes (a test shows the server's
   // errors beside its own), and kept for the error of a server that stops before it is ready.
   let stderr = '';

@@ -119,6 +119,17 @@ pub struct Prepared {
 /// secrets, and quiet logs. Nothing is started yet.
 pub fn prepare(args: TestServerArgs) -> anyhow::Result<Prepared> {
     let seeds = read_seeds(&args.seed, &args.seed_sql)?;
+    // Seeds write: they run on a database the test names, never on one a shell exported for
+    // `canopy serve` (clap fills --database-url from CANOPY_DATABASE_URL too).
+    if !seeds.is_empty()
+        && args.serve.database_url.is_some()
+        && std::env::var("CANOPY_DATABASE_URL").ok() == args.serve.database_url
+    {
+        anyhow::bail!(
+            "--seed would write to the database of CANOPY_DATABASE_URL: unset it, and the test \
+             server seeds a new SQLite file (or the database its --database-url names)"
+        );
+    }
     let dir = TempDir::create()?;
     let mut serve = args.serve;
     let root = dir.path();

@@ -91,7 +91,13 @@ impl Builder {
             .binary
             .or_else(|| std::env::var_os("CANOPY_BIN").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("canopy"));
-        let mut child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        for (name, _) in std::env::vars_os() {
+            if inherited_setting(&name.to_string_lossy()) {
+                command.env_remove(name);
+            }
+        }
+        let mut child = command
             .arg("test-server")
             .args(&self.args)
             .stdin(Stdio::piped())
@@ -142,6 +148,14 @@ impl Builder {
             child,
         })
     }
+}
+
+/// Whether `name` is a setting of `canopy serve` the shell may hold for another server
+/// (`CANOPY_DATABASE_URL`, `SERVICE_SERVER_URL`…): the test server gets only what the test gives
+/// it, except the plugin compile cache's folder, which only makes it start faster.
+fn inherited_setting(name: &str) -> bool {
+    (name.starts_with("CANOPY_") || name.starts_with("SERVICE_"))
+        && name != "CANOPY_PLUGIN_CACHE_DIR"
 }
 
 /// Copies the server's stderr to this process's as it comes (a test shows the server's errors
@@ -267,5 +281,18 @@ impl Drop for TestServer {
             // Dropped without `close`: stopped all the same; how it ended is not news here.
             let _ = self.stop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shells_serve_settings_stay_out_of_the_test_server_but_its_compile_cache() {
+        assert!(inherited_setting("CANOPY_DATABASE_URL"));
+        assert!(inherited_setting("SERVICE_SERVER_URL"));
+        assert!(!inherited_setting("CANOPY_PLUGIN_CACHE_DIR"));
+        assert!(!inherited_setting("PATH"));
     }
 }

@@ -32,7 +32,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -343,6 +343,7 @@ def start_test_server(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=_own_settings_only(os.environ),
         )
     except OSError as error:
         raise ServerError(
@@ -359,6 +360,17 @@ def start_test_server(
             + "".join(stderr.lines)
         )
     return TestServer(process, json.loads(line))
+
+
+def _own_settings_only(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment without the settings of ``canopy serve`` the shell may hold for another
+    server (``CANOPY_DATABASE_URL``, ``SERVICE_SERVER_URL``…): the test server gets only what the
+    test gives it, except the plugin compile cache's folder, which only makes it start faster."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith(("CANOPY_", "SERVICE_")) or name == "CANOPY_PLUGIN_CACHE_DIR"
+    }
 
 
 class _Forwarder(threading.Thread):
