@@ -134,9 +134,16 @@ fn cargo(dir: &Path, args: &[&str]) -> Output {
 fn a_scaffolded_rust_plugin_passes_its_kit_tests_in_rust_and_javascript() {
     let dir = TempDir::new("kit");
     let plugin = scaffold(&dir.0, "kit-rust", &[]);
-    // What an author adds: a datasource chart, and the kit as a dev-dependency.
+    // What an author adds: a collection chart and a datasource chart, and the kit as a
+    // dev-dependency.
+    let lib = plugin.join("src/lib.rs");
     edit(
-        &plugin.join("src/lib.rs"),
+        &lib,
+        "            );\n        });\n",
+        "            );\n            c.add_chart(\"Seven\", |_ctx| Ok(ChartResult::value(7.0, None)));\n        });\n",
+    );
+    edit(
+        &lib,
         "        });\n        Ok(())\n",
         "        });\n        ds.add_chart(\"Greetings\", |_ctx| Ok(ChartResult::value(42.0, None)));\n        Ok(())\n",
     );
@@ -200,7 +207,7 @@ fn a_scaffolded_python_plugin_passes_its_kit_tests_with_pytest() {
     edit(
         &module,
         "\n\n# componentize-py looks",
-        "\n    ds.add_chart(\"Greetings\", lambda ctx: ChartResult.value(42.0))\n\n\n# componentize-py looks",
+        "\n    customized.add_chart(\"Seven\", lambda ctx: ChartResult.value(7.0))\n    ds.add_chart(\"Greetings\", lambda ctx: ChartResult.value(42.0))\n\n\n# componentize-py looks",
     );
     let component = python_component(&plugin);
     std::fs::copy(&component, plugin.join("kit-py.wasm")).unwrap();

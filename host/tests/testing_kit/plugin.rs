@@ -65,6 +65,10 @@ fn the_plugin_serves_its_field_action_and_chart_within_the_users_rights() {
     assert_eq!(said["success"], "Hello from kit-rust to record 2");
 
     assert_eq!(
+        customers.chart("Seven", "1").expect("collection chart"),
+        json!({"countCurrent": 7})
+    );
+    assert_eq!(
         client.chart("Greetings").expect("chart"),
         json!({"countCurrent": 42})
     );

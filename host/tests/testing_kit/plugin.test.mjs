@@ -41,6 +41,7 @@ test('the plugin serves its field, action and chart within the user’s rights',
     const said = await customers.action('Say hello').execute({}, ['2']);
     assert.equal(said.success, 'Hello from kit-rust to record 2');
 
+    assert.deepEqual(await customers.chart('Seven', '1'), { countCurrent: 7 });
     assert.deepEqual(await server.client.chart('Greetings'), { countCurrent: 42 });
 
     assert.equal((await customers.create({ name: 'Linus' })).id, 3);

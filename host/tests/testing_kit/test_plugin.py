@@ -38,6 +38,7 @@ def test_the_plugin_serves_its_field_action_and_chart_within_the_users_rights() 
         said = customers.action("Say hello").execute({}, ids=["2"])
         assert said["success"] == "Hello from kit-py to record 2"
 
+        assert customers.chart("Seven", record_id="1") == {"countCurrent": 7}
         assert server.client.chart("Greetings") == {"countCurrent": 42}
 
         assert customers.create({"name": "Linus"})["id"] == 3
