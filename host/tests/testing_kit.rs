@@ -1,9 +1,10 @@
 //! The testing kit in each language, as a plugin author runs it: a plugin made by `canopy plugin
-//! new`, given a chart, built, and tested by its own test suite through `canopy test-server`:
+//! new`, given two charts, built, and tested by its own test suite through `canopy test-server`:
 //! `cargo test` with `canopy-testing` (sdk/rust-testing) and `node --test` with
 //! `@canopy/testing` (sdk/js-testing) on a Rust plugin, pytest with `canopy_sdk.testing` on a
 //! Python one. The suites are in `host/tests/testing_kit/`; each checks a computed field, a
-//! filtered count, an action, a datasource chart, a create, and a refused delete.
+//! filtered count, an action's form and result, a collection chart and a datasource chart, a
+//! create read back, and a delete the user's rights refuse.
 //!
 //! Builds are shared where the repository already shares them: the Rust plugin's dependencies
 //! in `target/plugin-scaffold-test` (host/tests/binary.rs's), the Python component under
