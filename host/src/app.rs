@@ -21,6 +21,7 @@ use crate::http::server::ServerLimits;
 pub mod admin;
 mod platform;
 mod reload;
+pub mod test_server;
 
 pub use platform::Platform;
 

@@ -124,6 +124,14 @@ enum Command {
     /// deactivate), runs (list, show with steps, abort) and webhook triggers (URL, enable,
     /// disable, regenerate).
     Workflows(canopy::app::admin::WorkflowsArgs),
+    /// Start a throwaway server for a plugin's tests: a temporary store, schema file and (by
+    /// default) SQLite database seeded with --seed, the given --plugin, a free port, and one user
+    /// with the --rights asked for. Prints one JSON line once it accepts connections: `url`,
+    /// `forestUrl`, `token` (that user's session token), `email`, `schemaPath`, `databaseUrl`,
+    /// `authSecret`, `envSecret`. Stops, removing its temporary folder, when its standard input
+    /// closes or on SIGTERM or Ctrl-C. The testing kit's clients (Rust, Python, JavaScript) run
+    /// it for you.
+    TestServer(Box<canopy::app::test_server::TestServerArgs>),
     /// Build the shop demo database (SQLite), serve it, and print the URL, a token and a curl
     /// line. Uses fixed, public demo secrets: never expose it beyond this machine.
     Demo {
@@ -335,6 +343,75 @@ async fn run(command: Command) -> anyhow::Result<()> {
             plugin_lang,
             args,
         } => demo(&path, plugin_lang, args).await,
+        Command::TestServer(args) => test_server(*args).await,
+    }
+}
+
+/// `canopy test-server`: prepares the temporary folder and settings, seeds the database, starts
+/// the stack as `serve` does, then prints the ready line and serves until stdin closes or a
+/// signal arrives; the folder goes with the server.
+async fn test_server(args: canopy::app::test_server::TestServerArgs) -> anyhow::Result<()> {
+    use canopy::app::test_server;
+    let prepared = test_server::prepare(args)?;
+    let (config, _log) = load(prepared.serve.clone())?;
+    let socket = reserve(config.http.listen)?;
+    let database_url = config.datasources.first().map(|d| d.url.clone());
+    if let Some(url) = &database_url {
+        test_server::seed(url, &prepared.seeds).await?;
+    } else if !prepared.seeds.is_empty() {
+        anyhow::bail!("--seed: no database to seed");
+    }
+    let listen = config.http.listen;
+    let mount_path = config.http.mount_path();
+    let auth_secret = config.auth.auth_secret.expose().to_owned();
+    let env_secret = config.auth.env_secret.expose().to_owned();
+    let schema_path = config.schema.path.clone();
+    let mut signal = Box::pin(shutdown_signal());
+    let Some(ready) = until_stopped(canopy::app::prepare(config), &mut signal).await? else {
+        return Ok(());
+    };
+    let token = test_server::token(ready.store(), &auth_secret, &prepared.email).await?;
+    let listener = start_listening(socket, listen)?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let line = test_server::ReadyLine {
+        forest_url: format!("{url}{mount_path}"),
+        url,
+        token,
+        email: prepared.email.clone(),
+        schema_path,
+        database_url,
+        auth_secret,
+        env_secret,
+    };
+    canopy::outln!("{}", serde_json::to_string(&line)?);
+    // Stdin counts from here: a client that went away while the server started still gets it
+    // stopped (at once), and `< /dev/null` prints the line before stopping.
+    let shutdown = async move {
+        tokio::select! {
+            () = signal => {}
+            () = stdin_closed() => tracing::info!("stdin closed: stopping"),
+        }
+    };
+    let served = ready
+        .serve(listener, shutdown, canopy::app::ServeOptions::default())
+        .await;
+    // The temporary folder goes last: the store is closed by now.
+    drop(prepared);
+    served
+}
+
+/// Resolves when stdin reaches its end: the test that started the server is gone, or closed
+/// the pipe to stop it. Stdin is read on a thread of its own: tokio's stdin would need a feature
+/// the binary does not otherwise use.
+fn stdin_closed() -> impl Future<Output = ()> + Send + 'static {
+    let (closed, on_close) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = closed.send(());
+    });
+    async move {
+        // A dropped sender (the thread could not even start reading) counts as closed.
+        let _ = on_close.await;
     }
 }
 

@@ -73,6 +73,10 @@ const PY_SDK: &[(&str, &str)] = &[
         include_str!("../../sdk/python/src/canopy_sdk/py.typed"),
     ),
     (
+        "testing.py",
+        include_str!("../../sdk/python/src/canopy_sdk/testing.py"),
+    ),
+    (
         "workflow.py",
         include_str!("../../sdk/python/src/canopy_sdk/workflow.py"),
     ),

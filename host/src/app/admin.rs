@@ -205,21 +205,31 @@ pub async fn token(args: TokenArgs) -> anyhow::Result<String> {
             "tokens are signed with the auth secret of `canopy serve`: give --auth-secret \
                  (or CANOPY_AUTH_SECRET, or authSecret in --config)",
         )?;
-        let email = &args.email;
-        let user = store
-            .user_by_email(email)
-            .await?
-            .with_context(|| format!("no user {email:?} (see `canopy users list`)"))?;
-        let team = user.teams.first().with_context(|| {
-            format!("{email} is in no team: add them to one (`canopy users set {email} --team …`)")
-        })?;
-        let rendering_id = store.rendering_id(team.id).await?;
-        let claims = crate::auth::SessionClaims::for_user(&user, team, rendering_id);
-        Ok::<_, anyhow::Error>(crate::auth::SessionKey::new(&secret).mint(claims, ttl)?)
+        session_token(&store, &secret, &args.email, ttl).await
     }
     .await;
     store.close().await;
     minted
+}
+
+/// A session token of the store's user `email`, valid `ttl`, with the claims signing in would
+/// give them (their first team and its rendering): `canopy token`'s, and `canopy test-server`'s.
+pub async fn session_token(
+    store: &Store,
+    auth_secret: &str,
+    email: &str,
+    ttl: std::time::Duration,
+) -> anyhow::Result<String> {
+    let user = store
+        .user_by_email(email)
+        .await?
+        .with_context(|| format!("no user {email:?} (see `canopy users list`)"))?;
+    let team = user.teams.first().with_context(|| {
+        format!("{email} is in no team: add them to one (`canopy users set {email} --team …`)")
+    })?;
+    let rendering_id = store.rendering_id(team.id).await?;
+    let claims = crate::auth::SessionClaims::for_user(&user, team, rendering_id);
+    Ok(crate::auth::SessionKey::new(auth_secret).mint(claims, ttl)?)
 }
 
 pub async fn users(args: UsersArgs) -> anyhow::Result<()> {
@@ -365,4 +375,25 @@ pub async fn startup(
         declarative::release(store).await?;
     }
     Ok(())
+}
+
+/// A JSON value written as an inline TOML value (JSON strings are TOML basic strings): the
+/// permissions files the demo and `canopy test-server` write.
+pub(crate) fn toml_inline(value: &serde_json::Value) -> String {
+    use serde_json::Value as Json;
+    match value {
+        Json::Null => "\"\"".to_owned(),
+        Json::Bool(_) | Json::Number(_) | Json::String(_) => value.to_string(),
+        Json::Array(items) => format!(
+            "[{}]",
+            items.iter().map(toml_inline).collect::<Vec<_>>().join(", ")
+        ),
+        Json::Object(map) => format!(
+            "{{ {} }}",
+            map.iter()
+                .map(|(k, v)| format!("{} = {}", Json::String(k.clone()), toml_inline(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }

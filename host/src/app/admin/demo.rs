@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+use super::toml_inline;
 use super::workflows::triggers::webhook_url;
-use crate::auth::{SessionClaims, SessionKey};
 use crate::config::ChartDefinition;
 use crate::platform::{Actor, NewToken, Scope, Store, password};
 use crate::workflows::webhook::KeyRing;
@@ -153,26 +153,6 @@ fn viewer_charts() -> anyhow::Result<String> {
     Ok(format!("[{}]", bodies.join(", ")))
 }
 
-/// A JSON value written as an inline TOML value (JSON strings are TOML basic strings).
-fn toml_inline(value: &serde_json::Value) -> String {
-    use serde_json::Value as Json;
-    match value {
-        Json::Null => "\"\"".to_owned(),
-        Json::Bool(_) | Json::Number(_) | Json::String(_) => value.to_string(),
-        Json::Array(items) => format!(
-            "[{}]",
-            items.iter().map(toml_inline).collect::<Vec<_>>().join(", ")
-        ),
-        Json::Object(map) => format!(
-            "{{ {} }}",
-            map.iter()
-                .map(|(k, v)| format!("{} = {}", Json::String(k.clone()), toml_inline(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
 /// The shop's refund workflow (`examples/shop/workflows/refund.toml`), which the demo serves.
 const REFUND_WORKFLOW: &str = include_str!("../../../../examples/shop/workflows/refund.toml");
 /// The review workflow, with a manual step a person completes (from the console).
@@ -240,17 +220,8 @@ pub const DEMO_TOKEN_HOURS: u64 = 12;
 /// A session token of the demo admin valid [`DEMO_TOKEN_HOURS`], as signing in would give:
 /// their first team's rendering, so the printed curl lines see what the admin sees in the UI.
 pub async fn demo_session_token(store: &Store, auth_secret: &str) -> anyhow::Result<String> {
-    let user = demo_admin(store).await?;
-    let team = user
-        .teams
-        .first()
-        .with_context(|| format!("the demo user {} is in no team", user.email))?;
-    let rendering_id = store.rendering_id(team.id).await?;
-    let claims = SessionClaims::for_user(&user, team, rendering_id);
-    Ok(SessionKey::new(auth_secret).mint(
-        claims,
-        std::time::Duration::from_secs(DEMO_TOKEN_HOURS * 3600),
-    )?)
+    let ttl = std::time::Duration::from_secs(DEMO_TOKEN_HOURS * 3600);
+    super::session_token(store, auth_secret, DEMO_LOGINS[0].email, ttl).await
 }
 
 /// The demo admin (the first of [`DEMO_LOGINS`]) as the store holds them.
