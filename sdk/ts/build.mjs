@@ -1,0 +1,70 @@
+#!/usr/bin/env node
+// Builds a TypeScript plugin into a WebAssembly component:
+//   node build.mjs ENTRY.ts OUTPUT.wasm [--no-check]
+// 1. `jco guest-types` writes the WIT's TypeScript declarations to generated/ (once per WIT);
+// 2. `tsc` type-checks the plugin and this SDK (skipped with --no-check);
+// 3. esbuild bundles them into one ES module, the WIT imports left external;
+// 4. ComponentizeJS evaluates the bundle in SpiderMonkey, snapshots it, and writes the component.
+// The tools are this folder's node_modules (`npm ci` installs the versions of package-lock.json).
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const check = !args.includes("--no-check");
+const [entry, output] = args.filter((a) => !a.startsWith("--"));
+if (!entry || !output) {
+  console.error("usage: node build.mjs ENTRY.ts OUTPUT.wasm [--no-check]");
+  process.exit(2);
+}
+// A scaffolded plugin carries its own copy of the contract in wit/; the SDK uses the checkout's.
+const wit = process.env.CANOPY_WIT ?? [join(here, "wit/plugin@0.3.0"), join(here, "../../wit/plugin@0.3.0")].find((p) => existsSync(p));
+const bin = (tool) => join(here, "node_modules/.bin", tool);
+const started = Date.now();
+
+const generated = join(here, "generated");
+const stamp = join(generated, ".wit");
+const witText = readFileSync(join(wit, "plugin.wit"), "utf8");
+if (!existsSync(stamp) || readFileSync(stamp, "utf8") !== witText) {
+  execFileSync(bin("jco"), ["guest-types", wit, "--world-name", "customization", "-o", generated, "-q"], { stdio: "inherit" });
+  writeFileSync(stamp, witText);
+}
+
+if (check) {
+  // The plugin's own tsconfig.json when it has one, else this SDK's with the entry added.
+  const project = existsSync(join(dirname(resolve(entry)), "tsconfig.json")) ? dirname(resolve(entry)) : here;
+  execFileSync(bin("tsc"), ["-p", project], { stdio: "inherit" });
+}
+
+const bundle = join(dirname(resolve(output)), `.${Date.now()}-${process.pid}.bundle.js`);
+const esbuild = await import(join(here, "node_modules/esbuild/lib/main.js"));
+await esbuild.build({
+  entryPoints: [resolve(entry)],
+  outfile: bundle,
+  bundle: true,
+  format: "esm",
+  platform: "neutral",
+  target: "es2022",
+  // The SDK by name, from this folder, wherever the plugin is.
+  alias: { "canopy-sdk": join(here, "src/index.ts") },
+  external: ["canopy:plugin/*"],
+  logLevel: "warning",
+});
+
+const { componentize } = await import(join(here, "node_modules/@bytecodealliance/componentize-js/src/componentize.js"));
+try {
+  const { component } = await componentize({
+    sourcePath: bundle,
+    witPath: wit,
+    worldName: "customization",
+    // The host links WASI p2 without wasi:http: no fetch, no incoming handler.
+    disableFeatures: ["http", "fetch-event"],
+  });
+  mkdirSync(dirname(resolve(output)), { recursive: true });
+  writeFileSync(output, component);
+} finally {
+  execFileSync("rm", ["-f", bundle]);
+}
+console.log(`${output}: ${statSync(output).size} bytes in ${((Date.now() - started) / 1000).toFixed(1)} s`);
