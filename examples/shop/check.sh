@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# Checks the Python shop plugin in the real host against the Rust one: builds both plugins,
-# seeds two identical SQLite shop databases, serves each with `canopy serve` (own ports, data
-# dirs and plugin caches), compares the schema files the two servers write and the answers of
-# compare.py's requests (computed fields, dynamic forms, actions, hooks, segments, search,
-# charts, relations, overrides), then restarts the Python server once to read its load time
-# from the compile cache. Prints the load times the host logs. Stops its servers on exit.
+# Checks the Python or TypeScript shop plugin in the real host against the Rust one: builds both
+# plugins, seeds two identical SQLite shop databases, serves each with `canopy serve` (own ports,
+# data dirs and plugin caches), compares the schema files the two servers write and the answers
+# of compare.py's requests (computed fields, dynamic forms, actions, hooks, segments, search,
+# charts, relations, overrides), then restarts the other language's server once to read its load
+# time from the compile cache. Prints the load times the host logs. Stops its servers on exit.
 #
-#   CANOPY_BIN=/path/to/canopy ./check.sh        (default: target/release/canopy of the repo)
+#   CANOPY_BIN=/path/to/canopy ./check.sh python|ts   (default: target/release/canopy of the repo)
 #
-# Needs componentize-py 0.25.1 (see build.sh), cargo with the wasm32-wasip2 target, python3.
-# WORK=<dir> keeps the work files there (default: a new temp dir, kept for inspection).
+# Needs the language's toolchain (plugin-python/build.sh, plugin-ts/build.sh say which), cargo
+# with the wasm32-wasip2 target, python3. WORK=<dir> keeps the work files there (default: a new
+# temp dir, kept for inspection).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../../.." && pwd)"
+root="$(cd "$here/../.." && pwd)"
+case "${1:-}" in
+  python) lang=py; build="$here/plugin-python/build.sh" ;;
+  ts) lang=ts; build="$here/plugin-ts/build.sh" ;;
+  *) echo "usage: $0 python|ts" >&2; exit 2 ;;
+esac
 BIN=${CANOPY_BIN:-$root/target/release/canopy}
-WORK=${WORK:-$(mktemp -d /tmp/canopy-pycheck.XXXXXX)}
-AUTH=pycheck-auth-secret-not-for-production
+WORK=${WORK:-$(mktemp -d "/tmp/canopy-$lang-check.XXXXXX")}
+AUTH=check-auth-secret-not-for-production
 ENV=0000000000000000000000000000000000000000000000000000000000000000
 [ -x "$BIN" ] || { echo "no canopy binary at $BIN (set CANOPY_BIN)" >&2; exit 1; }
 
@@ -26,14 +32,14 @@ stop() { for l in "${!PID[@]}"; do kill "${PID[$l]}" 2>/dev/null || true; wait "
 trap stop EXIT
 
 echo "== building the plugins"
-"$here/build.sh" "$WORK/shop-py.wasm"
+"$build" "$WORK/shop-$lang.wasm"
 (cd "$root/examples/shop/plugin" && cargo build --release --target wasm32-wasip2 --target-dir target --quiet)
 cp "$root/examples/shop/plugin/target/wasm32-wasip2/release/shop_plugin.wasm" "$WORK/shop-rs.wasm"
 
-serve() { # serve <py|rs>: a server of the shop database with that plugin
+serve() { # serve <lang>: a server of the shop database with that plugin
   local l=$1
   PORT[$l]=$(free_port)
-  CANOPY_PLUGIN_CACHE_DIR="$WORK/cache-$l" CANOPY_ADMIN_PASSWORD=pycheck-admin-password \
+  CANOPY_PLUGIN_CACHE_DIR="$WORK/cache-$l" CANOPY_ADMIN_PASSWORD=check-admin-password \
     "$BIN" serve --database-url "sqlite://$WORK/shop-$l.sqlite" --auth-secret "$AUTH" \
     --env-secret "$ENV" --plugins "$WORK/plugins-$l" --listen "127.0.0.1:${PORT[$l]}" \
     --schema-path "$WORK/schema-$l.json" --data-dir "$WORK/data-$l" \
@@ -47,7 +53,7 @@ serve() { # serve <py|rs>: a server of the shop database with that plugin
   echo "the $l server did not answer" >&2; exit 1
 }
 
-for l in py rs; do
+for l in "$lang" rs; do
   rm -rf "$WORK/plugins-$l" "$WORK/cache-$l" "$WORK/data-$l" "$WORK/shop-$l.sqlite" "$WORK/$l.log"
   mkdir -p "$WORK/plugins-$l"
   cp "$WORK/shop-$l.wasm" "$WORK/plugins-$l/shop.wasm"
@@ -58,26 +64,26 @@ done
 token() { "$BIN" token --email admin@canopy.local --data-dir "$WORK/data-$1" --auth-secret "$AUTH" | tail -1; }
 
 echo "== schema files"
-if diff <(python3 -m json.tool "$WORK/schema-py.json") <(python3 -m json.tool "$WORK/schema-rs.json") >"$WORK/schema.diff"; then
+if diff <(python3 -m json.tool "$WORK/schema-$lang.json") <(python3 -m json.tool "$WORK/schema-rs.json") >"$WORK/schema.diff"; then
   echo "identical"
 else
   echo "DIFFERENT (see $WORK/schema.diff)"; status=1
 fi
 
 echo "== answers"
-python3 "$here/compare.py" "http://127.0.0.1:${PORT[py]}" "$(token py)" \
+python3 "$here/compare.py" "http://127.0.0.1:${PORT[$lang]}" "$(token "$lang")" \
   "http://127.0.0.1:${PORT[rs]}" "$(token rs)" || status=1
 
 echo "== server memory (after the comparison)"
-for l in py rs; do
+for l in "$lang" rs; do
   awk -v l="$l" '$1 == "VmRSS:" || $1 == "VmHWM:" { printf "  %s %s %d MiB\n", l, $1, $2 / 1024 }' "/proc/${PID[$l]}/status"
 done
-echo "== restart of the Python server (compile cache warm)"
-kill "${PID[py]}"; wait "${PID[py]}" 2>/dev/null || true; unset 'PID[py]'
-serve py
+echo "== restart of the $1 server (compile cache warm)"
+kill "${PID[$lang]}"; wait "${PID[$lang]}" 2>/dev/null || true; unset "PID[$lang]"
+serve "$lang"
 
 echo "== what the host logged"
-for l in py rs; do
+for l in "$lang" rs; do
   echo "$l: $(stat -c %s "$WORK/shop-$l.wasm") bytes"
   grep -h "plugins loaded" "$WORK/$l.log" | sed -e 's/.*millis=\([0-9]*\).*/  plugins loaded in \1 ms/' | \
     awk 'NR == 1 { print $0 " (first start: compiled)" } NR > 1 { print $0 " (from the cache)" }'
