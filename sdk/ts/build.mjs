@@ -5,7 +5,9 @@
 // 2. `tsc` type-checks the plugin and this SDK (skipped with --no-check);
 // 3. esbuild bundles them into one ES module, the WIT imports left external;
 // 4. ComponentizeJS evaluates the bundle in SpiderMonkey, snapshots it, and writes the component.
-// The tools are this folder's node_modules (`npm ci` installs the versions of package-lock.json).
+// The tools are the nearest node_modules above this file (`npm ci` installs the versions of
+// package-lock.json): sdk/ts's in the checkout, the plugin's own in a scaffolded plugin, where this
+// file is vendor/canopy-sdk/build.mjs.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -21,7 +23,34 @@ if (!entry || !output) {
 }
 // A scaffolded plugin carries its own copy of the contract in wit/; the SDK uses the checkout's.
 const wit = process.env.CANOPY_WIT ?? [join(here, "wit/plugin@0.3.0"), join(here, "../../wit/plugin@0.3.0")].find((p) => existsSync(p));
-const bin = (tool) => join(here, "node_modules/.bin", tool);
+/**
+ * A `canopy-language` custom section naming the plugin's language, appended to the component:
+ * the host shows it (`GET /_canopy/plugins`, the console). ComponentizeJS's own `producers`
+ * section says `JavaScript`, and the engine's module says C11 before it.
+ */
+function languageSection(language) {
+  const leb = (n) => {
+    const out = [];
+    do {
+      out.push((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+      n >>>= 7;
+    } while (n > 0);
+    return out;
+  };
+  const name = Buffer.from("canopy-language");
+  const body = Buffer.concat([Buffer.from(leb(name.length)), name, Buffer.from(language)]);
+  return Buffer.concat([Buffer.from([0]), Buffer.from(leb(body.length)), body]);
+}
+let modules = here;
+while (!existsSync(join(modules, "node_modules/@bytecodealliance/componentize-js"))) {
+  if (dirname(modules) === modules) {
+    console.error(`the TypeScript toolchain is not installed: run \`npm ci\` beside package.json (above ${here})`);
+    process.exit(1);
+  }
+  modules = dirname(modules);
+}
+modules = join(modules, "node_modules");
+const bin = (tool) => join(modules, ".bin", tool);
 const started = Date.now();
 
 const generated = join(here, "generated");
@@ -39,7 +68,7 @@ if (check) {
 }
 
 const bundle = join(dirname(resolve(output)), `.${Date.now()}-${process.pid}.bundle.js`);
-const esbuild = await import(join(here, "node_modules/esbuild/lib/main.js"));
+const esbuild = await import(join(modules, "esbuild/lib/main.js"));
 await esbuild.build({
   entryPoints: [resolve(entry)],
   outfile: bundle,
@@ -53,7 +82,7 @@ await esbuild.build({
   logLevel: "warning",
 });
 
-const { componentize } = await import(join(here, "node_modules/@bytecodealliance/componentize-js/src/componentize.js"));
+const { componentize } = await import(join(modules, "@bytecodealliance/componentize-js/src/componentize.js"));
 try {
   const { component } = await componentize({
     sourcePath: bundle,
@@ -63,7 +92,7 @@ try {
     disableFeatures: ["http", "fetch-event"],
   });
   mkdirSync(dirname(resolve(output)), { recursive: true });
-  writeFileSync(output, component);
+  writeFileSync(output, Buffer.concat([component, languageSection("typescript")]));
 } finally {
   execFileSync("rm", ["-f", bundle]);
 }
