@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Checks the Python or TypeScript shop plugin in the real host against the Rust one: builds both
-# plugins, seeds two identical SQLite shop databases, serves each with `canopy serve` (own ports,
-# data dirs and plugin caches), compares the schema files the two servers write and the answers
-# of compare.py's requests (computed fields, dynamic forms, actions, hooks, segments, search,
-# charts, relations, overrides), then restarts the other language's server once to read its load
-# time from the compile cache. Prints the load times the host logs. Stops its servers on exit.
+# Checks the Python and/or TypeScript shop plugins in the real host against the Rust one: builds
+# the plugins, seeds identical SQLite shop databases, serves each with `canopy serve` (own ports,
+# data dirs and plugin caches), compares the schema files the servers write and the answers of
+# compare.py's requests (computed fields, dynamic forms, actions, hooks, segments, search, charts,
+# relations, overrides), measures what `full_name` adds to a list page of 100 on every server in
+# the same run (field_cost.py), then restarts each non-Rust server once to read its load time from
+# the compile cache. Prints the load times the host logs. Stops its servers on exit.
 #
-#   CANOPY_BIN=/path/to/canopy ./check.sh python|ts   (default: target/release/canopy of the repo)
+#   CANOPY_BIN=/path/to/canopy ./check.sh python|ts...   (default: target/release/canopy)
 #
 # Needs the language's toolchain (plugin-python/build.sh, plugin-ts/build.sh say which), cargo
 # with the wasm32-wasip2 target, python3. WORK=<dir> keeps the work files there (default: a new
@@ -15,13 +16,18 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-case "${1:-}" in
-  python) lang=py; build="$here/plugin-python/build.sh" ;;
-  ts) lang=ts; build="$here/plugin-ts/build.sh" ;;
-  *) echo "usage: $0 python|ts" >&2; exit 2 ;;
-esac
+langs=()
+declare -A BUILD
+for arg in "$@"; do
+  case "$arg" in
+    python) langs+=(py); BUILD[py]="$here/plugin-python/build.sh" ;;
+    ts) langs+=(ts); BUILD[ts]="$here/plugin-ts/build.sh" ;;
+    *) echo "usage: $0 python|ts..." >&2; exit 2 ;;
+  esac
+done
+[ "${#langs[@]}" -gt 0 ] || { echo "usage: $0 python|ts..." >&2; exit 2; }
 BIN=${CANOPY_BIN:-$root/target/release/canopy}
-WORK=${WORK:-$(mktemp -d "/tmp/canopy-$lang-check.XXXXXX")}
+WORK=${WORK:-$(mktemp -d "/tmp/canopy-check.XXXXXX")}
 AUTH=check-auth-secret-not-for-production
 ENV=0000000000000000000000000000000000000000000000000000000000000000
 [ -x "$BIN" ] || { echo "no canopy binary at $BIN (set CANOPY_BIN)" >&2; exit 1; }
@@ -32,7 +38,7 @@ stop() { for l in "${!PID[@]}"; do kill "${PID[$l]}" 2>/dev/null || true; wait "
 trap stop EXIT
 
 echo "== building the plugins"
-"$build" "$WORK/shop-$lang.wasm"
+for l in "${langs[@]}"; do "${BUILD[$l]}" "$WORK/shop-$l.wasm"; done
 (cd "$root/examples/shop/plugin" && cargo build --release --target wasm32-wasip2 --target-dir target --quiet)
 cp "$root/examples/shop/plugin/target/wasm32-wasip2/release/shop_plugin.wasm" "$WORK/shop-rs.wasm"
 
@@ -53,7 +59,7 @@ serve() { # serve <lang>: a server of the shop database with that plugin
   echo "the $l server did not answer" >&2; exit 1
 }
 
-for l in "$lang" rs; do
+for l in "${langs[@]}" rs; do
   rm -rf "$WORK/plugins-$l" "$WORK/cache-$l" "$WORK/data-$l" "$WORK/shop-$l.sqlite" "$WORK/$l.log"
   mkdir -p "$WORK/plugins-$l"
   cp "$WORK/shop-$l.wasm" "$WORK/plugins-$l/shop.wasm"
@@ -63,27 +69,36 @@ for l in "$lang" rs; do
 done
 token() { "$BIN" token --email admin@canopy.local --data-dir "$WORK/data-$1" --auth-secret "$AUTH" | tail -1; }
 
-echo "== schema files"
-if diff <(python3 -m json.tool "$WORK/schema-$lang.json") <(python3 -m json.tool "$WORK/schema-rs.json") >"$WORK/schema.diff"; then
-  echo "identical"
-else
-  echo "DIFFERENT (see $WORK/schema.diff)"; status=1
-fi
+status=0
+for l in "${langs[@]}"; do
+  echo "== $l: schema file"
+  if diff <(python3 -m json.tool "$WORK/schema-$l.json") <(python3 -m json.tool "$WORK/schema-rs.json") >"$WORK/schema-$l.diff"; then
+    echo "identical to Rust's"
+  else
+    echo "DIFFERENT (see $WORK/schema-$l.diff)"; status=1
+  fi
+  echo "== $l: answers"
+  python3 "$here/compare.py" "http://127.0.0.1:${PORT[$l]}" "$(token "$l")" \
+    "http://127.0.0.1:${PORT[rs]}" "$(token rs)" || status=1
+done
 
-echo "== answers"
-python3 "$here/compare.py" "http://127.0.0.1:${PORT[$lang]}" "$(token "$lang")" \
-  "http://127.0.0.1:${PORT[rs]}" "$(token rs)" || status=1
+echo "== full_name on a list page of 100: what it adds (median of ${ROUNDS:-400} rounds, interleaved)"
+servers=()
+for l in rs "${langs[@]}"; do servers+=("$l=http://127.0.0.1:${PORT[$l]}=$(token "$l")"); done
+python3 "$here/field_cost.py" "${ROUNDS:-400}" "${servers[@]}"
 
-echo "== server memory (after the comparison)"
-for l in "$lang" rs; do
+echo "== server memory"
+for l in "${langs[@]}" rs; do
   awk -v l="$l" '$1 == "VmRSS:" || $1 == "VmHWM:" { printf "  %s %s %d MiB\n", l, $1, $2 / 1024 }' "/proc/${PID[$l]}/status"
 done
-echo "== restart of the $1 server (compile cache warm)"
-kill "${PID[$lang]}"; wait "${PID[$lang]}" 2>/dev/null || true; unset "PID[$lang]"
-serve "$lang"
+for l in "${langs[@]}"; do
+  echo "== restart of the $l server (compile cache warm)"
+  kill "${PID[$l]}"; wait "${PID[$l]}" 2>/dev/null || true; unset "PID[$l]"
+  serve "$l"
+done
 
 echo "== what the host logged"
-for l in "$lang" rs; do
+for l in "${langs[@]}" rs; do
   echo "$l: $(stat -c %s "$WORK/shop-$l.wasm") bytes"
   grep -h "plugins loaded" "$WORK/$l.log" | sed -e 's/.*millis=\([0-9]*\).*/  plugins loaded in \1 ms/' | \
     awk 'NR == 1 { print $0 " (first start: compiled)" } NR > 1 { print $0 " (from the cache)" }'
@@ -93,4 +108,4 @@ for l in "$lang" rs; do
     awk '{ v[NR] = $1 } END { if (NR) print "  action calls: " NR ", median " v[int((NR + 1) / 2)] " us" }'
 done
 echo "work files: $WORK"
-exit "${status:-0}"
+exit "$status"
