@@ -9,8 +9,9 @@
 // package-lock.json): sdk/ts's in the checkout, the plugin's own in a scaffolded plugin, where this
 // file is vendor/canopy-sdk/build.mjs.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -67,7 +68,9 @@ if (check) {
   execFileSync(bin("tsc"), ["-p", project], { stdio: "inherit" });
 }
 
-const bundle = join(dirname(resolve(output)), `.${Date.now()}-${process.pid}.bundle.js`);
+// Named after the entry, in a folder of its own: error messages cite `NAME.js:LINE`.
+const bundleDir = mkdtempSync(join(tmpdir(), "canopy-ts-"));
+const bundle = join(bundleDir, `${basename(entry).replace(/\.[cm]?ts$/, "")}.js`);
 const esbuild = await import(join(modules, "esbuild/lib/main.js"));
 await esbuild.build({
   entryPoints: [resolve(entry)],
@@ -94,6 +97,6 @@ try {
   mkdirSync(dirname(resolve(output)), { recursive: true });
   writeFileSync(output, Buffer.concat([component, languageSection("typescript")]));
 } finally {
-  execFileSync("rm", ["-f", bundle]);
+  rmSync(bundleDir, { recursive: true, force: true });
 }
 console.log(`${output}: ${statSync(output).size} bytes in ${((Date.now() - started) / 1000).toFixed(1)} s`);
