@@ -154,7 +154,9 @@ pub enum Error {
         "--sdk is for Rust plugins: a Python plugin gets a copy of the SDK this binary carries"
     )]
     SdkNotForPython,
-    #[error("--sdk is for Rust plugins: a TypeScript plugin gets a copy of the SDK this binary carries")]
+    #[error(
+        "--sdk is for Rust plugins: a TypeScript plugin gets a copy of the SDK this binary carries"
+    )]
     SdkNotForTs,
     #[error("{}: {source}", path.display())]
     Io {
@@ -744,7 +746,9 @@ mod tests {
             "{build}"
         );
         let module = std::fs::read_to_string(dir.join("vip-rules.ts")).unwrap();
-        assert!(module.contains("export const { customizer, workflow } = exportPlugin(customize);"));
+        assert!(
+            module.contains("export const { customizer, workflow } = exportPlugin(customize);")
+        );
         assert!(module.contains("Hello from vip-rules, "));
         for text in [&module, &build] {
             assert!(!text.contains("{{"), "{text}");

@@ -786,7 +786,10 @@ fn ts_shop_plugin(plugin_dir: &Path) -> Result<(), String> {
         ));
     }
     let sdk = root.join("sdk/ts");
-    if !sdk.join("node_modules/@bytecodealliance/componentize-js").is_dir() {
+    if !sdk
+        .join("node_modules/@bytecodealliance/componentize-js")
+        .is_dir()
+    {
         return Err(format!(
             "the TypeScript toolchain is not installed: `npm ci` in {} (Node.js 20 or later)",
             sdk.display()

@@ -113,15 +113,22 @@ fn write_collection(out: &mut String, collection: &CollectionSchema, paths: &[Re
             doc_text(&super::describe(path.column)),
             doc(&path.collection)
         );
-        let _ = writeln!(out, "      {}: {};", ts_string(&path.path), ts_type(path.column));
+        let _ = writeln!(
+            out,
+            "      {}: {};",
+            ts_string(&path.path),
+            ts_type(path.column)
+        );
     }
     out.push_str("    };\n  };\n");
 }
 
 /// A column's TypeScript type: an enum as the union of its values (as the agent writes it).
 fn ts_type(column: &ColumnSchema) -> String {
-    if matches!(column.column_type, ColumnType::Primitive(PrimitiveType::Enum))
-        && !column.enum_values.is_empty()
+    if matches!(
+        column.column_type,
+        ColumnType::Primitive(PrimitiveType::Enum)
+    ) && !column.enum_values.is_empty()
     {
         let mut values: Vec<&str> = column.enum_values.iter().map(String::as_str).collect();
         values.sort_unstable();

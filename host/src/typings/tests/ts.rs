@@ -75,7 +75,14 @@ fn type_check(dir: &Path, sdk: &Path, plugin: &str) -> Result<(), String> {
     if !generated.is_dir() {
         let status = Command::new(sdk.join("node_modules/.bin/jco"))
             .current_dir(sdk.join("../../wit"))
-            .args(["guest-types", "plugin@0.3.0", "--world-name", "customization", "-q", "-o"])
+            .args([
+                "guest-types",
+                "plugin@0.3.0",
+                "--world-name",
+                "customization",
+                "-q",
+                "-o",
+            ])
             .arg(&generated)
             .status()
             .unwrap();
