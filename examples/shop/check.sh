@@ -11,7 +11,8 @@
 #
 # Needs the language's toolchain (plugin-python/build.sh, plugin-ts/build.sh say which), cargo
 # with the wasm32-wasip2 target, python3. WORK=<dir> keeps the work files there (default: a new
-# temp dir, kept for inspection).
+# temp dir, kept for inspection). RS_WASM=<file> serves that Rust shop plugin instead of building
+# it.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -39,8 +40,12 @@ trap stop EXIT
 
 echo "== building the plugins"
 for l in "${langs[@]}"; do "${BUILD[$l]}" "$WORK/shop-$l.wasm"; done
-(cd "$root/examples/shop/plugin" && cargo build --release --target wasm32-wasip2 --target-dir target --quiet)
-cp "$root/examples/shop/plugin/target/wasm32-wasip2/release/shop_plugin.wasm" "$WORK/shop-rs.wasm"
+if [ -n "${RS_WASM:-}" ]; then
+  cp "$RS_WASM" "$WORK/shop-rs.wasm"   # a Rust shop plugin built already (the demo's, the tests')
+else
+  (cd "$root/examples/shop/plugin" && cargo build --release --target wasm32-wasip2 --target-dir target --quiet)
+  cp "$root/examples/shop/plugin/target/wasm32-wasip2/release/shop_plugin.wasm" "$WORK/shop-rs.wasm"
+fi
 
 serve() { # serve <lang>: a server of the shop database with that plugin
   local l=$1
