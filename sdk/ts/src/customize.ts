@@ -56,12 +56,13 @@ function toColumn(type: ColumnType, answer: ComputedValues): Column {
   if (answer instanceof Texts) return new Column(json ? "json" : "strings", answer);
   const cells = answer as readonly unknown[];
   if (type === "Number") {
-    if (cells.some((c) => typeof c === "string")) return Column.strings(cells.map((c) => (c === null || c === undefined ? null : String(c))));
-    return Column.numbers(cells as (number | null)[]);
+    let text = false;
+    for (let i = 0; i < cells.length && !text; i++) text = typeof cells[i] === "string";
+    return text ? Column.strings(cells as string[]) : Column.numbers(cells as (number | null)[]);
   }
   if (type === "Boolean") return Column.booleans(cells as (boolean | null)[]);
   if (json) return Column.json(cells);
-  return Column.strings(cells.map((c) => (c === null || c === undefined ? null : String(c))));
+  return Column.strings(cells as string[]);
 }
 
 /** One entry of the handler table: what kind of call it answers and the function. */
@@ -217,7 +218,10 @@ export class CollectionCustomizer<S extends TSchema = TSchema, N extends TCollec
       defaultValue: field.defaultValue ?? null,
       enumValues: field.enumValues ?? null,
     };
-    const compute = async (rows: Rows, ctx: Context) => toColumn(field.columnType, await field.getValues(rows, ctx));
+    const compute = (rows: Rows, ctx: Context): Column | Promise<Column> => {
+      const values = field.getValues(rows, ctx);
+      return values instanceof Promise ? values.then((v) => toColumn(field.columnType, v)) : toColumn(field.columnType, values);
+    };
     return this.#declare("field", name, definition, { kind: "field", fn: compute });
   }
 

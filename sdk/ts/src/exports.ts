@@ -74,13 +74,17 @@ export function describe(e: unknown): string {
 type WitResult<T> = { tag: "ok"; val: T } | { tag: "err"; val: { tag: ErrorKind; val: string } };
 
 /** Runs an export, answering every error as the WIT error it stands for. */
-function guard<A extends unknown[], R>(f: (...args: A) => R | Promise<R>): (...args: A) => Promise<WitResult<R>> {
-  return async (...args: A) => {
+function guard<A extends unknown[], R>(f: (...args: A) => R | Promise<R>): (...args: A) => WitResult<R> | Promise<WitResult<R>> {
+  const failed = (e: unknown): WitResult<R> => ({ tag: "err", val: e instanceof CanopyError ? e.toWit() : { tag: "internal", val: describe(e) } });
+  // Synchronous unless the handler answers a promise: the bindings await the export anyway.
+  return (...args: A) => {
     installConsole();
     try {
-      return { tag: "ok", val: await f(...args) };
+      const value = f.apply(undefined, args);
+      if (value instanceof Promise) return value.then((val: R): WitResult<R> => ({ tag: "ok", val }), failed);
+      return { tag: "ok", val: value };
     } catch (e) {
-      return { tag: "err", val: e instanceof CanopyError ? e.toWit() : { tag: "internal", val: describe(e) } };
+      return failed(e);
     }
   };
 }
@@ -93,11 +97,11 @@ function build(ds: DataSource): DataSource {
 }
 
 /** Handler `id` of this instance's table (built first if there is none). */
-function handler(id: number, ...kinds: Handler["kind"][]): Handler {
+function handler(id: number, kinds: readonly Handler["kind"][]): Handler {
   table ??= build(new DataSource());
   const h = table.handlers[id];
   if (h === undefined) throw new InternalError(`no handler ${id}`);
-  if (!kinds.includes(h.kind)) throw new InternalError(`handler ${id} is not of the called kind`);
+  if (kinds.indexOf(h.kind) < 0) throw new InternalError(`handler ${id} is not of the called kind`);
   return h;
 }
 
@@ -123,59 +127,63 @@ const customizer = {
     }));
   }),
 
-  compute: guard(async (id: number, ctx: CallContext, rows: PackedBatch): Promise<PackedColumn> => {
+  // The hot path (every list page with a computed field): synchronous unless the field is.
+  compute: guard((id: number, ctx: CallContext, rows: PackedBatch): PackedColumn | Promise<PackedColumn> => {
     const batch = Rows.fromWit(rows);
-    const column: Column = await handler(id, "field").fn(batch, Context.fromWit(ctx));
-    if (column.length !== batch.length) throw new InternalError(`computed field returned ${column.length} values for ${batch.length} rows`);
-    return column.toPacked();
+    const packed = (column: Column): PackedColumn => {
+      if (column.length !== batch.length) throw new InternalError(`computed field returned ${column.length} values for ${batch.length} rows`);
+      return column.toPacked();
+    };
+    const column: Column | Promise<Column> = handler(id, ["field"]).fn(batch, Context.fromWit(ctx));
+    return column instanceof Promise ? column.then(packed) : packed(column);
   }),
 
   actionForm: guard(async (id: number, ctx: CallContext, actionJson: string): Promise<string> => {
-    const action: Action = handler(id, "action").fn;
+    const action: Action = handler(id, ["action"]).fn;
     return dumps(await evaluateForm(action, new ActionContext(Context.fromWit(ctx), object(actionJson))));
   }),
 
   actionExecute: guard(async (id: number, ctx: CallContext, actionJson: string): Promise<ActionOutcome> => {
-    const action: Action = handler(id, "action").fn;
+    const action: Action = handler(id, ["action"]).fn;
     const result = await action.execute(new ActionContext(Context.fromWit(ctx), object(actionJson)), ActionResult);
     if (!(result instanceof ActionResult)) throw new InternalError(`an action returned ${show(result)}, not an ActionResult`);
     return { result: dumps(result.toJson()), file: result.fileBytes };
   }),
 
   hook: guard(async (id: number, ctx: CallContext, hookJson: string): Promise<string | undefined> => {
-    const h = handler(id, "hook");
+    const h = handler(id, ["hook"]);
     const hc = new HookContext(Context.fromWit(ctx), h.position ?? "Before", h.operation ?? "List", object(hookJson));
     await h.fn(hc);
     const change = hc.change();
     return change === undefined ? undefined : dumps(change);
   }),
 
-  segment: guard(async (id: number, ctx: CallContext): Promise<string> => dumps(await handler(id, "segment").fn(Context.fromWit(ctx)))),
+  segment: guard(async (id: number, ctx: CallContext): Promise<string> => dumps(await handler(id, ["segment"]).fn(Context.fromWit(ctx)))),
 
   search: guard(async (id: number, ctx: CallContext, search: string, extended: boolean): Promise<string | undefined> => {
-    const tree = await handler(id, "search").fn(search, extended, Context.fromWit(ctx));
+    const tree = await handler(id, ["search"]).fn(search, extended, Context.fromWit(ctx));
     return tree === undefined || tree === null ? undefined : dumps(tree);
   }),
 
   chart: guard(async (id: number, ctx: CallContext, chartJson: string): Promise<string> => {
-    const result = await handler(id, "chart").fn(new ChartContext(Context.fromWit(ctx), object(chartJson)));
+    const result = await handler(id, ["chart"]).fn(new ChartContext(Context.fromWit(ctx), object(chartJson)));
     return dumps(result instanceof ChartResult ? result.toJson() : result);
   }),
 
   write: guard(async (id: number, ctx: CallContext, writeJson: string): Promise<string | undefined> => {
     const payload = object(writeJson);
-    const patch = await handler(id, "write").fn(payload.value ?? null, new WriteContext(Context.fromWit(ctx), payload));
+    const patch = await handler(id, ["write"]).fn(payload.value ?? null, new WriteContext(Context.fromWit(ctx), payload));
     if (patch === null || patch === undefined) return undefined;
     if (asObject(patch) === undefined) throw new InternalError(`a write replacement returned ${dumps(patch)}, not an object`);
     return dumps(patch);
   }),
 
   replaceOperator: guard(async (id: number, ctx: CallContext, valueJson: string): Promise<string> =>
-    dumps(await handler(id, "operator").fn(JSON.parse(valueJson), Context.fromWit(ctx))),
+    dumps(await handler(id, ["operator"]).fn(JSON.parse(valueJson), Context.fromWit(ctx))),
   ),
 
   overrideOperation: guard(async (id: number, ctx: CallContext, overrideJson: string): Promise<string | undefined> => {
-    const h = handler(id, "create", "update", "delete");
+    const h = handler(id, ["create", "update", "delete"]);
     const payload = object(overrideJson);
     const context = Context.fromWit(ctx);
     if (h.kind === "create") {
@@ -197,7 +205,7 @@ const workflow = {
 
   workflowStep: guard(async (id: number, ctx: CallContext, input: StepInput): Promise<WitStepOutput> => {
     const step = new StepContext(Context.fromWit(ctx), input.recordId, JSON.parse(input.contextJson), JSON.parse(input.settingsJson));
-    const output: StepOutput = (await handler(id, "step").fn(step)) ?? StepOutput.next();
+    const output: StepOutput = (await handler(id, ["step"]).fn(step)) ?? StepOutput.next();
     return { option: output.option, valuesJson: dumps(output.values) };
   }),
 };
