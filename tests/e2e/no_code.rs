@@ -414,9 +414,8 @@ async fn a_definition_that_cannot_work_stops_the_start(backend: Backend) {
             "the action 'X' of 'orders' cannot be served",
         ),
     ] {
-        let error = match served(config(&shop, &base, extra)).await {
-            Ok(_) => panic!("started with {extra}"),
-            Err(error) => error,
+        let Err(error) = served(config(&shop, &base, extra)).await else {
+            panic!("started with {extra}")
         };
         assert!(error.contains(expected), "{extra}: {error}");
     }
