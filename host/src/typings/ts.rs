@@ -24,8 +24,6 @@ const HEADER: &str = "\
 // Type the plugin with it (`import type { Schema } from './typings';`): `DataSource<Schema>`,
 // `CollectionCustomizer<Schema, 'customers'>` (or the aliases below); collection names, computed
 // field dependencies and `relation:field` paths are then checked by `tsc`.
-
-import type { CollectionCustomizer, Json } from 'canopy-sdk';
 ";
 
 /// The typings of `schema` as a TypeScript declaration module.
@@ -48,6 +46,21 @@ pub(super) fn generate(schema: &DataSourceSchema, max_depth: u32) -> Typings {
         },
     );
     let mut out = String::from(HEADER);
+    // Only what is used: a project checked with `noUnusedLocals` refuses an unused import.
+    let used: Vec<&str> = [
+        ("CollectionCustomizer", !collections.is_empty()),
+        ("Json", body.contains(": Json")),
+    ]
+    .into_iter()
+    .filter_map(|(name, used)| used.then_some(name))
+    .collect();
+    if !used.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nimport type {{ {} }} from 'canopy-sdk';",
+            used.join(", ")
+        );
+    }
     out.push_str("\n/** Every collection, by name. */\nexport type CollectionName =");
     if collections.is_empty() {
         out.push_str(" never");

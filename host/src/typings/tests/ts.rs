@@ -10,7 +10,8 @@ fn ts(reverse: bool) -> String {
 #[test]
 fn each_collection_gets_plain_nested_and_flat_types_and_a_customizer_alias() {
     let source = ts(false);
-    assert!(source.contains("\nimport type { CollectionCustomizer, Json } from 'canopy-sdk';\n"));
+    // No Json column in this schema: only the customizer type is imported.
+    assert!(source.contains("\nimport type { CollectionCustomizer } from 'canopy-sdk';\n"));
     assert!(source.contains(
         "export type CollectionName =\n  | 'OrderItems'\n  | 'addresses'\n  | 'customers'\n  | 'order-items'\n  | 'orders'\n  | 'type';\n"
     ));
@@ -118,6 +119,7 @@ fn the_generated_schema_types_a_plugin_and_refuses_a_misspelt_dependency() {
             ("id", key()),
             ("quote'back\\slash", column(PrimitiveType::String)),
             ("line\nbreak", column(PrimitiveType::Point)),
+            ("data", column(PrimitiveType::Json)),
         ],
     );
     schema.collections.insert(odd.name.clone(), odd);
