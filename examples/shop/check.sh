@@ -64,18 +64,28 @@ serve() { # serve <lang>: a server of the shop database with that plugin
   echo "the $l server did not answer" >&2; exit 1
 }
 
+seed() { # seed <lang>: a fresh copy of the shop database for that server
+  rm -f "$WORK/shop-$1.sqlite"
+  python3 -c 'import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.executescript(open(sys.argv[2]).read()); db.commit()' \
+    "$WORK/shop-$1.sqlite" "$root/examples/shop/seed.sql"
+}
 for l in "${langs[@]}" rs; do
-  rm -rf "$WORK/plugins-$l" "$WORK/cache-$l" "$WORK/data-$l" "$WORK/shop-$l.sqlite" "$WORK/$l.log"
+  rm -rf "$WORK/plugins-$l" "$WORK/cache-$l" "$WORK/data-$l" "$WORK/$l.log"
   mkdir -p "$WORK/plugins-$l"
   cp "$WORK/shop-$l.wasm" "$WORK/plugins-$l/shop.wasm"
-  python3 -c 'import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.executescript(open(sys.argv[2]).read()); db.commit()' \
-    "$WORK/shop-$l.sqlite" "$root/examples/shop/seed.sql"
+  seed "$l"
   serve "$l"
 done
 token() { "$BIN" token --email admin@canopy.local --data-dir "$WORK/data-$1" --auth-secret "$AUTH" | tail -1; }
 
 status=0
 for l in "${langs[@]}"; do
+  # compare.py writes: each language is compared with a Rust server on a fresh database.
+  if [ "$l" != "${langs[0]}" ]; then
+    kill "${PID[rs]}"; wait "${PID[rs]}" 2>/dev/null || true
+    seed rs
+    serve rs
+  fi
   echo "== $l: schema file"
   if diff <(python3 -m json.tool "$WORK/schema-$l.json") <(python3 -m json.tool "$WORK/schema-rs.json") >"$WORK/schema-$l.diff"; then
     echo "identical to Rust's"
