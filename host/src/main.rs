@@ -57,8 +57,8 @@ enum Command {
         /// typingsPath, else stdout]
         #[arg(long, value_name = "PATH")]
         out: Option<PathBuf>,
-        /// The module's language. [default: python when the output file ends in `.py`, else
-        /// rust]
+        /// The module's language. [default: python when the output file ends in `.py`, ts when
+        /// it ends in `.ts` (`typings.d.ts` too), else rust]
         #[arg(long, value_enum, value_name = "LANG")]
         lang: Option<canopy::typings::Language>,
         /// Relations followed in `relation:field` paths. [default: typingsMaxDepth, i.e. 5]
@@ -139,9 +139,11 @@ enum Command {
         /// workflows and schema file go beside it.
         #[arg(long, default_value = ".canopy/shop.sqlite")]
         path: PathBuf,
-        /// The shop plugin to serve: the Rust one (`examples/shop/plugin`, built with cargo) or
-        /// the Python one (`examples/shop/plugin-python`, built with componentize-py, which must
-        /// be installed: `pip install componentize-py==0.25.1`, or COMPONENTIZE_PY).
+        /// The shop plugin to serve: the Rust one (`examples/shop/plugin`, built with cargo), the
+        /// Python one (`examples/shop/plugin-python`, built with componentize-py, which must be
+        /// installed: `pip install componentize-py==0.25.1`, or COMPONENTIZE_PY) or the
+        /// TypeScript one (`examples/shop/plugin-ts`, built with the toolchain `npm ci` installs
+        /// in `sdk/ts`).
         #[arg(long, value_enum, value_name = "LANG", default_value_t)]
         plugin_lang: canopy::typings::Language,
         /// Every setting of `serve` (rate limits, logs, MCP…), except the database, the store,
@@ -158,7 +160,9 @@ enum PluginCommand {
     /// settings and a README with the build and reload loop. Rust: a crate with its own
     /// workspace and wasm32-wasip2 as build target. Python: a module, a `build.sh` running
     /// componentize-py, and a copy of the SDK and the WIT contract this binary carries (the
-    /// folder builds anywhere). Refuses to write into a folder that is not empty.
+    /// folder builds anywhere). TypeScript (`ts`): the same, with the `package.json` and
+    /// `package-lock.json` of the pinned toolchain (`build.sh` runs `npm ci` the first time).
+    /// Refuses to write into a folder that is not empty.
     New {
         /// The plugin's name: lower-case letters, digits, `-` and `_`; also its crate's (or
         /// Python module's, with `_plugin` appended) name and the `NAME.wasm` it is loaded as.
@@ -300,12 +304,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             sdk,
         }) => {
             // CANOPY_SDK names a Rust SDK: read here rather than by clap, so that a variable set
-            // for Rust plugins does not refuse `--lang python`.
+            // for Rust plugins does not refuse `--lang python` or `--lang ts`.
             let sdk = sdk.or_else(|| match lang {
                 canopy::typings::Language::Rust => {
                     std::env::var_os("CANOPY_SDK").map(PathBuf::from)
                 }
-                canopy::typings::Language::Python => None,
+                canopy::typings::Language::Python | canopy::typings::Language::Ts => None,
             });
             let created =
                 canopy::scaffold::new_plugin(&name, lang, dir.as_deref(), sdk.as_deref())?;
@@ -471,6 +475,9 @@ async fn demo(
         // Asked for by name: without it the demo would not be what was asked.
         Err(why) if plugin_lang == canopy::typings::Language::Python => {
             anyhow::bail!("cannot serve the Python shop plugin: {why}")
+        }
+        Err(why) if plugin_lang == canopy::typings::Language::Ts => {
+            anyhow::bail!("cannot serve the TypeScript shop plugin: {why}")
         }
         Err(why) => {
             eprintln!("Serving without the shop plugin: {why}");

@@ -1,4 +1,4 @@
-//! `canopy plugin new NAME [--lang rust|python]`: writes a ready-to-build plugin (templates in
+//! `canopy plugin new NAME [--lang rust|python|ts]`: writes a ready-to-build plugin (templates in
 //! `scaffold/`) with an example computed field and action, the `NAME.toml` settings to copy
 //! beside the built plugin, and a README with the write → build → copy → reload loop.
 //!
@@ -7,6 +7,9 @@
 //! componentize-py, and a copy of the Python SDK and of the WIT contract *embedded in this
 //! binary*: a Python plugin has no package manager resolving the SDK at build time, so the folder
 //! carries the SDK that matches the host that wrote it, and builds anywhere, checkout or not.
+//! TypeScript: the same (a module, `build.sh`, the SDK's sources and build script in
+//! `vendor/canopy-sdk`, the WIT), plus the `package.json` and `package-lock.json` that pin the
+//! toolchain (TypeScript, esbuild, jco, ComponentizeJS), which `build.sh` installs with `npm ci`.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -24,6 +27,48 @@ const PY_BUILD: &str = include_str!("scaffold/python/build.sh.tmpl");
 const PY_GITIGNORE: &str = include_str!("scaffold/python/gitignore.tmpl");
 const PY_README: &str = include_str!("scaffold/python/README.md.tmpl");
 const PY_PLUGIN_TOML: &str = include_str!("scaffold/python/plugin.toml.tmpl");
+
+const TS_MODULE: &str = include_str!("scaffold/ts/plugin.ts.tmpl");
+const TS_BUILD: &str = include_str!("scaffold/ts/build.sh.tmpl");
+const TS_GITIGNORE: &str = include_str!("scaffold/ts/gitignore.tmpl");
+const TS_README: &str = include_str!("scaffold/ts/README.md.tmpl");
+const TS_PLUGIN_TOML: &str = include_str!("scaffold/ts/plugin.toml.tmpl");
+const TS_TSCONFIG: &str = include_str!("scaffold/ts/tsconfig.json.tmpl");
+
+/// The TypeScript SDK's manifest: its pinned toolchain becomes the plugin's `devDependencies`.
+const TS_PACKAGE: &str = include_str!("../../sdk/ts/package.json");
+/// The toolchain's lock file, copied as is: `npm ci` installs exactly what the SDK is tested with.
+const TS_LOCK: &str = include_str!("../../sdk/ts/package-lock.json");
+
+/// The TypeScript SDK's files, copied to `vendor/canopy-sdk/` (a test checks the list is the
+/// whole of `sdk/ts/src`).
+const TS_SDK: &[(&str, &str)] = &[
+    ("build.mjs", include_str!("../../sdk/ts/build.mjs")),
+    (
+        "src/actions.ts",
+        include_str!("../../sdk/ts/src/actions.ts"),
+    ),
+    (
+        "src/contexts.ts",
+        include_str!("../../sdk/ts/src/contexts.ts"),
+    ),
+    (
+        "src/customize.ts",
+        include_str!("../../sdk/ts/src/customize.ts"),
+    ),
+    ("src/data.ts", include_str!("../../sdk/ts/src/data.ts")),
+    ("src/errors.ts", include_str!("../../sdk/ts/src/errors.ts")),
+    (
+        "src/exports.ts",
+        include_str!("../../sdk/ts/src/exports.ts"),
+    ),
+    (
+        "src/globals.d.ts",
+        include_str!("../../sdk/ts/src/globals.d.ts"),
+    ),
+    ("src/index.ts", include_str!("../../sdk/ts/src/index.ts")),
+    ("src/wit.ts", include_str!("../../sdk/ts/src/wit.ts")),
+];
 
 /// The componentize-py release the Python SDK is written and tested against (its bindings'
 /// module names and its embedded CPython); `build.sh` warns on another one.
@@ -86,8 +131,8 @@ const PY_SDK: &[(&str, &str)] = &[
     ),
 ];
 
-/// The contract the Python SDK builds against, copied to `wit/plugin@0.3.0/`.
-const PY_WIT: &[(&str, &str)] = &[(
+/// The contract the Python and TypeScript SDKs build against, copied to `wit/plugin@0.3.0/`.
+const CONTRACT: &[(&str, &str)] = &[(
     "plugin.wit",
     include_str!("../../wit/plugin@0.3.0/plugin.wit"),
 )];
@@ -113,6 +158,10 @@ pub enum Error {
         "--sdk is for Rust plugins: a Python plugin gets a copy of the SDK this binary carries"
     )]
     SdkNotForPython,
+    #[error(
+        "--sdk is for Rust plugins: a TypeScript plugin gets a copy of the SDK this binary carries"
+    )]
+    SdkNotForTs,
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -150,6 +199,8 @@ pub fn new_plugin(
         Language::Rust => new_rust_plugin(name, dir, sdk),
         Language::Python if sdk.is_some() => Err(Error::SdkNotForPython),
         Language::Python => new_python_plugin(name, dir),
+        Language::Ts if sdk.is_some() => Err(Error::SdkNotForTs),
+        Language::Ts => new_ts_plugin(name, dir),
     }
 }
 
@@ -227,7 +278,7 @@ fn new_python_plugin(name: &str, dir: PathBuf) -> Result<Created> {
     );
     let wit = Path::new("wit/plugin@0.3.0");
     files.extend(
-        PY_WIT
+        CONTRACT
             .iter()
             .map(|(file, text)| (wit.join(file), (*text).to_owned())),
     );
@@ -245,6 +296,71 @@ fn new_python_plugin(name: &str, dir: PathBuf) -> Result<Created> {
         artifact: PathBuf::from(format!("{name}.wasm")),
         plugin_file: format!("{name}.wasm"),
     })
+}
+
+/// A module, its `build.sh`, the toolchain's manifest and lock file, and the SDK and WIT this
+/// binary carries.
+fn new_ts_plugin(name: &str, dir: PathBuf) -> Result<Created> {
+    ensure_empty(&dir)?;
+    let fill = |template: &str| {
+        template
+            .replace("{{name}}", name)
+            .replace("{{module}}", name)
+    };
+    let mut files: Vec<(PathBuf, String)> = vec![
+        (PathBuf::from(format!("{name}.ts")), fill(TS_MODULE)),
+        (PathBuf::from("build.sh"), fill(TS_BUILD)),
+        (PathBuf::from(".gitignore"), fill(TS_GITIGNORE)),
+        (PathBuf::from("README.md"), fill(TS_README)),
+        (PathBuf::from(format!("{name}.toml")), fill(TS_PLUGIN_TOML)),
+        (PathBuf::from("tsconfig.json"), TS_TSCONFIG.to_owned()),
+        (PathBuf::from("package.json"), ts_package(name)),
+        (PathBuf::from("package-lock.json"), TS_LOCK.to_owned()),
+    ];
+    let sdk = Path::new("vendor/canopy-sdk");
+    files.extend(
+        TS_SDK
+            .iter()
+            .map(|(file, text)| (sdk.join(file), (*text).to_owned())),
+    );
+    let wit = Path::new("wit/plugin@0.3.0");
+    files.extend(
+        CONTRACT
+            .iter()
+            .map(|(file, text)| (wit.join(file), (*text).to_owned())),
+    );
+    for (path, text) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+        }
+        std::fs::write(&path, text).map_err(io_error(&path))?;
+    }
+    make_executable(&dir.join("build.sh"))?;
+    Ok(Created {
+        dir,
+        build: "./build.sh",
+        artifact: PathBuf::from(format!("{name}.wasm")),
+        plugin_file: format!("{name}.wasm"),
+    })
+}
+
+/// The plugin's `package.json`: its name, and the SDK's pinned toolchain as its
+/// `devDependencies` (the lock file beside it is the SDK's).
+fn ts_package(name: &str) -> String {
+    let sdk: serde_json::Value = serde_json::from_str(TS_PACKAGE).unwrap_or_default();
+    let package = serde_json::json!({
+        "name": name,
+        "version": "0.1.0",
+        "private": true,
+        "description": "A Canopy plugin in TypeScript",
+        "type": "module",
+        "devDependencies": sdk["devDependencies"],
+        "engines": sdk["engines"],
+    });
+    let mut text = serde_json::to_string_pretty(&package).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// The module componentize-py imports: `vip-rules` → `vip_rules_plugin`. The suffix keeps it
@@ -604,6 +720,79 @@ mod tests {
         assert_eq!(on_disk, embedded);
         assert_eq!(python_module("shop"), "shop_plugin");
         assert_eq!(python_module("my-plugin"), "my_plugin");
+    }
+
+    #[test]
+    fn a_ts_plugin_carries_its_sdk_contract_and_pinned_toolchain() {
+        let root = temp_dir();
+        let dir = root.join("vip");
+        let created = new_plugin("vip-rules", Language::Ts, Some(&dir), None).unwrap();
+        assert_eq!(created.build, "./build.sh");
+        assert_eq!(created.artifact, Path::new("vip-rules.wasm"));
+        for file in [
+            "vip-rules.ts",
+            "build.sh",
+            ".gitignore",
+            "README.md",
+            "vip-rules.toml",
+            "tsconfig.json",
+            "package.json",
+            "package-lock.json",
+            "vendor/canopy-sdk/build.mjs",
+            "vendor/canopy-sdk/src/index.ts",
+            "wit/plugin@0.3.0/plugin.wit",
+        ] {
+            assert!(dir.join(file).is_file(), "{file}");
+        }
+        let build = std::fs::read_to_string(dir.join("build.sh")).unwrap();
+        assert!(
+            build.contains("build.mjs\" \"$here/vip-rules.ts\" \"$out\""),
+            "{build}"
+        );
+        let module = std::fs::read_to_string(dir.join("vip-rules.ts")).unwrap();
+        assert!(
+            module.contains("export const { customizer, workflow } = exportPlugin(customize);")
+        );
+        assert!(module.contains("Hello from vip-rules, "));
+        for text in [&module, &build] {
+            assert!(!text.contains("{{"), "{text}");
+        }
+        // The toolchain is the SDK's, pinned: the same versions and the same lock file.
+        let package: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).unwrap())
+                .unwrap();
+        let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/ts");
+        let sdk_package: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(sdk.join("package.json")).unwrap())
+                .unwrap();
+        assert_eq!(package["name"], "vip-rules");
+        assert_eq!(package["devDependencies"], sdk_package["devDependencies"]);
+        assert_eq!(
+            std::fs::read(dir.join("package-lock.json")).unwrap(),
+            std::fs::read(sdk.join("package-lock.json")).unwrap()
+        );
+        assert_eq!(
+            std::fs::read(dir.join("vendor/canopy-sdk/src/customize.ts")).unwrap(),
+            std::fs::read(sdk.join("src/customize.ts")).unwrap()
+        );
+        let sdk_given =
+            new_plugin("x", Language::Ts, Some(&root.join("x")), Some(&root)).unwrap_err();
+        assert!(matches!(sdk_given, Error::SdkNotForTs), "{sdk_given}");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// A file added to the TypeScript SDK's sources must be added to [`TS_SDK`].
+    #[test]
+    fn the_embedded_ts_sdk_is_the_whole_of_its_sources() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/ts/src");
+        let mut on_disk: Vec<String> = std::fs::read_dir(src)
+            .unwrap()
+            .map(|e| format!("src/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        on_disk.push("build.mjs".to_owned());
+        on_disk.sort();
+        let embedded: Vec<&str> = TS_SDK.iter().map(|(n, _)| *n).collect();
+        assert_eq!(on_disk, embedded);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Typings for plugin authors (`canopy typings`, `typingsPath`): a Rust module (or, with
-//! `--lang python` or a `.py` path, a Python module, see `python`) that names every collection,
+//! `--lang python` or a `.py` path, a Python module, see `python`; with `--lang ts` or a `.ts`
+//! path, the Node agent's `typings.d.ts` shape, see `ts`) that names every collection,
 //! field, relation and `relation:field` path of the customized schema as a constant, so that a
 //! typo in a plugin (`ds.collection(customers::NAME)`, a computed field's dependency
 //! `orders::paths::CUSTOMER__FIRST_NAME`) is a compile error instead of a load-time one.
@@ -16,6 +17,7 @@ use crate::datasource::{
 };
 
 mod python;
+mod ts;
 
 /// A language Canopy writes plugin code in: `canopy plugin new --lang`, `canopy typings --lang`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -23,15 +25,19 @@ pub enum Language {
     #[default]
     Rust,
     Python,
+    /// TypeScript (`--lang ts` or `--lang typescript`).
+    #[value(name = "ts", alias = "typescript")]
+    Ts,
 }
 
 impl Language {
-    /// The language of a typings file by its extension: `.py` is Python, anything else Rust.
+    /// The language of a typings file by its extension: `.py` is Python, `.ts` (`typings.d.ts`
+    /// too) TypeScript, anything else Rust.
     pub fn of_path(path: &Path) -> Self {
-        if path.extension().is_some_and(|x| x == "py") {
-            Self::Python
-        } else {
-            Self::Rust
+        match path.extension().and_then(|x| x.to_str()) {
+            Some("py") => Self::Python,
+            Some("ts") => Self::Ts,
+            _ => Self::Rust,
         }
     }
 }
@@ -54,6 +60,7 @@ pub fn generate_in(language: Language, schema: &DataSourceSchema, max_depth: u32
     match language {
         Language::Rust => generate(schema, max_depth),
         Language::Python => python::generate(schema, max_depth),
+        Language::Ts => ts::generate(schema, max_depth),
     }
 }
 
@@ -120,7 +127,8 @@ fn each_collection<'a>(
     warnings
 }
 
-/// Writes the typings of `schema` to `path` (Python for a `.py` file, else Rust) unless the file
+/// Writes the typings of `schema` to `path` (Python for a `.py` file, TypeScript for a `.ts` one,
+/// else Rust) unless the file
 /// already holds them; returns whether it wrote. The file is replaced through a rename, so a
 /// watcher never reads half of it.
 pub fn update(path: &Path, schema: &DataSourceSchema, max_depth: u32) -> std::io::Result<bool> {

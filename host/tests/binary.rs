@@ -1453,11 +1453,11 @@ fn allow_all() -> std::sync::Arc<canopy::auth::Permissions> {
     std::sync::Arc::new(canopy::auth::Permissions::allow_all())
 }
 
-/// `canopy plugin new --lang python` writes a folder that builds outside the checkout (its SDK
-/// and WIT copied), ignores a `CANOPY_SDK` meant for Rust, and an unknown language is a usage
-/// error naming the known ones.
+/// `canopy plugin new --lang python` and `--lang ts` (or `typescript`) write folders that build
+/// outside the checkout (their SDK and WIT copied), ignore a `CANOPY_SDK` meant for Rust, and an
+/// unknown language is a usage error naming the known ones.
 #[test]
-fn plugin_new_writes_a_python_plugin_and_names_the_known_languages() {
+fn plugin_new_writes_python_and_ts_plugins_and_names_the_known_languages() {
     let dir = TempDir::new("python-scaffold");
     let out = Command::new(BIN)
         .args(["plugin", "new", "vip", "--lang", "python", "--dir"])
@@ -1477,13 +1477,29 @@ fn plugin_new_writes_a_python_plugin_and_names_the_known_languages() {
         assert!(dir.0.join("vip").join(file).is_file(), "{file}");
     }
     let out = Command::new(BIN)
-        .args(["plugin", "new", "vip", "--lang", "ts"])
+        .args(["plugin", "new", "vip", "--lang", "typescript", "--dir"])
+        .arg(dir.0.join("vip-ts"))
+        .env("CANOPY_SDK", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for file in [
+        "vip.ts",
+        "build.sh",
+        "package-lock.json",
+        "vendor/canopy-sdk/src/index.ts",
+        "wit/plugin@0.3.0/plugin.wit",
+    ] {
+        assert!(dir.0.join("vip-ts").join(file).is_file(), "{file}");
+    }
+    let out = Command::new(BIN)
+        .args(["plugin", "new", "vip", "--lang", "go"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(
-        stderr.contains("[possible values: rust, python]"),
+        stderr.contains("[possible values: rust, python, ts]"),
         "{stderr}"
     );
 }

@@ -207,6 +207,12 @@ fn command_env(command: &mut Command, scratch: &Path) {
                     .into_os_string()
             }),
         )
+        // The TypeScript plugin's build: the toolchain .ci/run installs in sdk/ts (`npm ci`),
+        // linked into the scaffolded plugin instead of a second install.
+        .env(
+            "README_TEST_TS_NODE_MODULES",
+            workspace_root().join("sdk/ts/node_modules"),
+        )
         .env_remove("RUST_BACKTRACE")
         // CI lints its test build through clippy-driver: not a setting a reader's shell has.
         .env_remove("RUSTC_WORKSPACE_WRAPPER")

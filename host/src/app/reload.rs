@@ -828,13 +828,16 @@ fn checkout_root() -> std::path::PathBuf {
         .unwrap_or_default()
 }
 
-/// The shop demo's plugin in `language`: [`shop_plugin`] for Rust; for Python, built from
+/// The shop demo's plugin in `language`: [`shop_plugin`] for Rust; [`ts_shop_plugin`] for
+/// TypeScript; for Python, built from
 /// `examples/shop/plugin-python` with its `build.sh` (componentize-py from `COMPONENTIZE_PY`, the
 /// `PATH`, or the `target/componentize-py` venv the tests use) into `plugin_dir` as `shop.wasm`,
 /// with the flattener beside it as for Rust.
 pub fn shop_plugin_in(language: crate::typings::Language, plugin_dir: &Path) -> Result<(), String> {
-    if language == crate::typings::Language::Rust {
-        return shop_plugin(plugin_dir);
+    match language {
+        crate::typings::Language::Rust => return shop_plugin(plugin_dir),
+        crate::typings::Language::Ts => return ts_shop_plugin(plugin_dir),
+        crate::typings::Language::Python => {}
     }
     let root = checkout_root();
     let script = root.join("examples/shop/plugin-python/build.sh");
@@ -866,6 +869,45 @@ pub fn shop_plugin_in(language: crate::typings::Language, plugin_dir: &Path) -> 
         .arg(&script)
         .arg(plugin_dir.join("shop.wasm"))
         .env("COMPONENTIZE_PY", &tool)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !status.success() {
+        return Err(format!("{} failed ({status})", script.display()));
+    }
+    if let Err(why) = flattener_plugin(&root, plugin_dir) {
+        eprintln!("Serving without the flattener: {why}");
+    }
+    Ok(())
+}
+
+/// The TypeScript shop plugin, built from `examples/shop/plugin-ts` with its `build.sh` (the
+/// toolchain of `sdk/ts/node_modules`, which `npm ci` installs there) into `plugin_dir` as
+/// `shop.wasm`, with the flattener beside it as for Rust.
+fn ts_shop_plugin(plugin_dir: &Path) -> Result<(), String> {
+    let root = checkout_root();
+    let script = root.join("examples/shop/plugin-ts/build.sh");
+    if !script.is_file() {
+        return Err(format!(
+            "its sources are not beside this binary ({} is missing)",
+            script.display()
+        ));
+    }
+    let sdk = root.join("sdk/ts");
+    if !sdk
+        .join("node_modules/@bytecodealliance/componentize-js")
+        .is_dir()
+    {
+        return Err(format!(
+            "the TypeScript toolchain is not installed: `npm ci` in {} (Node.js 20 or later)",
+            sdk.display()
+        ));
+    }
+    std::fs::create_dir_all(plugin_dir)
+        .map_err(|e| format!("cannot create {}: {e}", plugin_dir.display()))?;
+    eprintln!("Building the TypeScript shop plugin (about 10 s) …");
+    let status = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(plugin_dir.join("shop.wasm"))
         .status()
         .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
     if !status.success() {

@@ -347,15 +347,20 @@ pub fn scan(dir: &Path) -> Result<Vec<Entry>, String> {
         .collect()
 }
 
-/// The language a component was written in, from what its toolchain left in it: `python` when
-/// it embeds CPython (componentize-py links `libpython3.x.so` as a core module, named in the
-/// `component-name` section), else the first `language` of a `producers` section (rustc writes
-/// `Rust`), in lower case. componentize-py writes no `language` of its own (only its WASI
-/// adapter's, `Rust`), hence the module-name check first. `None` when neither says; a plugin's
-/// `.toml` can always state it (`language = "…"`).
+/// The language a component was written in, from what its toolchain left in it: the text of a
+/// `canopy-language` custom section (the TypeScript SDK's build appends `typescript`: the
+/// component's own `producers` says `JavaScript`, and its engine module, read first, `C11`);
+/// else `python` when it embeds CPython (componentize-py links `libpython3.x.so` as a core
+/// module, named in the `component-name` section); else `javascript` when ComponentizeJS
+/// processed it; else the first `language` of a `producers` section (rustc writes `Rust`), in
+/// lower case. componentize-py writes no `language` of its own (only its WASI adapter's,
+/// `Rust`), hence the module-name check first. `None` when none says; a plugin's `.toml` can
+/// always state it (`language = "…"`).
 pub fn detect_language(bytes: &[u8]) -> Option<String> {
     use wasmparser::{ComponentName, KnownCustom, Parser, Payload};
     let mut declared = None;
+    let mut componentize_js = false;
+    let mut python = false;
     for payload in Parser::new(0).parse_all(bytes) {
         // A malformed section is the compiler's to report; the language is only a label, so
         // reading stops at the first error (`map_while`), never loops on one.
@@ -368,27 +373,41 @@ pub fn detect_language(bytes: &[u8]) -> Option<String> {
                     let ComponentName::CoreModules(modules) = name else {
                         continue;
                     };
-                    if modules
+                    python |= modules
                         .into_iter()
                         .map_while(Result::ok)
-                        .any(|module| module.name.starts_with("libpython"))
-                    {
-                        return Some("python".to_owned());
+                        .any(|module| module.name.starts_with("libpython"));
+                }
+            }
+            KnownCustom::Producers(fields) => {
+                for field in fields.into_iter().map_while(Result::ok) {
+                    let mut values = field.values.into_iter().map_while(Result::ok);
+                    match field.name {
+                        "language" if declared.is_none() => {
+                            declared = values.next().map(|v| v.name.to_ascii_lowercase());
+                        }
+                        "processed-by" => {
+                            componentize_js |= values.any(|v| v.name == "ComponentizeJS");
+                        }
+                        _ => {}
                     }
                 }
             }
-            KnownCustom::Producers(fields) if declared.is_none() => {
-                declared = fields
-                    .into_iter()
-                    .map_while(Result::ok)
-                    .filter(|field| field.name == "language")
-                    .find_map(|field| field.values.into_iter().map_while(Result::ok).next())
-                    .map(|value| value.name.to_ascii_lowercase());
+            KnownCustom::Unknown if section.name() == "canopy-language" => {
+                if let Ok(language) = std::str::from_utf8(section.data()) {
+                    return Some(language.trim().to_ascii_lowercase());
+                }
             }
             _ => {}
         }
     }
-    declared
+    if python {
+        Some("python".to_owned())
+    } else if componentize_js {
+        Some("javascript".to_owned())
+    } else {
+        declared
+    }
 }
 
 /// Which version of the contract a component targets, from the versions in the names of the
@@ -538,6 +557,19 @@ mod tests {
             ("component-name", core_module_named("main")),
         ]);
         assert_eq!(detect_language(&silent), None);
+        // ComponentizeJS: the engine module's `C11` comes first, the component's `JavaScript`
+        // and `processed-by` after; the TypeScript SDK's own section says more.
+        let javascript = component(&[
+            ("producers", producers("language", "C11")),
+            ("producers", producers("processed-by", "ComponentizeJS")),
+        ]);
+        assert_eq!(detect_language(&javascript).as_deref(), Some("javascript"));
+        let typescript = component(&[
+            ("producers", producers("language", "C11")),
+            ("producers", producers("processed-by", "ComponentizeJS")),
+            ("canopy-language", b"typescript".to_vec()),
+        ]);
+        assert_eq!(detect_language(&typescript).as_deref(), Some("typescript"));
         assert_eq!(detect_language(b"not wasm"), None);
         let stated: PluginToml = toml::from_str("language = \"go\"\n").unwrap();
         assert_eq!(stated.language.as_deref(), Some("go"));

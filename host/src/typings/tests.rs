@@ -347,3 +347,4 @@ fn the_generated_module_compiles_without_warnings_is_left_alone_by_rustfmt_and_a
 }
 
 mod python;
+mod ts;

@@ -1,7 +1,8 @@
-"""Sends the same requests to two servers of the shop demo, one with the Python plugin and one
-with the Rust plugin, and says for each whether the answers (status and body) are the same.
+"""Sends the same requests to two servers of the shop demo, one with the Python or TypeScript
+plugin and one with the Rust plugin, and says for each whether the answers (status and body) are
+the same.
 
-    python3 compare.py PY_BASE PY_TOKEN RS_BASE RS_TOKEN [name filter ...]
+    python3 compare.py BASE TOKEN RS_BASE RS_TOKEN [name filter ...]
 
 Bases are `http://127.0.0.1:PORT`. Both databases must start from the same seed: the requests
 write (a VIP mark, a refund, a shipment, a created customer, a deleted product) in the same order
@@ -14,8 +15,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-BASE = {"py": sys.argv[1], "rs": sys.argv[3]}
-TOK = {"py": sys.argv[2], "rs": sys.argv[4]}
+BASE = {"other": sys.argv[1], "rs": sys.argv[3]}
+TOK = {"other": sys.argv[2], "rs": sys.argv[4]}
 
 
 def call(lang, method, path, body=None):
@@ -97,11 +98,11 @@ for case in CASES:
     if only and not any(o in name for o in only):
         continue
     rs = call("rs", method, path, body)
-    py = call("py", method, path, body)
-    same = rs[0] == py[0] and norm(rs[1]) == norm(py[1])
+    other = call("other", method, path, body)
+    same = rs[0] == other[0] and norm(rs[1]) == norm(other[1])
     diffs += not same
-    print(f"{'SAME' if same else 'DIFF'} {py[0]} py {py[2]:7.1f} ms  rs {rs[2]:6.1f} ms  {name}")
-    print(f"      {py[1][:160]!r}")
+    print(f"{'SAME' if same else 'DIFF'} {other[0]} {other[2]:7.1f} ms  rs {rs[2]:6.1f} ms  {name}")
+    print(f"      {other[1][:160]!r}")
     if not same:
         print(f"   rs {rs[0]} {rs[1][:400]!r}")
 print(f"{diffs} of the answers differ")

@@ -1,0 +1,168 @@
+//! The TypeScript plugins the tests serve, built with the TypeScript SDK's toolchain
+//! (`sdk/ts/build.mjs`: tsc, esbuild, ComponentizeJS) once per source tree: a build takes ~5-10 s
+//! and gives a 12 MB component, so the component is cached under `target/ts-plugins/` by the
+//! sha256 of what it is built from (the plugin's folder, the SDK's sources, build script and lock
+//! file, the WIT folder) and the Node.js version. An unchanged tree reuses it, so the host's
+//! compile cache, keyed by the component's bytes, hits too.
+//!
+//! The toolchain is `sdk/ts/node_modules` (`npm ci` there, which `.ci/run` does). Missing, the
+//! tests that need it fail saying how to install it: a skipped test would pass in CI while
+//! testing nothing.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use sha2::{Digest as _, Sha256};
+
+/// A TypeScript plugin of the repository.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TsPlugin {
+    /// Its folder, from the repository's root.
+    dir: &'static str,
+    /// The entry module, in that folder.
+    entry: &'static str,
+}
+
+/// The shop example's plugin (`examples/shop/plugin-ts`).
+pub(crate) const SHOP: TsPlugin = TsPlugin {
+    dir: "examples/shop/plugin-ts",
+    entry: "shop.ts",
+};
+
+/// The SDK's misbehaving test plugin (`sdk/ts/tests/plugins/hostile.ts`).
+pub(crate) const HOSTILE: TsPlugin = TsPlugin {
+    dir: "sdk/ts/tests/plugins",
+    entry: "hostile.ts",
+};
+
+/// What every TypeScript plugin is built from besides its folder.
+const SDK: &[&str] = &[
+    "sdk/ts/src",
+    "sdk/ts/build.mjs",
+    "sdk/ts/package-lock.json",
+    "sdk/ts/tsconfig.json",
+    "wit/plugin@0.3.0",
+];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+}
+
+/// The path of `plugin`'s component, built now unless a build of the same sources is cached.
+pub(crate) fn built(plugin: TsPlugin) -> PathBuf {
+    // One build at a time in this process; across processes (nextest), the lock file below.
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _one = BUILDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let node = node_version();
+    let key = source_key(plugin, node);
+    let cache = root().join("target").join("ts-plugins");
+    std::fs::create_dir_all(&cache).unwrap();
+    let stem = plugin.entry.trim_end_matches(".ts");
+    let out = cache.join(format!("{stem}-{}.wasm", &key[..16]));
+    if out.is_file() {
+        return out;
+    }
+    let lock = std::fs::File::create(cache.join(".lock")).unwrap();
+    lock.lock().unwrap();
+    if out.is_file() {
+        return out;
+    }
+    let staging = cache.join(format!("{stem}-{}.wasm.tmp", std::process::id()));
+    let started = Instant::now();
+    let output = Command::new("node")
+        .current_dir(root())
+        .arg("sdk/ts/build.mjs")
+        .arg(Path::new(plugin.dir).join(plugin.entry))
+        .arg(&staging)
+        .output()
+        .expect("run node");
+    assert!(
+        output.status.success(),
+        "sdk/ts/build.mjs failed to build {}/{}: {}{}",
+        plugin.dir,
+        plugin.entry,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::rename(&staging, &out).unwrap();
+    // Read by the CI log and the report on the tests' cost.
+    eprintln!(
+        "built {} with node {node} in {:.1} s ({} bytes)",
+        out.display(),
+        started.elapsed().as_secs_f64(),
+        std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0)
+    );
+    out
+}
+
+/// Node.js's version, once the toolchain is known to be installed.
+fn node_version() -> &'static str {
+    static VERSION: OnceLock<String> = OnceLock::new();
+    VERSION.get_or_init(|| {
+        let install = "`npm ci` in sdk/ts (what .ci/run does), with Node.js 20 or later";
+        assert!(
+            root()
+                .join("sdk/ts/node_modules/@bytecodealliance/componentize-js")
+                .is_dir(),
+            "the TypeScript toolchain, needed to build the TypeScript plugins, is not installed: {install}"
+        );
+        let output = Command::new("node")
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("node cannot run ({e}): {install}"));
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    })
+}
+
+/// The sha256 (hex) of the files `plugin` is built from, each with its path, and of the Node.js
+/// version and the entry's name.
+fn source_key(plugin: TsPlugin, node: &str) -> String {
+    let mut files = Vec::new();
+    for path in std::iter::once(plugin.dir).chain(SDK.iter().copied()) {
+        collect(&root().join(path), &mut files);
+    }
+    files.sort();
+    files.dedup();
+    let mut hash = Sha256::new();
+    hash.update(format!("node {node}\0entry {}\0", plugin.entry));
+    for file in files {
+        let relative = file.strip_prefix(root()).unwrap_or(&file);
+        hash.update(relative.to_string_lossy().as_bytes());
+        hash.update([0u8]);
+        let mut bytes = Vec::new();
+        std::fs::File::open(&file)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .unwrap();
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(&bytes);
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The source files at `path` (a file, or a folder walked): not what builds leave there
+/// (components, installed packages, generated declarations), which would change the key without
+/// changing the component.
+fn collect(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_file() {
+        out.push(path.to_path_buf());
+        return;
+    }
+    for entry in std::fs::read_dir(path).unwrap().map(Result::unwrap) {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() {
+            if !matches!(name.as_str(), "node_modules" | "generated") {
+                collect(&path, out);
+            }
+        } else if !name.ends_with(".wasm") {
+            out.push(path);
+        }
+    }
+}
