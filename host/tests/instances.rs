@@ -7,6 +7,8 @@
 //! - the `/v1` rate limit of a token holds across the three (its state is in the store): 6
 //!   requests spread over them pass, the 7th is refused wherever it goes;
 //! - `canopy reload` asked of one instance reloads the other two within 1 s;
+//! - 1,000 concurrent webhook calls on one record through the balancer start exactly one run
+//!   (202) and are refused as a duplicate 999 times (409), whichever instance each reaches;
 //! - SIGTERM to one instance under load through the balancer loses no request: the instance
 //!   fails `/readyz` while it still accepts, HAProxy stops routing to it, then it closes.
 //!
@@ -48,6 +50,9 @@ fn serve(data: &str, state: &str, dir: &Path, name: &str, port: u16) -> Server {
         ])
         .args(["--project", "acme"])
         .args(["--drain-delay-in-seconds", "2"])
+        .arg("--workflows-dir")
+        .arg(dir.join("workflows"))
+        .args(["--workflow-webhook-rate-limit-per-minute", "1000000"])
         // Low enough to reach in a test; the per-address quota keeps its default.
         .args([
             "--api-rate-limit-per-minute",
@@ -154,6 +159,15 @@ async fn three_instances_on_one_postgres_store_behind_haproxy() {
             .unwrap();
         pool.close().await;
     }
+    // A workflow whose first step waits for a person: its run stays ongoing during the calls.
+    std::fs::create_dir_all(dir.0.join("workflows")).unwrap();
+    std::fs::write(
+        dir.0.join("workflows").join("restock.toml"),
+        "description = \"Restock a book\"\ncollection = \"books\"\n\n\
+         [[steps]]\nkey = \"check\"\ntype = \"guidance\"\nprompt = \"Count the copies\"\n\n\
+         [[steps]]\nkey = \"done\"\ntype = \"end\"\noutcome = \"succeeded\"\n",
+    )
+    .unwrap();
     let state = fresh_postgres("instances").await;
     let ports = [free_port(), free_port(), free_port()];
     // One after the other: the first creates the first admin.
@@ -339,6 +353,72 @@ async fn three_instances_on_one_postgres_store_behind_haproxy() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The webhook: enabled by an admin, called by an integration's token.
+    let webhook = |args: &[&str]| {
+        let output = Command::new(BIN)
+            .args(["workflows", "webhook"])
+            .args(args)
+            .args(["--state-url", &state, "--project", "acme"])
+            .args([
+                "--auth-secret",
+                AUTH_SECRET,
+                "--public-url",
+                "http://example.test",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let printed = String::from_utf8(output.stdout).unwrap();
+        printed
+            .lines()
+            .last()
+            .unwrap()
+            .strip_prefix("http://example.test")
+            .unwrap()
+            .to_owned()
+    };
+    webhook(&["enable", "restock"]);
+    let hook = format!(
+        "http://127.0.0.1:{front_port}{}",
+        webhook(&["url", "restock"])
+    );
+    let (_, trigger_secret) = store
+        .create_token(
+            &Actor::System,
+            admin.id,
+            NewToken {
+                name: "integration".into(),
+                scopes: vec![Scope::WorkflowsTrigger],
+                expires_at: None,
+            },
+        )
+        .await
+        .unwrap();
+    let trigger = format!("Bearer {}", trigger_secret.expose());
+    let calls: Vec<_> = (0..1000)
+        .map(|_| {
+            let request = client
+                .post(&hook)
+                .header("authorization", &trigger)
+                .header("content-type", "application/json")
+                .body(r#"{"record_id":"1"}"#);
+            tokio::spawn(async move { request.send().await.map(|r| r.status().as_u16()) })
+        })
+        .collect();
+    let (mut accepted, mut duplicates) = (0, 0);
+    for call in calls {
+        match call.await.unwrap() {
+            Ok(202) => accepted += 1,
+            Ok(409) => duplicates += 1,
+            other => panic!("a webhook call answered {other:?}"),
+        }
+    }
+    assert_eq!((accepted, duplicates), (1, 999));
+
     let answered = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
     let load_until = Instant::now() + Duration::from_secs(6);
