@@ -9,8 +9,10 @@
 //! - `canopy reload` asked of one instance reloads the other two within 1 s;
 //! - 1,000 concurrent webhook calls on one record through the balancer start exactly one run
 //!   (202) and are refused as a duplicate 999 times (409), whichever instance each reaches;
-//! - SIGTERM to one instance under load through the balancer loses no request: the instance
-//!   fails `/readyz` while it still accepts, HAProxy stops routing to it, then it closes.
+//! - a reload of all three, then SIGTERM to one, under load through the balancer lose no request: the instance
+//!   fails `/readyz` while it still accepts, HAProxy stops routing to it, then it closes;
+//! - SIGKILL to another under webhook calls loses no accepted run: each 202 is a run in the
+//!   store, taken up by the survivor once the killed one's lease ends.
 //!
 //! Lives in the `canopy` package for `CARGO_BIN_EXE_canopy`.
 #![allow(
@@ -441,6 +443,15 @@ async fn three_instances_on_one_postgres_store_behind_haproxy() {
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
+    // A reload of every instance (asked of one, announced to the others) under this load.
+    let reloaded = client
+        .post(format!("{}/_canopy/reload", urls[0]))
+        .bearer_auth(ENV_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reloaded.status(), 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let stopping = instances.remove(1);
     let killed = Command::new("kill")
         .args(["-TERM", &stopping.0.id().to_string()])
@@ -464,6 +475,74 @@ async fn three_instances_on_one_postgres_store_behind_haproxy() {
         "{failed} of {} requests failed",
         answered + failed
     );
+
+    // SIGKILL to one of the two left, under webhook calls on distinct records: every call it
+    // accepted (202) is a run in the store, which the survivor takes up once its lease ends.
+    let accepted = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let calls_until = Instant::now() + Duration::from_secs(3);
+    let callers: Vec<_> = (0..4)
+        .map(|n| {
+            let (client, hook, trigger) = (client.clone(), hook.clone(), trigger.clone());
+            let accepted = Arc::clone(&accepted);
+            tokio::spawn(async move {
+                let mut record = 1_000 * (n + 1);
+                while Instant::now() < calls_until {
+                    record += 1;
+                    let Ok(answer) = client
+                        .post(&hook)
+                        .header("authorization", &trigger)
+                        .header("content-type", "application/json")
+                        .body(format!(r#"{{"record_id":"{record}"}}"#))
+                        .send()
+                        .await
+                    else {
+                        // In flight on the killed instance: not accepted, so nothing to keep.
+                        continue;
+                    };
+                    if answer.status() == 202 {
+                        let body: serde_json::Value = answer.json().await.unwrap();
+                        let run = body["runId"].as_str().unwrap().to_owned();
+                        accepted.lock().unwrap().push(run);
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut killed = instances.pop().unwrap();
+    killed.0.kill().unwrap();
+    killed.0.wait().unwrap();
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    let accepted = accepted.lock().unwrap().clone();
+    assert!(accepted.len() > 50, "only {} runs accepted", accepted.len());
+    let started = Instant::now();
+    loop {
+        let mut waiting = 0;
+        for run in &accepted {
+            let state: Option<String> =
+                sqlx::query_scalar("SELECT state FROM workflow_runs WHERE id = $1")
+                    .bind(run)
+                    .fetch_optional(store.pool())
+                    .await
+                    .unwrap();
+            match state.as_deref() {
+                None => panic!("the accepted run {run} is not in the store"),
+                Some("queued" | "running") => waiting += 1,
+                Some(_) => {}
+            }
+        }
+        if waiting == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{waiting} of {} accepted runs still queued or running",
+            accepted.len()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 
     drop(instances);
     store.close().await;
