@@ -92,8 +92,12 @@ function actionForm() {
     reader.onerror = () => reject(reader.error);
     reader.readAsDataURL(file);
   });
+  // `sequence` counts the user's changes, not the requests: an answer is applied only if
+  // nothing was typed or chosen since its request was sent. Counting requests let the answer of
+  // a refresh already in flight overwrite a choice made during the next one's debounce (a kind
+  // chosen right after typing an amount came back as the old kind).
   const refresh = async () => {
-    const mine = ++sequence;
+    const mine = sequence;
     changed.value = last;
     const text = await postForm(form, form.dataset.refresh, () => mine === sequence);
     if (text === null) return;
@@ -113,6 +117,7 @@ function actionForm() {
   };
   const schedule = (element) => {
     last = fieldOf(element);
+    sequence += 1;
     clearTimeout(timer);
     timer = setTimeout(refresh, 300);
   };
@@ -266,8 +271,9 @@ function chartForm() {
   if (button) button.hidden = true;
   let timer = null;
   let sequence = 0;
+  // As the action form's: an answer is applied only if nothing changed since its request.
   const refresh = async () => {
-    const mine = ++sequence;
+    const mine = sequence;
     const text = await postForm(form, form.dataset.preview, () => mine === sequence, 'do');
     if (text === null) return;
     const active = document.activeElement;
@@ -285,6 +291,7 @@ function chartForm() {
     form.dataset.refreshed = String(mine);
   };
   const schedule = () => {
+    sequence += 1;
     clearTimeout(timer);
     timer = setTimeout(refresh, 300);
   };
