@@ -257,55 +257,41 @@ impl Served {
         if self.platform.store.dialect() != crate::platform::store::Dialect::Postgres {
             return;
         }
-        let url = self.config.platform.state_url.clone();
         let scope = format!("{}/", self.reload_scope());
         let mine = format!("{scope}{}", self.instance);
         let served = Arc::downgrade(self);
-        tokio::spawn(async move {
-            loop {
-                let connected = async {
-                    let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
-                    listener.listen(RELOAD_CHANNEL).await?;
-                    Ok::<_, sqlx::Error>(listener)
-                };
-                let mut listener = match connected.await {
-                    Ok(listener) => listener,
-                    Err(error) => {
-                        tracing::warn!(%error, "listening for reloads failed; retrying");
-                        tokio::time::sleep(Duration::from_secs(2)).await;
-                        if served.strong_count() == 0 {
-                            return;
-                        }
-                        continue;
+        let alive = {
+            let served = served.clone();
+            move || served.strong_count() > 0
+        };
+        crate::platform::store::follow_channel(
+            self.config.platform.state_url.clone(),
+            RELOAD_CHANNEL,
+            "reloads",
+            alive,
+            move |heard| {
+                // A reload missed while the connection was down is not replayed: the next one
+                // brings the instance up to date.
+                let announced = match heard {
+                    crate::platform::store::Heard::Payload(payload) => {
+                        payload.starts_with(&scope) && payload != mine
                     }
+                    crate::platform::store::Heard::Reconnected => false,
                 };
-                loop {
-                    match tokio::time::timeout(Duration::from_secs(30), listener.recv()).await {
-                        Ok(Ok(notification)) => {
-                            let payload = notification.payload();
-                            if !payload.starts_with(&scope) || payload == mine {
-                                continue;
-                            }
-                            let Some(served) = served.upgrade() else {
-                                return;
-                            };
-                            tracing::info!("another instance reloaded: reloading");
-                            // The outcome is logged by `reload_here`.
-                            let _ = served.reload_here().await;
-                        }
-                        Ok(Err(error)) => {
-                            tracing::warn!(%error, "the reload listener stopped; reconnecting");
-                            break;
-                        }
-                        Err(_) => {
-                            if served.strong_count() == 0 {
-                                return;
-                            }
-                        }
+                let served = served.upgrade();
+                async move {
+                    let Some(served) = served else {
+                        return false;
+                    };
+                    if announced {
+                        tracing::info!("another instance reloaded: reloading");
+                        // The outcome is logged by `reload_here`.
+                        let _ = served.reload_here().await;
                     }
+                    true
                 }
-            }
-        });
+            },
+        );
     }
 
     /// Rebuilds the plugin set and the stack in this process only.

@@ -235,6 +235,72 @@ pub struct Approval {
 /// project; migration 0020).
 const CHANGES_CHANNEL: &str = "canopy_changes";
 
+/// What [`follow_channel`] hands its handler.
+#[derive(Debug)]
+pub enum Heard {
+    /// A notification's payload.
+    Payload(String),
+    /// The listening connection came back after a failure: what was announced meanwhile is lost.
+    Reconnected,
+}
+
+/// Follows the PostgreSQL `channel` at `url` in a task of its own (`what` names it in the log):
+/// `handle` gets each notification, and [`Heard::Reconnected`] after a lost connection came
+/// back; a failed connection is retried every 2 s. Ends when `handle` answers `false`, or when
+/// `alive()` is false (asked every 30 s of quiet and after each failed connection).
+pub fn follow_channel<A, H, F>(
+    url: String,
+    channel: &'static str,
+    what: &'static str,
+    alive: A,
+    mut handle: H,
+) where
+    A: Fn() -> bool + Send + 'static,
+    H: FnMut(Heard) -> F + Send + 'static,
+    F: std::future::Future<Output = bool> + Send,
+{
+    tokio::spawn(async move {
+        let mut first = true;
+        loop {
+            let connected = async {
+                let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
+                listener.listen(channel).await?;
+                Ok::<_, sqlx::Error>(listener)
+            };
+            let mut listener = match connected.await {
+                Ok(listener) => listener,
+                Err(error) => {
+                    tracing::warn!(%error, "listening for {what} failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    if !alive() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            if !std::mem::take(&mut first) && !handle(Heard::Reconnected).await {
+                return;
+            }
+            loop {
+                match tokio::time::timeout(Duration::from_secs(30), listener.recv()).await {
+                    Ok(Ok(notification)) => {
+                        let payload = notification.payload().to_owned();
+                        if !handle(Heard::Payload(payload)).await {
+                            return;
+                        }
+                    }
+                    Ok(Err(error)) => {
+                        tracing::warn!(%error, "the {what} listener stopped; reconnecting");
+                        break;
+                    }
+                    Err(_) if !alive() => return,
+                    Err(_) => {}
+                }
+            }
+        }
+    });
+}
+
 /// Milliseconds since the epoch, the store's one clock.
 pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -496,59 +562,35 @@ impl Store {
         if self.dialect != Dialect::Postgres {
             return;
         }
-        let url = url.to_owned();
         let project = self.project.clone();
         let generation = Arc::downgrade(&self.generation);
-        tokio::spawn(async move {
-            let mut first = true;
-            loop {
-                let connected = async {
-                    let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
-                    listener.listen(CHANGES_CHANNEL).await?;
-                    Ok::<_, sqlx::Error>(listener)
+        let alive = {
+            let generation = generation.clone();
+            move || generation.strong_count() > 0
+        };
+        follow_channel(
+            url.to_owned(),
+            CHANGES_CHANNEL,
+            "permission changes",
+            alive,
+            move |heard| {
+                // Whatever was announced while the connection was down counts as a change.
+                let changed = match &heard {
+                    Heard::Payload(payload) => *payload == project,
+                    Heard::Reconnected => true,
                 };
-                let mut listener = match connected.await {
-                    Ok(listener) => listener,
-                    Err(error) => {
-                        tracing::warn!(%error, "listening for permission changes failed; retrying");
-                        tokio::time::sleep(Duration::from_secs(2)).await;
-                        if generation.strong_count() == 0 {
-                            return;
-                        }
-                        continue;
-                    }
-                };
-                if !std::mem::take(&mut first) {
-                    // Whatever was announced while the connection was down.
-                    match generation.upgrade() {
-                        Some(generation) => generation.fetch_add(1, Ordering::Release),
-                        None => return,
+                let generation = generation.upgrade();
+                async move {
+                    let Some(generation) = generation else {
+                        return false;
                     };
-                }
-                loop {
-                    // Wakes now and then to notice that the store is gone.
-                    match tokio::time::timeout(Duration::from_secs(30), listener.recv()).await {
-                        Ok(Ok(notification)) => {
-                            let Some(generation) = generation.upgrade() else {
-                                return;
-                            };
-                            if notification.payload() == project {
-                                generation.fetch_add(1, Ordering::Release);
-                            }
-                        }
-                        Ok(Err(error)) => {
-                            tracing::warn!(%error, "the permission changes listener stopped; reconnecting");
-                            break;
-                        }
-                        Err(_) => {
-                            if generation.strong_count() == 0 {
-                                return;
-                            }
-                        }
+                    if changed {
+                        generation.fetch_add(1, Ordering::Release);
                     }
+                    true
                 }
-            }
-        });
+            },
+        );
     }
 
     // ----- users --------------------------------------------------------------------------
