@@ -19,6 +19,7 @@ mod approvals_fixture;
 mod approvals_served;
 mod audit;
 mod charts;
+mod component_cache;
 mod composite;
 mod context;
 mod customizer;

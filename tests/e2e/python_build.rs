@@ -9,13 +9,11 @@
 //! `.ci/run` makes). Missing, the tests that need it fail saying how to install it: a skipped
 //! test would pass in CI while testing nothing.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::OnceLock;
 
-use sha2::{Digest as _, Sha256};
+use crate::component_cache::{cached, key, root};
 
 /// A Python plugin of the repository.
 #[derive(Debug, Clone, Copy)]
@@ -41,68 +39,42 @@ pub(crate) const HOSTILE: PythonPlugin = PythonPlugin {
 const SDK: &str = "sdk/python/src";
 const WIT: &str = "wit/plugin@0.3.0";
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-}
-
 /// The path of `plugin`'s component, built now unless a build of the same sources is cached.
 pub(crate) fn built(plugin: PythonPlugin) -> PathBuf {
-    // One build at a time in this process; across processes (nextest), the lock file below.
-    static BUILDING: Mutex<()> = Mutex::new(());
-    let _one = BUILDING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tool = componentize_py();
     let key = source_key(plugin, &tool.version);
-    let cache = root().join("target").join("python-plugins");
-    std::fs::create_dir_all(&cache).unwrap();
-    let out = cache.join(format!("{}-{}.wasm", plugin.module, &key[..16]));
-    if out.is_file() {
-        return out;
-    }
-    let lock = std::fs::File::create(cache.join(".lock")).unwrap();
-    lock.lock().unwrap();
-    if out.is_file() {
-        return out;
-    }
-    let staging = cache.join(format!("{}-{}.wasm.tmp", plugin.module, std::process::id()));
-    let started = Instant::now();
-    let output = Command::new(&tool.path)
-        .current_dir(root())
-        .args([
-            "-d",
-            WIT,
-            "-w",
-            "customization",
-            "componentize",
-            "-p",
-            plugin.dir,
-            "-p",
-            SDK,
-        ])
-        .arg(plugin.module)
-        .arg("-o")
-        .arg(&staging)
-        .output()
-        .expect("run componentize-py");
-    assert!(
-        output.status.success(),
-        "componentize-py failed to build {}: {}",
-        plugin.dir,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    std::fs::rename(&staging, &out).unwrap();
-    // Read by the CI log and the report on the tests' cost.
-    eprintln!(
-        "built {} with componentize-py {} in {:.1} s ({} bytes)",
-        out.display(),
-        tool.version,
-        started.elapsed().as_secs_f64(),
-        std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0)
-    );
-    out
+    cached(
+        "python-plugins",
+        plugin.module,
+        &key,
+        &format!("componentize-py {}", tool.version),
+        |staging| {
+            let output = Command::new(&tool.path)
+                .current_dir(root())
+                .args([
+                    "-d",
+                    WIT,
+                    "-w",
+                    "customization",
+                    "componentize",
+                    "-p",
+                    plugin.dir,
+                    "-p",
+                    SDK,
+                ])
+                .arg(plugin.module)
+                .arg("-o")
+                .arg(staging)
+                .output()
+                .expect("run componentize-py");
+            assert!(
+                output.status.success(),
+                "componentize-py failed to build {}: {}",
+                plugin.dir,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        },
+    )
 }
 
 struct Tool {
@@ -148,24 +120,10 @@ fn source_key(plugin: PythonPlugin, version: &str) -> String {
     for dir in [plugin.dir, SDK, WIT] {
         collect(&root().join(dir), &mut files);
     }
-    files.sort();
-    let mut hash = Sha256::new();
-    hash.update(format!(
-        "componentize-py {version}\0module {}\0",
-        plugin.module
-    ));
-    for file in files {
-        let relative = file.strip_prefix(root()).unwrap_or(&file);
-        hash.update(relative.to_string_lossy().as_bytes());
-        hash.update([0u8]);
-        let mut bytes = Vec::new();
-        std::fs::File::open(&file)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .unwrap();
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(&bytes);
-    }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    key(
+        &format!("componentize-py {version}\0module {}\0", plugin.module),
+        files,
+    )
 }
 
 /// The source files under `dir`: not what builds leave there (bytecode caches, components,

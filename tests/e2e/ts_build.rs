@@ -9,13 +9,11 @@
 //! tests that need it fail saying how to install it: a skipped test would pass in CI while
 //! testing nothing.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::OnceLock;
 
-use sha2::{Digest as _, Sha256};
+use crate::component_cache::{cached, key, root};
 
 /// A TypeScript plugin of the repository.
 #[derive(Debug, Clone, Copy)]
@@ -47,59 +45,34 @@ const SDK: &[&str] = &[
     "wit/plugin@0.3.0",
 ];
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-}
-
 /// The path of `plugin`'s component, built now unless a build of the same sources is cached.
 pub(crate) fn built(plugin: TsPlugin) -> PathBuf {
-    // One build at a time in this process; across processes (nextest), the lock file below.
-    static BUILDING: Mutex<()> = Mutex::new(());
-    let _one = BUILDING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let node = node_version();
     let key = source_key(plugin, node);
-    let cache = root().join("target").join("ts-plugins");
-    std::fs::create_dir_all(&cache).unwrap();
     let stem = plugin.entry.trim_end_matches(".ts");
-    let out = cache.join(format!("{stem}-{}.wasm", &key[..16]));
-    if out.is_file() {
-        return out;
-    }
-    let lock = std::fs::File::create(cache.join(".lock")).unwrap();
-    lock.lock().unwrap();
-    if out.is_file() {
-        return out;
-    }
-    let staging = cache.join(format!("{stem}-{}.wasm.tmp", std::process::id()));
-    let started = Instant::now();
-    let output = Command::new("node")
-        .current_dir(root())
-        .arg("sdk/ts/build.mjs")
-        .arg(Path::new(plugin.dir).join(plugin.entry))
-        .arg(&staging)
-        .output()
-        .expect("run node");
-    assert!(
-        output.status.success(),
-        "sdk/ts/build.mjs failed to build {}/{}: {}{}",
-        plugin.dir,
-        plugin.entry,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    std::fs::rename(&staging, &out).unwrap();
-    // Read by the CI log and the report on the tests' cost.
-    eprintln!(
-        "built {} with node {node} in {:.1} s ({} bytes)",
-        out.display(),
-        started.elapsed().as_secs_f64(),
-        std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0)
-    );
-    out
+    cached(
+        "ts-plugins",
+        stem,
+        &key,
+        &format!("node {node}"),
+        |staging| {
+            let output = Command::new("node")
+                .current_dir(root())
+                .arg("sdk/ts/build.mjs")
+                .arg(Path::new(plugin.dir).join(plugin.entry))
+                .arg(staging)
+                .output()
+                .expect("run node");
+            assert!(
+                output.status.success(),
+                "sdk/ts/build.mjs failed to build {}/{}: {}{}",
+                plugin.dir,
+                plugin.entry,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        },
+    )
 }
 
 /// Node.js's version, once the toolchain is known to be installed.
@@ -128,22 +101,7 @@ fn source_key(plugin: TsPlugin, node: &str) -> String {
     for path in std::iter::once(plugin.dir).chain(SDK.iter().copied()) {
         collect(&root().join(path), &mut files);
     }
-    files.sort();
-    files.dedup();
-    let mut hash = Sha256::new();
-    hash.update(format!("node {node}\0entry {}\0", plugin.entry));
-    for file in files {
-        let relative = file.strip_prefix(root()).unwrap_or(&file);
-        hash.update(relative.to_string_lossy().as_bytes());
-        hash.update([0u8]);
-        let mut bytes = Vec::new();
-        std::fs::File::open(&file)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .unwrap();
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(&bytes);
-    }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    key(&format!("node {node}\0entry {}\0", plugin.entry), files)
 }
 
 /// The source files at `path` (a file, or a folder walked): not what builds leave there
