@@ -23,7 +23,6 @@
 
 mod support;
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -31,7 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use canopy::platform::{Actor, NewToken, Scope, Store, UserChange};
-use support::{Server, TempDir, drop_postgres, free_port, fresh_postgres};
+use support::{Server, TempDir, drop_postgres, free_port, fresh_postgres, serving_address};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "instances-auth-secret-of-the-test";
@@ -69,11 +68,9 @@ fn serve(data: &str, state: &str, dir: &Path, name: &str, port: u16) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("Canopy is serving on"), "{name}: {line:?}");
+    if let Err(line) = serving_address(&mut child) {
+        panic!("{name} did not start: {line:?}");
+    }
     Server(child)
 }
 

@@ -11,11 +11,10 @@
 
 mod support;
 
-use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Server, TempDir};
+use support::{Server, TempDir, serving_address};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
@@ -49,16 +48,8 @@ async fn start(dir: &std::path::Path) -> (Server, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("Canopy is serving on http://")
-        .and_then(|rest| rest.strip_suffix("/forest"))
-        .unwrap_or_else(|| panic!("the server did not start: {line:?}"))
-        .to_owned();
+    let address = serving_address(&mut child)
+        .unwrap_or_else(|line| panic!("the server did not start: {line:?}"));
     (Server(child), address)
 }
 

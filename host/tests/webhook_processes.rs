@@ -11,13 +11,12 @@
 
 mod support;
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use canopy::platform::{Actor, NewToken, Scope, Store};
-use support::{Server, TempDir, drop_postgres, fresh_postgres};
+use support::{Server, TempDir, drop_postgres, fresh_postgres, serving_address};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "webhook-processes-auth-secret";
@@ -38,16 +37,8 @@ fn serve(data: &str, state: &str, dir: &Path, name: &str) -> (Server, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("Canopy is serving on http://")
-        .and_then(|rest| rest.strip_suffix("/forest"))
-        .unwrap_or_else(|| panic!("{name} did not start: {line:?}"))
-        .to_owned();
+    let address =
+        serving_address(&mut child).unwrap_or_else(|line| panic!("{name} did not start: {line:?}"));
     (Server(child), address)
 }
 

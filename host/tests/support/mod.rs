@@ -35,6 +35,27 @@ impl Drop for Server {
     }
 }
 
+/// The address (`127.0.0.1:PORT`) a `canopy serve` started with a piped stdout says it serves
+/// on, read from its first line; `Err` with that line when it is not the serving line (the
+/// server stopped instead).
+#[allow(
+    dead_code,
+    reason = "only the tests that start `canopy serve` themselves use it"
+)]
+pub fn serving_address(child: &mut Child) -> Result<String, String> {
+    use std::io::BufRead as _;
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("the server's stdout is piped");
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the server's first line");
+    line.trim()
+        .strip_prefix("Canopy is serving on http://")
+        .and_then(|rest| rest.strip_suffix("/forest"))
+        .map(str::to_owned)
+        .ok_or(line)
+}
+
 /// The PostgreSQL server of the tests (`CANOPY_TEST_POSTGRES_URL`, else the local one), as a URL
 /// of its `postgres` database.
 #[allow(dead_code, reason = "only the tests with a PostgreSQL store use it")]
