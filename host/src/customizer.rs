@@ -6,6 +6,7 @@
 //! tests implement them with closures ([`closures`]).
 
 mod action;
+mod action_audit;
 pub mod audit;
 mod binary;
 mod chart;

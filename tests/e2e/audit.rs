@@ -1,10 +1,11 @@
 //! The audit trail (`auditTrail`) through HTTP over the shop fixture of `list`: creates,
 //! updates and deletes through the routes, writes made inside an action and by a hook, each
 //! leaving one entry per record with its values before and after, the user and the request's
-//! correlation id; the history, state and correlation routes and their shapes; read permission
-//! and scope; a failing audit store refusing the change (critical) or not; and, off by default,
-//! no layer, no routes and no entries. User data on SQLite, PostgreSQL and MariaDB; the trail in
-//! Canopy's store (SQLite, PostgreSQL) or in a database of its own (SQLite, PostgreSQL, MariaDB).
+//! correlation id; an action's own row per record; the history, state and correlation routes
+//! and their shapes; read permission and scope; a failing audit store refusing the change
+//! (critical) or not; and, off by default, no layer, no routes and no entries. User data on
+//! SQLite, PostgreSQL and MariaDB; the trail in Canopy's store (SQLite, PostgreSQL) or in a
+//! database of its own (SQLite, PostgreSQL, MariaDB).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -393,8 +394,9 @@ async fn routes_record_before_and_after(data: Backend, keep: Keep) {
     );
 }
 
-/// A write made inside an action (through its context) and one made by a hook are recorded,
-/// under the correlation id of the request that ran them.
+/// An action leaves a row per record it ran on; a write made inside it (through its context)
+/// and one made by a hook are recorded too, under the correlation id of the request that ran
+/// them.
 async fn actions_and_hooks_writes_are_recorded(data: Backend, keep: Keep) {
     let fx = fixture(data, keep).await;
     let app = &fx.app;
@@ -410,19 +412,38 @@ async fn actions_and_hooks_writes_are_recorded(data: Backend, keep: Keep) {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["success"], "Paid");
-    // Order 2 was new: its change is recorded. Order 1 was already paid: the write still ran,
-    // so its entry is confirmed with nothing changed.
+    // Each selected order has the action's own row (who ran which action, with its form's
+    // values) and the row of the write the action made, under one correlation id. Order 2 was
+    // new: its change is recorded. Order 1 was already paid: the write still ran, so its entry
+    // is confirmed with nothing changed.
+    let by_operation = |history: &Json, operation: &str| {
+        history["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["operation"] == operation)
+            .unwrap_or_else(|| panic!("no {operation} entry in {history}"))
+            .clone()
+    };
     let two = ok(app, "/forest/_audit-trail/orders/2").await;
-    assert_eq!(two["meta"]["count"], 1, "{two}");
-    let entry = &two["data"][0];
-    assert_eq!(entry["operation"], "update");
+    assert_eq!(two["meta"]["count"], 2, "{two}");
+    let ran = by_operation(&two, "action");
+    assert_eq!(ran["actionName"], "Mark paid", "{ran}");
+    assert_eq!(ran["recordId"], "2");
+    assert_eq!(ran["status"], "done");
+    assert_eq!(ran["userId"], 1);
+    assert_eq!(ran["newValues"], json!({}));
+    assert_eq!(ran["correlationKey"], key.as_str());
+    let entry = by_operation(&two, "update");
     assert_eq!(entry["previousValues"], json!({"status": "new"}));
     assert_eq!(entry["newValues"], json!({"status": "paid"}));
     assert_eq!(entry["correlationKey"], key.as_str());
     let one = ok(app, "/forest/_audit-trail/orders/1").await;
-    assert_eq!(one["data"][0]["previousValues"], json!({}));
-    assert_eq!(one["data"][0]["newValues"], json!({}));
-    assert_eq!(one["data"][0]["status"], "done");
+    assert_eq!(by_operation(&one, "action")["actionName"], "Mark paid");
+    let unchanged = by_operation(&one, "update");
+    assert_eq!(unchanged["previousValues"], json!({}));
+    assert_eq!(unchanged["newValues"], json!({}));
+    assert_eq!(unchanged["status"], "done");
     let untouched = ok(app, "/forest/_audit-trail/orders/3").await;
     assert_eq!(untouched["meta"]["count"], 0);
 
@@ -842,6 +863,7 @@ async fn a_named_database_gets_the_table_once_and_a_foreign_one_is_refused() {
             user_last_name: "Lee".to_owned(),
             user_email: format!("u{user_id}@x.io"),
             correlation_key: format!("request-{user_id}"),
+            action_name: None,
             previous_values: json!({"status": "new", "note": "Été à Lyon"})
                 .as_object()
                 .unwrap()

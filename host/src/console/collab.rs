@@ -360,6 +360,10 @@ fn change_view(entry: &crate::platform::audit::AuditRecord, tz: Tz) -> ChangeVie
             "create" => "Created".to_owned(),
             "update" => "Updated".to_owned(),
             "delete" => "Deleted".to_owned(),
+            "action" => format!(
+                "Ran {}",
+                entry.action_name.as_deref().unwrap_or("an action")
+            ),
             other => other.to_owned(),
         },
         who,

@@ -41,15 +41,18 @@ pub enum AuditOperation {
     Create,
     Update,
     Delete,
+    /// An action ran on the record (`action_audit`): the entry names it and holds its form.
+    Action,
 }
 
 impl AuditOperation {
-    /// The stored and served name (`create`, `update`, `delete`).
+    /// The stored and served name (`create`, `update`, `delete`, `action`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Create => "create",
             Self::Update => "update",
             Self::Delete => "delete",
+            Self::Action => "action",
         }
     }
 }
@@ -71,6 +74,8 @@ pub struct PendingEntry {
     pub user_email: String,
     /// The request's correlation id (`x-forest-correlation-id`).
     pub correlation_key: String,
+    /// The action's name, for an [`AuditOperation::Action`] entry.
+    pub action_name: Option<String>,
     pub previous_values: Map<String, Json>,
 }
 
@@ -172,6 +177,83 @@ pub fn values_of(
     out
 }
 
+/// A new entry of `caller`'s change to a record of `collection`, before the change runs.
+pub(super) fn pending(
+    caller: &Caller,
+    collection: &str,
+    operation: AuditOperation,
+    record_id: Option<String>,
+    previous_values: Map<String, Json>,
+) -> PendingEntry {
+    PendingEntry {
+        key: Uuid::now_v7(),
+        timestamp: caller.now().timestamp_millis(),
+        operation,
+        collection: collection.to_owned(),
+        record_id,
+        user_id: caller.id,
+        user_first_name: caller.first_name.clone(),
+        user_last_name: caller.last_name.clone(),
+        user_email: caller.email.clone(),
+        correlation_key: caller.request_id.to_string(),
+        action_name: None,
+        previous_values,
+    }
+}
+
+/// Writes the pending entries of a change to `collection`. `Ok(true)` when they are written
+/// (and so must be confirmed); `Ok(false)` when they are not but the trail lets the change run
+/// anyway (logged).
+pub(super) async fn record(
+    trail: &AuditTrail,
+    collection: &str,
+    entries: &[PendingEntry],
+) -> Result<bool> {
+    if entries.is_empty() {
+        return Ok(false);
+    }
+    match trail.recorder.insert_pending(entries).await {
+        Ok(()) => Ok(true),
+        Err(error) if trail.critical => {
+            tracing::error!(
+                collection,
+                %error,
+                "audit trail: the entries could not be written, the change is refused"
+            );
+            Err(Error::Internal(format!(
+                "the audit trail could not record this change, so it was not made: {error}"
+            )))
+        }
+        Err(error) => {
+            tracing::error!(
+                collection,
+                %error,
+                "audit trail: the entries could not be written, the change runs unaudited"
+            );
+            Ok(false)
+        }
+    }
+}
+
+/// Confirms one entry. The change has happened: a failure cannot undo it, so it is logged as
+/// an error and the entry stays `pending`, which is how the trail shows an unconfirmed change.
+pub(super) async fn confirm(
+    trail: &AuditTrail,
+    collection: &str,
+    key: Uuid,
+    confirmation: &Confirmation,
+) {
+    if let Err(error) = trail.recorder.confirm(key, confirmation).await {
+        tracing::error!(
+            collection,
+            record_id = %confirmation.record_id,
+            entry = %key,
+            %error,
+            "audit trail: the change was made but its entry could not be confirmed (left pending)"
+        );
+    }
+}
+
 struct AuditCollection {
     child: Arc<dyn Collection>,
     trail: AuditTrail,
@@ -191,62 +273,21 @@ impl AuditCollection {
         record_id: Option<String>,
         previous_values: Map<String, Json>,
     ) -> PendingEntry {
-        PendingEntry {
-            key: Uuid::now_v7(),
-            timestamp: caller.now().timestamp_millis(),
+        pending(
+            caller,
+            &self.schema().name,
             operation,
-            collection: self.schema().name.clone(),
             record_id,
-            user_id: caller.id,
-            user_first_name: caller.first_name.clone(),
-            user_last_name: caller.last_name.clone(),
-            user_email: caller.email.clone(),
-            correlation_key: caller.request_id.to_string(),
             previous_values,
-        }
+        )
     }
 
-    /// Writes the pending entries. `Ok(true)` when they are written (and so must be confirmed);
-    /// `Ok(false)` when they are not but the trail lets the change run anyway (logged).
     async fn record(&self, entries: &[PendingEntry]) -> Result<bool> {
-        if entries.is_empty() {
-            return Ok(false);
-        }
-        match self.trail.recorder.insert_pending(entries).await {
-            Ok(()) => Ok(true),
-            Err(error) if self.trail.critical => {
-                tracing::error!(
-                    collection = %self.schema().name,
-                    %error,
-                    "audit trail: the entries could not be written, the change is refused"
-                );
-                Err(Error::Internal(format!(
-                    "the audit trail could not record this change, so it was not made: {error}"
-                )))
-            }
-            Err(error) => {
-                tracing::error!(
-                    collection = %self.schema().name,
-                    %error,
-                    "audit trail: the entries could not be written, the change runs unaudited"
-                );
-                Ok(false)
-            }
-        }
+        record(&self.trail, &self.schema().name, entries).await
     }
 
-    /// Confirms one entry. The change has happened: a failure cannot undo it, so it is logged as
-    /// an error and the entry stays `pending`, which is how the trail shows an unconfirmed change.
     async fn confirm(&self, key: Uuid, confirmation: &Confirmation) {
-        if let Err(error) = self.trail.recorder.confirm(key, confirmation).await {
-            tracing::error!(
-                collection = %self.schema().name,
-                record_id = %confirmation.record_id,
-                entry = %key,
-                %error,
-                "audit trail: the change was made but its entry could not be confirmed (left pending)"
-            );
-        }
+        confirm(&self.trail, &self.schema().name, key, confirmation).await;
     }
 
     /// The records `filter` matches, with their audited values, before an update or delete.

@@ -53,9 +53,9 @@ use indexmap::IndexMap;
 use super::audit::{self, AuditTrail};
 use super::handlers::{ChartHandler, Context};
 use super::{
-    Customization, Kind, SortingMode, action, binary, chart, computed, hook, import_field,
-    operator, overrides, publication, relation, rename, schema, search, segment, sort, validation,
-    write,
+    Customization, Kind, SortingMode, action, action_audit, binary, chart, computed, hook,
+    import_field, operator, overrides, publication, relation, rename, schema, search, segment,
+    sort, validation, write,
 };
 use crate::datasource::action::{ActionResult, FormElement, FormPhase, FormValues};
 use crate::datasource::chart::{ChartRequest, ChartResult};
@@ -310,6 +310,10 @@ pub fn build_stack_with(
     apply(&mut stack, groups.binary, binary::layer)?;
     apply(&mut stack, groups.publication, publication::layer)?;
     apply(&mut stack, groups.rename, rename::layer)?;
+    // Outermost: the action rows need every action, by its served name.
+    if let Some(trail) = &options.audit {
+        stack = action_audit::layer(&stack, trail)?;
+    }
     Ok(stack)
 }
 

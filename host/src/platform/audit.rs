@@ -94,7 +94,8 @@ pub struct AuditRecord {
     pub timestamp: String,
     #[serde(skip)]
     pub timestamp_ms: i64,
-    /// `create`, `update` or `delete` (the agent's `action` rows are not recorded yet).
+    /// `create`, `update`, `delete`, or `action` (an action ran on the record: `action_name`
+    /// names it, `new_values` holds its form's values, files by name).
     pub operation: String,
     pub collection: String,
     pub record_id: Option<String>,
@@ -439,21 +440,28 @@ impl AuditStore {
                         Some(id) => args.text(id),
                         None => "NULL".to_owned(),
                     };
-                    let rest = [
+                    let author = [
                         args.int(e.user_id),
                         args.text(&e.user_first_name),
                         args.text(&e.user_last_name),
                         args.text(&e.user_email),
+                    ];
+                    // Bound in the columns' order: MySQL's `?` placeholders are positional.
+                    let action_name = match &e.action_name {
+                        Some(name) => args.text(name),
+                        None => "NULL".to_owned(),
+                    };
+                    let rest = [
                         args.text(&e.correlation_key),
                         args.text(Json::Object(e.previous_values.clone()).to_string()),
                         args.text(changed_fields(&e.previous_values, &Map::new())),
                     ];
                     format!(
-                        "({}, {record_id}, {}, NULL, {}, '{{}}', {}, 'pending')",
+                        "({}, {record_id}, {}, {action_name}, {}, '{{}}', {}, 'pending')",
                         values.join(", "),
-                        rest[..4].join(", "),
-                        rest[4..6].join(", "),
-                        rest[6],
+                        author.join(", "),
+                        rest[..2].join(", "),
+                        rest[2],
                     )
                 })
                 .collect();
