@@ -63,13 +63,18 @@ pub struct Mcp {
     pub uploads: Option<uploads::Uploads>,
     authorize_limit: DefaultKeyedRateLimiter<IpAddr>,
     token_limit: DefaultKeyedRateLimiter<IpAddr>,
-    /// Whether a refresh family (one sign-in) is revoked, as last read, with when it was read:
-    /// an access token of a revoked sign-in is refused within [`FAMILY_RECHECK`] on every
-    /// instance, and at once on the one that revoked it, without a store read per call.
-    families: quick_cache::sync::Cache<String, (bool, std::time::Instant)>,
+    /// Whether a refresh family (one sign-in) is revoked, as last read, with when it was read
+    /// and the store's grants generation then: an access token of a revoked sign-in is refused
+    /// at once on the instance that revoked it, within milliseconds on the others of a
+    /// PostgreSQL store (the revocation's notification bumps the generation), and within
+    /// [`FAMILY_RECHECK`] whatever happens, without a store read per call.
+    families: quick_cache::sync::Cache<String, FamilyStatus>,
     /// Client ID Metadata Documents fetched lately, by URL.
     documents: quick_cache::sync::Cache<String, cimd::Cached>,
 }
+
+/// A sign-in's revocation status as read: revoked, when, at which grants generation.
+type FamilyStatus = (bool, std::time::Instant, u64);
 
 /// How long a sign-in's revocation status is trusted before it is read again.
 pub const FAMILY_RECHECK: Duration = Duration::from_secs(30);
@@ -136,7 +141,7 @@ impl Mcp {
         let uploads = config
             .uploads
             .clone()
-            .map(|settings| uploads::Uploads::new(settings, auth_secret));
+            .map(|settings| uploads::Uploads::new(settings, auth_secret, &store));
         Self {
             public_url: public_url.map(|u| u.trim_end_matches('/').to_owned()),
             keys: token::AccessKeys::new(auth_secret),
@@ -179,8 +184,9 @@ impl Mcp {
     /// at most every [`FAMILY_RECHECK`]. A store failure reads as revoked: refuse rather than
     /// let a possibly stolen token through.
     pub async fn family_revoked(&self, family: &str) -> bool {
-        if let Some((revoked, read)) = self.families.get(family)
-            && (revoked || read.elapsed() < FAMILY_RECHECK)
+        let generation = self.store.grants_generation();
+        if let Some((revoked, read, seen)) = self.families.get(family)
+            && (revoked || (read.elapsed() < FAMILY_RECHECK && seen == generation))
         {
             return revoked;
         }
@@ -191,8 +197,10 @@ impl Mcp {
                 return true;
             }
         };
-        self.families
-            .insert(family.to_owned(), (revoked, std::time::Instant::now()));
+        self.families.insert(
+            family.to_owned(),
+            (revoked, std::time::Instant::now(), generation),
+        );
         revoked
     }
 
@@ -224,8 +232,11 @@ impl Mcp {
 
     /// Marks a sign-in revoked here at once (its store row is already).
     pub fn forget_family(&self, family: &str) {
-        self.families
-            .insert(family.to_owned(), (true, std::time::Instant::now()));
+        let generation = self.store.grants_generation();
+        self.families.insert(
+            family.to_owned(),
+            (true, std::time::Instant::now(), generation),
+        );
     }
 
     /// Spends one authorization request of `ip`; `Err(seconds)` to wait.

@@ -1,7 +1,9 @@
 //! The store of the MCP endpoint's OAuth authorization server (`platform::oauth`), on SQLite and
 //! on PostgreSQL: registered clients read back as registered, an authorization code is redeemed
 //! once (by exactly one of twenty racing exchanges), refresh tokens rotate, a spent one presented
-//! again revokes its whole family, and nothing crosses environments.
+//! again revokes its whole family, and nothing crosses environments. On PostgreSQL, with two
+//! instances on one store: a revoked sign-in reaches the other at once, and uploaded MCP action
+//! files are shared.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -477,4 +479,164 @@ async fn a_revoked_grant_refuses_its_tokens_and_old_history_is_forgotten() {
         assert!(store.oauth_grant_revoked(&live.family_id).await.unwrap());
     })
     .await;
+}
+
+/// Two instances on one PostgreSQL store: a refresh token replayed on the first revokes the
+/// sign-in, and the second, which had read the sign-in as live a moment before (and would trust
+/// that for `FAMILY_RECHECK`, 30 s), refuses it within a second: the revocation's notification
+/// (migration 0022) makes it read the sign-in again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_revoked_on_one_instance_is_refused_by_another_within_a_second() {
+    use canopy::config::McpConfig;
+    use canopy::mcp::Mcp;
+
+    let url = fresh_postgres("oauth_notify").await;
+    let first = Store::open(&url, "acme", "production").await.unwrap();
+    let second = Store::open(&url, "acme", "production").await.unwrap();
+    second.listen_changes(&url);
+    let mcp = Mcp::new(
+        McpConfig {
+            base_path: None,
+            enabled_tools: Vec::new(),
+            allowed_oauth_clients: None,
+            access_token_ttl: Duration::from_secs(3600),
+            refresh_token_ttl: None,
+            uploads: None,
+            only: false,
+        },
+        None,
+        "secret-secret-secret-secret-secret",
+        second.clone(),
+    );
+    let user_id = user(&first, "ada@canopy.local").await;
+    let client = client(&first).await;
+
+    // The second instance's listener connects in the background: revoke throwaway sign-ins
+    // until it hears one, so the real revocation below cannot be announced before it listens.
+    let heard = second.grants_generation();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while second.grants_generation() == heard {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no revocation was heard"
+        );
+        let throwaway = family(&first, &client.client_id, user_id).await;
+        first
+            .revoke_oauth_grant(&throwaway.family_id)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let grant = family(&first, &client.client_id, user_id).await;
+    let token = fresh_hash();
+    first
+        .add_refresh_token(&token, &grant.family_id, None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        first.use_refresh_token(&token).await.unwrap(),
+        RefreshUse::Valid(_)
+    ));
+    assert!(!mcp.family_revoked(&grant.family_id).await, "live sign-in");
+
+    // The replay, on the first instance.
+    let revoked_at = std::time::Instant::now();
+    assert!(matches!(
+        first.use_refresh_token(&token).await.unwrap(),
+        RefreshUse::Reused(_)
+    ));
+    while !mcp.family_revoked(&grant.family_id).await {
+        assert!(
+            revoked_at.elapsed() < Duration::from_secs(1),
+            "the second instance still honours the revoked sign-in after 1 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    first.close().await;
+    second.close().await;
+    drop_postgres(&url).await;
+}
+
+/// MCP action files on a PostgreSQL store, the default there: two instances share them. The
+/// URL one instance hands out takes the bytes on another, once; the handle gives the file back
+/// on either; sizes, totals, unknown and expired URLs are refused as with the other stores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploaded_files_are_shared_by_the_instances_of_a_postgresql_store() {
+    use canopy::config::UploadConfig;
+    use canopy::mcp::uploads::{UploadError, Uploads};
+
+    let url = fresh_postgres("mcp_uploads").await;
+    let first_store = Store::open(&url, "acme", "production").await.unwrap();
+    let second_store = Store::open(&url, "acme", "production").await.unwrap();
+    let settings = UploadConfig {
+        max_bytes: 16,
+        max_total_bytes: 24,
+        ..UploadConfig::default()
+    };
+    let secret = "secret-secret-secret-secret-secret";
+    let first = Uploads::new(settings.clone(), secret, &first_store);
+    let second = Uploads::new(settings.clone(), secret, &second_store);
+    assert_eq!(first.kept_in(), "store");
+    assert!(!first.in_memory());
+
+    let (key, handle) = first
+        .reserve(7, "report.pdf", "application/pdf", None)
+        .await
+        .unwrap();
+    second.put(&key, b"hello".to_vec()).await.unwrap();
+    assert_eq!(
+        first.put(&key, b"again".to_vec()).await,
+        Err(UploadError::Used)
+    );
+    let claims = first.handle(&handle, 7).unwrap();
+    assert_eq!(
+        first.data_uri(&claims).await.unwrap(),
+        "data:application/pdf;name=report.pdf;base64,aGVsbG8="
+    );
+    assert_eq!(
+        second.data_uri(&claims).await.unwrap(),
+        first.data_uri(&claims).await.unwrap()
+    );
+
+    // Too large for one file; unknown; past the total the store may hold.
+    let (key, _) = second.reserve(7, "a.bin", "", None).await.unwrap();
+    assert_eq!(
+        first.put(&key, vec![0; 17]).await,
+        Err(UploadError::TooLarge(16))
+    );
+    assert_eq!(
+        first
+            .put(
+                "mcp-uploads/00000000000000000000000000000000/a.bin",
+                vec![1]
+            )
+            .await,
+        Err(UploadError::Unknown)
+    );
+    first.put(&key, vec![0; 16]).await.unwrap();
+    let (key, handle) = first.reserve(7, "b.bin", "", None).await.unwrap();
+    assert_eq!(first.put(&key, vec![0; 4]).await, Err(UploadError::Full));
+    let claims = first.handle(&handle, 7).unwrap();
+    assert!(matches!(
+        second.data_uri(&claims).await,
+        Err(UploadError::Handle(message)) if message.contains("PUT it")
+    ));
+
+    // A URL past its time takes nothing.
+    let expired = Uploads::new(
+        UploadConfig {
+            url_ttl: Duration::ZERO,
+            ..settings
+        },
+        secret,
+        &first_store,
+    );
+    let (key, _) = expired.reserve(7, "c.bin", "", None).await.unwrap();
+    assert_eq!(second.put(&key, vec![1]).await, Err(UploadError::Unknown));
+
+    first_store.close().await;
+    second_store.close().await;
+    drop_postgres(&url).await;
 }

@@ -151,11 +151,16 @@ impl Platform {
                 config.auth.auth_secret.expose(),
                 store.clone(),
             );
-            if mcp.uploads.as_ref().is_some_and(|u| u.in_memory()) {
-                tracing::warn!(
+            match &mcp.uploads {
+                Some(uploads) if uploads.in_memory() => tracing::warn!(
                     "MCP file uploads are kept in this process's memory: with several instances \
-                     behind a balancer, set --mcp-upload-dir to a directory they share"
-                );
+                     behind a balancer, use a PostgreSQL store (--state-url) or set \
+                     --mcp-upload-dir to a directory they share"
+                ),
+                Some(uploads) => {
+                    tracing::info!(kept_in = uploads.kept_in(), "MCP file uploads are shared");
+                }
+                None => {}
             }
             Arc::new(mcp)
         });

@@ -304,7 +304,7 @@ async fn upload(
         return not_served(Uri::from_static("/mcp/uploads")).await;
     };
     let result = match body {
-        Ok(bytes) => uploads.put(&key, bytes.to_vec()),
+        Ok(bytes) => uploads.put(&key, bytes.to_vec()).await,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             Err(UploadError::TooLarge(uploads.settings.max_bytes))
         }

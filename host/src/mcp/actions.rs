@@ -280,31 +280,40 @@ pub(super) async fn action_form(call: &Call<'_>) -> Result<Form, String> {
     Ok(Form { fields, skipped })
 }
 
-/// Replaces file handles by the uploaded files' data URIs.
-fn resolve_files(call: &Call<'_>, value: Json) -> Result<Json, String> {
-    let uploads = || {
-        call.state
-            .mcp
-            .as_ref()
-            .and_then(|m| m.uploads.as_ref())
-            .ok_or("file uploads are turned off on this server")
+/// Replaces file handles by the uploaded files' data URIs: a field's value is one handle or a
+/// list of them (`is_handle`); anything else is kept as it is.
+async fn resolve_files(call: &Call<'_>, value: Json) -> Result<Json, String> {
+    if !is_handle(&value) {
+        return Ok(value);
+    }
+    let uploads = call
+        .state
+        .mcp
+        .as_ref()
+        .and_then(|m| m.uploads.as_ref())
+        .ok_or("file uploads are turned off on this server")?;
+    let resolve = |handle: String| async move {
+        let handle = uploads
+            .handle(&handle, call.caller.claims.user.id)
+            .map_err(|e| e.to_string())?;
+        uploads
+            .data_uri(&handle)
+            .await
+            .map(Json::String)
+            .map_err(|e| e.to_string())
     };
     match value {
-        Json::String(s) if s.starts_with(HANDLE_PREFIX) => {
-            let uploads = uploads()?;
-            let handle = uploads
-                .handle(&s, call.caller.claims.user.id)
-                .map_err(|e| e.to_string())?;
-            uploads
-                .data_uri(&handle)
-                .map(Json::String)
-                .map_err(|e| e.to_string())
+        Json::String(handle) => resolve(handle).await,
+        Json::Array(items) => {
+            let mut files = Vec::with_capacity(items.len());
+            for item in items {
+                files.push(match item {
+                    Json::String(handle) => resolve(handle).await?,
+                    other => other,
+                });
+            }
+            Ok(Json::Array(files))
         }
-        Json::Array(items) if is_handle(&Json::Array(items.clone())) => items
-            .into_iter()
-            .map(|i| resolve_files(call, i))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Json::Array),
         other => Ok(other),
     }
 }
@@ -324,7 +333,7 @@ pub(super) async fn execute_action(call: &Call<'_>) -> Outcome {
     }
     let mut values = Map::new();
     for (name, value) in form.values() {
-        values.insert(name, resolve_files(call, value)?);
+        values.insert(name, resolve_files(call, value).await?);
     }
     let mut extra = Map::new();
     extra.insert("values".to_owned(), Json::Object(values));
@@ -363,7 +372,7 @@ pub(super) async fn execute_action(call: &Call<'_>) -> Outcome {
     }))
 }
 
-pub(super) fn request_upload(call: &Call<'_>) -> Outcome {
+pub(super) async fn request_upload(call: &Call<'_>) -> Outcome {
     let mcp = call
         .state
         .mcp
@@ -395,6 +404,7 @@ pub(super) fn request_upload(call: &Call<'_>) -> Outcome {
             &mime,
             sha256.as_deref(),
         )
+        .await
         .map_err(|e| e.to_string())?;
     let url = format!(
         "{}{}/{}",

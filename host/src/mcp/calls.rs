@@ -159,7 +159,7 @@ pub(super) async fn run(call: &Call<'_>, name: &str) -> Option<Text> {
         "dissociate" => json(dissociate(call).await),
         "getActionForm" => json(action_form(call).await.map(|form| form.answer())),
         "executeAction" => json(execute_action(call).await),
-        "requestActionFileUpload" => json(request_upload(call)),
+        "requestActionFileUpload" => json(request_upload(call).await),
         "listWorkflows" => json(list_workflows(call).await),
         "triggerWorkflow" => json(trigger_workflow(call).await),
         "getWorkflowRun" => json(get_workflow_run(call).await),

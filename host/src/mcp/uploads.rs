@@ -4,8 +4,10 @@
 //! `executeAction`, which checks the handle (signature, expiry, uploader), the size and the
 //! SHA-256, and sends the file on as the data URI the action's route expects.
 //!
-//! Files are kept in memory (one instance only: a warning says so at start) or in a directory
-//! that several instances share. Expired slots are swept as new ones are made.
+//! Files are kept in a directory the instances share when one is set (`--mcp-upload-dir`), else
+//! in Canopy's store when it is PostgreSQL (so any instance behind a balancer takes the PUT and
+//! any other serves the handle), else in memory (one instance only: a warning says so at
+//! start). Expired slots are swept as new ones are made.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,6 +21,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::config::UploadConfig;
+use crate::platform::Store;
+use crate::platform::store::Dialect;
 
 /// The prefix of a field value that names an uploaded file.
 pub const HANDLE_PREFIX: &str = "$uploadedFile:";
@@ -47,7 +51,7 @@ pub enum UploadError {
     /// 413.
     #[error("the file is larger than the {0} bytes allowed")]
     TooLarge(u64),
-    /// 507: the in-memory store holds as much as it may.
+    /// 507: the server holds as many uploaded bytes as it may (`max_total_bytes`).
     #[error("the server holds as many uploaded bytes as it may; retry later")]
     Full,
     /// The handle is not valid (tool error).
@@ -79,32 +83,58 @@ struct Slot {
     bytes: Option<Vec<u8>>,
 }
 
+/// Where the files wait for the action that takes them.
+enum Backend {
+    /// This process's memory: one instance only.
+    Memory(Mutex<HashMap<String, Slot>>),
+    /// A directory the instances share: a marker file per slot, the bytes beside it.
+    Directory(PathBuf),
+    /// The `mcp_uploads` table of Canopy's PostgreSQL store (migration 0023).
+    Store(Store),
+}
+
 /// The upload store and the handle keys.
 pub struct Uploads {
     pub settings: UploadConfig,
     encoding: EncodingKey,
     decoding: DecodingKey,
-    memory: Mutex<HashMap<String, Slot>>,
+    backend: Backend,
 }
 
 impl Uploads {
-    pub fn new(settings: UploadConfig, auth_secret: &str) -> Self {
+    /// `store` is Canopy's store: on PostgreSQL it keeps the files unless `settings` names a
+    /// directory.
+    pub fn new(settings: UploadConfig, auth_secret: &str, store: &Store) -> Self {
         let key = super::token::derive(auth_secret, KEY_PURPOSE);
+        let backend = match &settings.directory {
+            Some(dir) => Backend::Directory(dir.clone()),
+            None if store.dialect() == Dialect::Postgres => Backend::Store(store.clone()),
+            None => Backend::Memory(Mutex::new(HashMap::new())),
+        };
         Self {
             settings,
             encoding: EncodingKey::from_secret(&key),
             decoding: DecodingKey::from_secret(&key),
-            memory: Mutex::new(HashMap::new()),
+            backend,
         }
     }
 
     /// Whether files are kept in this process only.
     pub fn in_memory(&self) -> bool {
-        self.settings.directory.is_none()
+        matches!(self.backend, Backend::Memory(_))
+    }
+
+    /// Where files are kept, for the start-up log: `memory`, `directory` or `store`.
+    pub fn kept_in(&self) -> &'static str {
+        match self.backend {
+            Backend::Memory(_) => "memory",
+            Backend::Directory(_) => "directory",
+            Backend::Store(_) => "store",
+        }
     }
 
     /// Makes a slot for one file of `uploader` and returns its key and handle.
-    pub fn reserve(
+    pub async fn reserve(
         &self,
         uploader: i64,
         filename: &str,
@@ -128,18 +158,15 @@ impl Uploads {
             file_expires: now + self.settings.handle_ttl,
             bytes: None,
         };
-        match &self.settings.directory {
-            None => {
-                let mut memory = self
-                    .memory
-                    .lock()
-                    .map_err(|_| UploadError::Io("lock".into()))?;
+        match &self.backend {
+            Backend::Memory(memory) => {
+                let mut memory = memory.lock().map_err(|_| UploadError::Io("lock".into()))?;
                 memory.retain(|_, s| {
                     s.file_expires > now && (s.bytes.is_some() || s.url_expires > now)
                 });
                 memory.insert(key.clone(), slot);
             }
-            Some(dir) => {
+            Backend::Directory(dir) => {
                 // The slot is a marker file with the URL's expiry; the bytes go beside it.
                 let marker = self.path(dir, &key, "slot");
                 if let Some(parent) = marker.parent() {
@@ -148,6 +175,28 @@ impl Uploads {
                 let expires = now_secs() + self.settings.url_ttl.as_secs();
                 std::fs::write(&marker, expires.to_string())
                     .map_err(|e| UploadError::Io(e.to_string()))?;
+            }
+            Backend::Store(store) => {
+                let now = now_ms();
+                sqlx::query(
+                    "DELETE FROM mcp_uploads WHERE file_expires_at <= $1 \
+                     OR (size IS NULL AND url_expires_at <= $1)",
+                )
+                .bind(now)
+                .execute(store.pool())
+                .await?;
+                sqlx::query(
+                    "INSERT INTO mcp_uploads (upload_key, project, environment, uploader, \
+                     url_expires_at, file_expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&key)
+                .bind(store.project())
+                .bind(store.environment())
+                .bind(uploader)
+                .bind(now.saturating_add(millis(self.settings.url_ttl)))
+                .bind(now.saturating_add(millis(self.settings.handle_ttl)))
+                .execute(store.pool())
+                .await?;
             }
         }
         let handle = Handle {
@@ -170,7 +219,7 @@ impl Uploads {
     }
 
     /// Stores the bytes PUT on a slot's URL: once, before the URL expires, within the sizes.
-    pub fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), UploadError> {
+    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), UploadError> {
         let size = bytes.len() as u64;
         if size > self.settings.max_bytes {
             return Err(UploadError::TooLarge(self.settings.max_bytes));
@@ -179,12 +228,9 @@ impl Uploads {
             return Err(UploadError::Unknown);
         }
         let now = Instant::now();
-        match &self.settings.directory {
-            None => {
-                let mut memory = self
-                    .memory
-                    .lock()
-                    .map_err(|_| UploadError::Io("lock".into()))?;
+        match &self.backend {
+            Backend::Memory(memory) => {
+                let mut memory = memory.lock().map_err(|_| UploadError::Io("lock".into()))?;
                 let held: u64 = memory
                     .values()
                     .filter_map(|s| s.bytes.as_ref())
@@ -203,7 +249,7 @@ impl Uploads {
                 slot.bytes = Some(bytes);
                 Ok(())
             }
-            Some(dir) => {
+            Backend::Directory(dir) => {
                 let marker = self.path(dir, key, "slot");
                 let data = self.path(dir, key, "data");
                 let expires: u64 = std::fs::read_to_string(&marker)
@@ -226,6 +272,7 @@ impl Uploads {
                 std::io::Write::write_all(&mut file, &bytes)
                     .map_err(|e| UploadError::Io(e.to_string()))
             }
+            Backend::Store(store) => put_in_store(store, &self.settings, key, bytes).await,
         }
     }
 
@@ -256,29 +303,37 @@ impl Uploads {
 
     /// The file of a handle as a data URI (`data:<mime>;name=<name>;base64,…`), after checking
     /// its size and SHA-256.
-    pub fn data_uri(&self, handle: &Handle) -> Result<String, UploadError> {
-        let bytes = match &self.settings.directory {
-            None => {
-                let memory = self
-                    .memory
-                    .lock()
-                    .map_err(|_| UploadError::Io("lock".into()))?;
+    pub async fn data_uri(&self, handle: &Handle) -> Result<String, UploadError> {
+        let missing = || {
+            UploadError::Handle(format!(
+                "no file was uploaded for {:?} yet: PUT it to the upload URL first",
+                handle.name
+            ))
+        };
+        let bytes = match &self.backend {
+            Backend::Memory(memory) => {
+                let memory = memory.lock().map_err(|_| UploadError::Io("lock".into()))?;
                 memory
                     .get(&handle.key)
                     .and_then(|s| s.bytes.clone())
-                    .ok_or_else(|| {
-                        UploadError::Handle(format!(
-                            "no file was uploaded for {:?} yet: PUT it to the upload URL first",
-                            handle.name
-                        ))
-                    })?
+                    .ok_or_else(missing)?
             }
-            Some(dir) => std::fs::read(self.path(dir, &handle.key, "data")).map_err(|_| {
-                UploadError::Handle(format!(
-                    "no file was uploaded for {:?} yet: PUT it to the upload URL first",
-                    handle.name
-                ))
-            })?,
+            Backend::Directory(dir) => {
+                std::fs::read(self.path(dir, &handle.key, "data")).map_err(|_| missing())?
+            }
+            Backend::Store(store) => {
+                let bytes: Option<Option<Vec<u8>>> = sqlx::query_scalar(
+                    "SELECT bytes FROM mcp_uploads WHERE upload_key = $1 AND project = $2 \
+                     AND environment = $3 AND file_expires_at > $4",
+                )
+                .bind(&handle.key)
+                .bind(store.project())
+                .bind(store.environment())
+                .bind(now_ms())
+                .fetch_optional(store.pool())
+                .await?;
+                bytes.flatten().ok_or_else(missing)?
+            }
         };
         if bytes.len() as u64 > self.settings.max_bytes {
             return Err(UploadError::TooLarge(self.settings.max_bytes));
@@ -305,8 +360,77 @@ impl Uploads {
     }
 }
 
+/// Stores the bytes of a slot in the `mcp_uploads` table. One conditional update takes the
+/// slot (unused, its URL live) so that of two PUTs racing on two instances exactly one wins; a
+/// missed update is then told apart (used, or unknown and expired). The total held is checked
+/// before, so racing PUTs may pass it by one file each: it bounds the table, not a byte count.
+async fn put_in_store(
+    store: &Store,
+    settings: &UploadConfig,
+    key: &str,
+    bytes: Vec<u8>,
+) -> Result<(), UploadError> {
+    let now = now_ms();
+    let size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+    let held: Option<i64> = sqlx::query_scalar(
+        "SELECT CAST(SUM(size) AS BIGINT) FROM mcp_uploads WHERE file_expires_at > $1",
+    )
+    .bind(now)
+    .fetch_one(store.pool())
+    .await?;
+    let total = i64::try_from(settings.max_total_bytes).unwrap_or(i64::MAX);
+    if held.unwrap_or(0).saturating_add(size) > total {
+        return Err(UploadError::Full);
+    }
+    let taken = sqlx::query(
+        "UPDATE mcp_uploads SET bytes = $1, size = $2 WHERE upload_key = $3 AND project = $4 \
+         AND environment = $5 AND size IS NULL AND url_expires_at > $6",
+    )
+    .bind(bytes)
+    .bind(size)
+    .bind(key)
+    .bind(store.project())
+    .bind(store.environment())
+    .bind(now)
+    .execute(store.pool())
+    .await?
+    .rows_affected();
+    if taken == 1 {
+        return Ok(());
+    }
+    let used: Option<bool> = sqlx::query_scalar(
+        "SELECT size IS NOT NULL FROM mcp_uploads WHERE upload_key = $1 AND project = $2 \
+         AND environment = $3",
+    )
+    .bind(key)
+    .bind(store.project())
+    .bind(store.environment())
+    .fetch_optional(store.pool())
+    .await?;
+    Err(if used == Some(true) {
+        UploadError::Used
+    } else {
+        UploadError::Unknown
+    })
+}
+
+/// A failure of the store keeping the files.
+impl From<sqlx::Error> for UploadError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Io(error.to_string())
+    }
+}
+
 fn now_secs() -> u64 {
     jsonwebtoken::get_current_timestamp()
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -357,7 +481,8 @@ fn valid_key(key: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn uploads(directory: Option<PathBuf>) -> Uploads {
+    async fn uploads(directory: Option<PathBuf>) -> Uploads {
+        let store = Store::open("sqlite::memory:", "p", "e").await.unwrap();
         Uploads::new(
             UploadConfig {
                 directory,
@@ -366,29 +491,43 @@ mod tests {
                 ..UploadConfig::default()
             },
             "secret-secret-secret",
+            &store,
         )
     }
 
-    fn each_store(check: impl Fn(&Uploads)) {
-        check(&uploads(None));
+    /// Runs `check` on the memory store and on a directory (the PostgreSQL store's are in
+    /// host/tests/oauth_store.rs).
+    async fn each_store<F>(check: impl Fn(Uploads) -> F)
+    where
+        F: std::future::Future<Output = ()>,
+    {
+        let memory = uploads(None).await;
+        assert_eq!(memory.kept_in(), "memory");
+        check(memory).await;
         let dir = std::env::temp_dir().join(format!("canopy-uploads-{}", uuid::Uuid::new_v4()));
-        check(&uploads(Some(dir.clone())));
+        let directory = uploads(Some(dir.clone())).await;
+        assert_eq!(directory.kept_in(), "directory");
+        check(directory).await;
         let _ = std::fs::remove_dir_all(dir);
     }
 
-    #[test]
-    fn a_url_takes_one_file_and_the_handle_gives_it_back_to_its_uploader() {
-        each_store(|store| {
+    #[tokio::test]
+    async fn a_url_takes_one_file_and_the_handle_gives_it_back_to_its_uploader() {
+        each_store(|store| async move {
             let sha = hex(&Sha256::digest(b"hello"));
             let (key, handle) = store
                 .reserve(7, "report (1).pdf", "application/pdf", Some(&sha))
+                .await
                 .unwrap();
             assert!(key.ends_with("/report (1).pdf"), "{key}");
-            store.put(&key, b"hello".to_vec()).unwrap();
-            assert_eq!(store.put(&key, b"again".to_vec()), Err(UploadError::Used));
+            store.put(&key, b"hello".to_vec()).await.unwrap();
+            assert_eq!(
+                store.put(&key, b"again".to_vec()).await,
+                Err(UploadError::Used)
+            );
             let claims = store.handle(&handle, 7).unwrap();
             assert_eq!(
-                store.data_uri(&claims).unwrap(),
+                store.data_uri(&claims).await.unwrap(),
                 "data:application/pdf;name=report%20(1).pdf;base64,aGVsbG8="
             );
             assert!(matches!(
@@ -399,34 +538,42 @@ mod tests {
                 store.handle("$uploadedFile:nope", 7),
                 Err(UploadError::Handle(_))
             ));
-        });
+        })
+        .await;
     }
 
-    #[test]
-    fn sizes_hashes_and_unknown_urls_are_refused() {
-        each_store(|store| {
-            let (key, _) = store.reserve(1, "a.txt", "text/plain", None).unwrap();
-            assert_eq!(store.put(&key, vec![0; 17]), Err(UploadError::TooLarge(16)));
+    #[tokio::test]
+    async fn sizes_hashes_and_unknown_urls_are_refused() {
+        each_store(|store| async move {
+            let (key, _) = store.reserve(1, "a.txt", "text/plain", None).await.unwrap();
             assert_eq!(
-                store.put(
-                    "mcp-uploads/00000000000000000000000000000000/a.txt",
-                    vec![1]
-                ),
+                store.put(&key, vec![0; 17]).await,
+                Err(UploadError::TooLarge(16))
+            );
+            assert_eq!(
+                store
+                    .put(
+                        "mcp-uploads/00000000000000000000000000000000/a.txt",
+                        vec![1]
+                    )
+                    .await,
                 Err(UploadError::Unknown)
             );
             assert_eq!(
-                store.put("../../etc/passwd", vec![1]),
+                store.put("../../etc/passwd", vec![1]).await,
                 Err(UploadError::Unknown)
             );
             let (key, handle) = store
                 .reserve(1, "b.txt", "text/plain", Some(&hex(&Sha256::digest(b"x"))))
+                .await
                 .unwrap();
-            store.put(&key, b"y".to_vec()).unwrap();
+            store.put(&key, b"y".to_vec()).await.unwrap();
             let claims = store.handle(&handle, 1).unwrap();
             assert!(
-                matches!(store.data_uri(&claims), Err(UploadError::Handle(m)) if m.contains("sha256"))
+                matches!(store.data_uri(&claims).await, Err(UploadError::Handle(m)) if m.contains("sha256"))
             );
-        });
+        })
+        .await;
     }
 
     #[test]

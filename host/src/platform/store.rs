@@ -42,6 +42,9 @@ pub struct Store {
     project: String,
     environment: String,
     generation: Arc<AtomicU64>,
+    /// Bumped when a sign-in (an OAuth refresh family) is revoked by another process: what an
+    /// instance remembers of sign-ins read before the bump is read again (`Mcp::family_revoked`).
+    grants: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -460,6 +463,7 @@ impl Store {
             project: project.to_owned(),
             environment: environment.to_owned(),
             generation: Arc::new(AtomicU64::new(1)),
+            grants: Arc::new(AtomicU64::new(1)),
         })
     }
 
@@ -506,6 +510,13 @@ impl Store {
     /// Marks the permission documents as changed (see `PermissionSource::generation`).
     pub(super) fn changed(&self) {
         self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// How many times sign-ins were announced revoked by another process (on a PostgreSQL
+    /// store, through [`Store::listen_changes`]); a sign-in's status read at an older value may
+    /// be stale.
+    pub fn grants_generation(&self) -> u64 {
+        self.grants.load(Ordering::Acquire)
     }
 
     pub async fn close(&self) {
@@ -556,14 +567,18 @@ impl Store {
     /// commits a change to this project's permission model: the `canopy_changes` channel that
     /// the admin log's trigger announces on (migration 0020). The poll of [`Store::watch_changes`]
     /// stays as the backstop for a notification lost while the listening connection was down;
-    /// each reconnection bumps the generation once for the same reason. Ends with the last
-    /// clone of this store.
+    /// each reconnection bumps the generation once for the same reason. The same channel
+    /// carries `grants:<project>` when a sign-in is revoked (a reused refresh token; migration
+    /// 0022), which bumps [`Store::grants_generation`] instead. Ends with the last clone of this
+    /// store.
     pub fn listen_changes(&self, url: &str) {
         if self.dialect != Dialect::Postgres {
             return;
         }
         let project = self.project.clone();
+        let grants_payload = format!("grants:{project}");
         let generation = Arc::downgrade(&self.generation);
+        let grants = Arc::downgrade(&self.grants);
         let alive = {
             let generation = generation.clone();
             move || generation.strong_count() > 0
@@ -575,17 +590,21 @@ impl Store {
             alive,
             move |heard| {
                 // Whatever was announced while the connection was down counts as a change.
-                let changed = match &heard {
-                    Heard::Payload(payload) => *payload == project,
-                    Heard::Reconnected => true,
+                let (permissions, revocations) = match &heard {
+                    Heard::Payload(payload) => (*payload == project, *payload == grants_payload),
+                    Heard::Reconnected => (true, true),
                 };
                 let generation = generation.upgrade();
+                let grants = grants.upgrade();
                 async move {
-                    let Some(generation) = generation else {
+                    let (Some(generation), Some(grants)) = (generation, grants) else {
                         return false;
                     };
-                    if changed {
+                    if permissions {
                         generation.fetch_add(1, Ordering::Release);
+                    }
+                    if revocations {
+                        grants.fetch_add(1, Ordering::Release);
                     }
                     true
                 }
