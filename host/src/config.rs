@@ -258,6 +258,8 @@ pub struct LogConfig {
     /// A `tracing_subscriber::EnvFilter` directive; the spec's level names are lowercased.
     pub filter: String,
     pub format: LogFormat,
+    /// `otelEndpoint`: the OTLP/HTTP collector spans are exported to (`otel` builds only).
+    pub traces: Option<String>,
 }
 
 /// One log line per event, as text or as JSON.
@@ -692,7 +694,42 @@ fn resolve_log(
         },
         None => LogFormat::Text,
     };
-    Ok(LogConfig { filter, format })
+    let traces = match layers.pick(
+        args.otel_endpoint.take(),
+        ("--otel-endpoint", "CANOPY_OTEL_ENDPOINT"),
+        file.otel_endpoint.take(),
+    ) {
+        Some(endpoint) => {
+            if !crate::logging::TRACES_BUILT {
+                return Err(invalid(
+                    "otelEndpoint",
+                    crate::logging::TRACES_NOT_BUILT,
+                    &endpoint.origin,
+                ));
+            }
+            let url = endpoint.value.trim();
+            let parsed = reqwest::Url::parse(url)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+            if parsed.is_none() {
+                return Err(invalid(
+                    "otelEndpoint",
+                    format!(
+                        "must be the http(s) URL of an OTLP/HTTP collector, such as \
+                         `http://127.0.0.1:4318`, not `{url}`"
+                    ),
+                    &endpoint.origin,
+                ));
+            }
+            Some(url.to_owned())
+        }
+        None => None,
+    };
+    Ok(LogConfig {
+        filter,
+        format,
+        traces,
+    })
 }
 
 fn resolve_schema(

@@ -8,44 +8,117 @@
 //! channel to a writer thread, and `benches/log_lines.rs` for the measurements.
 
 mod batch;
+#[cfg(feature = "otel")]
+pub mod otel;
 
 use std::io::IsTerminal as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use batch::{BatchGuard, BatchWriter};
 use tracing::Subscriber;
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use crate::config::LogFormat;
 
-/// Keeps the flush thread running; dropping it writes out every pending line. Hold it for the
-/// life of the process (`main` drops it last, after the server has shut down).
+/// Keeps the flush thread running; dropping it writes out every pending line (and sends the
+/// spans still queued for export). Hold it for the life of the process (`main` drops it last,
+/// after the server has shut down).
 #[must_use = "dropping the guard stops the flush thread"]
 #[derive(Debug)]
 pub struct LogGuard {
+    #[cfg(feature = "otel")]
+    _export: Option<otel::Export>,
     _batch: BatchGuard,
 }
 
+/// Whether spans are exported (`--otel-endpoint`): the request, plugin and SQL spans are only
+/// opened then, so a build or a run without the export pays nothing for them.
+static SPANS: AtomicBool = AtomicBool::new(false);
+
+/// Whether to open spans for the trace export.
+pub fn spans() -> bool {
+    SPANS.load(Ordering::Relaxed)
+}
+
 /// Starts logging for the process: `filter` is an `EnvFilter` directive (`info`,
-/// `info,canopy=debug`), `format` the line format. Also routes the `log` crate's records (sqlx
-/// emits some) into the same output.
-pub fn init(filter: &str, format: LogFormat) -> anyhow::Result<LogGuard> {
+/// `info,canopy=debug`), `format` the line format, `traces` the OTLP endpoint spans are exported
+/// to (a build without the `otel` feature refuses one; `Config::load` says so first). Also routes
+/// the `log` crate's records (sqlx emits some) into the same output.
+pub fn init(filter: &str, format: LogFormat, traces: Option<&str>) -> anyhow::Result<LogGuard> {
     let (writer, guard) = stderr_writer()?;
     // Colours only for a person watching a terminal: escape codes in a log file or a collector
     // are noise (and JSON lines never carry them).
     let ansi = format == LogFormat::Text && std::io::stderr().is_terminal();
-    subscriber(filter, format, writer, ansi)?.try_init()?;
-    Ok(LogGuard { _batch: guard })
+    let mut layers = vec![
+        lines(format, writer, ansi)
+            .with_filter(EnvFilter::try_new(filter)?)
+            .boxed(),
+    ];
+    #[cfg(feature = "otel")]
+    let export = match traces {
+        Some(endpoint) => {
+            // Spans at info and above, whatever `loggerLevel` keeps of the lines: a quiet log
+            // (`warn`) must not empty the traces.
+            let (layer, export) = otel::layer(endpoint)?;
+            layers.push(
+                layer
+                    .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
+                    .boxed(),
+            );
+            SPANS.store(true, Ordering::Relaxed);
+            Some(export)
+        }
+        None => None,
+    };
+    #[cfg(not(feature = "otel"))]
+    if traces.is_some() {
+        anyhow::bail!(TRACES_NOT_BUILT);
+    }
+    Registry::default().with(layers).try_init()?;
+    Ok(LogGuard {
+        #[cfg(feature = "otel")]
+        _export: export,
+        _batch: guard,
+    })
 }
+
+/// Why `--otel-endpoint` is refused by a build without the export.
+pub const TRACES_NOT_BUILT: &str = "this canopy was built without OpenTelemetry export: build it \
+     with `cargo build --release --features otel` to use --otel-endpoint";
+
+/// Whether this build can export traces (the `otel` feature).
+pub const TRACES_BUILT: bool = cfg!(feature = "otel");
 
 /// The batched stderr writer and the guard of its flush thread.
 pub fn stderr_writer() -> std::io::Result<(BatchWriter<std::io::Stderr>, BatchGuard)> {
     batch::batch_writer(std::io::stderr())
 }
 
-/// The subscriber `init` installs, writing to `writer`; public so that tests and benchmarks can
-/// capture exactly what the binary writes.
+/// The layer that writes one line per event to `writer` (filtered by `loggerLevel` where it is
+/// added: the trace export has its own level).
+fn lines<W>(format: LogFormat, writer: W, ansi: bool) -> Box<dyn Layer<Registry> + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_ansi(ansi);
+    match format {
+        LogFormat::Text => layer.boxed(),
+        LogFormat::Json => layer
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .boxed(),
+    }
+}
+
+/// The subscriber `init` installs (without the trace export), writing to `writer`; public so
+/// that tests and benchmarks can capture exactly what the binary writes.
 ///
 /// A JSON line is one flat object: `timestamp`, `level`, `target`, then the event's fields at top
 /// level (`message` and, for the request line, `method`, `path`, `route` (the route family of
@@ -60,21 +133,9 @@ pub fn subscriber<W>(
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_new(filter)?)
-        .with_writer(writer)
-        .with_ansi(ansi);
-    Ok(match format {
-        LogFormat::Text => Box::new(builder.finish()),
-        LogFormat::Json => Box::new(
-            builder
-                .json()
-                .flatten_event(true)
-                .with_current_span(false)
-                .with_span_list(false)
-                .finish(),
-        ),
-    })
+    Ok(Box::new(Registry::default().with(
+        lines(format, writer, ansi).with_filter(EnvFilter::try_new(filter)?),
+    )))
 }
 
 #[cfg(test)]

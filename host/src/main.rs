@@ -332,7 +332,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             database_url,
             log_level,
         } => {
-            let _log = canopy::logging::init(&log_level, LogFormat::Text)?;
+            let _log = canopy::logging::init(&log_level, LogFormat::Text, None)?;
             canopy::app::inspect(&database_url).await
         }
         Command::Init(args) => canopy::app::admin::init(args).await,
@@ -672,7 +672,11 @@ fn listen_error(address: SocketAddr, error: &std::io::Error) -> anyhow::Error {
 /// must live until the command ends: dropping it writes out the lines still queued.
 fn load(args: ServeArgs) -> anyhow::Result<(Config, canopy::logging::LogGuard)> {
     let (config, warnings) = Config::load(args)?;
-    let guard = canopy::logging::init(&config.log.filter, config.log.format)?;
+    let guard = canopy::logging::init(
+        &config.log.filter,
+        config.log.format,
+        config.log.traces.as_deref(),
+    )?;
     for warning in warnings {
         tracing::warn!("{warning}");
     }

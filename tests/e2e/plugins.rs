@@ -187,6 +187,59 @@ async fn a_panic_fails_its_call_with_the_panic_message() {
     );
 }
 
+/// Every byte the test's subscriber writes, for reading its JSON lines back.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
+    type Writer = Self;
+    fn make_writer(&'w self) -> Self {
+        self.clone()
+    }
+}
+
+// The test runtime is single-threaded, so the thread's subscriber sees the plugin's call.
+#[tokio::test]
+async fn a_failing_plugin_call_is_logged_with_the_requests_correlation_id() {
+    let (_db, ctx, c, _set) = hostile().await;
+    let captured = Captured::default();
+    let subscriber = canopy::logging::subscriber(
+        "error",
+        canopy::config::LogFormat::Json,
+        captured.clone(),
+        false,
+    )
+    .unwrap();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let caller = caller();
+    field(&c, "panics")
+        .compute(&caller, &ctx, &ids(1))
+        .await
+        .unwrap_err();
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let line: serde_json::Value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|l: &serde_json::Value| l["message"].as_str().is_some_and(|m| m.contains("trapped")))
+        .unwrap_or_else(|| panic!("no trap line in {text}"));
+    assert_eq!(line["plugin"], "hostile", "{line}");
+    assert_eq!(
+        line["correlation_id"],
+        caller.request_id.to_string(),
+        "{line}"
+    );
+}
+
 #[tokio::test]
 async fn malformed_output_is_refused_and_a_guest_error_is_the_requests_own_error() {
     let (_db, ctx, c, _set) = hostile().await;

@@ -89,6 +89,14 @@ pub struct ServeArgs {
     #[arg(long, env = "CANOPY_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<String>,
 
+    /// OpenTelemetry: the OTLP/HTTP collector to send traces to, e.g. `http://127.0.0.1:4318`
+    /// (spans of each request, plugin call and SQL read; a request's `traceparent` header is
+    /// continued). Only in a build with the `otel` feature (`cargo build --release --features
+    /// otel`). The SDK's `OTEL_*` variables apply (`OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER`).
+    /// [default: none] [file key: otelEndpoint]
+    #[arg(long, env = "CANOPY_OTEL_ENDPOINT", value_name = "URL")]
+    pub otel_endpoint: Option<String>,
+
     /// Typings file for plugin crates (a Rust module of the customized schema's names, see
     /// `canopy typings`), rewritten at start and at each reload when its content changed;
     /// nothing is written when unset or in production. [default: none] [file key: typingsPath]

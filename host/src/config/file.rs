@@ -24,6 +24,7 @@ pub struct FileConfig {
     pub workflows_dir: Option<PathBuf>,
     pub logger_level: Option<String>,
     pub log_format: Option<String>,
+    pub otel_endpoint: Option<String>,
     pub typings_path: Option<PathBuf>,
     pub typings_max_depth: Option<u32>,
     pub skip_schema_update: Option<bool>,

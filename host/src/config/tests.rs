@@ -94,7 +94,8 @@ fn defaults_apply_where_no_source_gives_a_value() {
         config.log,
         LogConfig {
             filter: "info".into(),
-            format: LogFormat::Text
+            format: LogFormat::Text,
+            traces: None,
         }
     );
     assert_eq!(
@@ -463,6 +464,12 @@ fn each_invalid_setting_is_refused_by_its_key() {
         (&["--log-level", "verbose"], None, "loggerLevel"),
         (&["--log-level", "canopy=loud"], None, "loggerLevel"),
         (&["--log-format", "xml"], None, "logFormat"),
+        (&["--otel-endpoint", "collector:4318"], None, "otelEndpoint"),
+        (
+            &[],
+            Some("otelEndpoint = \"ftp://collector\""),
+            "otelEndpoint",
+        ),
         (
             &["--customize-error-message", "{stack}"],
             None,

@@ -9,6 +9,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::SharedState;
@@ -64,7 +65,9 @@ pub async fn request_log(
     let method = request.method().clone();
     // A webhook's path is a credential: its MAC never reaches the log.
     let path = crate::workflows::webhook::redact_path(request.uri().path());
-    let response = next.run(request).await;
+    let route = crate::metrics::route_family(&state.mount_path, &path);
+    let span = request_span(&method, route, &path, request.headers());
+    let response = next.run(request).instrument(span.clone()).await;
     let mut response = customize(response, state.customize_error_message.as_ref());
     // koa's own answers (no route, unreadable body) come before any caller in the agent.
     let before_route = response.extensions().get::<BeforeRoute>().is_some();
@@ -79,18 +82,21 @@ pub async fn request_log(
     };
     let status = response.status().as_u16();
     let elapsed = started.elapsed();
-    crate::metrics::metrics().http_request(
-        crate::metrics::route_family(&state.mount_path, &path),
-        status,
-        elapsed,
-    );
+    crate::metrics::metrics().http_request(route, status, elapsed);
     let duration_ms = elapsed.as_secs_f64() * 1000.0;
-    let route = crate::metrics::route_family(&state.mount_path, &path);
     // `-` for a request no user was authenticated for.
     let user = match request_id.user.load(Ordering::Relaxed) {
         0 => "-".to_owned(),
         id => id.to_string(),
     };
+    if !span.is_none() {
+        span.record("http.response.status_code", status);
+        span.record("correlation_id", correlation_id.as_str());
+        span.record("enduser.id", user.as_str());
+        if status >= 500 {
+            span.record("otel.status_code", "ERROR");
+        }
+    }
     // As the agent's logger: client errors at warn and server errors at error, so that a
     // `loggerLevel` of warn still shows failing requests.
     macro_rules! request_line {
@@ -114,6 +120,34 @@ pub async fn request_log(
         _ => request_line!(info),
     }
     response
+}
+
+/// The span of one request, for the trace export (`logging::spans`); none otherwise, which
+/// costs nothing. Named after the method and the route family of `/metrics` (`GET forest`, `POST
+/// v1`): a bounded name, where the path's ids would make every name unique (the path is an
+/// attribute, a webhook's MAC redacted). Continues the trace of the request's `traceparent`.
+fn request_span(method: &Method, route: &str, path: &str, headers: &HeaderMap) -> tracing::Span {
+    if !crate::logging::spans() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        target: "canopy::http",
+        "request",
+        otel.name = %format_args!("{method} {route}"),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.request.method = %method,
+        http.route = route,
+        url.path = path,
+        http.response.status_code = tracing::field::Empty,
+        correlation_id = tracing::field::Empty,
+        enduser.id = tracing::field::Empty,
+    );
+    #[cfg(feature = "otel")]
+    crate::logging::otel::continue_trace(&span, headers);
+    #[cfg(not(feature = "otel"))]
+    let _ = headers;
+    span
 }
 
 /// CORS as `@koa/cors` with `credentials: true, maxAge: 86400, privateNetworkAccess: true` and

@@ -294,12 +294,25 @@ impl self::canopy::plugin::logging::Host for State {
     ) -> wasmtime::Result<()> {
         use self::canopy::plugin::logging::Level as L;
         let plugin = self.plugin.name.as_str();
+        // A plugin's line carries the request it served (the correlation id of the request's
+        // own log line and of its answer's header) and the user, so it can be found beside
+        // them; declarations and workflow steps run outside a request and log without.
+        let correlation_id = self
+            .scope
+            .as_ref()
+            .map(|s| tracing::field::display(s.caller.request_id));
+        let user = self.scope.as_ref().map(|s| s.caller.id);
+        macro_rules! plugin_line {
+            ($level:ident) => {
+                tracing::$level!(plugin, correlation_id, user, "{message}")
+            };
+        }
         match level {
-            L::Trace => tracing::trace!(plugin, "{message}"),
-            L::Debug => tracing::debug!(plugin, "{message}"),
-            L::Info => tracing::info!(plugin, "{message}"),
-            L::Warn => tracing::warn!(plugin, "{message}"),
-            L::Error => tracing::error!(plugin, "{message}"),
+            L::Trace => plugin_line!(trace),
+            L::Debug => plugin_line!(debug),
+            L::Info => plugin_line!(info),
+            L::Warn => plugin_line!(warn),
+            L::Error => plugin_line!(error),
         }
         Ok(())
     }

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tracing::Instrument as _;
 use wasmtime::component::Component;
 use wasmtime::{
     Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
@@ -492,6 +493,8 @@ impl Plugin {
             }
         };
         let started = Instant::now();
+        // For the failure lines below: the request the call served, when it served one.
+        let correlation_id = scope.as_ref().map(|s| s.caller.request_id);
         let limits = &self.info.limits;
         let budget = limits.time(kind);
         let handler = request.handler();
@@ -545,7 +548,21 @@ impl Plugin {
         // The backstop: epochs already bound the guest, this bounds host imports too. A call
         // nested in this one (a callback reading one of the plugin's own computed fields) runs on
         // this call's permit.
-        let outcome = tokio::time::timeout(budget + TICK * 5, self.guard.scoped(run)).await;
+        // A span for the trace export only (`logging::spans`): none otherwise.
+        let span = if crate::logging::spans() {
+            tracing::info_span!(
+                "plugin call",
+                otel.name = %format_args!("plugin {} {}", self.info.name, kind.as_str()),
+                plugin = %self.info.name,
+                kind = kind.as_str(),
+                handler,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        let outcome = tokio::time::timeout(budget + TICK * 5, self.guard.scoped(run))
+            .instrument(span)
+            .await;
         if let Some(entry) = entry {
             // Only a timeout or a trap counts against the plugin: a guest error is an answer.
             entry.finish(matches!(outcome, Ok(Err(_)) | Err(_)));
@@ -581,14 +598,19 @@ impl Plugin {
             }
             Ok(Ok((_, Err(guest)))) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
-                Err(self.guest_error(guest))
+                Err(self.guest_error(guest, correlation_id))
             }
             Ok(Err(trap)) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 stats.traps.fetch_add(1, Ordering::Relaxed);
                 let stderr = String::from_utf8_lossy(&store.data().stderr.contents()).into_owned();
                 let message = describe_trap(&trap, budget, limits.memory_mb, &stderr);
-                tracing::error!(plugin = %name, call = %what, "plugin trapped: {message}; {trap:#}");
+                tracing::error!(
+                    plugin = %name,
+                    call = %what,
+                    correlation_id = correlation_id.map(tracing::field::display),
+                    "plugin trapped: {message}; {trap:#}"
+                );
                 Err(Error::Plugin(format!(
                     "Plugin `{name}` failed in {what}: {message}"
                 )))
@@ -597,7 +619,12 @@ impl Plugin {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 stats.traps.fetch_add(1, Ordering::Relaxed);
                 let message = format!("exceeded its time limit of {} ms", budget.as_millis());
-                tracing::error!(plugin = %name, call = %what, "plugin timed out");
+                tracing::error!(
+                    plugin = %name,
+                    call = %what,
+                    correlation_id = correlation_id.map(tracing::field::display),
+                    "plugin timed out"
+                );
                 Err(Error::Plugin(format!(
                     "Plugin `{name}` failed in {what}: {message}"
                 )))
@@ -606,6 +633,7 @@ impl Plugin {
         tracing::debug!(
             plugin = %name,
             call = %what,
+            correlation_id = correlation_id.map(tracing::field::display),
             micros = elapsed.as_micros() as u64,
             ok = result.is_ok(),
             calls,
@@ -689,14 +717,18 @@ impl Plugin {
         Ok((created, dropping.elapsed()))
     }
 
-    fn guest_error(&self, e: GuestError) -> Error {
+    fn guest_error(&self, e: GuestError, correlation_id: Option<uuid::Uuid>) -> Error {
         match e {
             GuestError::Validation(m) => Error::Validation(m),
             GuestError::Forbidden(m) => Error::Forbidden(m),
             // The datasource layer has no 404; a missing record is a refused operation.
             GuestError::NotFound(m) | GuestError::Unprocessable(m) => Error::Unprocessable(m),
             GuestError::Internal(m) => {
-                tracing::error!(plugin = %self.info.name, "plugin error: {m}");
+                tracing::error!(
+                    plugin = %self.info.name,
+                    correlation_id = correlation_id.map(tracing::field::display),
+                    "plugin error: {m}"
+                );
                 Error::Plugin(format!("Plugin `{}` failed: {m}", self.info.name))
             }
         }

@@ -9,6 +9,7 @@ mod validate;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tracing::Instrument as _;
 
 use super::build::{self, Ctx, Statement, Target};
 use super::decode::{self, Expect, Layout};
@@ -137,21 +138,51 @@ impl SqlCollection {
         tracing::trace!(target: "canopy::sql", sql = %sql, binds = ?binds, "read");
         // Each attempt builds its own arguments: a retried read binds the same values again.
         let retries = &self.shared.retried_reads;
-        match &self.shared.pool {
-            Pool::Postgres(pool) => {
-                let rows = exec::read(pool, &sql, || pg_args(&binds), !inlined, retries).await?;
-                decode::pg_each(&rows, expects, needs, each)
-            }
-            Pool::MySql(pool) => {
-                let rows = exec::read(pool, &sql, || mysql_args(&binds), !inlined, retries).await?;
-                decode::mysql_each(&rows, expects, needs, each)
-            }
-            Pool::Sqlite(pool) => {
-                let rows =
-                    exec::read(pool, &sql, || sqlite_args(&binds), !inlined, retries).await?;
-                decode::sqlite_each(&rows, expects, needs, each)
+        let span = self.read_span(&sql, inlined);
+        async {
+            match &self.shared.pool {
+                Pool::Postgres(pool) => {
+                    let rows =
+                        exec::read(pool, &sql, || pg_args(&binds), !inlined, retries).await?;
+                    decode::pg_each(&rows, expects, needs, each)
+                }
+                Pool::MySql(pool) => {
+                    let rows =
+                        exec::read(pool, &sql, || mysql_args(&binds), !inlined, retries).await?;
+                    decode::mysql_each(&rows, expects, needs, each)
+                }
+                Pool::Sqlite(pool) => {
+                    let rows =
+                        exec::read(pool, &sql, || sqlite_args(&binds), !inlined, retries).await?;
+                    decode::sqlite_each(&rows, expects, needs, each)
+                }
             }
         }
+        .instrument(span)
+        .await
+    }
+
+    /// The span of one read for the trace export (`logging::spans`); none otherwise. The
+    /// statement's text goes with it unless values were inlined into it (a filter's values are
+    /// the caller's data and stay out of traces).
+    fn read_span(&self, sql: &str, inlined: bool) -> tracing::Span {
+        if !crate::logging::spans() {
+            return tracing::Span::none();
+        }
+        let system = match &self.shared.pool {
+            Pool::Postgres(_) => "postgresql",
+            Pool::MySql(_) => "mysql",
+            Pool::Sqlite(_) => "sqlite",
+        };
+        tracing::info_span!(
+            target: "canopy::sql",
+            "read",
+            otel.name = %format_args!("SELECT {}", self.schema().name),
+            otel.kind = "client",
+            db.system.name = system,
+            db.collection.name = %self.schema().name,
+            db.query.text = (!inlined).then_some(sql),
+        )
     }
 
     /// A tree selecting one row by its primary key values.
