@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 
 mod support;
-use support::{Server, TempDir};
+use support::{Server, TempDir, serving_address};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "binary-test-auth-secret";
@@ -92,16 +92,8 @@ async fn serve_answers_over_tcp_and_stops_cleanly_on_sigterm() {
     let mut server = Server(child);
 
     // Port 0: the server prints the address it got, so no port can be taken in between.
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("Canopy is serving on http://")
-        .and_then(|rest| rest.strip_suffix("/forest"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_owned();
+    let address = serving_address(&mut server.0)
+        .unwrap_or_else(|line| panic!("unexpected first line: {line:?}"));
 
     // Announced once ready: the first request is answered, no waiting.
     let (status, body) = request(&address, "/forest", None).unwrap();
@@ -336,16 +328,8 @@ async fn start(database_url: &str, dir: &Path, extra: &[&std::ffi::OsStr]) -> (S
         .spawn()
         .unwrap();
     let mut server = Server(child);
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("Canopy is serving on http://")
-        .and_then(|rest| rest.strip_suffix("/forest"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_owned();
+    let address = serving_address(&mut server.0)
+        .unwrap_or_else(|line| panic!("unexpected first line: {line:?}"));
     // Announced once ready: the healthcheck answers at once.
     let healthcheck = request(&address, "/forest", None);
     assert!(matches!(healthcheck, Ok((200, _))), "{healthcheck:?}");
@@ -753,17 +737,10 @@ async fn a_capped_address_space_serves_plugins_instantiated_on_demand() {
         .spawn()
         .unwrap();
     let mut server = Server(child);
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let address = serving_address(&mut server.0);
     let stderr = std::fs::read_to_string(&log).unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("Canopy is serving on http://")
-        .and_then(|rest| rest.strip_suffix("/forest"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}; stderr: {stderr}"))
-        .to_owned();
+    let address =
+        address.unwrap_or_else(|line| panic!("unexpected first line: {line:?}; stderr: {stderr}"));
     assert!(
         stderr.contains("plugins are instantiated on demand"),
         "the fallback is logged: {stderr}"

@@ -9,14 +9,14 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod support;
-use support::{Server, TempDir};
+use support::{Server, TempDir, serving_address};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "openapi-test-auth-secret";
@@ -181,16 +181,8 @@ fn schemathesis_finds_no_failure_in_the_v1_api() {
         .spawn()
         .unwrap();
     let mut server = Server(child);
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("Canopy is serving on http://")
-        .and_then(|rest| rest.strip_suffix("/forest"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_owned();
+    let address = serving_address(&mut server.0)
+        .unwrap_or_else(|line| panic!("unexpected first line: {line:?}"));
     let (status, body) = get(&address, "/v1/openapi.json");
     assert_eq!(status, 200, "{body}");
 

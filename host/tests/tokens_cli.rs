@@ -9,7 +9,7 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 
 mod support;
-use support::{Server, TempDir};
+use support::{Server, TempDir, serving_address};
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "tokens-cli-test-auth-secret";
@@ -98,16 +98,8 @@ async fn start(dir: &Path) -> (Server, String) {
         .spawn()
         .unwrap();
     let mut server = Server(child);
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("Canopy is serving on http://")
-        .and_then(|rest| rest.strip_suffix("/forest"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_owned();
+    let address = serving_address(&mut server.0)
+        .unwrap_or_else(|line| panic!("unexpected first line: {line:?}"));
     (server, address)
 }
 
