@@ -37,6 +37,11 @@ impl Lifecycle {
     }
 }
 
+/// Whether a pool's every connection is open and in use.
+fn saturated((open, idle, most): (u32, usize, u32)) -> bool {
+    open >= most && idle == 0
+}
+
 /// One readiness check.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
@@ -66,40 +71,68 @@ pub async fn readiness(
     plugins: usize,
     lifecycle: &Lifecycle,
 ) -> Readiness {
-    let mut pings = Vec::new();
+    type Ping = std::pin::Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send>>;
+    // A probe of a pool: (connections open, idle, most).
+    type Usage = Box<dyn Fn() -> (u32, usize, u32) + Send>;
+    let mut pings: Vec<(String, Ping, Usage)> = Vec::new();
     if let Some(store) = store {
         let pool = store.pool().clone();
+        let probe = pool.clone();
         pings.push((
             "store".to_owned(),
-            Box::pin(async move { sqlx::query("SELECT 1").execute(&pool).await.map(drop) })
-                as std::pin::Pin<Box<dyn Future<Output = _> + Send>>,
+            Box::pin(async move { sqlx::query("SELECT 1").execute(&pool).await.map(drop) }),
+            Box::new(move || {
+                (
+                    probe.size(),
+                    probe.num_idle(),
+                    probe.options().get_max_connections(),
+                )
+            }),
         ));
     }
     for named in pools {
         let pool = named.pool;
+        let probe = pool.clone();
         pings.push((
             format!("database:{}", named.name),
             Box::pin(async move { pool.ping().await }),
+            Box::new(move || probe.usage()),
         ));
     }
     let mut checks: Vec<Check> =
-        futures::future::join_all(pings.into_iter().map(|(name, ping)| async move {
+        futures::future::join_all(pings.into_iter().map(|(name, ping, usage)| async move {
             let started = Instant::now();
             let outcome = tokio::time::timeout(CHECK_TIMEOUT, ping).await;
             let millis = started.elapsed().as_millis() as u64;
-            let detail = match outcome {
-                Ok(Ok(())) => None,
+            let (ok, detail) = match outcome {
+                Ok(Ok(())) => (true, None),
                 // `/readyz` is unauthenticated: the driver's message (hosts, users) goes to the
                 // log, not to whoever asks.
                 Ok(Err(error)) => {
                     tracing::warn!(check = %name, %error, "readiness check failed");
-                    Some("unreachable (the server log says why)".to_owned())
+                    (
+                        false,
+                        Some("unreachable (the server log says why)".to_owned()),
+                    )
                 }
-                Err(_) => Some(format!("no answer within {} ms", CHECK_TIMEOUT.as_millis())),
+                // No connection came free in time because every one is busy with requests: the
+                // database answers them, the instance is loaded, not broken. Failing here would
+                // make the balancer pull it and pile its load onto the others, which then fail
+                // the same way (under a burst of 1,000 webhook calls, three instances went down
+                // in turn). A database that stops answering frees its connections with errors,
+                // and then the ping fails.
+                Err(_) if saturated(usage()) => (
+                    true,
+                    Some("busy: every connection is serving requests".to_owned()),
+                ),
+                Err(_) => (
+                    false,
+                    Some(format!("no answer within {} ms", CHECK_TIMEOUT.as_millis())),
+                ),
             };
             Check {
                 name,
-                ok: detail.is_none(),
+                ok,
                 detail,
                 millis,
             }
@@ -123,5 +156,53 @@ pub async fn readiness(
     Readiness {
         ready: checks.iter().all(|c| c.ok),
         checks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datasource::sql::Pool;
+
+    /// A database whose every connection is busy serving requests keeps the instance ready: the
+    /// ping waits for a connection past the check's time, yet the pool is full, not broken.
+    #[tokio::test]
+    async fn a_pool_whose_every_connection_is_busy_is_ready_but_says_so() {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        let busy = pool.acquire().await.unwrap();
+        let readiness = readiness_of(&pool).await;
+        assert!(readiness.ready, "{readiness:?}");
+        assert_eq!(
+            readiness.checks[0].detail.as_deref(),
+            Some("busy: every connection is serving requests")
+        );
+        drop(busy);
+        let readiness = readiness_of(&pool).await;
+        assert!(readiness.ready && readiness.checks[0].detail.is_none());
+    }
+
+    /// A pool that is not full yet cannot answer within the check's time: not ready.
+    #[test]
+    fn only_a_full_pool_counts_as_busy() {
+        assert!(saturated((10, 0, 10)));
+        assert!(!saturated((9, 0, 10)));
+        assert!(!saturated((10, 1, 10)));
+    }
+
+    async fn readiness_of(pool: &sqlx::SqlitePool) -> Readiness {
+        readiness(
+            None,
+            vec![NamedPool {
+                name: "shop".to_owned(),
+                pool: Pool::Sqlite(pool.clone()),
+            }],
+            0,
+            &Lifecycle::default(),
+        )
+        .await
     }
 }

@@ -157,7 +157,9 @@ async fn each_hostile_ts_call_fails_only_its_own_request(backend: Backend) {
     shop.install_file(&built(HOSTILE), "hostile");
     std::fs::write(
         shop.plugins.join("hostile.toml"),
-        "[limits]\nchart_ms = 500\nmemory_mb = 64\n",
+        // Time enough for the bomb to reach its memory limit on a loaded machine (at 500 ms it
+        // sometimes hit the time limit first), short enough for the loop's test.
+        "[limits]\nchart_ms = 2000\nmemory_mb = 64\n",
     )
     .unwrap();
     let (served, app) = shop.serve().await.unwrap();
@@ -170,7 +172,7 @@ async fn each_hostile_ts_call_fails_only_its_own_request(backend: Backend) {
     for (name, expected) in [
         ("boom", "TypeError: "),
         ("rejected", "RangeError: rejected after an await"),
-        ("loop", "exceeded its time limit of 500 ms"),
+        ("loop", "exceeded its time limit of 2000 ms"),
         ("bomb", "exceeded its memory limit of 64 MiB"),
     ] {
         let (status, _, body) = send(&app, chart(name)).await;
