@@ -57,6 +57,7 @@ mod platform_store;
 mod plugin_steps;
 mod plugins;
 mod plugins_customizer;
+mod plugins_guest;
 mod plugins_http;
 mod plugins_python;
 mod plugins_scopes;
