@@ -32,6 +32,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use futures::{StreamExt as _, TryStreamExt as _};
+
 pub use loader::{Limits, Reads, WIT_VERSION, WitVersion};
 pub use runtime::{Compiled, Plugin, Runtime};
 pub use tiers::Compiler;
@@ -58,6 +60,22 @@ struct Loading<'a> {
     permissions: &'a Arc<Permissions>,
     /// Each file's compiled component, settings and `unscoped_reads` (checked).
     compiled: BTreeMap<String, (Compiled, loader::Entry, BTreeSet<String>)>,
+}
+
+/// One plugin file compiled (or read from the compile cache), with the collections its settings
+/// let it read past the caller's scopes.
+async fn compile_entry(
+    runtime: &Runtime,
+    schema: &DataSourceSchema,
+    entry: &loader::Entry,
+) -> Result<(Compiled, BTreeSet<String>), String> {
+    let unscoped = entry
+        .settings
+        .unscoped_reads(&entry.name, &entry.path, schema)?;
+    let compiled = runtime
+        .compile(&entry.name, &entry.path, &entry.settings.limits)
+        .await?;
+    Ok((compiled, unscoped))
 }
 
 impl PluginSet {
@@ -90,14 +108,24 @@ impl PluginSet {
             compiled: BTreeMap::new(),
         };
         let entries = loader::scan(dir)?;
+        // Compiled, or read from the compile cache, a few at once: each is a blocking task of
+        // its own, so a start with many cached plugins takes about their sum divided by the
+        // cores rather than their sum (Python and TypeScript components take a few hundred
+        // milliseconds each to read back). At most one per core: a cold compile is itself
+        // parallel and large. In file-name order, so the first failure is still the first file's.
+        let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        // The futures are made before the stream (a closure in it would make the load's future
+        // not `Send` for every lifetime: rustc's higher-ranked inference).
+        let compiling: Vec<_> = entries
+            .iter()
+            .map(|entry| compile_entry(runtime, schema, entry))
+            .collect();
+        let compiled: Vec<_> = futures::stream::iter(compiling)
+            .buffered(parallel)
+            .try_collect()
+            .await?;
         let mut names = Vec::new();
-        for entry in entries {
-            let unscoped = entry
-                .settings
-                .unscoped_reads(&entry.name, &entry.path, schema)?;
-            let compiled = runtime
-                .compile(&entry.name, &entry.path, &entry.settings.limits)
-                .await?;
+        for (entry, (compiled, unscoped)) in entries.into_iter().zip(compiled) {
             if !unscoped.is_empty() {
                 // An admin should see every grant beyond the caller's scopes.
                 tracing::warn!(
