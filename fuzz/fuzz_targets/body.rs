@@ -7,11 +7,14 @@
 
 #![no_main]
 
+#[allow(dead_code, reason = "each target uses some of the shared helpers")]
+mod common;
+
 use canopy::agent::body::{
     parse_associate, parse_create, parse_update, parse_update_field, parse_update_to_one,
 };
 use canopy::agent::query_string::{QueryString, parse_page, parse_selection};
-use canopy_fuzz::{collection, expect_client_error, schema, split};
+use common::{collection, expect_client_error, schema, split};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,9 +6,12 @@
 
 #![no_main]
 
+#[allow(dead_code, reason = "each target uses some of the shared helpers")]
+mod common;
+
 use canopy::agent::query_string::{Params, QueryString, parse_condition_tree};
 use canopy::mcp::filter::to_agent;
-use canopy_fuzz::{collection, expect_client_error, schema, split};
+use common::{collection, expect_client_error, schema, split};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -11,6 +11,9 @@
 
 #![no_main]
 
+#[allow(dead_code, reason = "each target uses some of the shared helpers")]
+mod common;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use canopy::mcp::SCOPES;
@@ -18,7 +21,7 @@ use canopy::mcp::oauth::{
     authorize_request, client_allowed, granted_scope, pkce_matches, redirect_matches,
     redirect_with, registration, same_resource, token_params,
 };
-use canopy_fuzz::split;
+use common::split;
 use libfuzzer_sys::fuzz_target;
 use sha2::{Digest as _, Sha256};
 

@@ -8,10 +8,13 @@
 
 #![no_main]
 
+#[allow(dead_code, reason = "each target uses some of the shared helpers")]
+mod common;
+
 use std::path::Path;
 
 use canopy::fuzzing::{PluginToml, detect_language};
-use canopy_fuzz::schema;
+use common::schema;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

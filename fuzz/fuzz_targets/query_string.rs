@@ -7,13 +7,16 @@
 
 #![no_main]
 
+#[allow(dead_code, reason = "each target uses some of the shared helpers")]
+mod common;
+
 use canopy::agent::query_string::{
     Params, QueryString, parse_csv_params, parse_delete_flag, parse_filter,
     parse_live_query_segment, parse_page, parse_paginated_filter, parse_projection,
     parse_requested_projection, parse_search, parse_search_extended, parse_segment, parse_sort,
     parse_timezone,
 };
-use canopy_fuzz::{collection, expect_client_error, schema, split};
+use common::{collection, expect_client_error, schema, split};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -9,9 +9,12 @@
 
 #![no_main]
 
+#[allow(dead_code, reason = "each target uses some of the shared helpers")]
+mod common;
+
 use canopy::config::parse_webhook_keys;
 use canopy::workflows::webhook::{Hook, KeyRing, PATH, is_hook_path, redact_path};
-use canopy_fuzz::split;
+use common::split;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

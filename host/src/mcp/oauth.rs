@@ -597,4 +597,34 @@ mod tests {
             Err(AuthorizeError::Redirect { error, .. }) if error.error == "invalid_target"
         ));
     }
+
+    #[test]
+    fn token_requests_are_read_as_forms_or_json_objects() {
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            token_params(false, b"grant_type=authorization_code&code=a%2Bb&x"),
+            Ok(pairs(&[
+                ("grant_type", "authorization_code"),
+                ("code", "a+b"),
+                ("x", "")
+            ]))
+        );
+        assert_eq!(
+            token_params(
+                true,
+                br#"{"grant_type":"refresh_token","n":1,"scope":null}"#
+            ),
+            Ok(pairs(&[("grant_type", "refresh_token"), ("n", "1")]))
+        );
+        for bad in [&b"[1]"[..], b"grant_type=x", b"\xff"] {
+            assert_eq!(
+                token_params(true, bad).map_err(|e| e.error),
+                Err("invalid_request")
+            );
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! What the fuzz targets share: the schema they parse against, the check that every refusal is
+//! What the fuzz targets share (each includes this file as `mod common`; a library crate would
+//! be built, with libFuzzer's C++, by `cargo test --workspace --doc`): the schema they parse against, the check that every refusal is
 //! the client's fault, and the text layout of their inputs.
 //!
 //! Inputs are text, not `arbitrary` bytes, so that the seed corpus is written by hand from the
