@@ -53,6 +53,9 @@ pub mod config;
 pub mod console;
 pub mod customizer;
 pub mod datasource;
+// The fuzz targets' way in (fuzz/, docs/fuzzing.md); not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod health;
 pub mod http;
 pub mod logging;

@@ -19,7 +19,8 @@ mod convert;
 mod guard;
 mod handlers;
 mod incremental;
-mod loader;
+// `pub(crate)` for `crate::fuzzing`, which hands its parsers to the fuzz targets.
+pub(crate) mod loader;
 mod runtime;
 mod tiers;
 mod workflow;

@@ -194,6 +194,29 @@ pub fn registration(body: &Json) -> Result<NewOAuthClient, OAuthError> {
     })
 }
 
+/// The parameters of a token request (`POST /oauth/token`), in body order: form encoding is the
+/// standard (RFC 6749 §3.2), and a JSON object is read the same way (some clients send it), its
+/// non-string values as their JSON text and `null` as absent.
+pub fn token_params(json_body: bool, body: &[u8]) -> Result<Vec<(String, String)>, OAuthError> {
+    if !json_body {
+        return Ok(form_urlencoded::parse(body).into_owned().collect());
+    }
+    match serde_json::from_slice::<Json>(body) {
+        Ok(Json::Object(fields)) => Ok(fields
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                Json::String(s) => Some((k, s)),
+                Json::Null => None,
+                other => Some((k, other.to_string())),
+            })
+            .collect()),
+        _ => Err(OAuthError::bad(
+            "invalid_request",
+            "the body is not a JSON object",
+        )),
+    }
+}
+
 /// Whether `presented` is one of the client's redirect URIs: the same string, or for a loopback
 /// URI the same but for the port (a native client listens on whatever port is free).
 pub fn redirect_matches(registered: &[String], presented: &str) -> bool {
@@ -573,5 +596,35 @@ mod tests {
             authorize_request(params(other), &registered, resource),
             Err(AuthorizeError::Redirect { error, .. }) if error.error == "invalid_target"
         ));
+    }
+
+    #[test]
+    fn token_requests_are_read_as_forms_or_json_objects() {
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            token_params(false, b"grant_type=authorization_code&code=a%2Bb&x"),
+            Ok(pairs(&[
+                ("grant_type", "authorization_code"),
+                ("code", "a+b"),
+                ("x", "")
+            ]))
+        );
+        assert_eq!(
+            token_params(
+                true,
+                br#"{"grant_type":"refresh_token","n":1,"scope":null}"#
+            ),
+            Ok(pairs(&[("grant_type", "refresh_token"), ("n", "1")]))
+        );
+        for bad in [&b"[1]"[..], b"grant_type=x", b"\xff"] {
+            assert_eq!(
+                token_params(true, bad).map_err(|e| e.error),
+                Err("invalid_request")
+            );
+        }
     }
 }

@@ -51,7 +51,12 @@ pub fn redact_path(path: &str) -> String {
     };
     let start = at + marker.len();
     let rest = &path[start..];
-    let keep = rest.find('.').unwrap_or(rest.len()).min(36);
+    // At most the 36 bytes of a trigger id, and never inside a character: a request path may
+    // hold any UTF-8 (hyper and `http` accept it), and slicing within one would panic.
+    let mut keep = rest.find('.').unwrap_or(rest.len()).min(36);
+    while !rest.is_char_boundary(keep) {
+        keep -= 1;
+    }
     format!("{}{}.…", &path[..start], &rest[..keep])
 }
 
@@ -249,6 +254,17 @@ mod tests {
         );
         assert_eq!(redact_path("/forest/books"), "/forest/books");
         assert!(!redact_path("/v1/workflow-hooks/aaaa.1.s.MAC").contains("MAC"));
+        // The fuzz target's finding (fuzz/corpus/webhook/crash-redact-inside-a-character): a
+        // character across byte 36 of the segment panicked the request log's redaction.
+        let path = format!(
+            "/forest/v1/workflow-hooks/{}\u{fffd}{}",
+            "a".repeat(35),
+            "b".repeat(40)
+        );
+        assert_eq!(
+            redact_path(&path),
+            format!("/forest/v1/workflow-hooks/{}.…", "a".repeat(35))
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 use super::super::SharedState;
 use super::super::authentication::{client_ip, request_base};
 use super::{oauth_json, too_many};
-use crate::mcp::oauth::{OAuthError, registration};
+use crate::mcp::oauth::{OAuthError, registration, token_params};
 
 fn answer(error: &OAuthError) -> Response {
     oauth_json(
@@ -45,26 +45,9 @@ pub(super) async fn token(State(state): State<SharedState>, request: Request) ->
             "the request body is too large",
         ));
     };
-    // Form encoding is the standard; a JSON object is read the same way (some clients send it).
-    let params: Vec<(String, String)> = if json_body {
-        match serde_json::from_slice::<Json>(&body) {
-            Ok(Json::Object(fields)) => fields
-                .into_iter()
-                .filter_map(|(k, v)| match v {
-                    Json::String(s) => Some((k, s)),
-                    Json::Null => None,
-                    other => Some((k, other.to_string())),
-                })
-                .collect(),
-            _ => {
-                return answer(&OAuthError::bad(
-                    "invalid_request",
-                    "the body is not a JSON object",
-                ));
-            }
-        }
-    } else {
-        form_urlencoded::parse(&body).into_owned().collect()
+    let params = match token_params(json_body, &body) {
+        Ok(params) => params,
+        Err(error) => return answer(&error),
     };
     let param = |key: &str| {
         params
