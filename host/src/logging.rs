@@ -52,6 +52,8 @@ pub fn init(filter: &str, format: LogFormat, traces: Option<&str>) -> anyhow::Re
     // Colours only for a person watching a terminal: escape codes in a log file or a collector
     // are noise (and JSON lines never carry them).
     let ansi = format == LogFormat::Text && std::io::stderr().is_terminal();
+    // `mut` is only used by the trace export's layer.
+    #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
     let mut layers = vec![
         lines(format, writer, ansi)
             .with_filter(EnvFilter::try_new(filter)?)
