@@ -21,12 +21,13 @@ use async_trait::async_trait;
 use serde_json::{Map, Value as Json};
 
 use super::audit::{
-    AuditOperation, AuditTrail, Confirmation, MAX_SNAPSHOT_RECORDS, confirm, pending, record,
+    AuditOperation, AuditTrail, Confirmation, MAX_SNAPSHOT_RECORDS, confirm, past_the_cap, pending,
+    record,
 };
 use super::stack::{Decorator, Layer, decorated};
 use crate::agent::wire;
 use crate::datasource::action::{ActionResult, ActionScope, FormValues};
-use crate::datasource::{Caller, Collection, DataSource, Filter, Page, Projection, Result};
+use crate::datasource::{Caller, Collection, DataSource, Filter, Projection, Result};
 
 /// The layer over `child` (the whole stack): collections with a primary key and record actions.
 pub(super) fn layer(
@@ -69,13 +70,10 @@ impl ActionAudit {
     /// The packed ids of the records `filter` selects, the first [`MAX_SNAPSHOT_RECORDS`].
     async fn targets(&self, caller: &Caller, filter: &Filter) -> Result<Vec<String>> {
         let schema = self.schema();
-        let cap = MAX_SNAPSHOT_RECORDS as u64 + 1;
-        let mut bounded = filter.clone();
-        bounded.page = Some(match filter.page {
-            Some(page) => Page::new(page.skip, page.limit.min(cap)),
-            None => Page::new(0, cap),
-        });
-        let mut records = self.child.list(caller, &bounded, &self.keys).await?;
+        let mut records = self
+            .child
+            .list(caller, &past_the_cap(filter), &self.keys)
+            .await?;
         if records.len() > MAX_SNAPSHOT_RECORDS {
             tracing::warn!(
                 collection = %schema.name,

@@ -177,6 +177,18 @@ pub fn values_of(
     out
 }
 
+/// `filter` paged to one record more than [`MAX_SNAPSHOT_RECORDS`]: what a change past the cap
+/// reads to tell that it is past it.
+pub(super) fn past_the_cap(filter: &Filter) -> Filter {
+    let cap = MAX_SNAPSHOT_RECORDS as u64 + 1;
+    let mut bounded = filter.clone();
+    bounded.page = Some(match filter.page {
+        Some(page) => Page::new(page.skip, page.limit.min(cap)),
+        None => Page::new(0, cap),
+    });
+    bounded
+}
+
 /// A new entry of `caller`'s change to a record of `collection`, before the change runs.
 pub(super) fn pending(
     caller: &Caller,
@@ -292,14 +304,10 @@ impl AuditCollection {
 
     /// The records `filter` matches, with their audited values, before an update or delete.
     async fn before(&self, caller: &Caller, filter: &Filter, what: &str) -> Result<Vec<Record>> {
-        let mut bounded = filter.clone();
-        // One more than the cap tells a change past it.
-        let cap = MAX_SNAPSHOT_RECORDS as u64 + 1;
-        bounded.page = Some(match filter.page {
-            Some(page) => Page::new(page.skip, page.limit.min(cap)),
-            None => Page::new(0, cap),
-        });
-        let mut records = self.child.list(caller, &bounded, &self.projection).await?;
+        let mut records = self
+            .child
+            .list(caller, &past_the_cap(filter), &self.projection)
+            .await?;
         if records.len() > MAX_SNAPSHOT_RECORDS {
             if self.trail.critical {
                 return Err(Error::validation(format!(
