@@ -11,7 +11,8 @@
 #      from $COMPONENTIZE_PY or target/componentize-py, the scaffold's build.sh with the
 #      TypeScript SDK's pinned toolchain from sdk/ts/node_modules);
 #   2. puts $COUNT copies of it (default 10) in a plugin directory, the kth on table pk of a
-#      SQLite database, and starts `canopy serve` twice on a fresh compile cache: the first
+#      SQLite database, each with a custom section of its own (so each is compiled and read
+#      back from the cache on its own, as different plugins are), and starts `canopy serve` twice on a fresh compile cache: the first
 #      start compiles them, the second loads them from the cache. Prints, for each start, the
 #      time until the server answers and the host's "plugins loaded" time, and the server's RSS
 #      once started;
@@ -26,7 +27,7 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -80,6 +81,26 @@ build() { # build <lang> <dir>: the scaffold's component, printed path
   esac
 }
 
+distinct_copy() { # distinct_copy <wasm> <to> <k>: the component with a custom section `bench-copy`
+  # holding k appended, so that each copy has a digest of its own and is compiled, cached and read
+  # back on its own, as 10 different plugins are (identical files would be read back once).
+  python3 - "$@" <<'EOF'
+import sys
+source, to, k = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+def leb(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+name = b"bench-copy"
+payload = leb(len(name)) + name + k
+with open(source, "rb") as f, open(to, "wb") as out:
+    out.write(f.read() + b"\x00" + leb(len(payload)) + payload)
+EOF
+}
+
 PORT=$(free_port)
 bench_server_trap
 start_server() { # start_server <lang>: serves $WORK/plugins-<lang>; sets STARTED_MS
@@ -110,7 +131,7 @@ for lang in $LANGS; do
   wasm=$(build "$lang" "$dir")
   mkdir -p "$WORK/plugins-$lang"
   for k in $(seq 1 "$COUNT"); do
-    cp "$wasm" "$WORK/plugins-$lang/greeting$k.wasm"
+    distinct_copy "$wasm" "$WORK/plugins-$lang/greeting$k.wasm" "$k"
     printf '[options]\ncollection = "p%d"\nfield = "name"\n' "$k" >"$WORK/plugins-$lang/greeting$k.toml"
   done
   rm -rf "$WORK/cache-$lang"
