@@ -53,7 +53,10 @@ pub fn init(filter: &str, format: LogFormat, traces: Option<&str>) -> anyhow::Re
     // are noise (and JSON lines never carry them).
     let ansi = format == LogFormat::Text && std::io::stderr().is_terminal();
     // `mut` is only used by the trace export's layer.
-    #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
+    #[cfg_attr(
+        not(feature = "otel"),
+        allow(unused_mut, reason = "only the otel build adds a layer to it")
+    )]
     let mut layers = vec![
         lines(format, writer, ansi)
             .with_filter(EnvFilter::try_new(filter)?)

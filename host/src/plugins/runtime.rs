@@ -225,7 +225,14 @@ impl Runtime {
         check_header(name, path, &bytes)?;
         let digest = tiers::digest(&bytes);
         let language = detect_language(&bytes);
-        let (tier, component, compiler) = match (self.optimized.get(&digest), self.quick.tier()) {
+        let started = Instant::now();
+        let in_memory = self.optimized.get(&digest);
+        let from = if in_memory.is_some() {
+            "memory"
+        } else {
+            "compiler or disk cache"
+        };
+        let (tier, component, compiler) = match (in_memory, self.quick.tier()) {
             (Some(component), _) => (&self.optimizing, component, Compiler::Cranelift),
             (None, Some(quick)) => {
                 let component = self.compile_with(name, quick, bytes).await?;
@@ -237,6 +244,14 @@ impl Runtime {
                 (&self.optimizing, component, Compiler::Cranelift)
             }
         };
+        // What a start or a hot swap spends on each file (`canopy::plugins=debug`).
+        tracing::debug!(
+            plugin = name,
+            ?compiler,
+            from,
+            millis = started.elapsed().as_millis() as u64,
+            "plugin compiled"
+        );
         let version = check_abi(name, &component, &tier.engine)?;
         let pre = tier
             .linker
@@ -274,10 +289,16 @@ impl Runtime {
             stats: Stats::default(),
             warm: Mutex::new(Vec::new()),
         };
+        let started = Instant::now();
         let declared = plugin
             .call(CallKind::Declare, None, Request::Declare)
             .await
             .map_err(|e| format!("{label} failed to declare its customizations: {e}"))?;
+        tracing::debug!(
+            plugin = %label,
+            millis = started.elapsed().as_millis() as u64,
+            "plugin declared its customizations"
+        );
         if let Response::Declared(customizations, steps) = declared {
             plugin.declarations = customizations;
             plugin.workflow_steps = steps;
