@@ -109,6 +109,7 @@ start_server() { # start_server <lang>: serves $WORK/plugins-<lang>; sets STARTE
   CANOPY_PLUGIN_CACHE_DIR="$WORK/cache-$1" "$BIN" serve --database-url "sqlite:$DB" \
     --auth-secret "$AUTH_SECRET" --env-secret "$ENV_SECRET" --plugins "$WORK/plugins-$1" \
     --listen "127.0.0.1:$PORT" --schema-path "$WORK/schema.json" --data-dir "$WORK/.canopy" \
+    --log-level "info,canopy::plugins=debug" \
     >>"$WORK/server-$1.log" 2>&1 &
   PID=$!
   wait_serving "http://127.0.0.1:$PORT/forest" "$WORK/server-$1.log" 300
@@ -170,7 +171,12 @@ EOF
   wait "$client"
   read -r answered failed <"$WORK/swap-$lang.out"
   greeting=$(curl -s -g -H "Authorization: Bearer $TOKEN" "$url" | grep -o '"greeting":"[^"]*"' | head -1)
-  SWAP[$lang]="hot swap of one changed plugin: ${swap_ms} ms, $answered requests answered meanwhile, $failed failed; now $greeting"
+  # Where the swap went, from the host's log: the changed file's Winch compile and the reload.
+  quick_ms=$(grep 'plugin compiled' "$WORK/server-$lang.log" | grep 'compiler=Winch' | tail -1 \
+    | sed 's/.*millis=\([0-9]*\).*/\1/')
+  reload_ms=$(grep 'plugins reloaded' "$WORK/server-$lang.log" | head -1 \
+    | sed 's/.*duration_ms=\([0-9]*\).*/\1/')
+  SWAP[$lang]="hot swap of one changed plugin: ${swap_ms} ms (reload ${reload_ms:-?} ms, of which the Winch compile ${quick_ms:-?} ms), $answered requests answered meanwhile, $failed failed; now $greeting"
   stop_server
 done
 echo

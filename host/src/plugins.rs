@@ -14,6 +14,7 @@
 //! - `convert`: typed values ↔ WIT shapes. `handlers`: the trait implementations.
 //! - `workflow`: workflow-step handlers (`WorkflowStepHandler`).
 
+mod artifacts;
 mod bindings;
 mod convert;
 mod guard;

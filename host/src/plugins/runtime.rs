@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 use tracing::Instrument as _;
 use wasmtime::component::Component;
 use wasmtime::{
-    Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
-    Trap, UpdateDeadline,
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+    UpdateDeadline,
 };
 
+use super::artifacts::Artifacts;
 use super::bindings::{
     ActionOutcome, Batch, CallContext, Column, Customization, CustomizationPre, Declaration,
     GuestError, Scope, State, v2, v3,
@@ -92,11 +93,14 @@ pub struct Runtime {
     quick: Arc<Quick>,
     /// The Cranelift components of the last generation, by file digest.
     optimized: Arc<Optimized>,
+    /// Cranelift's components on disk, mapped when read back (none without a cache folder).
+    artifacts: Option<Arc<Artifacts>>,
 }
 
 impl Runtime {
     /// Builds the engine; `cache_dir` holds compiled components keyed by the wasm bytes' hash
-    /// and the engine's settings and version (wasmtime's cache, written by atomic rename).
+    /// and the engine's settings and version (`artifacts`), and compiled functions keyed by
+    /// their bodies (`incremental`).
     pub fn new(cache_dir: Option<&Path>) -> Result<Self, String> {
         let mut config = settings();
         let mut pool = PoolingAllocationConfig::default();
@@ -122,11 +126,6 @@ impl Runtime {
             .max_unused_warm_slots(MAX_UNUSED_WARM_SLOTS);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         if let Some(dir) = cache_dir {
-            let mut cache = CacheConfig::new();
-            cache.with_directory(dir);
-            let cache =
-                Cache::new(cache).map_err(|e| format!("plugin cache {}: {e}", dir.display()))?;
-            config.cache(Some(cache));
             // Per-function artifacts beside the components: a changed plugin compiles only
             // the functions that changed (a hot swap in a fraction of a full compile).
             match super::incremental::FunctionCache::new(&dir.join("functions")) {
@@ -158,10 +157,21 @@ impl Runtime {
             }
         };
         tick_epochs(&engine, "canopy-epoch")?;
+        let artifacts = match cache_dir.map(|dir| Artifacts::new(dir, &engine)) {
+            Some(Ok(artifacts)) => Some(Arc::new(artifacts)),
+            Some(Err(error)) => {
+                return Err(format!(
+                    "plugin cache {}: {error}",
+                    cache_dir.unwrap_or(Path::new("")).display()
+                ));
+            }
+            None => None,
+        };
         Ok(Self {
             optimizing: Tier::new(engine)?,
             quick: Arc::new(Quick::default()),
             optimized: Arc::new(Optimized::default()),
+            artifacts,
         })
     }
 
@@ -180,7 +190,7 @@ impl Runtime {
             .map_err(|e| format!("plugin `{name}`: cannot read {}: {e}", path.display()))?;
         let digest = tiers::digest(&bytes);
         if self.optimized.get(&digest).is_none() {
-            let component = self.compile_with(name, &self.optimizing, bytes).await?;
+            let component = self.compile_optimized(name, digest, bytes).await?;
             self.optimized.insert(digest, component);
         }
         Ok(())
@@ -190,6 +200,30 @@ impl Runtime {
     pub fn keep_only<'a>(&self, compiled: impl IntoIterator<Item = &'a Compiled>) {
         let digests: Vec<_> = compiled.into_iter().map(|c| c.digest).collect();
         self.optimized.keep_only(&digests);
+        if let Some(artifacts) = &self.artifacts {
+            // Off the load's path: it lists and may delete files.
+            let artifacts = Arc::clone(artifacts);
+            tokio::task::spawn_blocking(move || artifacts.prune(&digests));
+        }
+    }
+
+    /// Cranelift's component of `bytes`: from the cache folder (mapped) or compiled and written
+    /// there, or compiled in memory when there is no cache folder.
+    async fn compile_optimized(
+        &self,
+        name: &str,
+        digest: FileDigest,
+        bytes: Vec<u8>,
+    ) -> Result<Component, String> {
+        let Some(artifacts) = &self.artifacts else {
+            return self.compile_with(name, &self.optimizing, bytes).await;
+        };
+        let artifacts = Arc::clone(artifacts);
+        let engine = self.optimizing.engine.clone();
+        tokio::task::spawn_blocking(move || artifacts.component(&engine, &digest, &bytes))
+            .await
+            .map_err(|e| format!("plugin `{name}`: {e}"))?
+            .map_err(|e| format!("plugin `{name}` is not a valid component: {e:#}"))
     }
 
     async fn compile_with(
@@ -230,7 +264,7 @@ impl Runtime {
         let from = if in_memory.is_some() {
             "memory"
         } else {
-            "compiler or disk cache"
+            "compiler or cache folder"
         };
         let (tier, component, compiler) = match (in_memory, self.quick.tier()) {
             (Some(component), _) => (&self.optimizing, component, Compiler::Cranelift),
@@ -239,7 +273,7 @@ impl Runtime {
                 (quick, component, Compiler::Winch)
             }
             (None, None) => {
-                let component = self.compile_with(name, &self.optimizing, bytes).await?;
+                let component = self.compile_optimized(name, digest, bytes).await?;
                 self.optimized.insert(digest, component.clone());
                 (&self.optimizing, component, Compiler::Cranelift)
             }
