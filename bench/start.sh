@@ -12,14 +12,16 @@
 #      TypeScript SDK's pinned toolchain from sdk/ts/node_modules);
 #   2. puts $COUNT copies of it (default 10) in a plugin directory, the kth on table pk of a
 #      SQLite database, each with a custom section of its own (so each is compiled and read
-#      back from the cache on its own, as different plugins are), and starts `canopy serve` twice on a fresh compile cache: the first
-#      start compiles them, the second loads them from the cache. Prints, for each start, the
-#      time until the server answers and the host's "plugins loaded" time, and the server's RSS
-#      once started;
+#      back from the cache on its own, as different plugins are), and starts `canopy serve`
+#      twice on a fresh compile cache: the first start compiles them, the second loads them
+#      from the cache. Prints, for each start, the time until the server answers and the host's
+#      "plugins loaded" time, and the server's RSS once started;
 #   3. with the second server up, rebuilds the first copy with a changed message, puts it in
 #      place and asks `POST /_canopy/reload` while a client keeps listing p1 with `greeting`;
 #      prints the reload's duration, the requests answered meanwhile and how many failed (goal
-#      0), and the greeting served after it (the changed one).
+#      0), and the greeting served after it (the changed one). The client sends the next request
+#      as soon as one is answered (it takes about a core of the machine), or $RATE requests a
+#      second when RATE is set (RATE=20: a busy team's console).
 # Targets: the second start (10 cached plugins) within 1 s; a hot swap within 2 s, 0 failures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,12 +29,13 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
 LANGS=${LANGS:-rust python ts}
 COUNT=${COUNT:-10}
+RATE=${RATE:-0}
 WORK=${WORK:-$(mktemp -d -t canopy-start-XXXXXX)}
 AUTH_SECRET=startbench-auth-secret-not-for-production
 ENV_SECRET=$(printf '3%.0s' $(seq 64))
@@ -103,8 +106,9 @@ EOF
 
 PORT=$(free_port)
 bench_server_trap
-start_server() { # start_server <lang>: serves $WORK/plugins-<lang>; sets STARTED_MS
+start_server() { # start_server <lang>: serves $WORK/plugins-<lang>; sets STARTED_MS and LOG_MARK
   local t0
+  LOG_MARK=$( (wc -l <"$WORK/server-$1.log") 2>/dev/null || echo 0)
   t0=$(date +%s%N)
   CANOPY_PLUGIN_CACHE_DIR="$WORK/cache-$1" "$BIN" serve --database-url "sqlite:$DB" \
     --auth-secret "$AUTH_SECRET" --env-secret "$ENV_SECRET" --plugins "$WORK/plugins-$1" \
@@ -115,8 +119,16 @@ start_server() { # start_server <lang>: serves $WORK/plugins-<lang>; sets STARTE
   wait_serving "http://127.0.0.1:$PORT/forest" "$WORK/server-$1.log" 300
   STARTED_MS=$((($(date +%s%N) - t0) / 1000000))
 }
-loaded_ms() { # the host's last "plugins loaded" time in the log of <lang>
-  grep 'plugins loaded' "$WORK/server-$1.log" | tail -1 | sed 's/.*millis=\([0-9]*\).*/\1/'
+loaded_ms() { # the host's "plugins loaded" time of the last start of <lang>
+  # The log is written by a background writer, so the line may land just after the server
+  # answers: wait for it (up to 2 s) among the lines written since that start.
+  local i
+  for i in $(seq 20); do
+    tail -n +"$((LOG_MARK + 1))" "$WORK/server-$1.log" | grep -q 'plugins loaded' && break
+    sleep 0.1
+  done
+  tail -n +"$((LOG_MARK + 1))" "$WORK/server-$1.log" | grep 'plugins loaded' | tail -1 \
+    | sed 's/.*millis=\([0-9]*\).*/\1/'
 }
 
 printf '\n%-8s %-10s %14s %14s %8s\n' language start "serving (ms)" "loaded (ms)" "RSS MB"
@@ -148,11 +160,15 @@ for lang in $LANGS; do
   changed=$(build "$lang" "$dir")
   TOKEN=$(admin_token "$BIN" "$WORK/.canopy" "$AUTH_SECRET")
   url="http://127.0.0.1:$PORT/forest/p1?timezone=UTC&fields%5Bp1%5D=id,greeting&page%5Bsize%5D=15"
-  python3 - "$url" "$TOKEN" >"$WORK/swap-$lang.out" <<'EOF' &
+  python3 - "$url" "$TOKEN" "$RATE" >"$WORK/swap-$lang.out" <<'EOF' &
 import sys, time, urllib.request
-url, token = sys.argv[1], sys.argv[2]
+url, token, rate = sys.argv[1], sys.argv[2], float(sys.argv[3])
 until, answered, failed = time.monotonic() + 12, 0, 0
+next_at = time.monotonic()
 while time.monotonic() < until:
+    if rate > 0:  # paced: one request every 1/rate s, whatever the answers' times
+        next_at += 1 / rate
+        time.sleep(max(0.0, next_at - time.monotonic()))
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers={"Authorization": "Bearer " + token}), timeout=30) as r:
             r.read()
@@ -162,6 +178,8 @@ while time.monotonic() < until:
 print(answered, failed)
 EOF
   client=$!
+  pace="closed loop"
+  [ "$RATE" = 0 ] || pace="$RATE requests/s"
   sleep 1
   cp "$changed" "$WORK/plugins-$lang/greeting1.wasm"
   t0=$(date +%s%N)
@@ -176,7 +194,7 @@ EOF
     | sed 's/.*millis=\([0-9]*\).*/\1/')
   reload_ms=$(grep 'plugins reloaded' "$WORK/server-$lang.log" | head -1 \
     | sed 's/.*duration_ms=\([0-9]*\).*/\1/')
-  SWAP[$lang]="hot swap of one changed plugin: ${swap_ms} ms (reload ${reload_ms:-?} ms, of which the Winch compile ${quick_ms:-?} ms), $answered requests answered meanwhile, $failed failed; now $greeting"
+  SWAP[$lang]="hot swap of one changed plugin (client: $pace): ${swap_ms} ms (reload ${reload_ms:-?} ms, of which the Winch compile ${quick_ms:-?} ms), $answered requests answered meanwhile, $failed failed; now $greeting"
   stop_server
 done
 echo
