@@ -260,15 +260,11 @@ impl Served {
         let scope = format!("{}/", self.reload_scope());
         let mine = format!("{scope}{}", self.instance);
         let served = Arc::downgrade(self);
-        let alive = {
-            let served = served.clone();
-            move || served.strong_count() > 0
-        };
         crate::platform::store::follow_channel(
             self.config.platform.state_url.clone(),
             RELOAD_CHANNEL,
             "reloads",
-            alive,
+            crate::platform::store::dropped(served.clone()),
             move |heard| {
                 // A reload missed while the connection was down is not replayed: the next one
                 // brings the instance up to date.

@@ -249,20 +249,21 @@ pub enum Heard {
 
 /// Follows the PostgreSQL `channel` at `url` in a task of its own (`what` names it in the log):
 /// `handle` gets each notification, and [`Heard::Reconnected`] after a lost connection came
-/// back; a failed connection is retried every 2 s. Ends when `handle` answers `false`, or when
-/// `alive()` is false (asked every 30 s of quiet and after each failed connection).
-pub fn follow_channel<A, H, F>(
+/// back; a failed connection is retried every 2 s. Ends as soon as `stop` completes, or when
+/// `handle` answers `false`.
+pub fn follow_channel<S, H, F>(
     url: String,
     channel: &'static str,
     what: &'static str,
-    alive: A,
+    stop: S,
     mut handle: H,
-) where
-    A: Fn() -> bool + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    S: std::future::Future<Output = ()> + Send + 'static,
     H: FnMut(Heard) -> F + Send + 'static,
     F: std::future::Future<Output = bool> + Send,
 {
-    tokio::spawn(async move {
+    let follow = async move {
         let mut first = true;
         loop {
             let connected = async {
@@ -275,9 +276,6 @@ pub fn follow_channel<A, H, F>(
                 Err(error) => {
                     tracing::warn!(%error, "listening for {what} failed; retrying");
                     tokio::time::sleep(Duration::from_secs(2)).await;
-                    if !alive() {
-                        return;
-                    }
                     continue;
                 }
             };
@@ -285,23 +283,35 @@ pub fn follow_channel<A, H, F>(
                 return;
             }
             loop {
-                match tokio::time::timeout(Duration::from_secs(30), listener.recv()).await {
-                    Ok(Ok(notification)) => {
+                match listener.recv().await {
+                    Ok(notification) => {
                         let payload = notification.payload().to_owned();
                         if !handle(Heard::Payload(payload)).await {
                             return;
                         }
                     }
-                    Ok(Err(error)) => {
+                    Err(error) => {
                         tracing::warn!(%error, "the {what} listener stopped; reconnecting");
                         break;
                     }
-                    Err(_) if !alive() => return,
-                    Err(_) => {}
                 }
             }
         }
-    });
+    };
+    tokio::spawn(async move {
+        tokio::select! {
+            () = follow => {}
+            () = stop => {}
+        }
+    })
+}
+
+/// Completes once `owner` has no strong reference left (checked every 30 s): the `stop` of a
+/// [`follow_channel`] whose handler serves an object that may be dropped.
+pub async fn dropped<T: Send + Sync>(owner: std::sync::Weak<T>) {
+    while owner.strong_count() > 0 {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }
 }
 
 /// Milliseconds since the epoch, the store's one clock.
@@ -579,15 +589,11 @@ impl Store {
         let grants_payload = format!("grants:{project}");
         let generation = Arc::downgrade(&self.generation);
         let grants = Arc::downgrade(&self.grants);
-        let alive = {
-            let generation = generation.clone();
-            move || generation.strong_count() > 0
-        };
         follow_channel(
             url.to_owned(),
             CHANGES_CHANNEL,
             "permission changes",
-            alive,
+            dropped(generation.clone()),
             move |heard| {
                 // Whatever was announced while the connection was down counts as a change.
                 let (permissions, revocations) = match &heard {

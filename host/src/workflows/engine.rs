@@ -43,7 +43,7 @@ use super::{Definition, Error, Result};
 use crate::config::EngineConfig;
 use crate::ops::Generations;
 use crate::platform::Store;
-use crate::platform::store::Dialect;
+use crate::platform::store::{Dialect, Heard};
 
 /// The PostgreSQL channel runs are announced on; the payload is `project/environment`.
 pub const CHANNEL: &str = "canopy_workflow_runs";
@@ -291,11 +291,7 @@ impl Engine {
             shutdown.subscribe(),
         )));
         if let Some(url) = shared.settings.listen_url.clone() {
-            tasks.push(tokio::spawn(listen(
-                Arc::clone(&shared),
-                url,
-                shutdown.subscribe(),
-            )));
+            tasks.push(listen(Arc::clone(&shared), url, shutdown.subscribe()));
         }
         tracing::info!(
             instance,
@@ -442,46 +438,24 @@ async fn reap(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
-/// Follows other instances' announcements (PostgreSQL `LISTEN`), reconnecting after a failure;
-/// the poll covers what is missed meanwhile.
-async fn listen(shared: Arc<Shared>, url: String, mut shutdown: watch::Receiver<bool>) {
+/// Follows other instances' announcements (PostgreSQL `LISTEN`) until shutdown: a run queued
+/// elsewhere for this project wakes the local workers. After a lost connection they are woken
+/// too, since what was announced meanwhile is lost (the poll would find it later).
+fn listen(shared: Arc<Shared>, url: String, mut shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
     let mine = format!("{}/{}", shared.store.project(), shared.store.environment());
-    loop {
-        let connected = async {
-            let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
-            listener.listen(CHANNEL).await?;
-            Ok::<_, sqlx::Error>(listener)
+    let stop = async move {
+        let _ = shutdown.changed().await;
+    };
+    crate::platform::store::follow_channel(url, CHANNEL, "workflow runs", stop, move |heard| {
+        let wake = match heard {
+            Heard::Payload(payload) => payload == mine,
+            Heard::Reconnected => true,
         };
-        let mut listener = tokio::select! {
-            connected = connected => match connected {
-                Ok(listener) => listener,
-                Err(error) => {
-                    tracing::warn!(%error, "listening for workflow runs failed; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_secs(2)) => continue,
-                        _ = shutdown.changed() => return,
-                    }
-                }
-            },
-            _ = shutdown.changed() => return,
-        };
-        loop {
-            tokio::select! {
-                received = listener.recv() => match received {
-                    Ok(notification) => {
-                        if notification.payload() == mine {
-                            shared.wakeup.notify_local();
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "the workflow runs listener stopped; reconnecting");
-                        break;
-                    }
-                },
-                _ = shutdown.changed() => return,
-            }
+        if wake {
+            shared.wakeup.notify_local();
         }
-    }
+        std::future::ready(true)
+    })
 }
 
 fn millis(duration: Duration) -> i64 {
