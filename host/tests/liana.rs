@@ -24,27 +24,13 @@ use canopy::platform::documents::{
 use canopy::platform::{Actor, NewUser, Store};
 use serde_json::Value as Json;
 
+mod support;
+use support::TempDir;
+
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const AUTH_SECRET: &str = "liana-test-auth-secret";
 const ENV_SECRET: &str = "2222222222222222222222222222222222222222222222222222222222222222";
 const OTHER_SECRET: &str = "3333333333333333333333333333333333333333333333333333333333333333";
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("canopy-liana-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A `canopy serve` process, killed if the test fails before stopping it.
 struct Process {
@@ -152,15 +138,7 @@ fn serve(args: &[&str], dir: &Path, name: &str) -> Result<Process, (i32, String)
             lines.lock().unwrap().push(line);
         }
     });
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let Some(address) = line
-        .trim()
-        .strip_prefix("Canopy is serving on http://")
-        .and_then(|rest| rest.strip_suffix("/forest"))
-    else {
+    let Ok(address) = support::serving_address(&mut child) else {
         let status = child.wait().unwrap();
         // Let the reader thread drain the pipe.
         std::thread::sleep(Duration::from_millis(100));
@@ -168,7 +146,7 @@ fn serve(args: &[&str], dir: &Path, name: &str) -> Result<Process, (i32, String)
         return Err((status.code().unwrap_or(-1), logs));
     };
     Ok(Process {
-        address: address.to_owned(),
+        address,
         child,
         stderr,
     })
@@ -300,7 +278,7 @@ async fn http(method: reqwest::Method, url: &str, token: &str) -> (u16, Json) {
 }
 
 async fn one_canopy_serves_its_permissions_to_another(postgres: bool) {
-    let dir = TempDir::new();
+    let dir = TempDir::new("liana");
     let books = seed_books(&dir.0.join("books.sqlite")).await;
     let server_state = state_url(postgres, &dir.0).await;
     let mut server = serve(
@@ -421,7 +399,7 @@ async fn one_canopy_serves_its_permissions_to_another_postgres() {
 /// events; a client whose server is down refuses (503, fail closed).
 #[tokio::test]
 async fn the_servers_permissions_apply_to_the_clients_requests() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("liana");
     let books = seed_books(&dir.0.join("books.sqlite")).await;
     let server_state = state_url(false, &dir.0).await;
     let mut server = serve(
@@ -527,7 +505,7 @@ async fn the_servers_permissions_apply_to_the_clients_requests() {
 /// allowed, so the operator is told at once.
 #[tokio::test]
 async fn a_client_with_another_env_secret_does_not_start() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("liana");
     let books = seed_books(&dir.0.join("books.sqlite")).await;
     let server_state = state_url(false, &dir.0).await;
     let server = serve(
@@ -582,7 +560,7 @@ async fn a_client_with_another_env_secret_does_not_start() {
 /// every check is refused until it answers.
 #[tokio::test]
 async fn a_client_whose_server_is_down_starts_and_says_checks_are_refused() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("liana");
     let books = seed_books(&dir.0.join("books.sqlite")).await;
     let port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -699,7 +677,7 @@ fn start_node_agent(server_url: &str, database_url: &str, dir: &Path) -> Process
 /// agent through the event stream (the agent refetches on no denial with instantCacheRefresh).
 #[tokio::test]
 async fn a_node_agent_boots_against_canopy_and_applies_its_permissions() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("liana");
     let agent_db = postgres_books().await;
     let books = seed_books(&dir.0.join("books.sqlite")).await;
     let server_state = state_url(false, &dir.0).await;
@@ -854,7 +832,7 @@ async fn mark_as_read(agent: &Process, token: &str, id: &str) -> (u16, Json) {
 /// the agents' schema too, where it stopped the start with "unknown action". PostgreSQL store.
 #[tokio::test]
 async fn a_node_agents_own_actions_are_covered_by_the_wildcard_and_can_be_named() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("liana");
     let agent_db = postgres_books().await;
     let books = seed_books(&dir.0.join("books.sqlite")).await;
     let server_state = state_url(true, &dir.0).await;

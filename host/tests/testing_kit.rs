@@ -8,25 +8,29 @@
 //!
 //! Builds are shared where the repository already shares them: the Rust plugin's dependencies
 //! in `target/plugin-scaffold-test` (host/tests/binary.rs's), the Python component under
-//! `target/python-plugins` by the sha256 of its sources (as tests/e2e/python_build.rs does).
+//! `target/python-plugins` by the sha256 of its sources, through the e2e tests' own cache
+//! (tests/e2e/component_cache.rs, included from there: this file is in another package).
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod support;
+
+#[allow(
+    dead_code,
+    reason = "the e2e tests' cache: this file builds one component only"
+)]
+#[path = "../../tests/e2e/component_cache.rs"]
+mod component_cache;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use canopy_testing::serde_json::{self, json};
-use sha2::{Digest as _, Sha256};
+use component_cache::root;
 use support::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_canopy");
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
 
 /// The kit's test suites, copied into the scaffolded plugins.
 fn suite(name: &str) -> PathBuf {
@@ -238,8 +242,7 @@ fn componentize_py() -> PathBuf {
 }
 
 /// The plugin folder's component, built by its `build.sh` unless a build of the same files (and
-/// componentize-py version) is cached under `target/python-plugins`: a build takes ~10 s and
-/// its 18 MB are not byte-reproducible, while a cached one also hits the host's compile cache.
+/// componentize-py version) is cached under `target/python-plugins` (the e2e tests' cache).
 fn python_component(plugin: &Path) -> PathBuf {
     let tool = componentize_py();
     let version = run(
@@ -247,39 +250,24 @@ fn python_component(plugin: &Path) -> PathBuf {
          target/componentize-py/bin/pip install componentize-py pytest, as .ci/run does)",
         Command::new(&tool).arg("--version"),
     );
-    let mut hash = Sha256::new();
-    hash.update(&version.stdout);
     let mut files = Vec::new();
     collect(plugin, &mut files);
-    files.sort();
-    for file in files {
-        hash.update(
-            file.strip_prefix(plugin)
-                .unwrap()
-                .to_string_lossy()
-                .as_bytes(),
-        );
-        hash.update(std::fs::read(&file).unwrap());
-    }
-    let key: String = hash.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let cache = root().join("target/python-plugins");
-    std::fs::create_dir_all(&cache).unwrap();
-    let out = cache.join(format!("kit-py-{key}.wasm"));
-    if !out.is_file() {
-        let staging = cache.join(format!("kit-py-{key}.wasm.{}", std::process::id()));
-        run(
-            "build.sh",
-            Command::new("bash")
-                .arg(plugin.join("build.sh"))
-                .arg(&staging)
-                .env("COMPONENTIZE_PY", &tool),
-        );
-        std::fs::rename(&staging, &out).unwrap();
-    }
-    out
+    let key = component_cache::key_under(&String::from_utf8_lossy(&version.stdout), plugin, files);
+    component_cache::cached(
+        "python-plugins",
+        "kit-py",
+        &key,
+        "componentize-py",
+        |staging| {
+            run(
+                "build.sh",
+                Command::new("bash")
+                    .arg(plugin.join("build.sh"))
+                    .arg(staging)
+                    .env("COMPONENTIZE_PY", &tool),
+            );
+        },
+    )
 }
 
 /// Every file under `dir`.

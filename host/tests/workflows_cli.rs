@@ -10,7 +10,6 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -297,16 +296,8 @@ async fn the_served_folder_reloads_and_refuses_cli_changes() {
     )
     .unwrap();
     let mut server = Server(serve(&dir.0));
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("Canopy is serving on http://")
-        .and_then(|rest| rest.strip_suffix("/forest"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_owned();
+    let address = support::serving_address(&mut server.0)
+        .unwrap_or_else(|line| panic!("unexpected first line: {line:?}"));
     let listed: Json = serde_json::from_str(&ok(&dir.0, &["workflows", "list", "--json"])).unwrap();
     assert_eq!(listed[0]["name"], "review");
     assert_eq!(listed[0]["source"], "file");

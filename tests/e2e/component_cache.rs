@@ -58,13 +58,19 @@ pub(crate) fn cached(
 
 /// The sha256 (hex) of `header` (the tool's version, the module's name) and of each file, with
 /// its path from the root, in path order.
-pub(crate) fn key(header: &str, mut files: Vec<PathBuf>) -> String {
+pub(crate) fn key(header: &str, files: Vec<PathBuf>) -> String {
+    key_under(header, root(), files)
+}
+
+/// [`key`] with paths taken from `base` (a plugin scaffolded in a fresh temporary folder keys
+/// the same on every run).
+pub(crate) fn key_under(header: &str, base: &Path, mut files: Vec<PathBuf>) -> String {
     files.sort();
     files.dedup();
     let mut hash = Sha256::new();
     hash.update(header);
     for file in files {
-        let relative = file.strip_prefix(root()).unwrap_or(&file);
+        let relative = file.strip_prefix(base).unwrap_or(&file);
         hash.update(relative.to_string_lossy().as_bytes());
         hash.update([0u8]);
         let mut bytes = Vec::new();
