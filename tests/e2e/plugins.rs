@@ -441,25 +441,83 @@ async fn sdk_plugins_target_the_newest_wit_version() {
     assert!(set.plugins[0].packs_rows());
 }
 
+/// The compiled components in a plugin cache folder, with their inodes (a compile writes a new
+/// file by rename, so a changed inode means compiled again).
+fn cached_components(cache: &Path) -> Vec<(PathBuf, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut found = Vec::new();
+    for engine in std::fs::read_dir(cache.join("components")).unwrap() {
+        for file in std::fs::read_dir(engine.unwrap().path()).unwrap() {
+            let path = file.unwrap().path();
+            let inode = std::fs::metadata(&path).unwrap().ino();
+            found.push((path, inode));
+        }
+    }
+    found.sort();
+    found
+}
+
 #[tokio::test]
 async fn cached_plugins_load_from_the_compile_cache() {
     let (_db, ds) = datasource().await;
     let cache = std::env::temp_dir().join(format!("canopy-cache-{}", uuid::Uuid::new_v4()));
     let runtime = Runtime::new(Some(&cache)).unwrap();
     let dir = plugin_dir(&[("hostile", Some(LIMITS))]);
-    let cold = Instant::now();
     PluginSet::load(&runtime, &dir, ds.schema(), &allow_all())
         .await
         .unwrap();
-    let cold = cold.elapsed();
+    // The first load compiled the file and wrote its code, named by the file's sha256.
+    let written = cached_components(&cache);
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert!(written[0].0.extension().is_some_and(|e| e == "cwasm"));
+
+    // Another process (a new runtime) maps that file: not compiled again, nothing new written,
+    // and the plugin serves from it.
     let warm_runtime = Runtime::new(Some(&cache)).unwrap();
-    let warm = Instant::now();
-    PluginSet::load(&warm_runtime, &dir, ds.schema(), &allow_all())
+    let set = PluginSet::load(&warm_runtime, &dir, ds.schema(), &allow_all())
         .await
         .unwrap();
-    let warm = warm.elapsed();
-    println!("plugin load: cold {cold:?}, cached {warm:?}");
-    assert!(warm < cold, "cached {warm:?} vs cold {cold:?}");
+    assert_eq!(cached_components(&cache), written);
+    let customizations = set.customizations(ds.schema()).unwrap();
+    let ctx = Context {
+        collection: Some("customers".into()),
+        datasource: ds.clone(),
+    };
+    let values = field(&customizations, "ok")
+        .compute(&caller(), &ctx, &ids(2))
+        .await
+        .unwrap();
+    assert_eq!(values, vec![Value::Int(2), Value::Int(4)]);
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[tokio::test]
+async fn a_plugin_put_back_to_a_build_compiled_before_is_read_from_the_cache_not_compiled_again() {
+    let (_db, ds) = datasource().await;
+    let cache = std::env::temp_dir().join(format!("canopy-cache-{}", uuid::Uuid::new_v4()));
+    let runtime = Runtime::new(Some(&cache)).unwrap();
+    let dir = plugin_dir(&[("hostile", Some(LIMITS))]);
+    let file = dir.join("hostile.wasm");
+    let first_build = std::fs::read(&file).unwrap();
+    let permissions = allow_all();
+    let load = || PluginSet::load(&runtime, &dir, ds.schema(), &permissions);
+    let set = load().await.unwrap();
+    assert_eq!(set.plugins[0].compiler(), Compiler::Cranelift);
+    runtime.compile_quickly_first();
+
+    // A new build: Winch's code at once.
+    change(&file);
+    let set = load().await.unwrap();
+    assert_eq!(set.plugins[0].compiler(), Compiler::Winch);
+    // A load keeps in memory the Cranelift components of its own generation only: the first
+    // build's is now on disk only.
+
+    // Put back: Cranelift's code of the first build, read from the cache folder.
+    std::fs::write(&file, &first_build).unwrap();
+    let set = load().await.unwrap();
+    assert_eq!(set.plugins[0].compiler(), Compiler::Cranelift);
+    assert!(set.quick().is_empty(), "nothing left to optimize");
+    let _ = std::fs::remove_dir_all(&cache);
 }
 
 /// Appends a custom section to a plugin file: other bytes, the same code.

@@ -52,6 +52,11 @@ impl Artifacts {
         self.dir.join(format!("{}.cwasm", hex(digest)))
     }
 
+    /// Whether a compiled component of the file whose digest is `digest` is on disk.
+    pub fn has(&self, digest: &FileDigest) -> bool {
+        self.path(digest).is_file()
+    }
+
     /// The component of `bytes` (whose digest is `digest`): mapped from its file, or compiled by
     /// `engine`, written, then mapped. Blocking: compiling takes seconds for large plugins.
     pub fn component(
@@ -60,24 +65,10 @@ impl Artifacts {
         digest: &FileDigest,
         bytes: &[u8],
     ) -> wasmtime::Result<Component> {
-        let path = self.path(digest);
-        if path.is_file() {
-            match map(engine, &path) {
-                Ok(component) => {
-                    // Its time of last use, for the least-recently-used pruning.
-                    let _ = std::fs::File::options()
-                        .append(true)
-                        .open(&path)
-                        .and_then(|file| file.set_modified(SystemTime::now()));
-                    return Ok(component);
-                }
-                Err(error) => tracing::warn!(
-                    %error,
-                    file = %path.display(),
-                    "a cached plugin component cannot be read back: compiling it again"
-                ),
-            }
+        if let Some(component) = self.mapped(engine, digest) {
+            return Ok(component);
         }
+        let path = self.path(digest);
         let code = engine.precompile_component(bytes)?;
         // Unique to this process and thread: two compilations never write one temporary file.
         let temporary = path.with_extension(format!(
@@ -97,6 +88,32 @@ impl Artifacts {
         }
         // Not cached: served from memory, as `Component::new` would.
         deserialize(engine, &code)
+    }
+
+    /// The component of `digest` mapped from its file, if there is one that maps.
+    fn mapped(&self, engine: &Engine, digest: &FileDigest) -> Option<Component> {
+        let path = self.path(digest);
+        if !path.is_file() {
+            return None;
+        }
+        match map(engine, &path) {
+            Ok(component) => {
+                // Its time of last use, for the least-recently-used pruning.
+                let _ = std::fs::File::options()
+                    .append(true)
+                    .open(&path)
+                    .and_then(|file| file.set_modified(SystemTime::now()));
+                Some(component)
+            }
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    file = %path.display(),
+                    "a cached plugin component cannot be read back: compiling it again"
+                );
+                None
+            }
+        }
     }
 
     /// Removes the least recently used files past [`MAX_BYTES`], except those of `keep`.

@@ -58,11 +58,16 @@ const WARM_IDLE: usize = 4;
 const MAX_UNUSED_WARM_SLOTS: u32 = 16;
 
 /// The settings both compilers' engines share: epoch interruption (time limits) and a bounded
-/// stack.
+/// stack; with `CANOPY_PLUGIN_PROFILER=perfmap`, a `/tmp/perf-<pid>.map` naming the plugins'
+/// compiled functions, so that `perf record -p <pid>` then `perf report` shows where a plugin's
+/// calls spend their time (a developer's setting: the file grows with every compile).
 pub(super) fn settings() -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.max_wasm_stack(512 * 1024);
+    if std::env::var_os("CANOPY_PLUGIN_PROFILER").is_some_and(|v| v == "perfmap") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     config
 }
 
@@ -266,7 +271,11 @@ impl Runtime {
         } else {
             "compiler or cache folder"
         };
-        let (tier, component, compiler) = match (in_memory, self.quick.tier()) {
+        // A file Cranelift compiled before (a plugin put back to an earlier build) is read from
+        // the cache folder in milliseconds: no quick compile for it.
+        let on_disk = self.artifacts.as_ref().is_some_and(|a| a.has(&digest));
+        let quick = self.quick.tier().filter(|_| !on_disk);
+        let (tier, component, compiler) = match (in_memory, quick) {
             (Some(component), _) => (&self.optimizing, component, Compiler::Cranelift),
             (None, Some(quick)) => {
                 let component = self.compile_with(name, quick, bytes).await?;
