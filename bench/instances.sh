@@ -182,6 +182,7 @@ for count in $COUNTS; do
     echo "    balance leastconn"
     echo "    option httpchk GET /readyz"
     echo "    http-check expect status 200"
+    echo "    timeout check 3s"
     echo "    default-server inter 2s fall 2 rise 1"
     for i in $(seq 1 "$count"); do echo "    server i$i 127.0.0.1:$((3370 + i)) check"; done
   } >"$WORK/haproxy-$count.cfg"

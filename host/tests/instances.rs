@@ -75,7 +75,9 @@ fn serve(data: &str, state: &str, dir: &Path, name: &str, port: u16) -> Server {
 }
 
 /// HAProxy on `port` in front of `backends`, checking `/readyz` every 200 ms, retrying a
-/// request whose connection failed on another instance.
+/// request whose connection failed on another instance. A check may take 3 s (docs/deployment.md's
+/// setting): during the 1,000-call burst `/readyz` waits its turn, and the default (`inter`, 200
+/// ms) pulled every instance in turn, answering 503.
 fn haproxy(dir: &Path, port: u16, backends: &[u16]) -> Server {
     let servers: String = backends
         .iter()
@@ -88,7 +90,8 @@ fn haproxy(dir: &Path, port: u16, backends: &[u16]) -> Server {
          timeout server 30s\n    retries 3\n    option redispatch\n\
          frontend front\n    bind 127.0.0.1:{port}\n    default_backend canopy\n\
          backend canopy\n    balance roundrobin\n    option httpchk GET /readyz\n    \
-         http-check expect status 200\n    default-server inter 200ms fall 1 rise 1\n{servers}"
+         http-check expect status 200\n    timeout check 3s\n    \
+         default-server inter 200ms fall 1 rise 1\n{servers}"
     );
     let path = dir.join("haproxy.cfg");
     std::fs::write(&path, config).unwrap();

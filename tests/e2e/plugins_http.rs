@@ -766,6 +766,9 @@ async fn a_changed_plugin_serves_at_once_on_quick_code_then_on_cranelifts(backen
     crate::plugins::change(&shop.plugins.join("shop.wasm"));
     assert_eq!(served.reload().await.unwrap().quick, ["shop"]);
     shop.install("hostile", "zz_hostile");
+    // Bytes no test compiled before: a build whose Cranelift code is in the cache folder would
+    // be read from there instead of compiled by Winch.
+    crate::plugins::change(&shop.plugins.join("zz_hostile.wasm"));
     assert_eq!(served.optimized().await, Some(Optimized::FilesChanged));
     assert_eq!(served.plugins().plugins.len(), 1);
     assert_eq!(full_name(app.clone()).await, ["Boris Customer1"]);
