@@ -199,11 +199,7 @@ impl SchemaFile {
     pub fn hash(&self) -> String {
         use sha1::Digest as _;
         let digest = sha1::Sha1::digest(stringify_compact(&self.to_json()).as_bytes());
-        digest.iter().fold(String::with_capacity(40), |mut out, b| {
-            // Writing into a String cannot fail.
-            let _ = write!(out, "{b:02x}");
-            out
-        })
+        hex::encode(digest)
     }
 
     /// The file's text, laid out as the agent writes it (no trailing newline, like the agent).

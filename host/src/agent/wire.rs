@@ -146,7 +146,10 @@ fn push_id(value: &Value, wire: Wire, id: &mut String) {
             Ok(())
         }
         Value::Uuid(u) => write!(id, "{u}"),
-        Value::Binary(bytes) => bytes.iter().try_for_each(|b| write!(id, "{b:02x}")),
+        Value::Binary(bytes) => {
+            id.push_str(&hex::encode(bytes));
+            Ok(())
+        }
         other => {
             id.push_str(&other.to_id_string());
             Ok(())

@@ -169,10 +169,7 @@ pub fn random_token(n: usize) -> String {
 
 /// The stored form of a one-time code: its SHA-256, hex.
 pub fn code_hash(code: &str) -> String {
-    Sha256::digest(code.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(code.as_bytes()))
 }
 
 fn now_secs() -> u64 {

@@ -21,11 +21,7 @@ pub struct Urls {
 }
 
 fn short_hash(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(&Sha256::digest(text.as_bytes())[..8])
 }
 
 static URLS: LazyLock<Urls> = LazyLock::new(|| {

@@ -89,11 +89,7 @@ fn csrf_of(token: &str) -> String {
     let mut hash = Sha256::new();
     hash.update(b"canopy console csrf\0");
     hash.update(token.as_bytes());
-    hex(&hash.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(hash.finalize())
 }
 
 /// The value of cookie `name` in a request's `Cookie` headers.

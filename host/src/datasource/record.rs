@@ -305,10 +305,7 @@ impl Serialize for Value {
             Value::Time(t) => s.serialize_str(&t.format("%H:%M:%S%.f").to_string()),
             Value::Uuid(u) => s.collect_str(u),
             Value::Json(j) => j.serialize(s),
-            Value::Binary(b) => {
-                let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-                s.serialize_str(&hex)
-            }
+            Value::Binary(b) => s.serialize_str(&hex::encode(b)),
             Value::Point(x, y) => {
                 let mut seq = s.serialize_seq(Some(2))?;
                 seq.serialize_element(x)?;

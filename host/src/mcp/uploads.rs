@@ -339,7 +339,7 @@ impl Uploads {
             return Err(UploadError::TooLarge(self.settings.max_bytes));
         }
         if let Some(expected) = &handle.sha256 {
-            let actual = hex(&Sha256::digest(&bytes));
+            let actual = hex::encode(Sha256::digest(&bytes));
             if &actual != expected {
                 return Err(UploadError::Handle(format!(
                     "the uploaded bytes of {:?} do not match the announced sha256",
@@ -433,10 +433,6 @@ fn millis(duration: std::time::Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// A SHA-256 given as hex or base64, as lowercase hex.
 fn normalize_sha256(given: &str) -> Option<String> {
     if given.len() == 64 && given.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -446,7 +442,7 @@ fn normalize_sha256(given: &str) -> Option<String> {
         .decode(given)
         .or_else(|_| URL_SAFE_NO_PAD.decode(given.trim_end_matches('=')))
         .ok()?;
-    (bytes.len() == 32).then(|| hex(&bytes))
+    (bytes.len() == 32).then(|| hex::encode(&bytes))
 }
 
 /// A file name safe in a key: letters, digits, `._- ()`, at most 128 characters; `file` when
@@ -514,7 +510,7 @@ mod tests {
     #[tokio::test]
     async fn a_url_takes_one_file_and_the_handle_gives_it_back_to_its_uploader() {
         each_store(|store| async move {
-            let sha = hex(&Sha256::digest(b"hello"));
+            let sha = hex::encode(Sha256::digest(b"hello"));
             let (key, handle) = store
                 .reserve(7, "report (1).pdf", "application/pdf", Some(&sha))
                 .await
@@ -564,7 +560,7 @@ mod tests {
                 Err(UploadError::Unknown)
             );
             let (key, handle) = store
-                .reserve(1, "b.txt", "text/plain", Some(&hex(&Sha256::digest(b"x"))))
+                .reserve(1, "b.txt", "text/plain", Some(&hex::encode(Sha256::digest(b"x"))))
                 .await
                 .unwrap();
             store.put(&key, b"y".to_vec()).await.unwrap();

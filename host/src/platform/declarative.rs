@@ -78,8 +78,5 @@ pub fn parse(path: &Path, text: &str, schema: Option<&SchemaView>) -> Result<Che
 
 fn digest(text: &str) -> String {
     use sha1::Digest as _;
-    sha1::Sha1::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(sha1::Sha1::digest(text.as_bytes()))
 }

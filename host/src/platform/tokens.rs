@@ -85,12 +85,7 @@ pub fn secret_hash(token: &str) -> [u8; 32] {
 
 /// [`secret_hash`] in hex, as the table keeps it.
 pub fn hex(hash: &[u8; 32]) -> String {
-    use fmt::Write as _;
-    let mut out = String::with_capacity(64);
-    for b in hash {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    hex::encode(hash)
 }
 
 /// What the owner sees of a token: its prefix and last 4 characters.

@@ -49,7 +49,7 @@ impl Artifacts {
     }
 
     fn path(&self, digest: &FileDigest) -> PathBuf {
-        self.dir.join(format!("{}.cwasm", hex(digest)))
+        self.dir.join(format!("{}.cwasm", hex::encode(digest)))
     }
 
     /// Whether a compiled component of the file whose digest is `digest` is on disk.
@@ -183,15 +183,6 @@ fn deserialize(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> {
     unsafe { Component::deserialize(engine, code) }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,7 +222,7 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert_eq!(names, [format!("{}.cwasm", hex(&digest))]);
+        assert_eq!(names, [format!("{}.cwasm", hex::encode(digest))]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

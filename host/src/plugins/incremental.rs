@@ -13,7 +13,6 @@
 //! Cranelift compile that follows it, and the start.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use wasmtime::CacheStore;
@@ -36,10 +35,7 @@ impl FunctionCache {
     /// The file of `key`, fanned out over 256 folders by its first byte, so that no folder
     /// holds every function of every plugin.
     fn path(&self, key: &[u8]) -> PathBuf {
-        let mut name = String::with_capacity(key.len() * 2);
-        for byte in key {
-            let _ = write!(name, "{byte:02x}");
-        }
+        let name = hex::encode(key);
         let fan = name.get(..2).unwrap_or("00").to_owned();
         self.dir.join(fan).join(name)
     }

@@ -315,7 +315,7 @@ impl Definition {
     pub fn hash(&self) -> String {
         use sha2::Digest as _;
         let digest = sha2::Sha256::digest(self.canonical_json().as_bytes());
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(digest)
     }
 
     /// The step with this key.

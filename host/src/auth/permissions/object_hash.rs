@@ -17,7 +17,7 @@ use sha1::{Digest, Sha1};
 pub fn object_hash(value: &Json, exclude: &dyn Fn(&str) -> bool) -> String {
     let mut hasher = Sha1::new();
     write(&mut hasher, value, exclude);
-    hex(&hasher.finalize())
+    hex::encode(hasher.finalize())
 }
 
 fn write(out: &mut Sha1, value: &Json, exclude: &dyn Fn(&str) -> bool) {
@@ -58,15 +58,6 @@ fn write(out: &mut Sha1, value: &Json, exclude: &dyn Fn(&str) -> bool) {
 fn string(out: &mut Sha1, s: &str) {
     out.update(format!("string:{}:", s.encode_utf16().count()).as_bytes());
     out.update(s.as_bytes());
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
 }
 
 /// The keys of a chart the agent hashes (`hash-chart.ts`); the others (`contextVariables`, …)

@@ -250,14 +250,7 @@ pub(crate) fn value_to_array_text(value: &Value) -> Option<Option<String>> {
         Value::Time(t) => t.format("%H:%M:%S%.f").to_string(),
         Value::Uuid(u) => u.to_string(),
         Value::Json(j) => j.to_string(),
-        Value::Binary(b) => {
-            let mut hex = String::with_capacity(2 + b.len() * 2);
-            hex.push_str("\\x");
-            for byte in b {
-                hex.push_str(&format!("{byte:02x}"));
-            }
-            hex
-        }
+        Value::Binary(b) => format!("\\x{}", hex::encode(b)),
         Value::Point(..) | Value::Array(_) | Value::Record(_) => return None,
     }))
 }

@@ -46,9 +46,7 @@ fn number(out: &mut String, text: impl std::fmt::Display) {
 }
 
 fn hex(out: &mut String, bytes: &[u8]) {
-    for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
-    }
+    out.push_str(&hex::encode(bytes));
 }
 
 /// `E'…'`: in an escape string every backslash is an escape whatever
