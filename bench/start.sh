@@ -37,6 +37,7 @@ LANGS=${LANGS:-rust python ts}
 COUNT=${COUNT:-10}
 RATE=${RATE:-0}
 WORK=${WORK:-$(mktemp -d -t canopy-start-XXXXXX)}
+mkdir -p "$WORK"
 AUTH_SECRET=startbench-auth-secret-not-for-production
 ENV_SECRET=$(printf '3%.0s' $(seq 64))
 export COMPONENTIZE_PY=${COMPONENTIZE_PY:-$PWD/target/componentize-py/bin/componentize-py}
