@@ -4,7 +4,8 @@
 // 1. `jco guest-types` writes the WIT's TypeScript declarations to generated/ (once per WIT);
 // 2. `tsc` type-checks the plugin and this SDK (skipped with --no-check);
 // 3. esbuild bundles them into one ES module, the WIT imports left external;
-// 4. ComponentizeJS evaluates the bundle in SpiderMonkey, snapshots it, and writes the component.
+// 4. ComponentizeJS evaluates the bundle in SpiderMonkey, snapshots it, and writes the component
+//    (with CANOPY_WEVAL, compiled ahead of time by weval: see below).
 // The tools are the nearest node_modules above this file (`npm ci` installs the versions of
 // package-lock.json): sdk/ts's in the checkout, the plugin's own in a scaffolded plugin, where this
 // file is vendor/canopy-sdk/build.mjs.
@@ -85,6 +86,16 @@ await esbuild.build({
   logLevel: "warning",
 });
 
+// ComponentizeJS's ahead-of-time mode (weval): the plugin's functions are compiled into the
+// component instead of run by SpiderMonkey's interpreter. Opt-in: it needs a weval binary of the
+// version ComponentizeJS expects (0.5.0), named by CANOPY_WEVAL (`cargo install weval@0.5.0
+// --locked`); ComponentizeJS would otherwise download one from GitHub at build time.
+const weval = process.env.CANOPY_WEVAL;
+if (weval && !existsSync(weval)) {
+  console.error(`CANOPY_WEVAL names no file: ${weval} (cargo install weval@0.5.0 --locked --root DIR)`);
+  process.exit(1);
+}
+
 const { componentize } = await import(join(modules, "@bytecodealliance/componentize-js/src/componentize.js"));
 try {
   const { component } = await componentize({
@@ -93,6 +104,7 @@ try {
     worldName: "customization",
     // The host links WASI p2 without wasi:http: no fetch, no incoming handler.
     disableFeatures: ["http", "fetch-event"],
+    ...(weval ? { enableAot: true, wevalBin: weval } : {}),
   });
   mkdirSync(dirname(resolve(output)), { recursive: true });
   writeFileSync(output, Buffer.concat([component, languageSection("typescript")]));
