@@ -3,6 +3,7 @@
 #
 #   bash bench/soak.sh                     # 10 minutes, 3 instances
 #   DURATION=60 INSTANCES=2 bash bench/soak.sh
+#   KINDS="read mcp" DURATION=180 INSTANCES=1 bash bench/soak.sh   # some kinds of request only
 #
 # What it does:
 #   1. builds the release binary (unless CANOPY_BIN names one);
@@ -149,7 +150,7 @@ sampler=$!
 
 echo "==> mixed load for ${DURATION}s from $CLIENTS clients"
 PORTS="${ports[*]}" SESSION="$SESSION" WEBHOOK_PATH="$WEBHOOK_PATH" API_TOKEN="$API_TOKEN" \
-  DURATION="$DURATION" CLIENTS="$CLIENTS" python3 - <<'EOF'
+  DURATION="$DURATION" CLIENTS="$CLIENTS" KINDS="${KINDS:-}" python3 - <<'EOF'
 import http.client, json, os, random, threading, time
 
 ports = os.environ["PORTS"].split()
@@ -188,6 +189,8 @@ def request(kind, rng):
             {401})
 
 weights = [("read", 6), ("write", 2), ("action", 1), ("webhook", 1), ("mcp", 1)]
+if os.environ.get("KINDS"):  # a subset, to see which kind a memory growth comes from
+    weights = [(k, w) for k, w in weights if k in os.environ["KINDS"].split()]
 kinds = [k for k, w in weights for _ in range(w)]
 latencies = {k: [] for k, _ in weights}
 errors = {k: 0 for k, _ in weights}
