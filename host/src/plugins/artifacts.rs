@@ -118,11 +118,8 @@ impl Artifacts {
 
     /// Removes the least recently used files past [`MAX_BYTES`], except those of `keep`.
     pub fn prune(&self, keep: &[FileDigest]) {
-        prune_folder(&self.dir, MAX_BYTES, &self.keep_paths(keep));
-    }
-
-    fn keep_paths(&self, keep: &[FileDigest]) -> Vec<PathBuf> {
-        keep.iter().map(|digest| self.path(digest)).collect()
+        let keep: Vec<PathBuf> = keep.iter().map(|digest| self.path(digest)).collect();
+        prune_folder(&self.dir, MAX_BYTES, &keep);
     }
 }
 

@@ -162,16 +162,13 @@ impl Runtime {
             }
         };
         tick_epochs(&engine, "canopy-epoch")?;
-        let artifacts = match cache_dir.map(|dir| Artifacts::new(dir, &engine)) {
-            Some(Ok(artifacts)) => Some(Arc::new(artifacts)),
-            Some(Err(error)) => {
-                return Err(format!(
-                    "plugin cache {}: {error}",
-                    cache_dir.unwrap_or(Path::new("")).display()
-                ));
-            }
-            None => None,
-        };
+        let artifacts = cache_dir
+            .map(|dir| {
+                Artifacts::new(dir, &engine)
+                    .map(Arc::new)
+                    .map_err(|e| format!("plugin cache {}: {e}", dir.display()))
+            })
+            .transpose()?;
         Ok(Self {
             optimizing: Tier::new(engine)?,
             quick: Arc::new(Quick::default()),
@@ -273,15 +270,14 @@ impl Runtime {
         };
         // A file Cranelift compiled before (a plugin put back to an earlier build) is read from
         // the cache folder in milliseconds: no quick compile for it.
-        let on_disk = self.artifacts.as_ref().is_some_and(|a| a.has(&digest));
-        let quick = self.quick.tier().filter(|_| !on_disk);
-        let (tier, component, compiler) = match (in_memory, quick) {
+        let on_disk = || self.artifacts.as_ref().is_some_and(|a| a.has(&digest));
+        let (tier, component, compiler) = match (in_memory, self.quick.tier()) {
             (Some(component), _) => (&self.optimizing, component, Compiler::Cranelift),
-            (None, Some(quick)) => {
+            (None, Some(quick)) if !on_disk() => {
                 let component = self.compile_with(name, quick, bytes).await?;
                 (quick, component, Compiler::Winch)
             }
-            (None, None) => {
+            (None, _) => {
                 let component = self.compile_optimized(name, digest, bytes).await?;
                 self.optimized.insert(digest, component.clone());
                 (&self.optimizing, component, Compiler::Cranelift)
