@@ -251,7 +251,7 @@ fn python_component(plugin: &Path) -> PathBuf {
         Command::new(&tool).arg("--version"),
     );
     let mut files = Vec::new();
-    collect(plugin, &mut files);
+    component_cache::sources(plugin, &[], &[], &mut files);
     let key = component_cache::key_under(&String::from_utf8_lossy(&version.stdout), plugin, files);
     component_cache::cached(
         "python-plugins",
@@ -268,18 +268,6 @@ fn python_component(plugin: &Path) -> PathBuf {
             );
         },
     )
-}
-
-/// Every file under `dir`.
-fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            collect(&path, files);
-        } else {
-            files.push(path);
-        }
-    }
 }
 
 /// The agent's remote workflow (`createForestServerSandbox`, `SERVICE_SERVER_URL`,

@@ -82,3 +82,30 @@ pub(crate) fn key_under(header: &str, base: &Path, mut files: Vec<PathBuf>) -> S
     }
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// The files at `path` (a file, or a folder walked) that a build reads: not those in a folder
+/// named in `skipped_folders` nor with a name ending in one of `skipped_endings` (what builds
+/// leave there: components, caches, installed packages), which would change the key without
+/// changing the component.
+pub(crate) fn sources(
+    path: &Path,
+    skipped_folders: &[&str],
+    skipped_endings: &[&str],
+    out: &mut Vec<PathBuf>,
+) {
+    if path.is_file() {
+        out.push(path.to_path_buf());
+        return;
+    }
+    for entry in std::fs::read_dir(path).unwrap().map(Result::unwrap) {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() {
+            if !skipped_folders.contains(&name.as_str()) {
+                sources(&path, skipped_folders, skipped_endings, out);
+            }
+        } else if !skipped_endings.iter().any(|ending| name.ends_with(ending)) {
+            out.push(path);
+        }
+    }
+}

@@ -9,11 +9,11 @@
 //! `.ci/run` makes). Missing, the tests that need it fail saying how to install it: a skipped
 //! test would pass in CI while testing nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::component_cache::{cached, key, root};
+use crate::component_cache::{cached, key, root, sources};
 
 /// A Python plugin of the repository.
 #[derive(Debug, Clone, Copy)]
@@ -118,29 +118,15 @@ fn componentize_py() -> &'static Tool {
 fn source_key(plugin: PythonPlugin, version: &str) -> String {
     let mut files = Vec::new();
     for dir in [plugin.dir, SDK, WIT] {
-        collect(&root().join(dir), &mut files);
+        sources(
+            &root().join(dir),
+            &["__pycache__", ".mypy_cache", ".pytest_cache", "build"],
+            &[".wasm", ".pyc"],
+            &mut files,
+        );
     }
     key(
         &format!("componentize-py {version}\0module {}\0", plugin.module),
         files,
     )
-}
-
-/// The source files under `dir`: not what builds leave there (bytecode caches, components,
-/// generated bindings), which would change the key without changing the component.
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if entry.file_type().unwrap().is_dir() {
-            if !matches!(
-                name.as_str(),
-                "__pycache__" | ".mypy_cache" | ".pytest_cache" | "build"
-            ) {
-                collect(&path, out);
-            }
-        } else if !name.ends_with(".wasm") && !name.ends_with(".pyc") {
-            out.push(path);
-        }
-    }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::component_cache::{cached, key, root};
+use crate::component_cache::{cached, key, root, sources};
 
 /// A TypeScript plugin of the repository.
 #[derive(Debug, Clone, Copy)]
@@ -99,28 +99,12 @@ fn node_version() -> &'static str {
 fn source_key(plugin: TsPlugin, node: &str) -> String {
     let mut files = Vec::new();
     for path in std::iter::once(plugin.dir).chain(SDK.iter().copied()) {
-        collect(&root().join(path), &mut files);
+        sources(
+            &root().join(path),
+            &["node_modules", "generated"],
+            &[".wasm"],
+            &mut files,
+        );
     }
     key(&format!("node {node}\0entry {}\0", plugin.entry), files)
-}
-
-/// The source files at `path` (a file, or a folder walked): not what builds leave there
-/// (components, installed packages, generated declarations), which would change the key without
-/// changing the component.
-fn collect(path: &Path, out: &mut Vec<PathBuf>) {
-    if path.is_file() {
-        out.push(path.to_path_buf());
-        return;
-    }
-    for entry in std::fs::read_dir(path).unwrap().map(Result::unwrap) {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if entry.file_type().unwrap().is_dir() {
-            if !matches!(name.as_str(), "node_modules" | "generated") {
-                collect(&path, out);
-            }
-        } else if !name.ends_with(".wasm") {
-            out.push(path);
-        }
-    }
 }
