@@ -833,6 +833,57 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_writers_cache_of_names_is_bounded_and_a_forgotten_name_keeps_its_id() {
+        let temp = temp_store().await;
+        let store = temp.store.clone();
+        let mut connection = store.pool().acquire().await.unwrap().detach();
+        let mut interner = table::Interner::default();
+        // More distinct labels than the cache holds, as notes or failure messages give.
+        let labelled = |n: usize| entry(n).with_label(format!("label {n}"));
+        let count = table::INTERNED_NAMES + 600;
+        let entries: Vec<Entry> = (0..count).map(labelled).collect();
+        for batch in entries.chunks(BATCH) {
+            store
+                .insert_activity_on(&mut connection, &mut interner, batch)
+                .await
+                .unwrap();
+        }
+        assert!(
+            interner.names_cached() <= table::INTERNED_NAMES,
+            "{} names cached",
+            interner.names_cached()
+        );
+        // The first labels were pushed out of the cache: written again, they are looked up
+        // and keep their row (no second one), and the entry reads back with its label.
+        let again = labelled(0).with_records(["again"]);
+        store
+            .insert_activity_on(&mut connection, &mut interner, std::slice::from_ref(&again))
+            .await
+            .unwrap();
+        let rows: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM activity_names WHERE name = 'label 0'")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(rows, 1);
+        let names: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM activity_names")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        // The labels and the collection's name.
+        assert_eq!(names, i64::try_from(count + 1).unwrap());
+        let listed = store
+            .activity_logs(&ActivityFilter {
+                limit: 1,
+                ..ActivityFilter::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(listed[0].record_ids, ["0", "again"]);
+        assert_eq!(listed[0].label.as_deref(), Some("label 0"));
+    }
+
+    #[tokio::test]
     async fn the_stored_action_numbers_are_the_migrations() {
         let temp = temp_store().await;
         let stored: Vec<(i64, String, String)> = sqlx::query_as(

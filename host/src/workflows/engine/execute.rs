@@ -734,12 +734,15 @@ impl Driver<'_> {
                 Status::Failed
             };
             let served = self.shared.state.current();
+            // The label names no run: labels are interned, and one per run grew the lookup
+            // table and the writer's cache with every run. The entry names the workflow, its
+            // record and the time; the run is found from those (`GET …/workflow-runs`).
             served.activity.record(steps::entry(
                 &self.run,
                 &loaded.workflow_name,
                 caller,
                 Action::CompleteWorkflow,
-                &format!("run {} {}", self.run.id, state_name(status)),
+                &format!("run {}", state_name(status)),
                 status,
             ));
         }
